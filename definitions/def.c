@@ -1,0 +1,1408 @@
+/*
+ * def - reading process definitions; see def.h and docs/definitions.md.
+ *
+ * The loader reads a document field by field, filling a def_t and
+ * reporting each problem where it finds it without stopping: whoever fixes
+ * a file wants every mistake in one run. A wrong field is left empty and
+ * the load fails at the end. Problems come out in a fixed order: the
+ * top-level fields, then events, start and states in document order, then
+ * the graph checks (def_validate.c). Those run only when every reference
+ * to a state or an event resolved, because a broken edge would make them
+ * report states that are fine ("shipped is unreachable" when the real
+ * mistake is a transition to 'shiped').
+ *
+ * Events and states keep their document order in def_t (jansson keeps
+ * object keys in insertion order), so an index is stable for a document.
+ */
+#include "definitions/def.h"
+#include "definitions/duration.h"
+#include "definitions/jsonptr.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define PTR_MAX            1024
+#define NAME_MAX_LEN       63 /* process, state, team, outcome and variable names */
+#define EVENT_NAME_MAX_LEN 255
+#define TOPIC_MAX_LEN      249 /* Kafka's own limit */
+#define RETRY_MAX_LIMIT    1000
+#define FILE_MAX_BYTES     (4 * 1024 * 1024)
+#define DEFAULT_REORDER_MS (5 * 60 * 1000)
+
+/* ---- problems ---- */
+
+static void problems_vadd(def_problems_t *problems, const char *file, const char *pointer,
+                          const char *fmt, va_list ap)
+{
+    if (problems == NULL)
+        return;
+
+    va_list ap2;
+    va_copy(ap2, ap);
+    int len = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    if (len < 0)
+        return;
+
+    /* Out of memory the problem is dropped: the caller still learns of the
+     * failure from the NULL it gets back. */
+    char *message = malloc((size_t) len + 1);
+    char *file_copy = strdup(file != NULL ? file : "");
+    char *pointer_copy = strdup(pointer != NULL ? pointer : "");
+    if (message == NULL || file_copy == NULL || pointer_copy == NULL)
+        goto fail;
+    vsnprintf(message, (size_t) len + 1, fmt, ap);
+
+    if (problems->n == problems->cap) {
+        size_t cap = problems->cap == 0 ? 8 : problems->cap * 2;
+        def_problem_t *items = realloc(problems->items, cap * sizeof *items);
+        if (items == NULL)
+            goto fail;
+        problems->items = items;
+        problems->cap = cap;
+    }
+    problems->items[problems->n++] = (def_problem_t){file_copy, pointer_copy, message};
+    return;
+
+fail:
+    free(message);
+    free(file_copy);
+    free(pointer_copy);
+}
+
+void def_problems_add(def_problems_t *problems, const char *file, const char *pointer,
+                      const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    problems_vadd(problems, file, pointer, fmt, ap);
+    va_end(ap);
+}
+
+void def_problems_clear(def_problems_t *problems)
+{
+    if (problems == NULL)
+        return;
+    for (size_t i = 0; i < problems->n; i++) {
+        free(problems->items[i].file);
+        free(problems->items[i].pointer);
+        free(problems->items[i].message);
+    }
+    free(problems->items);
+    problems->items = NULL;
+    problems->n = problems->cap = 0;
+}
+
+/* ---- freeing ---- */
+
+static void free_captures(def_capture_t *captures, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(captures[i].var);
+        free(captures[i].pointer);
+    }
+    free(captures);
+}
+
+void def_free(def_t *def)
+{
+    if (def == NULL)
+        return;
+    free(def->process);
+    free(def->owner);
+    free(def->description);
+    free(def->key_pointer);
+    free(def->type_pointer);
+    free(def->id_pointer);
+    free(def->time_pointer);
+    for (size_t i = 0; i < def->n_events; i++) {
+        def_event_t *ev = &def->events[i];
+        free(ev->name);
+        free(ev->topic);
+        free(ev->key_pointer);
+        free_captures(ev->captures, ev->n_captures);
+    }
+    free(def->events);
+    free_captures(def->start_captures, def->n_start_captures);
+    for (size_t i = 0; i < def->n_states; i++) {
+        def_state_t *st = &def->states[i];
+        free(st->name);
+        free(st->terminal);
+        free(st->owner);
+        free(st->on);
+        if (st->command != NULL) {
+            free(st->command->topic);
+            free(st->command->type);
+            json_decref(st->command->payload);
+            free(st->command);
+        }
+    }
+    free(def->states);
+    free(def->source);
+    json_decref(def->document);
+    free(def);
+}
+
+/* ---- the loader ---- */
+
+typedef struct loader {
+    const char *file;
+    def_problems_t *problems;
+    size_t n_problems; /* counted even when def_problems_add drops one */
+    def_t *def;
+
+    /* Names in document order, borrowed from def, for lookups and hints. */
+    const char **state_names;
+    const char **event_names;
+    bool *event_used;
+
+    /* Every variable some capture sets, borrowed from def. */
+    const char **vars;
+    size_t n_vars, cap_vars;
+
+    bool vars_unknown;           /* some capture could not be read: accept any ${vars.X} */
+    bool process_deadline_given; /* present, valid or not: no "has no deadline" noise */
+    bool start_resolved;
+    bool graph_unknown; /* some edge or terminal could not be read */
+    bool usage_unknown; /* some state's 'on' could not be read */
+} loader_t;
+
+static void problem(loader_t *ld, const char *pointer, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void problem(loader_t *ld, const char *pointer, const char *fmt, ...)
+{
+    va_list ap;
+    ld->n_problems++;
+    va_start(ap, fmt);
+    problems_vadd(ld->problems, ld->file, pointer, fmt, ap);
+    va_end(ap);
+}
+
+static char *ld_strdup(loader_t *ld, const char *s)
+{
+    if (s == NULL)
+        return NULL;
+    char *copy = strdup(s);
+    if (copy == NULL)
+        problem(ld, "", "out of memory");
+    return copy;
+}
+
+static void *ld_calloc(loader_t *ld, size_t n, size_t size)
+{
+    void *p = calloc(n == 0 ? 1 : n, size);
+    if (p == NULL)
+        problem(ld, "", "out of memory");
+    return p;
+}
+
+/* base + "/" + token, escaped, into buf (PTR_MAX bytes). Returns buf. */
+static char *ptr_join(char *buf, const char *base, const char *token)
+{
+    snprintf(buf, PTR_MAX, "%s", base);
+    return jsonptr_append(buf, PTR_MAX, token);
+}
+
+/* " (did you mean 'X'?)" when a candidate is near `word`, else "". */
+static const char *hint(char *buf, size_t size, const char *word, const char *const *candidates,
+                        size_t n)
+{
+    const char *near = def_suggest(word, candidates, n);
+    if (near == NULL)
+        buf[0] = '\0';
+    else
+        snprintf(buf, size, " (did you mean '%s'?)", near);
+    return buf;
+}
+
+static const char *type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "an array";
+    case JSON_STRING:
+        return "a string";
+    case JSON_INTEGER:
+        return "an integer";
+    case JSON_REAL:
+        return "a number with a fraction";
+    case JSON_TRUE:
+    case JSON_FALSE:
+        return "a boolean";
+    case JSON_NULL:
+        return "null";
+    }
+    return "an unknown value";
+}
+
+static long find_name(const char *const *names, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (names[i] != NULL && strcmp(names[i], name) == 0)
+            return (long) i;
+    }
+    return -1;
+}
+
+/* [a-z][a-z0-9_]*, plus the characters in `extra` after the first. */
+static bool is_name(const char *s, const char *extra)
+{
+    if (s[0] < 'a' || s[0] > 'z' || strlen(s) > NAME_MAX_LEN)
+        return false;
+    for (const char *p = s + 1; *p != '\0'; p++) {
+        bool ok = (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' ||
+                  (extra != NULL && strchr(extra, *p) != NULL);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+/* A variable for ${vars.NAME}: [A-Za-z_][A-Za-z0-9_]*. */
+static bool is_var_name(const char *s)
+{
+    if (*s == '\0' || strlen(s) > NAME_MAX_LEN || (*s >= '0' && *s <= '9'))
+        return false;
+    for (const char *p = s; *p != '\0'; p++) {
+        bool ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                  (*p >= '0' && *p <= '9') || *p == '_';
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+/* Kafka's rule for topic names: [a-zA-Z0-9._-], at most 249 characters. */
+static bool is_topic(const char *s)
+{
+    if (strlen(s) > TOPIC_MAX_LEN || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+        return false;
+    for (const char *p = s; *p != '\0'; p++) {
+        bool ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                  (*p >= '0' && *p <= '9') || *p == '.' || *p == '_' || *p == '-';
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+/* Reports every member of obj that is not in `allowed`. */
+static void check_fields(loader_t *ld, json_t *obj, const char *ptr, const char *const *allowed,
+                         size_t n)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v)
+    {
+        if (find_name(allowed, n, key) >= 0)
+            continue;
+        char p[PTR_MAX];
+        ptr_join(p, ptr, key);
+        const char *near = def_suggest(key, allowed, n);
+        if (near != NULL) {
+            problem(ld, p, "unknown field '%s' (did you mean '%s'?)", key, near);
+            continue;
+        }
+        char list[512] = "";
+        size_t len = 0;
+        for (size_t i = 0; i < n && len < sizeof list; i++)
+            len += (size_t) snprintf(list + len, sizeof list - len, "%s'%s'", i > 0 ? ", " : "",
+                                     allowed[i]);
+        problem(ld, p, "unknown field '%s': expected one of %s", key, list);
+    }
+}
+#define CHECK_FIELDS(ld, obj, ptr, allowed)                                                        \
+    check_fields((ld), (obj), (ptr), (allowed), sizeof(allowed) / sizeof(allowed)[0])
+
+/* The member `name` of obj; NULL when absent, which is a problem if required. */
+static json_t *member(loader_t *ld, json_t *obj, const char *ptr, const char *name, bool required)
+{
+    json_t *v = json_object_get(obj, name);
+    if (v == NULL && required)
+        problem(ld, ptr, "missing required field '%s'", name);
+    return v;
+}
+
+/*
+ * The non-empty string member `name` of obj, borrowed from the document;
+ * NULL when absent (a problem if required) or not a non-empty string (a
+ * problem).
+ */
+static const char *get_string(loader_t *ld, json_t *obj, const char *ptr, const char *name,
+                              bool required)
+{
+    json_t *v = member(ld, obj, ptr, name, required);
+    if (v == NULL)
+        return NULL;
+    char p[PTR_MAX];
+    ptr_join(p, ptr, name);
+    if (!json_is_string(v)) {
+        problem(ld, p, "expected a string, got %s", type_name(v));
+        return NULL;
+    }
+    if (json_string_length(v) == 0) {
+        problem(ld, p, "'%s' must not be empty", name);
+        return NULL;
+    }
+    return json_string_value(v);
+}
+
+/* True if `text` (at pointer p) is a JSON pointer a definition may use. */
+static bool check_pointer(loader_t *ld, const char *text, const char *p)
+{
+    char err[256];
+    if (*text == '\0') {
+        problem(ld, p,
+                "bad JSON pointer '': the empty pointer names the whole payload; name a field, "
+                "e.g. '/order_id'");
+        return false;
+    }
+    if (!jsonptr_valid(text, err, sizeof err)) {
+        problem(ld, p, "bad JSON pointer '%s': %s", text, err);
+        return false;
+    }
+    return true;
+}
+
+/* Like get_string(), for a JSON pointer. */
+static const char *get_pointer(loader_t *ld, json_t *obj, const char *ptr, const char *name,
+                               bool required)
+{
+    json_t *v = member(ld, obj, ptr, name, required);
+    if (v == NULL)
+        return NULL;
+    char p[PTR_MAX];
+    ptr_join(p, ptr, name);
+    if (!json_is_string(v)) {
+        problem(ld, p, "expected a JSON pointer string such as '/order_id', got %s", type_name(v));
+        return NULL;
+    }
+    return check_pointer(ld, json_string_value(v), p) ? json_string_value(v) : NULL;
+}
+
+/*
+ * The duration member `name` of obj: 1 with *ms_out set when present and
+ * valid, 0 when absent, -1 when present but wrong (reported). A zero is
+ * wrong unless zero_ok.
+ */
+static int get_duration(loader_t *ld, json_t *obj, const char *ptr, const char *name, bool zero_ok,
+                        int64_t *ms_out)
+{
+    json_t *v = json_object_get(obj, name);
+    if (v == NULL)
+        return 0;
+    char p[PTR_MAX];
+    ptr_join(p, ptr, name);
+    if (!json_is_string(v)) {
+        problem(ld, p, "expected a duration string such as \"15m\" or \"1h30m\", got %s",
+                type_name(v));
+        return -1;
+    }
+    const char *text = json_string_value(v);
+    char err[256];
+    int64_t ms;
+    if (!duration_parse(text, &ms, err, sizeof err)) {
+        problem(ld, p, "bad duration '%s': %s", text, err);
+        return -1;
+    }
+    if (ms == 0 && !zero_ok) {
+        problem(ld, p, "bad duration '%s': %s must be longer than zero", text, name);
+        return -1;
+    }
+    *ms_out = ms;
+    return 1;
+}
+
+/* A team name (owner): [a-z][a-z0-9_-]*; NULL when absent or wrong. */
+static const char *get_team(loader_t *ld, json_t *obj, const char *ptr, bool required)
+{
+    const char *team = get_string(ld, obj, ptr, "owner", required);
+    if (team != NULL && !is_name(team, "-")) {
+        char p[PTR_MAX];
+        problem(ld, ptr_join(p, ptr, "owner"),
+                "team name '%s' is not valid: use lowercase letters, digits, '_' and '-', "
+                "starting with a letter (at most %d characters)",
+                team, NAME_MAX_LEN);
+        return NULL;
+    }
+    return team;
+}
+
+static void add_var(loader_t *ld, const char *var)
+{
+    if (find_name(ld->vars, ld->n_vars, var) >= 0)
+        return;
+    if (ld->n_vars == ld->cap_vars) {
+        size_t cap = ld->cap_vars == 0 ? 8 : ld->cap_vars * 2;
+        const char **vars = realloc(ld->vars, cap * sizeof *vars);
+        if (vars == NULL) {
+            problem(ld, "", "out of memory");
+            return;
+        }
+        ld->vars = vars;
+        ld->cap_vars = cap;
+    }
+    ld->vars[ld->n_vars++] = var;
+}
+
+/* A "capture" object: variable name -> JSON pointer into the payload. */
+static void parse_captures(loader_t *ld, json_t *obj, const char *ptr, def_capture_t **out,
+                           size_t *n_out)
+{
+    if (!json_is_object(obj)) {
+        problem(ld, ptr,
+                "expected an object mapping variable names to JSON pointers, e.g. "
+                "{\"total\": \"/total\"}, got %s",
+                type_name(obj));
+        ld->vars_unknown = true;
+        return;
+    }
+    def_capture_t *caps = ld_calloc(ld, json_object_size(obj), sizeof *caps);
+    if (caps == NULL)
+        return;
+    size_t n = 0;
+    const char *var;
+    json_t *v;
+    json_object_foreach(obj, var, v)
+    {
+        char p[PTR_MAX];
+        ptr_join(p, ptr, var);
+        bool ok = true;
+        if (!is_var_name(var)) {
+            problem(ld, p,
+                    "variable name '%s' is not valid: use letters, digits and '_', not starting "
+                    "with a digit (at most %d characters)",
+                    var, NAME_MAX_LEN);
+            ok = false;
+        }
+        /* A valid name counts as captured even when its pointer is wrong:
+         * the templates that use it are not what needs fixing. */
+        char *name = ok ? ld_strdup(ld, var) : NULL;
+        if (!json_is_string(v)) {
+            problem(ld, p, "expected a JSON pointer string such as '/total', got %s", type_name(v));
+            ok = false;
+        } else if (!check_pointer(ld, json_string_value(v), p)) {
+            ok = false;
+        }
+        if (name != NULL)
+            add_var(ld, name);
+        caps[n].var = name; /* now owned by caps: freed with it even when !ok */
+        if (ok)
+            caps[n].pointer = ld_strdup(ld, json_string_value(v));
+        n++;
+    }
+    *out = caps;
+    *n_out = n;
+}
+
+/* Allocates def's events and states and names them, so that any field can
+ * refer to any state or event whatever the order of the document. */
+static void prescan(loader_t *ld, json_t *doc)
+{
+    def_t *def = ld->def;
+    const char *key;
+    json_t *v;
+    size_t i;
+
+    json_t *events = json_object_get(doc, "events");
+    if (json_is_object(events) && json_object_size(events) > 0) {
+        size_t n = json_object_size(events);
+        def->events = ld_calloc(ld, n, sizeof *def->events);
+        ld->event_names = ld_calloc(ld, n, sizeof *ld->event_names);
+        ld->event_used = ld_calloc(ld, n, sizeof *ld->event_used);
+        if (def->events != NULL && ld->event_names != NULL && ld->event_used != NULL) {
+            def->n_events = n;
+            i = 0;
+            json_object_foreach(events, key, v)
+            {
+                def->events[i].name = ld_strdup(ld, key);
+                ld->event_names[i] = def->events[i].name;
+                i++;
+            }
+        }
+    }
+
+    json_t *states = json_object_get(doc, "states");
+    if (json_is_object(states) && json_object_size(states) > 0) {
+        size_t n = json_object_size(states);
+        def->states = ld_calloc(ld, n, sizeof *def->states);
+        ld->state_names = ld_calloc(ld, n, sizeof *ld->state_names);
+        if (def->states != NULL && ld->state_names != NULL) {
+            def->n_states = n;
+            i = 0;
+            json_object_foreach(states, key, v)
+            {
+                def->states[i].name = ld_strdup(ld, key);
+                def->states[i].on_timeout = -1;
+                ld->state_names[i] = def->states[i].name;
+                i++;
+            }
+        }
+    }
+}
+
+static void parse_header(loader_t *ld, json_t *doc)
+{
+    def_t *def = ld->def;
+    const char *s;
+    json_t *v;
+
+    s = get_string(ld, doc, "", "process", true);
+    if (s != NULL && !is_name(s, NULL))
+        problem(ld, "/process",
+                "process name '%s' is not valid: use lowercase letters, digits and '_', "
+                "starting with a letter (at most %d characters)",
+                s, NAME_MAX_LEN);
+    else
+        def->process = ld_strdup(ld, s);
+
+    v = member(ld, doc, "", "version", true);
+    if (v != NULL && !json_is_integer(v))
+        problem(ld, "/version", "version must be a positive integer (1, 2, ...), got %s",
+                type_name(v));
+    else if (v != NULL && (json_integer_value(v) < 1 || json_integer_value(v) > INT_MAX))
+        problem(ld, "/version",
+                "version must be a positive integer (1, 2, ...), got %" JSON_INTEGER_FORMAT,
+                json_integer_value(v));
+    else if (v != NULL)
+        def->version = (int) json_integer_value(v);
+
+    s = get_string(ld, doc, "", "mode", true);
+    if (s != NULL) {
+        static const char *const modes[] = {"shadow", "active"};
+        char h[128];
+        if (strcmp(s, "shadow") == 0)
+            def->mode = DEF_MODE_SHADOW;
+        else if (strcmp(s, "active") == 0)
+            def->mode = DEF_MODE_ACTIVE;
+        else
+            problem(ld, "/mode", "mode '%s' is not valid: expected 'shadow' or 'active'%s", s,
+                    hint(h, sizeof h, s, modes, 2));
+    }
+
+    def->owner = ld_strdup(ld, get_team(ld, doc, "", true));
+
+    v = json_object_get(doc, "description");
+    if (v != NULL && !json_is_string(v))
+        problem(ld, "/description", "expected a string, got %s", type_name(v));
+    else if (v != NULL)
+        def->description = ld_strdup(ld, json_string_value(v));
+
+    def->key_pointer = ld_strdup(ld, get_pointer(ld, doc, "", "key", true));
+
+    const char *type_ptr = "/type", *id_ptr = "/id", *time_ptr = NULL;
+    v = json_object_get(doc, "envelope");
+    if (v != NULL && !json_is_object(v)) {
+        problem(ld, "/envelope",
+                "expected an object with JSON pointers for 'type', 'id' and 'time', got %s",
+                type_name(v));
+    } else if (v != NULL) {
+        static const char *const fields[] = {"type", "id", "time"};
+        CHECK_FIELDS(ld, v, "/envelope", fields);
+        if (json_object_get(v, "type") != NULL)
+            type_ptr = get_pointer(ld, v, "/envelope", "type", false);
+        if (json_object_get(v, "id") != NULL)
+            id_ptr = get_pointer(ld, v, "/envelope", "id", false);
+        time_ptr = get_pointer(ld, v, "/envelope", "time", false);
+    }
+    def->type_pointer = ld_strdup(ld, type_ptr);
+    def->id_pointer = ld_strdup(ld, id_ptr);
+    def->time_pointer = ld_strdup(ld, time_ptr);
+
+    ld->process_deadline_given = json_object_get(doc, "deadline") != NULL;
+    get_duration(ld, doc, "", "deadline", false, &def->deadline_ms);
+
+    def->reorder_window_ms = DEFAULT_REORDER_MS;
+    get_duration(ld, doc, "", "reorder_window", true, &def->reorder_window_ms);
+}
+
+static void parse_events(loader_t *ld, json_t *doc)
+{
+    def_t *def = ld->def;
+    json_t *events = member(ld, doc, "", "events", true);
+    if (events == NULL)
+        return;
+    if (!json_is_object(events)) {
+        problem(ld, "/events", "expected an object mapping event types to their topics, got %s",
+                type_name(events));
+        return;
+    }
+    if (json_object_size(events) == 0) {
+        problem(ld, "/events",
+                "no events declared: declare at least the one that starts the process, e.g. "
+                "\"OrderPlaced\": {\"topic\": \"orders\"}");
+        return;
+    }
+    if (def->n_events == 0)
+        return; /* out of memory, reported */
+
+    static const char *const fields[] = {"topic", "key", "capture"};
+    const char *name;
+    json_t *v;
+    size_t i = 0;
+    json_object_foreach(events, name, v)
+    {
+        def_event_t *ev = &def->events[i++];
+        char p[PTR_MAX], sub[PTR_MAX];
+        ptr_join(p, "/events", name);
+
+        if (*name == '\0' || strlen(name) > EVENT_NAME_MAX_LEN)
+            problem(ld, p, "an event type must be 1 to %d characters long", EVENT_NAME_MAX_LEN);
+        if (!json_is_object(v)) {
+            problem(ld, p, "expected an object such as {\"topic\": \"orders\"}, got %s",
+                    type_name(v));
+            ld->vars_unknown = true;
+            continue;
+        }
+        CHECK_FIELDS(ld, v, p, fields);
+
+        const char *topic = get_string(ld, v, p, "topic", true);
+        if (topic != NULL && !is_topic(topic))
+            problem(ld, ptr_join(sub, p, "topic"),
+                    "'%s' is not a valid Kafka topic name: use letters, digits, '.', '_' and "
+                    "'-' (at most %d characters)",
+                    topic, TOPIC_MAX_LEN);
+        else
+            ev->topic = ld_strdup(ld, topic);
+
+        const char *key = get_pointer(ld, v, p, "key", false);
+        ev->key_pointer = ld_strdup(ld, key != NULL ? key : def->key_pointer);
+
+        json_t *capture = json_object_get(v, "capture");
+        if (capture != NULL)
+            parse_captures(ld, capture, ptr_join(sub, p, "capture"), &ev->captures,
+                           &ev->n_captures);
+    }
+}
+
+/* The event `name` used at pointer p, marked used; -1 (reported) if undeclared. */
+static long use_event(loader_t *ld, const char *name, const char *p)
+{
+    long e = find_name(ld->event_names, ld->def->n_events, name);
+    if (e < 0) {
+        const char *near = def_suggest(name, ld->event_names, ld->def->n_events);
+        if (near != NULL)
+            problem(ld, p, "event '%s' is not declared in 'events' (did you mean '%s'?)", name,
+                    near);
+        else
+            problem(ld, p,
+                    "event '%s' is not declared in 'events': declare it there with its topic",
+                    name);
+        return -1;
+    }
+    ld->event_used[e] = true;
+    return e;
+}
+
+static void parse_start(loader_t *ld, json_t *doc)
+{
+    def_t *def = ld->def;
+    json_t *start = member(ld, doc, "", "start", true);
+    /* Until start.on is known, the start event would look unused. */
+    ld->usage_unknown = true;
+    if (start == NULL)
+        return;
+    if (!json_is_object(start)) {
+        problem(ld, "/start",
+                "expected an object such as {\"on\": \"OrderPlaced\", \"to\": "
+                "\"awaiting_payment\"}, got %s",
+                type_name(start));
+        ld->vars_unknown = true;
+        return;
+    }
+    static const char *const fields[] = {"on", "to", "capture"};
+    CHECK_FIELDS(ld, start, "/start", fields);
+
+    long e = -1, s = -1;
+    const char *on = get_string(ld, start, "/start", "on", true);
+    if (on != NULL) {
+        e = use_event(ld, on, "/start/on");
+        ld->usage_unknown = false;
+    }
+
+    const char *to = get_string(ld, start, "/start", "to", true);
+    if (to != NULL) {
+        s = find_name(ld->state_names, def->n_states, to);
+        if (s < 0 && def->n_states > 0) {
+            char h[300];
+            problem(ld, "/start/to", "start goes to unknown state '%s'%s", to,
+                    hint(h, sizeof h, to, ld->state_names, def->n_states));
+        }
+    }
+    if (e >= 0 && s >= 0) {
+        def->start_event = (size_t) e;
+        def->start_state = (size_t) s;
+        ld->start_resolved = true;
+    }
+
+    json_t *capture = json_object_get(start, "capture");
+    if (capture != NULL)
+        parse_captures(ld, capture, "/start/capture", &def->start_captures, &def->n_start_captures);
+}
+
+static void parse_transitions(loader_t *ld, size_t i, json_t *on, const char *ptr)
+{
+    def_state_t *st = &ld->def->states[i];
+    if (!json_is_object(on)) {
+        problem(ld, ptr,
+                "expected an object mapping event types to states, e.g. {\"PaymentCaptured\": "
+                "\"awaiting_stock\"}, got %s",
+                type_name(on));
+        ld->graph_unknown = ld->usage_unknown = true;
+        return;
+    }
+    st->on = ld_calloc(ld, json_object_size(on), sizeof *st->on);
+    if (st->on == NULL)
+        return;
+
+    const char *event;
+    json_t *target;
+    json_object_foreach(on, event, target)
+    {
+        char p[PTR_MAX], h[300];
+        ptr_join(p, ptr, event);
+        long e = use_event(ld, event, p);
+        if (!json_is_string(target)) {
+            problem(ld, p, "expected the name of the state to go to, got %s", type_name(target));
+            ld->graph_unknown = true;
+            continue;
+        }
+        const char *to = json_string_value(target);
+        long s = find_name(ld->state_names, ld->def->n_states, to);
+        if (s < 0) {
+            problem(ld, p, "transition on %s goes to unknown state '%s'%s", event, to,
+                    hint(h, sizeof h, to, ld->state_names, ld->def->n_states));
+            ld->graph_unknown = true;
+            continue;
+        }
+        if (e < 0) {
+            ld->graph_unknown = true;
+            continue;
+        }
+        st->on[st->n_on++] = (def_transition_t){(size_t) e, (size_t) s};
+    }
+}
+
+static void parse_command(loader_t *ld, size_t i, json_t *cmd, const char *ptr)
+{
+    def_state_t *st = &ld->def->states[i];
+    if (!json_is_object(cmd)) {
+        problem(ld, ptr, "expected an object with 'topic', 'type' and 'payload', got %s",
+                type_name(cmd));
+        return;
+    }
+    static const char *const fields[] = {"topic", "type", "payload"};
+    CHECK_FIELDS(ld, cmd, ptr, fields);
+
+    char p[PTR_MAX];
+    const char *topic = get_string(ld, cmd, ptr, "topic", true);
+    if (topic != NULL && !is_topic(topic)) {
+        problem(ld, ptr_join(p, ptr, "topic"),
+                "'%s' is not a valid Kafka topic name: use letters, digits, '.', '_' and '-' "
+                "(at most %d characters)",
+                topic, TOPIC_MAX_LEN);
+        topic = NULL;
+    }
+    const char *type = get_string(ld, cmd, ptr, "type", true);
+
+    json_t *payload = json_object_get(cmd, "payload");
+    if (payload != NULL && !json_is_object(payload)) {
+        problem(ld, ptr_join(p, ptr, "payload"),
+                "expected an object (the command's JSON payload, a template), got %s",
+                type_name(payload));
+        payload = NULL;
+    } else if (payload != NULL) {
+        ld->n_problems +=
+            def_check_template(payload, ld->vars_unknown ? NULL : ld->vars, ld->n_vars, ld->file,
+                               ptr_join(p, ptr, "payload"), ld->problems);
+    }
+
+    st->command = ld_calloc(ld, 1, sizeof *st->command);
+    if (st->command == NULL)
+        return;
+    st->command->topic = ld_strdup(ld, topic);
+    st->command->type = ld_strdup(ld, type);
+    /* A copy, not a reference into the document: jansson's reference
+     * counts are best left alone by threads that only read a def_t. */
+    st->command->payload = payload != NULL ? json_deep_copy(payload) : json_object();
+    if (st->command->payload == NULL)
+        problem(ld, "", "out of memory");
+}
+
+static void parse_retry(loader_t *ld, size_t i, json_t *retry, const char *ptr)
+{
+    if (!json_is_object(retry)) {
+        problem(ld, ptr, "expected an object such as {\"max\": 2}, got %s", type_name(retry));
+        return;
+    }
+    static const char *const fields[] = {"max"};
+    CHECK_FIELDS(ld, retry, ptr, fields);
+    json_t *max = member(ld, retry, ptr, "max", true);
+    if (max == NULL)
+        return;
+    char p[PTR_MAX];
+    ptr_join(p, ptr, "max");
+    if (!json_is_integer(max))
+        problem(ld, p, "retry.max must be an integer, got %s", type_name(max));
+    else if (json_integer_value(max) < 0)
+        problem(ld, p, "retry.max must be 0 or more, got %" JSON_INTEGER_FORMAT,
+                json_integer_value(max));
+    else if (json_integer_value(max) > RETRY_MAX_LIMIT)
+        problem(ld, p, "retry.max must be at most %d, got %" JSON_INTEGER_FORMAT, RETRY_MAX_LIMIT,
+                json_integer_value(max));
+    else
+        ld->def->states[i].retry_max = (int) json_integer_value(max);
+}
+
+static void parse_on_timeout(loader_t *ld, size_t i, json_t *v, const char *ptr)
+{
+    def_state_t *st = &ld->def->states[i];
+    if (!json_is_string(v)) {
+        problem(ld, ptr, "expected the name of the state to go to, got %s", type_name(v));
+        ld->graph_unknown = true;
+        return;
+    }
+    const char *to = json_string_value(v);
+    long s = find_name(ld->state_names, ld->def->n_states, to);
+    if (s < 0) {
+        char h[300];
+        problem(ld, ptr, "on_timeout goes to unknown state '%s'%s", to,
+                hint(h, sizeof h, to, ld->state_names, ld->def->n_states));
+        ld->graph_unknown = true;
+        return;
+    }
+    if ((size_t) s == i)
+        problem(ld, ptr,
+                "on_timeout goes back to state '%s' itself: the instance would wait for the "
+                "same deadline forever; go to a state that handles the delay",
+                to);
+    st->on_timeout = s;
+}
+
+static void parse_state(loader_t *ld, size_t i, const char *name, json_t *v)
+{
+    static const char *const fields[] = {"terminal", "deadline", "owner",      "on",
+                                         "command",  "retry",    "on_timeout", "description"};
+    static const char *const terminal_forbids[] = {"on", "command", "retry", "on_timeout",
+                                                   "deadline"};
+    def_state_t *st = &ld->def->states[i];
+    char p[PTR_MAX], sub[PTR_MAX];
+    ptr_join(p, "/states", name);
+
+    if (!is_name(name, NULL))
+        problem(ld, p,
+                "state name '%s' is not valid: use lowercase letters, digits and '_', "
+                "starting with a letter (at most %d characters)",
+                name, NAME_MAX_LEN);
+    if (!json_is_object(v)) {
+        problem(ld, p, "expected an object describing the state, got %s", type_name(v));
+        ld->graph_unknown = ld->usage_unknown = true;
+        return;
+    }
+    CHECK_FIELDS(ld, v, p, fields);
+
+    json_t *terminal = json_object_get(v, "terminal");
+    if (terminal != NULL) {
+        ptr_join(sub, p, "terminal");
+        if (!json_is_string(terminal)) {
+            problem(ld, sub,
+                    "expected a string naming the outcome, e.g. \"terminal\": \"success\", got "
+                    "%s",
+                    type_name(terminal));
+            ld->graph_unknown = true;
+        } else if (!is_name(json_string_value(terminal), NULL)) {
+            problem(ld, sub,
+                    "outcome '%s' is not valid: use lowercase letters, digits and '_', starting "
+                    "with a letter, e.g. 'success' or 'cancelled'",
+                    json_string_value(terminal));
+            ld->graph_unknown = true;
+        } else {
+            st->terminal = ld_strdup(ld, json_string_value(terminal));
+        }
+    }
+
+    const char *owner = get_team(ld, v, p, false);
+    st->owner = ld_strdup(ld, owner);
+
+    json_t *desc = json_object_get(v, "description");
+    if (desc != NULL && !json_is_string(desc))
+        problem(ld, ptr_join(sub, p, "description"), "expected a string, got %s", type_name(desc));
+
+    if (terminal != NULL) {
+        /* A terminal state is where an instance ends: nothing may happen
+         * there. Its 'on' still counts as using events, so a misplaced
+         * transition is reported once, here. */
+        for (size_t k = 0; k < sizeof terminal_forbids / sizeof terminal_forbids[0]; k++) {
+            const char *f = terminal_forbids[k];
+            if (json_object_get(v, f) == NULL)
+                continue;
+            problem(ld, ptr_join(sub, p, f),
+                    "terminal state '%s' cannot have '%s': an instance that reaches it is "
+                    "finished",
+                    name, f);
+        }
+        json_t *on = json_object_get(v, "on");
+        if (json_is_object(on)) {
+            const char *event;
+            json_t *target;
+            json_object_foreach(on, event, target)
+            {
+                long e = find_name(ld->event_names, ld->def->n_events, event);
+                if (e >= 0)
+                    ld->event_used[e] = true;
+            }
+        }
+        return;
+    }
+
+    int deadline = get_duration(ld, v, p, "deadline", false, &st->deadline_ms);
+    if (deadline == 0 && !ld->process_deadline_given)
+        problem(ld, p,
+                "state '%s' is not terminal and has no deadline, nor has the process: add a "
+                "'deadline' (e.g. \"deadline\": \"1h\") so that a stuck instance is noticed",
+                name);
+
+    json_t *on = json_object_get(v, "on");
+    if (on != NULL)
+        parse_transitions(ld, i, on, ptr_join(sub, p, "on"));
+
+    json_t *command = json_object_get(v, "command");
+    if (command != NULL)
+        parse_command(ld, i, command, ptr_join(sub, p, "command"));
+
+    json_t *retry = json_object_get(v, "retry");
+    if (retry != NULL) {
+        parse_retry(ld, i, retry, ptr_join(sub, p, "retry"));
+        if (command == NULL)
+            problem(ld, sub, "retry re-sends the state's command, and state '%s' has no 'command'",
+                    name);
+        else if (deadline == 0)
+            problem(ld, sub,
+                    "retry needs the state's own 'deadline': the command is re-sent each time "
+                    "it passes");
+    }
+
+    json_t *on_timeout = json_object_get(v, "on_timeout");
+    if (on_timeout != NULL) {
+        parse_on_timeout(ld, i, on_timeout, ptr_join(sub, p, "on_timeout"));
+        if (deadline == 0)
+            problem(ld, sub,
+                    "on_timeout needs the state's own 'deadline': it names where an instance "
+                    "goes when that deadline passes");
+    }
+}
+
+static void parse_states(loader_t *ld, json_t *doc)
+{
+    def_t *def = ld->def;
+    json_t *states = member(ld, doc, "", "states", true);
+    if (states == NULL) {
+        ld->graph_unknown = ld->usage_unknown = true;
+        return;
+    }
+    if (!json_is_object(states)) {
+        problem(ld, "/states", "expected an object mapping state names to states, got %s",
+                type_name(states));
+        ld->graph_unknown = ld->usage_unknown = true;
+        return;
+    }
+    if (json_object_size(states) == 0) {
+        problem(ld, "/states",
+                "no states declared: a process needs at least the state 'start' goes to and a "
+                "terminal state");
+        ld->graph_unknown = true;
+        return;
+    }
+    if (def->n_states == 0) {
+        ld->graph_unknown = ld->usage_unknown = true;
+        return; /* out of memory, reported */
+    }
+
+    const char *name;
+    json_t *v;
+    size_t i = 0;
+    json_object_foreach(states, name, v)
+    {
+        parse_state(ld, i, name, v);
+        i++;
+    }
+
+    if (ld->start_resolved && def->states[def->start_state].terminal != NULL)
+        problem(ld, "/start/to",
+                "start goes to terminal state '%s': an instance would finish as it starts; "
+                "start in the first step to watch",
+                def->states[def->start_state].name);
+}
+
+/* Events nothing refers to are a mistake or dead weight: either way the
+ * manager would read their topic for nothing. */
+static void check_unused_events(loader_t *ld)
+{
+    if (ld->usage_unknown || ld->event_used == NULL)
+        return;
+    for (size_t i = 0; i < ld->def->n_events; i++) {
+        if (ld->event_used[i] || ld->event_names[i] == NULL)
+            continue;
+        char p[PTR_MAX];
+        problem(ld, ptr_join(p, "/events", ld->event_names[i]),
+                "event '%s' is declared but neither 'start' nor any state's 'on' uses it",
+                ld->event_names[i]);
+    }
+}
+
+def_t *def_load_json(const char *text, size_t len, const char *source, def_problems_t *problems)
+{
+    loader_t ld = {0};
+    ld.file = source != NULL ? source : "<definition>";
+    ld.problems = problems;
+
+    json_error_t jerr;
+    json_t *doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (doc == NULL) {
+        problem(&ld, "", "invalid JSON at line %d, column %d: %s", jerr.line, jerr.column,
+                jerr.text);
+        return NULL;
+    }
+    if (!json_is_object(doc)) {
+        problem(&ld, "", "expected a JSON object at the top level, got %s", type_name(doc));
+        json_decref(doc);
+        return NULL;
+    }
+
+    ld.def = ld_calloc(&ld, 1, sizeof *ld.def);
+    if (ld.def == NULL) {
+        json_decref(doc);
+        return NULL;
+    }
+    def_t *def = ld.def;
+    def->source = ld_strdup(&ld, ld.file);
+
+    static const char *const fields[] = {"process",        "version", "mode",     "owner",
+                                         "description",    "key",     "envelope", "deadline",
+                                         "reorder_window", "events",  "start",    "states"};
+    CHECK_FIELDS(&ld, doc, "", fields);
+
+    prescan(&ld, doc);
+    parse_header(&ld, doc);
+    parse_events(&ld, doc);
+    parse_start(&ld, doc);
+    parse_states(&ld, doc);
+    check_unused_events(&ld);
+    if (!ld.graph_unknown && ld.start_resolved)
+        ld.n_problems += def_check_graph(def, problems);
+
+    free(ld.state_names);
+    free(ld.event_names);
+    free(ld.event_used);
+    free(ld.vars);
+
+    if (ld.n_problems > 0) {
+        def_free(def);
+        json_decref(doc);
+        return NULL;
+    }
+    def->document = doc; /* now owned by def */
+    return def;
+}
+
+/* strerror_r's text with a lowercase first letter, as messages print it. */
+static const char *errno_text(int errnum, char *buf, size_t size)
+{
+    char tmp[128];
+    /* GNU strerror_r: the text may be in tmp or in a static string. */
+    snprintf(buf, size, "%s", strerror_r(errnum, tmp, sizeof tmp));
+    if (buf[0] >= 'A' && buf[0] <= 'Z')
+        buf[0] = (char) (buf[0] - 'A' + 'a');
+    return buf;
+}
+
+def_t *def_load_file(const char *path, def_problems_t *problems)
+{
+    char err[128];
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        def_problems_add(problems, path, "", "%s", errno_text(errno, err, sizeof err));
+        return NULL;
+    }
+    if (S_ISDIR(sb.st_mode)) {
+        def_problems_add(problems, path, "", "is a directory, not a definition file");
+        return NULL;
+    }
+    if (sb.st_size > FILE_MAX_BYTES) {
+        def_problems_add(problems, path, "", "file is %lld bytes: a definition is at most %d bytes",
+                         (long long) sb.st_size, FILE_MAX_BYTES);
+        return NULL;
+    }
+
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        def_problems_add(problems, path, "", "%s", errno_text(errno, err, sizeof err));
+        return NULL;
+    }
+    /* Read up to one byte past the limit, in case the file grew since stat(). */
+    char *text = malloc(FILE_MAX_BYTES + 1);
+    size_t len = text != NULL ? fread(text, 1, FILE_MAX_BYTES + 1, f) : 0;
+    int read_error = text != NULL && ferror(f) ? errno : 0;
+    fclose(f);
+
+    def_t *def = NULL;
+    if (text == NULL)
+        def_problems_add(problems, path, "", "out of memory");
+    else if (read_error != 0)
+        def_problems_add(problems, path, "", "%s", errno_text(read_error, err, sizeof err));
+    else if (len > FILE_MAX_BYTES)
+        def_problems_add(problems, path, "", "file is over %d bytes: too large for a definition",
+                         FILE_MAX_BYTES);
+    else
+        def = def_load_json(text, len, path, problems);
+    free(text);
+    return def;
+}
+
+long def_find_state(const def_t *def, const char *name)
+{
+    for (size_t i = 0; i < def->n_states; i++) {
+        if (def->states[i].name != NULL && strcmp(def->states[i].name, name) == 0)
+            return (long) i;
+    }
+    return -1;
+}
+
+long def_find_event(const def_t *def, const char *name)
+{
+    for (size_t i = 0; i < def->n_events; i++) {
+        if (def->events[i].name != NULL && strcmp(def->events[i].name, name) == 0)
+            return (long) i;
+    }
+    return -1;
+}
+
+const def_transition_t *def_transition(const def_t *def, size_t state, size_t event)
+{
+    if (state >= def->n_states)
+        return NULL;
+    const def_state_t *st = &def->states[state];
+    for (size_t k = 0; k < st->n_on; k++) {
+        if (st->on[k].event == event)
+            return &st->on[k];
+    }
+    return NULL;
+}
+
+const char *def_state_owner(const def_t *def, size_t state)
+{
+    if (state < def->n_states && def->states[state].owner != NULL)
+        return def->states[state].owner;
+    return def->owner;
+}
+
+/* ---- sets ---- */
+
+typedef struct path_list {
+    char **items;
+    size_t n, cap;
+} path_list_t;
+
+static bool path_list_add(path_list_t *list, char *path)
+{
+    if (list->n == list->cap) {
+        size_t cap = list->cap == 0 ? 16 : list->cap * 2;
+        char **items = realloc(list->items, cap * sizeof *items);
+        if (items == NULL)
+            return false;
+        list->items = items;
+        list->cap = cap;
+    }
+    list->items[list->n++] = path;
+    return true;
+}
+
+static void path_list_clear(path_list_t *list)
+{
+    for (size_t i = 0; i < list->n; i++)
+        free(list->items[i]);
+    free(list->items);
+}
+
+static int compare_strings(const void *a, const void *b)
+{
+    return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+static bool has_json_suffix(const char *name)
+{
+    size_t len = strlen(name);
+    return len > 5 && strcmp(name + len - 5, ".json") == 0;
+}
+
+/* Appends dir's *.json files, in name order, to files. False (reported) on failure. */
+static bool list_directory(const char *dir, path_list_t *files, def_problems_t *problems)
+{
+    char err[128];
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+        def_problems_add(problems, dir, "", "%s", errno_text(errno, err, sizeof err));
+        return false;
+    }
+    path_list_t found = {0};
+    bool ok = true;
+    size_t dir_len = strlen(dir);
+    const char *sep = dir_len > 0 && dir[dir_len - 1] == '/' ? "" : "/";
+    struct dirent *ent;
+    while ((ent = readdir(d)) != NULL) {
+        /* Hidden files are editor backups and the like, not definitions. */
+        if (ent->d_name[0] == '.' || !has_json_suffix(ent->d_name))
+            continue;
+        char *path = NULL;
+        if (asprintf(&path, "%s%s%s", dir, sep, ent->d_name) < 0 || !path_list_add(&found, path)) {
+            free(path);
+            def_problems_add(problems, dir, "", "out of memory");
+            ok = false;
+            break;
+        }
+    }
+    closedir(d);
+
+    if (ok && found.n == 0) {
+        def_problems_add(problems, dir, "", "no *.json files in this directory");
+        ok = false;
+    }
+    if (found.n > 1)
+        qsort(found.items, found.n, sizeof *found.items, compare_strings);
+    for (size_t i = 0; ok && i < found.n; i++) {
+        if (!path_list_add(files, found.items[i])) {
+            def_problems_add(problems, dir, "", "out of memory");
+            ok = false;
+            break;
+        }
+        found.items[i] = NULL; /* now owned by files */
+    }
+    path_list_clear(&found);
+    return ok;
+}
+
+/* True if `path` names the same file as one already in the set. */
+static bool already_loaded(const char *const *real, size_t n, const char *path_real)
+{
+    return path_real != NULL && find_name(real, n, path_real) >= 0;
+}
+
+def_set_t *def_set_load(const char *const *paths, size_t n_paths, def_problems_t *problems,
+                        size_t *files_read)
+{
+    char err[128];
+    bool ok = true;
+    path_list_t files = {0};
+    path_list_t real = {0};
+    def_set_t *set = calloc(1, sizeof *set);
+    if (files_read != NULL)
+        *files_read = 0;
+    if (set == NULL) {
+        def_problems_add(problems, "", "", "out of memory");
+        return NULL;
+    }
+
+    for (size_t i = 0; i < n_paths; i++) {
+        struct stat sb;
+        if (stat(paths[i], &sb) != 0) {
+            def_problems_add(problems, paths[i], "", "%s", errno_text(errno, err, sizeof err));
+            ok = false;
+        } else if (S_ISDIR(sb.st_mode)) {
+            ok = list_directory(paths[i], &files, problems) && ok;
+        } else {
+            char *copy = strdup(paths[i]);
+            if (copy == NULL || !path_list_add(&files, copy)) {
+                free(copy);
+                def_problems_add(problems, paths[i], "", "out of memory");
+                ok = false;
+            }
+        }
+    }
+
+    for (size_t i = 0; i < files.n; i++) {
+        /* The same file named twice (by itself and through its directory)
+         * is one definition, not a duplicate. */
+        char *path_real = realpath(files.items[i], NULL);
+        if (already_loaded((const char *const *) real.items, real.n, path_real)) {
+            free(path_real);
+            continue;
+        }
+        if (path_real != NULL && !path_list_add(&real, path_real))
+            free(path_real);
+
+        if (files_read != NULL)
+            (*files_read)++;
+        def_t *def = def_load_file(files.items[i], problems);
+        if (def == NULL) {
+            ok = false;
+            continue;
+        }
+        const def_t *dup = def_set_find(set, def->process, def->version);
+        if (dup != NULL) {
+            def_problems_add(problems, def->source, "/version",
+                             "process '%s' version %d is already defined in %s: give this one "
+                             "a new version",
+                             def->process, def->version, dup->source);
+            def_free(def);
+            ok = false;
+            continue;
+        }
+        def_t **defs = realloc(set->defs, (set->n + 1) * sizeof *defs);
+        if (defs == NULL) {
+            def_problems_add(problems, def->source, "", "out of memory");
+            def_free(def);
+            ok = false;
+            continue;
+        }
+        set->defs = defs;
+        set->defs[set->n++] = def; /* now owned by set */
+    }
+
+    path_list_clear(&files);
+    path_list_clear(&real);
+    if (!ok) {
+        def_set_free(set);
+        return NULL;
+    }
+    return set;
+}
+
+void def_set_free(def_set_t *set)
+{
+    if (set == NULL)
+        return;
+    for (size_t i = 0; i < set->n; i++)
+        def_free(set->defs[i]);
+    free(set->defs);
+    free(set);
+}
+
+const def_t *def_set_latest(const def_set_t *set, const char *process)
+{
+    const def_t *best = NULL;
+    for (size_t i = 0; i < set->n; i++) {
+        const def_t *d = set->defs[i];
+        if (strcmp(d->process, process) == 0 && (best == NULL || d->version > best->version))
+            best = d;
+    }
+    return best;
+}
+
+const def_t *def_set_find(const def_set_t *set, const char *process, int version)
+{
+    for (size_t i = 0; i < set->n; i++) {
+        const def_t *d = set->defs[i];
+        if (d->version == version && strcmp(d->process, process) == 0)
+            return d;
+    }
+    return NULL;
+}

@@ -1,0 +1,206 @@
+/*
+ * def - process definitions: the JSON format, its parsing and validation.
+ *
+ * A definition describes one process (order fulfilment, say): the events
+ * it listens to and on which topics, how an event finds its instance (the
+ * correlation key), the states an instance moves through with a deadline
+ * on each, who owns each step, and in active mode the command each step
+ * sends. docs/definitions.md documents the format field by field.
+ *
+ * Loading is all or nothing: def_load_*() returns a definition only when
+ * the document is valid; otherwise every problem found is appended to the
+ * caller's def_problems_t, each as (file, JSON pointer, message), and NULL
+ * is returned. A def_t is immutable after loading and may be read by any
+ * thread without locking.
+ */
+#ifndef STEWARD_DEF_H
+#define STEWARD_DEF_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum def_mode {
+    DEF_MODE_SHADOW = 0, /* observe and alert; emit nothing */
+    DEF_MODE_ACTIVE,     /* also emit each step's command, retry, compensate */
+} def_mode_t;
+
+/* One variable captured from an event's payload into the instance's vars. */
+typedef struct def_capture {
+    char *var;     /* the name in vars ("total") */
+    char *pointer; /* JSON pointer into the event payload ("/total") */
+} def_capture_t;
+
+typedef struct def_event {
+    char *name;              /* the event type, as the payload or ce_type says it */
+    char *topic;             /* the Kafka topic it arrives on */
+    char *key_pointer;       /* correlation key; the process's key when the event names none */
+    def_capture_t *captures; /* applied whenever this event moves an instance */
+    size_t n_captures;
+} def_event_t;
+
+typedef struct def_transition {
+    size_t event; /* index into def_t.events */
+    size_t to;    /* index into def_t.states */
+} def_transition_t;
+
+typedef struct def_command {
+    char *topic;     /* where active mode sends it */
+    char *type;      /* the command's type (CloudEvents ce_type) */
+    json_t *payload; /* template; strings may hold ${key}, ${process}, ${state},
+                        ${attempt} and ${vars.NAME}; owned */
+} def_command_t;
+
+typedef struct def_state {
+    char *name;
+    char *terminal;       /* the outcome ("success", "cancelled"...) if terminal, else NULL */
+    int64_t deadline_ms;  /* 0 when the state has none of its own */
+    char *owner;          /* the team that owns this step; NULL: the process owner */
+    def_transition_t *on; /* the events this state accepts */
+    size_t n_on;
+    def_command_t *command; /* NULL when the step sends no command */
+    int retry_max;          /* commands re-sent after a missed deadline (active mode) */
+    long on_timeout;        /* state index taken after the last retry, or -1 */
+} def_state_t;
+
+typedef struct def {
+    char *process; /* the process's name: [a-z][a-z0-9_]* */
+    int version;   /* >= 1; instances keep the version they started with */
+    def_mode_t mode;
+    char *owner;       /* the team that owns the outcome */
+    char *description; /* may be NULL */
+
+    /* Where an event's envelope lives in its JSON payload. CloudEvents
+     * attributes (ce_type, ce_id, ce_time) take precedence. */
+    char *key_pointer;  /* the default correlation key, e.g. "/order_id" */
+    char *type_pointer; /* default "/type" */
+    char *id_pointer;   /* default "/id" */
+    char *time_pointer; /* NULL: the Kafka message timestamp */
+
+    int64_t deadline_ms;       /* start to terminal state; 0 when none */
+    int64_t reorder_window_ms; /* how long an out-of-order event may wait */
+
+    def_event_t *events; /* in document order */
+    size_t n_events;
+
+    size_t start_event; /* index into events */
+    size_t start_state; /* index into states */
+    def_capture_t *start_captures;
+    size_t n_start_captures;
+
+    def_state_t *states; /* in document order */
+    size_t n_states;
+
+    char *source;     /* the file it came from, for messages */
+    json_t *document; /* the whole document, owned; stored with the version */
+} def_t;
+
+/* One problem found while loading. */
+typedef struct def_problem {
+    char *file;
+    char *pointer; /* JSON pointer to the offending value; "" for the document */
+    char *message;
+} def_problem_t;
+
+typedef struct def_problems {
+    def_problem_t *items;
+    size_t n;
+    size_t cap;
+} def_problems_t;
+
+/* def_problems_t is a plain struct: zero it, use it, def_problems_clear() it.
+ * Out of memory, def_problems_add() drops the problem; loads still fail. */
+void def_problems_add(def_problems_t *problems, const char *file, const char *pointer,
+                      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void def_problems_clear(def_problems_t *problems);
+
+/*
+ * Parses and validates one definition from a JSON text. `source` names it
+ * in messages (a file name). Returns a new def_t (free with def_free()), or
+ * NULL with at least one problem appended.
+ */
+def_t *def_load_json(const char *text, size_t len, const char *source, def_problems_t *problems);
+
+/* def_load_json() on a file's contents; an unreadable file is a problem too. */
+def_t *def_load_file(const char *path, def_problems_t *problems);
+
+void def_free(def_t *def); /* NULL is a no-op */
+
+/* Lookups; -1 when there is no such name. */
+long def_find_state(const def_t *def, const char *name);
+long def_find_event(const def_t *def, const char *name);
+
+/* The transition `state` takes on `event`, borrowed from def; NULL if none. */
+const def_transition_t *def_transition(const def_t *def, size_t state, size_t event);
+
+/* The team that owns `state`: its own owner, else the process owner. Borrowed. */
+const char *def_state_owner(const def_t *def, size_t state);
+
+/*
+ * The checks that look across a whole definition, and the suggestions in
+ * messages. The loader runs them; they are public for tests and for other
+ * commands that want the same "did you mean" hints.
+ */
+
+/*
+ * The edit distance between two words, ignoring case: insertions,
+ * deletions, substitutions and swaps of two adjacent characters each
+ * count one. SIZE_MAX when memory runs out.
+ */
+size_t def_edit_distance(const char *a, const char *b);
+
+/*
+ * The candidate close enough to `word` to be what was meant (an edit
+ * distance of 1 for words up to 3 characters, 2 for longer ones), the
+ * nearest and first in order; NULL if none is. NULL candidates are
+ * skipped. Borrowed from candidates.
+ */
+const char *def_suggest(const char *word, const char *const *candidates, size_t n);
+
+/*
+ * The graph checks on a definition whose every reference resolved
+ * (start_state, each transition's event and target, each on_timeout): a
+ * terminal state exists, every state is reachable from the start, and a
+ * terminal state is reachable from every reachable state. Appends each
+ * problem (file: def->source) and returns how many.
+ */
+size_t def_check_graph(const def_t *def, def_problems_t *problems);
+
+/*
+ * Checks the ${...} variables in every string of a command payload
+ * template: ${key}, ${process}, ${state}, ${attempt}, and ${vars.NAME}
+ * with NAME one of `vars` (the captured variables; with vars NULL, any
+ * NAME, for when the captures themselves could not be read). `pointer` is
+ * where payload sits in the document. Appends each problem and returns how
+ * many.
+ */
+size_t def_check_template(const json_t *payload, const char *const *vars, size_t n_vars,
+                          const char *file, const char *pointer, def_problems_t *problems);
+
+/*
+ * A set of loaded definitions: everything under some files and directories
+ * (a directory contributes its *.json files, in name order). The set is
+ * valid only if every file is and no (process, version) appears twice.
+ */
+typedef struct def_set {
+    def_t **defs;
+    size_t n;
+} def_set_t;
+
+/*
+ * Loads every path (files or directories). Returns a new set (free with
+ * def_set_free()) when all of them are valid, else NULL with the problems
+ * appended; `files_read`, when not NULL, receives how many files were read.
+ */
+def_set_t *def_set_load(const char *const *paths, size_t n_paths, def_problems_t *problems,
+                        size_t *files_read);
+void def_set_free(def_set_t *set); /* NULL is a no-op */
+
+/* The newest version of `process` in the set, borrowed; NULL if absent. */
+const def_t *def_set_latest(const def_set_t *set, const char *process);
+
+/* The exact version, borrowed; NULL if absent. */
+const def_t *def_set_find(const def_set_t *set, const char *process, int version);
+
+#endif

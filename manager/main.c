@@ -1,0 +1,58 @@
+/*
+ * steward - a process manager for workflows that run across many services.
+ *
+ * main() only picks the subcommand; each lives in manager/cli_*.c and
+ * returns the exit code (0 ok, 1 runtime failure, 2 usage, config or
+ * definition error).
+ */
+#include "manager/cli.h"
+#include "manager/err.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command_t;
+
+static const command_t commands[] = {
+    {"run", cli_run, "consume events and keep every instance's state"},
+    {"check", cli_check, "validate process definitions"},
+    {"migrate", cli_migrate, "apply pending schema migrations"},
+    {"inspect", cli_inspect, "show one instance and its history"},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: steward COMMAND [OPTIONS]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "  %-10s %s\n", "version", "print the version");
+    fprintf(out, "\n'steward COMMAND --help' describes a command.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
+        usage(stdout);
+        return EXIT_OK;
+    }
+    if (strcmp(name, "version") == 0 || strcmp(name, "--version") == 0) {
+        printf("steward %s\n", STEWARD_VERSION);
+        return EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (strcmp(name, commands[i].name) == 0)
+            return commands[i].run(argc - 1, argv + 1);
+    }
+    fprintf(stderr, "steward: unknown command '%s'\n", name);
+    usage(stderr);
+    return EXIT_USAGE;
+}

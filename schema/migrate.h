@@ -1,0 +1,57 @@
+/*
+ * migrate - the versioned SQL migrations of the steward schema, and their
+ * runner.
+ *
+ * A migration is one file schema/migrations/NNNN_name.sql, compiled into
+ * the binary. Applied versions are recorded in steward.schema_versions with
+ * a checksum of their text, so a migration edited after it was applied is
+ * caught instead of silently diverging. The whole run is one transaction
+ * under a transaction-scoped advisory lock: two processes migrating at
+ * once serialize, and the second finds nothing left to do.
+ */
+#ifndef STEWARD_MIGRATE_H
+#define STEWARD_MIGRATE_H
+
+#include "manager/err.h"
+
+#include <libpq-fe.h>
+#include <stddef.h>
+
+typedef struct migrate_script {
+    int version;
+    const char *name; /* "0001_init" */
+    const char *sql;
+} migrate_script_t;
+
+/* Every migration, ascending by version (generated at build time). */
+extern const migrate_script_t migrate_scripts[];
+extern const size_t migrate_n_scripts;
+
+/* The lock key; any process that changes the schema takes it. */
+#define MIGRATE_LOCK_KEY 0x5354455741524400LL /* "STEWARD\0" */
+
+typedef struct migrate_result {
+    int from_version; /* the schema's version before the run; 0 for none */
+    int to_version;   /* after it */
+    int applied;      /* migrations applied by this run */
+} migrate_result_t;
+
+/*
+ * Applies every pending migration on `conn` (borrowed; must not be inside a
+ * transaction). On failure nothing is applied, *result is untouched and the
+ * class says why: ERR_TRANSIENT for a lost connection, ERR_FATAL for a
+ * database whose schema is newer than this binary or whose applied
+ * migrations differ from the embedded ones, ERR_FATAL for SQL errors.
+ */
+err_class_t migrate_apply(PGconn *conn, migrate_result_t *result, char *errstr, size_t errstr_size);
+
+/*
+ * Reads the schema's current version into *version (0 when the schema is
+ * absent) without changing anything.
+ */
+err_class_t migrate_current(PGconn *conn, int *version, char *errstr, size_t errstr_size);
+
+/* The newest version this binary knows. */
+int migrate_latest(void);
+
+#endif

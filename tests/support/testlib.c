@@ -1,0 +1,430 @@
+/*
+ * testlib - shared test support; see testlib.h.
+ */
+#include "testlib.h"
+
+#include <check.h>
+#include <errno.h>
+#include <librdkafka/rdkafka.h>
+#include <signal.h>
+#include <time.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+void tl_output_free(tl_output_t *o)
+{
+    free(o->out);
+    free(o->err);
+    o->out = o->err = NULL;
+}
+
+/* Appends what fd has to *buf; returns 0 at EOF. */
+static int drain(int fd, char **buf, size_t *len)
+{
+    char chunk[4096];
+    ssize_t n = read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR)
+        return 1;
+    if (n <= 0)
+        return 0;
+    *buf = realloc(*buf, *len + (size_t) n + 1);
+    ck_assert_ptr_nonnull(*buf);
+    memcpy(*buf + *len, chunk, (size_t) n);
+    *len += (size_t) n;
+    (*buf)[*len] = '\0';
+    return 1;
+}
+
+tl_output_t tl_steward(const char *const *argv, const char *const *env)
+{
+    int out_pipe[2], err_pipe[2];
+    ck_assert_int_eq(pipe(out_pipe), 0);
+    ck_assert_int_eq(pipe(err_pipe), 0);
+
+    size_t argc = 0;
+    while (argv[argc] != NULL || argc == 0)
+        argc++;
+    const char **args = calloc(argc + 1, sizeof *args);
+    args[0] = STEWARD_BINARY;
+    for (size_t i = 1; i < argc; i++)
+        args[i] = argv[i];
+
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        dup2(out_pipe[1], STDOUT_FILENO);
+        dup2(err_pipe[1], STDERR_FILENO);
+        close(out_pipe[0]);
+        close(err_pipe[0]);
+        int devnull = open("/dev/null", O_RDONLY);
+        dup2(devnull, STDIN_FILENO);
+        for (const char *const *e = env; e != NULL && *e != NULL; e++)
+            putenv((char *) *e);
+        execv(STEWARD_BINARY, (char *const *) args);
+        _exit(127);
+    }
+    free(args);
+    close(out_pipe[1]);
+    close(err_pipe[1]);
+
+    tl_output_t o = {0};
+    size_t out_len = 0, err_len = 0;
+    o.out = calloc(1, 1);
+    o.err = calloc(1, 1);
+    struct pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+    int open_fds = 2;
+    while (open_fds > 0) {
+        if (poll(fds, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        for (int i = 0; i < 2; i++) {
+            if (fds[i].fd >= 0 && (fds[i].revents & (POLLIN | POLLHUP))) {
+                if (!drain(fds[i].fd, i == 0 ? &o.out : &o.err, i == 0 ? &out_len : &err_len)) {
+                    close(fds[i].fd);
+                    fds[i].fd = -1;
+                    open_fds--;
+                }
+            }
+        }
+    }
+    int wstatus;
+    while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR)
+        ;
+    o.status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+    return o;
+}
+
+const char *tl_tmpdir(void)
+{
+    static char path[512];
+    const char *base = getenv("TMPDIR");
+    snprintf(path, sizeof path, "%s/steward-test-XXXXXX", base && *base ? base : "/tmp");
+    ck_assert_ptr_nonnull(mkdtemp(path));
+    return path;
+}
+
+char *tl_write_file(const char *dir, const char *name, const char *content)
+{
+    char *path = NULL;
+    ck_assert_int_ge(asprintf(&path, "%s/%s", dir, name), 0);
+    FILE *f = fopen(path, "w");
+    ck_assert_msg(f != NULL, "cannot write %s: %s", path, strerror(errno));
+    fputs(content, f);
+    fclose(f);
+    return path;
+}
+
+char *tl_read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot read %s: %s", path, strerror(errno));
+    char *buf = NULL;
+    size_t len = 0;
+    char chunk[8192];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        buf = realloc(buf, len + n + 1);
+        memcpy(buf + len, chunk, n);
+        len += n;
+    }
+    fclose(f);
+    if (buf == NULL)
+        buf = calloc(1, 1);
+    buf[len] = '\0';
+    return buf;
+}
+
+char *tl_source_path(const char *relative)
+{
+    char *path = NULL;
+    ck_assert_int_ge(asprintf(&path, "%s/%s", STEWARD_SOURCE_DIR, relative), 0);
+    return path;
+}
+
+const char *tl_kafka_brokers(void)
+{
+    const char *brokers = getenv("STEWARD_TEST_KAFKA_BROKERS");
+    ck_assert_msg(brokers != NULL && *brokers,
+                  "STEWARD_TEST_KAFKA_BROKERS is not set: run the suite through scripts/test");
+    return brokers;
+}
+
+PGconn *tl_db_connect(const char *conninfo)
+{
+    PGconn *conn = PQconnectdb(conninfo);
+    ck_assert_msg(PQstatus(conn) == CONNECTION_OK, "connect: %s", PQerrorMessage(conn));
+    PQsetNoticeProcessor(conn, NULL, NULL);
+    return conn;
+}
+
+/* Replaces or adds dbname= in a keyword/value or URI connection string. */
+static char *with_dbname(const char *conninfo, const char *dbname)
+{
+    PQconninfoOption *opts = PQconninfoParse(conninfo, NULL);
+    ck_assert_msg(opts != NULL, "cannot parse STEWARD_TEST_DATABASE_URL");
+    size_t cap = 4096, len = 0;
+    char *out = calloc(1, cap);
+    for (PQconninfoOption *o = opts; o->keyword != NULL; o++) {
+        const char *val = strcmp(o->keyword, "dbname") == 0 ? dbname : o->val;
+        if (val == NULL || *val == '\0')
+            continue;
+        len += (size_t) snprintf(out + len, cap - len, "%s%s='", len ? " " : "", o->keyword);
+        for (const char *p = val; *p && len + 3 < cap; p++) {
+            if (*p == '\'' || *p == '\\')
+                out[len++] = '\\';
+            out[len++] = *p;
+        }
+        len += (size_t) snprintf(out + len, cap - len, "'");
+    }
+    PQconninfoFree(opts);
+    return out;
+}
+
+const char *tl_db_create(const char *suffix)
+{
+    const char *base = getenv("STEWARD_TEST_DATABASE_URL");
+    ck_assert_msg(base != NULL && *base,
+                  "STEWARD_TEST_DATABASE_URL is not set: run the suite through scripts/test");
+    PGconn *admin = tl_db_connect(base);
+    char name[128];
+    snprintf(name, sizeof name, "%s_%s_%d", PQdb(admin), suffix, (int) getpid());
+
+    char *quoted = PQescapeIdentifier(admin, name, strlen(name));
+    char sql[512];
+    snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s", quoted);
+    tl_db_exec(admin, sql);
+    snprintf(sql, sizeof sql, "CREATE DATABASE %s", quoted);
+    tl_db_exec(admin, sql);
+    PQfreemem(quoted);
+    PQfinish(admin);
+
+    /* One per suite process; kept for the life of the process. */
+    static char *url;
+    free(url);
+    url = with_dbname(base, name);
+    return url;
+}
+
+char *tl_db_scalar(PGconn *conn, const char *sql, int nparams, const char *const *params)
+{
+    PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+    ck_assert_msg(PQresultStatus(res) == PGRES_TUPLES_OK, "%s: %s", sql, PQerrorMessage(conn));
+    char *value = NULL;
+    if (PQntuples(res) == 0)
+        value = strdup("");
+    else if (!PQgetisnull(res, 0, 0))
+        value = strdup(PQgetvalue(res, 0, 0));
+    PQclear(res);
+    return value;
+}
+
+void tl_db_exec(PGconn *conn, const char *sql)
+{
+    PGresult *res = PQexec(conn, sql);
+    ExecStatusType st = PQresultStatus(res);
+    ck_assert_msg(st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK, "%s: %s", sql,
+                  PQerrorMessage(conn));
+    PQclear(res);
+}
+
+int tl_contains(const char *haystack, const char *needle)
+{
+    return haystack != NULL && strstr(haystack, needle) != NULL;
+}
+
+/* ---- Kafka ---------------------------------------------------------------- */
+
+static rd_kafka_t *new_client(rd_kafka_type_t type)
+{
+    char errstr[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    ck_assert(rd_kafka_conf_set(conf, "bootstrap.servers", tl_kafka_brokers(), errstr,
+                                sizeof errstr) == RD_KAFKA_CONF_OK);
+    if (type == RD_KAFKA_PRODUCER) {
+        rd_kafka_conf_set(conf, "linger.ms", "5", errstr, sizeof errstr);
+        rd_kafka_conf_set(conf, "enable.idempotence", "true", errstr, sizeof errstr);
+    }
+    rd_kafka_t *rk = rd_kafka_new(type, conf, errstr, sizeof errstr);
+    ck_assert_msg(rk != NULL, "rd_kafka_new: %s", errstr);
+    return rk;
+}
+
+void tl_kafka_create_topics(const char *const *topics, size_t n, int partitions)
+{
+    rd_kafka_t *rk = new_client(RD_KAFKA_PRODUCER);
+    rd_kafka_queue_t *queue = rd_kafka_queue_new(rk);
+    rd_kafka_NewTopic_t **new_topics = calloc(n, sizeof *new_topics);
+    char errstr[512];
+
+    for (size_t i = 0; i < n; i++) {
+        new_topics[i] = rd_kafka_NewTopic_new(topics[i], partitions, 1, errstr, sizeof errstr);
+        ck_assert_msg(new_topics[i] != NULL, "NewTopic %s: %s", topics[i], errstr);
+    }
+    rd_kafka_CreateTopics(rk, new_topics, n, NULL, queue);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(queue, 30000);
+    ck_assert_msg(ev != NULL, "CreateTopics timed out");
+    const rd_kafka_CreateTopics_result_t *result = rd_kafka_event_CreateTopics_result(ev);
+    size_t count;
+    const rd_kafka_topic_result_t **results = rd_kafka_CreateTopics_result_topics(result, &count);
+    for (size_t i = 0; i < count; i++) {
+        rd_kafka_resp_err_t err = rd_kafka_topic_result_error(results[i]);
+        ck_assert_msg(err == RD_KAFKA_RESP_ERR_NO_ERROR ||
+                          err == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS,
+                      "CreateTopics %s: %s", rd_kafka_topic_result_name(results[i]),
+                      rd_kafka_topic_result_error_string(results[i]));
+    }
+    rd_kafka_event_destroy(ev);
+
+    /* Metadata lags creation a little: wait until every partition has a leader. */
+    for (int attempt = 0; attempt < 100; attempt++) {
+        const struct rd_kafka_metadata *md = NULL;
+        size_t ready = 0;
+        if (rd_kafka_metadata(rk, 1, NULL, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            for (int t = 0; t < md->topic_cnt; t++) {
+                for (size_t i = 0; i < n; i++) {
+                    if (strcmp(md->topics[t].topic, topics[i]) == 0 &&
+                        md->topics[t].err == RD_KAFKA_RESP_ERR_NO_ERROR &&
+                        md->topics[t].partition_cnt == partitions)
+                        ready++;
+                }
+            }
+            rd_kafka_metadata_destroy(md);
+        }
+        if (ready == n)
+            break;
+        usleep(100 * 1000);
+    }
+    for (size_t i = 0; i < n; i++)
+        rd_kafka_NewTopic_destroy(new_topics[i]);
+    free(new_topics);
+    rd_kafka_queue_destroy(queue);
+    rd_kafka_destroy(rk);
+}
+
+char *tl_unique(const char *prefix)
+{
+    static int counter;
+    char *name = NULL;
+    ck_assert_int_ge(asprintf(&name, "%s%d_%d_%ld", prefix, (int) getpid(), ++counter,
+                              (long) time(NULL) % 100000),
+                     0);
+    return name;
+}
+
+struct tl_producer {
+    rd_kafka_t *rk;
+};
+
+tl_producer_t *tl_producer_new(void)
+{
+    tl_producer_t *p = calloc(1, sizeof *p);
+    p->rk = new_client(RD_KAFKA_PRODUCER);
+    return p;
+}
+
+void tl_produce(tl_producer_t *p, const char *topic, int partition, const char *value,
+                long value_len, const char *const *headers, long long timestamp_ms)
+{
+    rd_kafka_headers_t *hdrs = rd_kafka_headers_new(4);
+    for (const char *const *h = headers; h != NULL && h[0] != NULL; h += 2)
+        rd_kafka_header_add(hdrs, h[0], -1, h[1], -1);
+    size_t len = value == NULL ? 0 : value_len < 0 ? strlen(value) : (size_t) value_len;
+    rd_kafka_resp_err_t err;
+    do {
+        err = rd_kafka_producev(
+            p->rk, RD_KAFKA_V_TOPIC(topic),
+            RD_KAFKA_V_PARTITION(partition < 0 ? RD_KAFKA_PARTITION_UA : partition),
+            RD_KAFKA_V_VALUE((void *) value, len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+            RD_KAFKA_V_HEADERS(rd_kafka_headers_copy(hdrs)), RD_KAFKA_V_TIMESTAMP(timestamp_ms),
+            RD_KAFKA_V_END);
+        if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+            rd_kafka_poll(p->rk, 50);
+    } while (err == RD_KAFKA_RESP_ERR__QUEUE_FULL);
+    ck_assert_msg(err == RD_KAFKA_RESP_ERR_NO_ERROR, "produce to %s: %s", topic,
+                  rd_kafka_err2str(err));
+    rd_kafka_headers_destroy(hdrs);
+    rd_kafka_poll(p->rk, 0);
+}
+
+void tl_producer_free(tl_producer_t *p)
+{
+    if (p == NULL)
+        return;
+    ck_assert_msg(rd_kafka_flush(p->rk, 30000) == RD_KAFKA_RESP_ERR_NO_ERROR,
+                  "messages not delivered within 30 s");
+    rd_kafka_destroy(p->rk);
+    free(p);
+}
+
+/* ---- processes and waiting -------------------------------------------------- */
+
+int tl_steward_spawn(const char *const *argv, const char *const *env, const char *log_path)
+{
+    size_t argc = 0;
+    while (argv[argc] != NULL || argc == 0)
+        argc++;
+    const char **args = calloc(argc + 1, sizeof *args);
+    args[0] = STEWARD_BINARY;
+    for (size_t i = 1; i < argc; i++)
+        args[i] = argv[i];
+
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, STDOUT_FILENO);
+            dup2(fd, STDERR_FILENO);
+        }
+        int devnull = open("/dev/null", O_RDONLY);
+        dup2(devnull, STDIN_FILENO);
+        for (const char *const *e = env; e != NULL && *e != NULL; e++)
+            putenv((char *) *e);
+        execv(STEWARD_BINARY, (char *const *) args);
+        _exit(127);
+    }
+    free(args);
+    return (int) pid;
+}
+
+int tl_stop(int pid, int sig, int timeout_s)
+{
+    int wstatus;
+    kill((pid_t) pid, sig);
+    for (int waited = 0; waited < timeout_s * 10; waited++) {
+        pid_t r = waitpid((pid_t) pid, &wstatus, WNOHANG);
+        if (r == (pid_t) pid)
+            return WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+        usleep(100 * 1000);
+    }
+    kill((pid_t) pid, SIGKILL);
+    waitpid((pid_t) pid, &wstatus, 0);
+    return -1;
+}
+
+int tl_db_wait(PGconn *conn, const char *sql, int nparams, const char *const *params,
+               const char *expected, int timeout_s, char **last)
+{
+    char *value = NULL;
+    for (int waited = 0; waited <= timeout_s * 10; waited++) {
+        free(value);
+        value = tl_db_scalar(conn, sql, nparams, params);
+        if (value != NULL && strcmp(value, expected) == 0) {
+            free(value);
+            return 1;
+        }
+        usleep(100 * 1000);
+    }
+    if (last != NULL)
+        *last = value;
+    else
+        free(value);
+    return 0;
+}

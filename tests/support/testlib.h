@@ -1,0 +1,125 @@
+/*
+ * testlib - what the test suites share: running the steward binary and
+ * capturing its output, scratch files, and the services scripts/test
+ * started (a PostgreSQL named by STEWARD_TEST_DATABASE_URL, a Kafka broker
+ * named by STEWARD_TEST_KAFKA_BROKERS).
+ *
+ * Everything here aborts the current test (ck_abort) on failure, so a test
+ * reads as its scenario.
+ */
+#ifndef STEWARD_TESTLIB_H
+#define STEWARD_TESTLIB_H
+
+#include <check.h>
+#include <libpq-fe.h>
+#include <stddef.h>
+
+/* Declares every suite of the tier being built (its suites.h), so each
+ * suite function has a prototype where it is defined. */
+#define SUITE(name) Suite *name##_suite(void);
+#include "suites.h"
+#undef SUITE
+
+/* What one run of a command printed and how it ended. */
+typedef struct tl_output {
+    int status; /* exit code; 128 + signal when killed */
+    char *out;  /* stdout, NUL-terminated, owned */
+    char *err;  /* stderr, NUL-terminated, owned */
+} tl_output_t;
+
+void tl_output_free(tl_output_t *o);
+
+/*
+ * Runs the steward binary with argv (argv[0] is ignored and may be NULL;
+ * the list ends with NULL) and `env` (NAME=value strings added to the
+ * environment, NULL-terminated, may be NULL). Blocks until it exits.
+ */
+tl_output_t tl_steward(const char *const *argv, const char *const *env);
+
+/* A new private directory under $TMPDIR; the path is owned by testlib. */
+const char *tl_tmpdir(void);
+
+/* Writes `content` to dir/name and returns the path (malloc'd; free it). */
+char *tl_write_file(const char *dir, const char *name, const char *content);
+
+/* Reads a whole file (malloc'd, NUL-terminated; free it). Aborts if unreadable. */
+char *tl_read_file(const char *path);
+
+/* A path under the source tree (malloc'd; free it). */
+char *tl_source_path(const char *relative);
+
+/* The broker list scripts/test started; aborts when unset. */
+const char *tl_kafka_brokers(void);
+
+/*
+ * Creates a fresh, empty database for one suite, named after the run's own
+ * database and `suffix`, and returns its connection string (owned by
+ * testlib; valid until the process exits). scripts/test drops it at the end
+ * of the run with the run's database.
+ */
+const char *tl_db_create(const char *suffix);
+
+/* Connects to a database, aborting the test on failure. */
+PGconn *tl_db_connect(const char *conninfo);
+
+/*
+ * Runs a query with text parameters and returns the first column of the
+ * first row as a new string ("" for no row, NULL for SQL NULL).
+ */
+char *tl_db_scalar(PGconn *conn, const char *sql, int nparams, const char *const *params);
+
+/* Runs a statement that must succeed. */
+void tl_db_exec(PGconn *conn, const char *sql);
+
+/* ---- Kafka ---------------------------------------------------------- */
+
+/* Creates topics with `partitions` each on the test brokers (existing ones
+ * are fine) and waits until their metadata shows every partition. */
+void tl_kafka_create_topics(const char *const *topics, size_t n, int partitions);
+
+/* A unique name for this run: prefix + pid + a counter (static buffer per call
+ * is not kept: the result is malloc'd; free it). */
+char *tl_unique(const char *prefix);
+
+typedef struct tl_producer tl_producer_t;
+
+tl_producer_t *tl_producer_new(void);
+
+/*
+ * Produces one message to topic/partition (-1: any). value NULL is a
+ * tombstone; value_len -1 means strlen(value). headers is NULL or a
+ * NULL-terminated list of name, value pairs. timestamp_ms 0 lets Kafka
+ * stamp it. Aborts on failure.
+ */
+void tl_produce(tl_producer_t *p, const char *topic, int partition, const char *value,
+                long value_len, const char *const *headers, long long timestamp_ms);
+
+/* Waits for every produced message to be acknowledged, then frees p. */
+void tl_producer_free(tl_producer_t *p);
+
+/* ---- processes and waiting ------------------------------------------ */
+
+/*
+ * Starts the steward binary in the background with argv (as tl_steward())
+ * and env, its stdout and stderr appended to log_path. Returns its pid.
+ */
+int tl_steward_spawn(const char *const *argv, const char *const *env, const char *log_path);
+
+/* Sends sig to pid and waits up to timeout_s for it; returns its exit code
+ * (128 + signal when killed), or -1 when it did not exit in time (it is
+ * then killed with SIGKILL). */
+int tl_stop(int pid, int sig, int timeout_s);
+
+/*
+ * Polls `sql` (one value, text parameters) every 100 ms until it equals
+ * `expected` or timeout_s passes. Returns 1 when it matched; on timeout
+ * returns 0 and leaves the last value in *last when last is not NULL
+ * (malloc'd; free it).
+ */
+int tl_db_wait(PGconn *conn, const char *sql, int nparams, const char *const *params,
+               const char *expected, int timeout_s, char **last);
+
+/* True if `needle` occurs in `haystack`. */
+int tl_contains(const char *haystack, const char *needle);
+
+#endif
