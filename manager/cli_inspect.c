@@ -1,0 +1,151 @@
+/*
+ * cli_inspect - `steward inspect PROCESS KEY`: where one instance stands
+ * and everything that happened to it, in one command.
+ */
+#include "definitions/duration.h"
+#include "manager/cli.h"
+#include "manager/db.h"
+#include "manager/err.h"
+#include "manager/query.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char inspect_usage[] =
+    "usage: steward inspect PROCESS KEY [--json] [--database CONNINFO]\n"
+    "\n"
+    "Prints the instance (state, status, start, time in the current state,\n"
+    "its deadline, variables, definition version) and its history, oldest\n"
+    "first, with what each event did. Exits 1 when there is no such instance.\n"
+    "\n"
+    "  --json                the same as one JSON object\n"
+    "  --database CONNINFO   libpq connection string ($STEWARD_DATABASE_URL)\n";
+
+static const char *str(const json_t *obj, const char *name)
+{
+    const char *value = json_string_value(json_object_get(obj, name));
+    return value != NULL ? value : "-";
+}
+
+static void print_text(const json_t *inst)
+{
+    char in_state[32], to_deadline[32];
+    json_t *ms_to_deadline = json_object_get(inst, "ms_to_deadline");
+    char *vars = json_dumps(json_object_get(inst, "vars"), JSON_COMPACT | JSON_SORT_KEYS);
+
+    duration_format(json_integer_value(json_object_get(inst, "ms_in_state")), in_state,
+                    sizeof in_state);
+    printf("%s %s (definition version %lld)\n", str(inst, "process"), str(inst, "key"),
+           (long long) json_integer_value(json_object_get(inst, "version")));
+    printf("  state             %s (%s)\n", str(inst, "state"), str(inst, "status"));
+    printf("  started           %s\n", str(inst, "started_at"));
+    printf("  in state since    %s (%s)\n", str(inst, "state_entered_at"), in_state);
+    if (json_is_integer(ms_to_deadline)) {
+        long long ms = json_integer_value(ms_to_deadline);
+        duration_format(ms < 0 ? -ms : ms, to_deadline, sizeof to_deadline);
+        printf("  deadline          %s (%s %s)\n", str(inst, "deadline_at"), to_deadline,
+               ms < 0 ? "ago" : "from now");
+    } else {
+        printf("  deadline          none\n");
+    }
+    printf("  process deadline  %s\n", str(inst, "process_deadline_at"));
+    printf("  overdue           %s\n",
+           json_is_true(json_object_get(inst, "overdue")) ? "yes" : "no");
+    printf("  vars              %s\n", vars != NULL ? vars : "{}");
+    free(vars);
+
+    json_t *history = json_object_get(inst, "history");
+    printf("\nhistory, oldest first (%zu events)\n", json_array_size(history));
+    size_t i;
+    json_t *h;
+    json_array_foreach(history, i, h)
+    {
+        char where[160], move[160];
+        snprintf(where, sizeof where, "%s[%lld]@%lld", str(h, "topic"),
+                 (long long) json_integer_value(json_object_get(h, "partition")),
+                 (long long) json_integer_value(json_object_get(h, "offset")));
+        const char *from = json_string_value(json_object_get(h, "from_state"));
+        const char *to = json_string_value(json_object_get(h, "to_state"));
+        if (from != NULL && to != NULL && strcmp(from, to) != 0)
+            snprintf(move, sizeof move, "%s -> %s", from, to);
+        else if (from == NULL && to != NULL)
+            snprintf(move, sizeof move, "-> %s", to);
+        else
+            snprintf(move, sizeof move, "%s", from != NULL ? from : "");
+        printf("  %s  %-22s %-20s %-10s%s %s", str(h, "event_time"), str(h, "event_type"), where,
+               str(h, "outcome"), json_is_true(json_object_get(h, "replayed")) ? "*" : " ", move);
+        const char *detail = json_string_value(json_object_get(h, "detail"));
+        if (detail != NULL)
+            printf("  (%s)", detail);
+        printf("\n");
+    }
+}
+
+int cli_inspect(int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"database", required_argument, NULL, 'd'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *database = NULL;
+    int as_json = 0, opt;
+    char errstr[1024];
+
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
+        switch (opt) {
+        case 'j':
+            as_json = 1;
+            break;
+        case 'd':
+            database = optarg;
+            break;
+        case 'h':
+            fputs(inspect_usage, stdout);
+            return EXIT_OK;
+        default:
+            fputs(inspect_usage, stderr);
+            return EXIT_USAGE;
+        }
+    }
+    if (argc - optind != 2) {
+        fputs(inspect_usage, stderr);
+        return EXIT_USAGE;
+    }
+    const char *process = argv[optind], *key = argv[optind + 1];
+
+    PGconn *conn = db_connect(cli_database_url(database), "steward inspect", errstr, sizeof errstr);
+    if (conn == NULL) {
+        fprintf(stderr, "steward inspect: %s\n", errstr);
+        return EXIT_RUNTIME;
+    }
+    json_t *inst = NULL;
+    long judged = 0;
+    int rc = EXIT_OK;
+    if (query_instance(conn, process, key, &inst, &judged, errstr, sizeof errstr) != ERR_OK) {
+        fprintf(stderr, "steward inspect: %s\n", errstr);
+        rc = EXIT_RUNTIME;
+    } else if (inst == NULL) {
+        if (judged > 0)
+            fprintf(stderr,
+                    "steward inspect: no instance %s of %s; %ld event%s for it waited or were "
+                    "judged without one (its start event never arrived)\n",
+                    key, process, judged, judged == 1 ? "" : "s");
+        else
+            fprintf(stderr, "steward inspect: no instance %s of %s\n", key, process);
+        rc = EXIT_RUNTIME;
+    } else if (as_json) {
+        json_object_del(inst, "ms_in_state");
+        json_object_del(inst, "ms_to_deadline");
+        json_dumpf(inst, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        printf("\n");
+    } else {
+        print_text(inst);
+    }
+    json_decref(inst);
+    PQfinish(conn);
+    return rc;
+}

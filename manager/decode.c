@@ -1,0 +1,418 @@
+/*
+ * decode - message checks, CloudEvents and envelopes; see decode.h.
+ */
+#include "manager/decode.h"
+
+#include "definitions/jsonptr.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *const reason_names[DECODE_N_REASONS] = {
+    "ok",
+    "tombstone",
+    "too_large",
+    "invalid_utf8",
+    "invalid_json",
+    "too_deep",
+    "not_an_object",
+    "unsupported_specversion",
+    "invalid_cloudevent",
+    "missing_type",
+    "missing_key",
+    "invalid_key",
+    "invalid_time",
+};
+
+const char *decode_reason_name(decode_reason_t reason)
+{
+    return reason < DECODE_N_REASONS ? reason_names[reason] : "unknown";
+}
+
+bool decode_utf8_valid(const unsigned char *s, size_t len)
+{
+    size_t i = 0;
+    while (i < len) {
+        unsigned char c = s[i];
+        size_t need;
+        uint32_t cp, min;
+
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if ((c & 0xE0) == 0xC0) {
+            need = 1, cp = c & 0x1F, min = 0x80;
+        } else if ((c & 0xF0) == 0xE0) {
+            need = 2, cp = c & 0x0F, min = 0x800;
+        } else if ((c & 0xF8) == 0xF0) {
+            need = 3, cp = c & 0x07, min = 0x10000;
+        } else {
+            return false;
+        }
+        if (i + need >= len)
+            return false; /* truncated sequence */
+        for (size_t k = 1; k <= need; k++) {
+            if ((s[i + k] & 0xC0) != 0x80)
+                return false;
+            cp = (cp << 6) | (s[i + k] & 0x3F);
+        }
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+            return false;
+        i += need + 1;
+    }
+    return true;
+}
+
+/* The deepest nesting of arrays and objects, outside strings; stops
+ * counting once past `limit`. */
+static int nesting_depth(const char *s, size_t len, int limit)
+{
+    int depth = 0, deepest = 0;
+    bool in_string = false;
+
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '{' || c == '[') {
+            if (++depth > deepest && (deepest = depth) > limit)
+                return deepest;
+        } else if (c == '}' || c == ']') {
+            depth--;
+        }
+    }
+    return deepest;
+}
+
+static const decode_header_t *find_header(const decode_input_t *in, const char *name)
+{
+    for (size_t i = 0; i < in->n_headers; i++) {
+        if (strcasecmp(in->headers[i].name, name) == 0)
+            return &in->headers[i];
+    }
+    return NULL;
+}
+
+static char *header_string(const decode_header_t *h)
+{
+    if (h == NULL || h->value == NULL)
+        return NULL;
+    return strndup(h->value, h->len);
+}
+
+static void clear_ce(decode_message_t *out)
+{
+    free(out->ce_type);
+    free(out->ce_id);
+    free(out->ce_source);
+    free(out->ce_time);
+    free(out->ce_subject);
+    out->ce_type = out->ce_id = out->ce_source = out->ce_time = out->ce_subject = NULL;
+}
+
+void decode_message_clear(decode_message_t *msg)
+{
+    json_decref(msg->value);
+    clear_ce(msg);
+    memset(msg, 0, sizeof *msg);
+}
+
+/* The CloudEvents 1.0 required attributes, present and non-empty. */
+static decode_reason_t check_ce(decode_message_t *out, const char *specversion, char *detail,
+                                size_t detail_size)
+{
+    if (specversion == NULL) {
+        snprintf(detail, detail_size, "CloudEvent without specversion");
+        return DECODE_INVALID_CLOUDEVENT;
+    }
+    if (strcmp(specversion, "1.0") != 0) {
+        snprintf(detail, detail_size, "CloudEvents specversion '%.40s' is not supported (1.0 is)",
+                 specversion);
+        return DECODE_UNSUPPORTED_SPECVERSION;
+    }
+    const char *missing = out->ce_type == NULL || !*out->ce_type       ? "type"
+                          : out->ce_id == NULL || !*out->ce_id         ? "id"
+                          : out->ce_source == NULL || !*out->ce_source ? "source"
+                                                                       : NULL;
+    if (missing != NULL) {
+        snprintf(detail, detail_size, "CloudEvent without its required attribute '%s'", missing);
+        return DECODE_INVALID_CLOUDEVENT;
+    }
+    int64_t ignored;
+    if (out->ce_time != NULL && !decode_parse_time(out->ce_time, &ignored)) {
+        snprintf(detail, detail_size, "CloudEvent time '%.60s' is not an RFC 3339 timestamp",
+                 out->ce_time);
+        return DECODE_INVALID_TIME;
+    }
+    return DECODE_OK;
+}
+
+static char *member_string(const json_t *obj, const char *name, bool *mistyped)
+{
+    json_t *v = json_object_get(obj, name);
+    if (v == NULL || json_is_null(v))
+        return NULL;
+    if (!json_is_string(v)) {
+        *mistyped = true;
+        return NULL;
+    }
+    return strdup(json_string_value(v));
+}
+
+static decode_reason_t structured_ce(decode_message_t *out, char *detail, size_t detail_size)
+{
+    bool mistyped = false;
+    char *specversion = member_string(out->value, "specversion", &mistyped);
+
+    out->cloudevent = true;
+    out->ce_type = member_string(out->value, "type", &mistyped);
+    out->ce_id = member_string(out->value, "id", &mistyped);
+    out->ce_source = member_string(out->value, "source", &mistyped);
+    out->ce_time = member_string(out->value, "time", &mistyped);
+    out->ce_subject = member_string(out->value, "subject", &mistyped);
+
+    decode_reason_t reason;
+    if (mistyped) {
+        snprintf(detail, detail_size, "CloudEvent attributes must be strings");
+        reason = DECODE_INVALID_CLOUDEVENT;
+    } else {
+        reason = check_ce(out, specversion, detail, detail_size);
+    }
+    free(specversion);
+    if (reason != DECODE_OK)
+        return reason;
+
+    if (json_object_get(out->value, "data_base64") != NULL) {
+        snprintf(detail, detail_size, "CloudEvent data_base64 is not supported: send JSON data");
+        return DECODE_INVALID_CLOUDEVENT;
+    }
+    json_t *data = json_object_get(out->value, "data");
+    if (data == NULL || !json_is_object(data)) {
+        snprintf(detail, detail_size, "CloudEvent data must be a JSON object");
+        return DECODE_NOT_OBJECT;
+    }
+    out->data = data;
+    return DECODE_OK;
+}
+
+static decode_reason_t binary_ce(const decode_input_t *in, decode_message_t *out, char *detail,
+                                 size_t detail_size)
+{
+    char *specversion = header_string(find_header(in, "ce_specversion"));
+
+    out->cloudevent = true;
+    out->ce_type = header_string(find_header(in, "ce_type"));
+    out->ce_id = header_string(find_header(in, "ce_id"));
+    out->ce_source = header_string(find_header(in, "ce_source"));
+    out->ce_time = header_string(find_header(in, "ce_time"));
+    out->ce_subject = header_string(find_header(in, "ce_subject"));
+    decode_reason_t reason = check_ce(out, specversion, detail, detail_size);
+    free(specversion);
+    return reason;
+}
+
+decode_reason_t decode_message(const decode_input_t *in, const decode_limits_t *limits,
+                               decode_message_t *out, char *detail, size_t detail_size)
+{
+    decode_reason_t reason = DECODE_OK;
+    json_error_t jerr;
+
+    memset(out, 0, sizeof *out);
+    detail[0] = '\0';
+    if (in->value == NULL) {
+        snprintf(detail, detail_size, "the message has no value (a tombstone)");
+        return DECODE_TOMBSTONE;
+    }
+    if (in->value_len > limits->max_bytes) {
+        snprintf(detail, detail_size, "the value is %zu bytes, over the limit of %zu",
+                 in->value_len, limits->max_bytes);
+        return DECODE_TOO_LARGE;
+    }
+    if (!decode_utf8_valid(in->value, in->value_len)) {
+        snprintf(detail, detail_size, "the value is not valid UTF-8");
+        return DECODE_INVALID_UTF8;
+    }
+    int depth = nesting_depth(in->value, in->value_len, limits->max_depth);
+    if (depth > limits->max_depth) {
+        snprintf(detail, detail_size, "the value nests deeper than %d levels", limits->max_depth);
+        return DECODE_TOO_DEEP;
+    }
+    out->value = json_loadb(in->value, in->value_len, JSON_REJECT_DUPLICATES, &jerr);
+    if (out->value == NULL) {
+        snprintf(detail, detail_size, "invalid JSON at line %d column %d: %s", jerr.line,
+                 jerr.column, jerr.text);
+        return DECODE_INVALID_JSON;
+    }
+    if (!json_is_object(out->value)) {
+        snprintf(detail, detail_size, "the value is JSON but not an object");
+        reason = DECODE_NOT_OBJECT;
+        goto done;
+    }
+    out->data = out->value;
+
+    const decode_header_t *ctype = find_header(in, "content-type");
+    if (ctype != NULL && ctype->value != NULL && ctype->len >= 28 &&
+        strncasecmp(ctype->value, "application/cloudevents+json", 28) == 0)
+        reason = structured_ce(out, detail, detail_size);
+    else if (find_header(in, "ce_specversion") != NULL || find_header(in, "ce_type") != NULL)
+        reason = binary_ce(in, out, detail, detail_size);
+
+done:
+    if (reason != DECODE_OK)
+        decode_message_clear(out);
+    return reason;
+}
+
+const char *decode_event_type(const decode_message_t *msg, const def_t *def)
+{
+    if (msg->ce_type != NULL)
+        return msg->ce_type;
+    json_t *type = jsonptr_get(msg->data, def->type_pointer);
+    return json_is_string(type) ? json_string_value(type) : NULL;
+}
+
+/* Parses exactly `n` digits at *p and advances it. */
+static bool digits(const char **p, int n, int *out)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (!isdigit((unsigned char) (*p)[i]))
+            return false;
+        v = v * 10 + ((*p)[i] - '0');
+    }
+    *p += n;
+    *out = v;
+    return true;
+}
+
+bool decode_parse_time(const char *text, int64_t *ms_out)
+{
+    const char *p = text;
+    int year, mon, day, hour, min, sec, ms = 0;
+
+    if (!digits(&p, 4, &year) || *p++ != '-' || !digits(&p, 2, &mon) || *p++ != '-' ||
+        !digits(&p, 2, &day) || (*p != 'T' && *p != 't' && *p != ' '))
+        return false;
+    p++;
+    if (!digits(&p, 2, &hour) || *p++ != ':' || !digits(&p, 2, &min) || *p++ != ':' ||
+        !digits(&p, 2, &sec))
+        return false;
+    if (*p == '.') {
+        p++;
+        int scale = 100, n = 0;
+        while (isdigit((unsigned char) *p)) {
+            ms += (*p - '0') * scale;
+            scale /= 10;
+            p++;
+            n++;
+        }
+        if (n == 0)
+            return false;
+    }
+    int offset_min = 0;
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        int sign = *p == '-' ? -1 : 1, oh, om;
+        p++;
+        if (!digits(&p, 2, &oh) || *p++ != ':' || !digits(&p, 2, &om) || oh > 23 || om > 59)
+            return false;
+        offset_min = sign * (oh * 60 + om);
+    } else {
+        return false;
+    }
+    if (*p != '\0' || mon < 1 || mon > 12 || day < 1 || day > 31 || hour > 23 || min > 59 ||
+        sec > 60)
+        return false;
+
+    struct tm tm = {0};
+    tm.tm_year = year - 1900;
+    tm.tm_mon = mon - 1;
+    tm.tm_mday = day;
+    tm.tm_hour = hour;
+    tm.tm_min = min;
+    tm.tm_sec = sec;
+    time_t secs = timegm(&tm);
+    *ms_out = ((int64_t) secs - (int64_t) offset_min * 60) * 1000 + ms;
+    return true;
+}
+
+void decode_envelope_clear(decode_envelope_t *env)
+{
+    free(env->key);
+    free(env->id);
+    env->key = env->id = NULL;
+}
+
+decode_reason_t decode_envelope(const decode_message_t *msg, const decode_input_t *in,
+                                const def_t *def, size_t event, decode_envelope_t *out,
+                                char *detail, size_t detail_size)
+{
+    const def_event_t *ev = &def->events[event];
+    json_t *key = jsonptr_get(msg->data, ev->key_pointer);
+
+    memset(out, 0, sizeof *out);
+    if (key == NULL || json_is_null(key)) {
+        snprintf(detail, detail_size, "%s has no correlation key at %s", ev->name, ev->key_pointer);
+        return DECODE_MISSING_KEY;
+    }
+    if (!json_is_string(key) || json_string_length(key) == 0) {
+        snprintf(detail, detail_size, "%s's correlation key at %s is not a non-empty string",
+                 ev->name, ev->key_pointer);
+        return DECODE_INVALID_KEY;
+    }
+
+    /* Identity: what the producer says, else where the message sits. */
+    json_t *id = NULL;
+    if (msg->cloudevent) {
+        if (asprintf(&out->id, "%s#%s", msg->ce_source, msg->ce_id) < 0)
+            out->id = NULL;
+    } else if ((id = jsonptr_get(msg->data, def->id_pointer)) != NULL && json_is_string(id) &&
+               json_string_length(id) > 0) {
+        out->id = strdup(json_string_value(id));
+    } else if (id != NULL && json_is_integer(id)) {
+        if (asprintf(&out->id, "%" JSON_INTEGER_FORMAT, json_integer_value(id)) < 0)
+            out->id = NULL;
+    } else if (asprintf(&out->id, "%s/%" PRId32 "/%" PRId64, in->topic, in->partition, in->offset) <
+               0) {
+        out->id = NULL;
+    }
+
+    /* Time: what the producer says, else when Kafka took it. */
+    const char *time_text = msg->ce_time;
+    json_t *time_value = NULL;
+    if (time_text == NULL && def->time_pointer != NULL)
+        time_value = jsonptr_get(msg->data, def->time_pointer);
+    if (time_value != NULL && json_is_string(time_value))
+        time_text = json_string_value(time_value);
+    if (time_text != NULL) {
+        if (!decode_parse_time(time_text, &out->time_ms)) {
+            snprintf(detail, detail_size, "%s's time '%.60s' is not an RFC 3339 timestamp",
+                     ev->name, time_text);
+            free(out->id);
+            out->id = NULL;
+            return DECODE_INVALID_TIME;
+        }
+    } else if (time_value != NULL && json_is_integer(time_value)) {
+        out->time_ms = json_integer_value(time_value);
+    } else if (time_value != NULL) {
+        snprintf(detail, detail_size, "%s's time at %s is neither RFC 3339 text nor epoch ms",
+                 ev->name, def->time_pointer);
+        free(out->id);
+        out->id = NULL;
+        return DECODE_INVALID_TIME;
+    } else {
+        out->time_ms = in->timestamp_ms >= 0 ? in->timestamp_ms : 0;
+    }
+    out->key = strdup(json_string_value(key));
+    return DECODE_OK;
+}

@@ -1,0 +1,126 @@
+/*
+ * decode - from a Kafka message to an event: the checks every message
+ * passes, CloudEvents (binary and structured mode), and the envelope a
+ * definition reads (type, correlation key, identity, time).
+ *
+ * Decoding happens in two steps. decode_message() judges the message as a
+ * whole (size, UTF-8, JSON, nesting, CloudEvents attributes) once, however
+ * many processes listen on its topic. decode_envelope() then reads what
+ * one process needs from it through that definition's JSON pointers.
+ * Either step may reject: the reason is one of decode_reason_t, named in
+ * steward.rejected, and the detail says what was wrong.
+ */
+#ifndef STEWARD_DECODE_H
+#define STEWARD_DECODE_H
+
+#include "definitions/def.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum decode_reason {
+    DECODE_OK = 0,
+    DECODE_TOMBSTONE, /* a null value */
+    DECODE_TOO_LARGE, /* over limits.max_bytes */
+    DECODE_INVALID_UTF8,
+    DECODE_INVALID_JSON,
+    DECODE_TOO_DEEP,   /* nesting over limits.max_depth */
+    DECODE_NOT_OBJECT, /* valid JSON, but not an object */
+    DECODE_UNSUPPORTED_SPECVERSION,
+    DECODE_INVALID_CLOUDEVENT, /* a required attribute missing or mistyped */
+    DECODE_MISSING_TYPE,       /* no ce_type and nothing at the type pointer */
+    DECODE_MISSING_KEY,        /* nothing at the correlation key's pointer */
+    DECODE_INVALID_KEY,        /* the key is not a non-empty string */
+    DECODE_INVALID_TIME,       /* an event time that is not RFC 3339 or epoch ms */
+    DECODE_N_REASONS
+} decode_reason_t;
+
+/* The reason's name as steward.rejected and the metrics say it. */
+const char *decode_reason_name(decode_reason_t reason);
+
+typedef struct decode_header {
+    const char *name;
+    const void *value; /* may be NULL */
+    size_t len;
+} decode_header_t;
+
+/* A message as it came from Kafka; every pointer is borrowed. */
+typedef struct decode_input {
+    const char *topic;
+    int32_t partition;
+    int64_t offset;
+    const void *key; /* the Kafka message key; may be NULL */
+    size_t key_len;
+    const void *value; /* NULL for a tombstone */
+    size_t value_len;
+    const decode_header_t *headers;
+    size_t n_headers;
+    int64_t timestamp_ms; /* the Kafka timestamp; -1 when absent */
+} decode_input_t;
+
+typedef struct decode_limits {
+    size_t max_bytes;
+    int max_depth;
+} decode_limits_t;
+
+#define DECODE_DEFAULT_MAX_BYTES (1024 * 1024)
+#define DECODE_DEFAULT_MAX_DEPTH 64
+
+/* A message that passed decode_message(). */
+typedef struct decode_message {
+    json_t *value;      /* the parsed value; owned */
+    const json_t *data; /* what pointers read: CloudEvents structured mode's
+                           "data", else the value; borrowed from value */
+    bool cloudevent;    /* binary or structured CloudEvents */
+    char *ce_type;      /* owned; NULL when not a CloudEvent */
+    char *ce_id;
+    char *ce_source;
+    char *ce_time; /* may be NULL in a CloudEvent too */
+    char *ce_subject;
+} decode_message_t;
+
+/*
+ * Judges the whole message. On DECODE_OK *out holds the message (release
+ * it with decode_message_clear()); otherwise *out is empty and `detail`
+ * says what was wrong.
+ */
+decode_reason_t decode_message(const decode_input_t *in, const decode_limits_t *limits,
+                               decode_message_t *out, char *detail, size_t detail_size);
+
+void decode_message_clear(decode_message_t *msg);
+
+/*
+ * The event type as `def` reads it: ce_type, else the string at the
+ * definition's type pointer. Borrowed from msg; NULL when there is none.
+ */
+const char *decode_event_type(const decode_message_t *msg, const def_t *def);
+
+/* What one process reads from an event it declares. */
+typedef struct decode_envelope {
+    char *key;       /* the correlation key; owned */
+    char *id;        /* the identity deduplication uses; owned */
+    int64_t time_ms; /* the event time */
+} decode_envelope_t;
+
+/*
+ * Reads the envelope of event `event` (an index into def->events) from a
+ * decoded message. Identity: CloudEvents source and id, else the string or
+ * integer at the id pointer, else topic/partition/offset. Time: ce_time,
+ * else the time pointer (RFC 3339 text or integer epoch milliseconds),
+ * else the Kafka timestamp. On a rejection *out is empty.
+ */
+decode_reason_t decode_envelope(const decode_message_t *msg, const decode_input_t *in,
+                                const def_t *def, size_t event, decode_envelope_t *out,
+                                char *detail, size_t detail_size);
+
+void decode_envelope_clear(decode_envelope_t *env);
+
+/* Parses RFC 3339 ("2026-11-29T21:06:03.250+01:00") into epoch ms. */
+bool decode_parse_time(const char *text, int64_t *ms_out);
+
+/* True if buf[0..len) is well-formed UTF-8 (no overlongs, no surrogates). */
+bool decode_utf8_valid(const unsigned char *buf, size_t len);
+
+#endif

@@ -1,0 +1,573 @@
+/*
+ * intake - the consumer loop, rebalances and batching; see intake.h.
+ */
+#include "manager/intake.h"
+
+#include "manager/log.h"
+#include "manager/metrics.h"
+#include "manager/store.h"
+
+#include <inttypes.h>
+#include <librdkafka/rdkafka.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* A partition this replica was assigned. */
+typedef struct owned {
+    char *topic;
+    int32_t partition;
+    int64_t epoch;
+    bool fenced;    /* another replica claimed it; wait for the group to revoke it */
+    bool caught_up; /* read to the end of the log as of the last fetch */
+    int64_t max_ts; /* the newest Kafka timestamp read */
+} owned_t;
+
+struct intake {
+    rd_kafka_t *rk;
+    store_t *store;
+    const def_set_t *defs; /* borrowed */
+    size_t batch_max;
+    int batch_ms;
+    volatile sig_atomic_t *stop;
+
+    owned_t *owned;
+    size_t n_owned;
+
+    rd_kafka_message_t **pending; /* the batch being gathered */
+    size_t n_pending;
+    int64_t pending_since_ms;
+
+    err_class_t failure; /* set by the rebalance callback when it cannot go on */
+    char failure_text[512];
+};
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static owned_t *find_owned(intake_t *in, const char *topic, int32_t partition)
+{
+    for (size_t i = 0; i < in->n_owned; i++) {
+        if (in->owned[i].partition == partition && strcmp(in->owned[i].topic, topic) == 0)
+            return &in->owned[i];
+    }
+    return NULL;
+}
+
+static void clear_owned(intake_t *in)
+{
+    for (size_t i = 0; i < in->n_owned; i++)
+        free(in->owned[i].topic);
+    free(in->owned);
+    in->owned = NULL;
+    in->n_owned = 0;
+}
+
+/* Sleeps up to ms, waking early when asked to stop. */
+static void nap(intake_t *in, int ms)
+{
+    for (int slept = 0; slept < ms && !*in->stop; slept += 100)
+        usleep(100 * 1000);
+}
+
+/* ---- librdkafka callbacks ------------------------------------------------- */
+
+static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    (void) rk;
+    /* syslog levels: 0-3 errors, 4 warning, 5-6 info, 7 debug */
+    log_level_t lvl = level <= 3   ? LOG_LEVEL_ERROR
+                      : level == 4 ? LOG_LEVEL_WARN
+                      : level <= 6 ? LOG_LEVEL_INFO
+                                   : LOG_LEVEL_DEBUG;
+    LOG_LIMITED(lvl, "librdkafka", 1000, buf, "component", "librdkafka", "facility", fac);
+}
+
+static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    (void) rk;
+    (void) opaque;
+    LOG_LIMITED(LOG_LEVEL_WARN, "kafka-error", 5000, reason, "component", "kafka", "error",
+                rd_kafka_err2name((rd_kafka_resp_err_t) err));
+}
+
+static err_class_t flush(intake_t *in, char *errstr, size_t errstr_size);
+
+static void log_partitions(const char *msg, const store_partition_t *parts, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char partition[16], epoch[24], offset[24];
+        snprintf(partition, sizeof partition, "%" PRId32, parts[i].partition);
+        snprintf(epoch, sizeof epoch, "%" PRId64, parts[i].epoch);
+        snprintf(offset, sizeof offset, "%" PRId64, parts[i].next_offset);
+        LOG_INFO(msg, "topic", parts[i].topic, "partition", partition, "epoch", epoch,
+                 "next_offset", offset);
+    }
+}
+
+static void on_assign(intake_t *in, rd_kafka_topic_partition_list_t *list)
+{
+    store_partition_t *parts = calloc((size_t) list->cnt + 1, sizeof *parts);
+    char errstr[512];
+    int backoff = 200;
+
+    for (int i = 0; i < list->cnt; i++) {
+        parts[i].topic = list->elems[i].topic;
+        parts[i].partition = list->elems[i].partition;
+    }
+    /* No claim, no reading: keep trying while the database is away. */
+    err_class_t cls;
+    while ((cls = store_claim(in->store, parts, (size_t) list->cnt, errstr, sizeof errstr)) !=
+           ERR_OK) {
+        LOG_LIMITED(LOG_LEVEL_WARN, "claim", 5000, "cannot claim assigned partitions yet", "error",
+                    errstr);
+        if (cls == ERR_FATAL || *in->stop) {
+            in->failure = cls == ERR_FATAL ? ERR_FATAL : ERR_OK;
+            snprintf(in->failure_text, sizeof in->failure_text, "%s", errstr);
+            rd_kafka_assign(in->rk, NULL);
+            free(parts);
+            return;
+        }
+        if (cls == ERR_TRANSIENT)
+            store_reconnect(in->store, errstr, sizeof errstr);
+        nap(in, backoff);
+        backoff = backoff < 5000 ? backoff * 2 : 5000;
+    }
+    log_partitions("partition claimed", parts, (size_t) list->cnt);
+
+    clear_owned(in);
+    in->owned = calloc((size_t) list->cnt + 1, sizeof *in->owned);
+    for (int i = 0; i < list->cnt; i++) {
+        list->elems[i].offset = parts[i].next_offset == STORE_OFFSET_BEGINNING
+                                    ? RD_KAFKA_OFFSET_BEGINNING
+                                    : parts[i].next_offset;
+        owned_t *o = &in->owned[in->n_owned++];
+        o->topic = strdup(parts[i].topic);
+        o->partition = parts[i].partition;
+        o->epoch = parts[i].epoch;
+        o->max_ts = -1;
+    }
+    free(parts);
+    rd_kafka_assign(in->rk, list);
+}
+
+static void on_revoke(intake_t *in, rd_kafka_topic_partition_list_t *list)
+{
+    char errstr[512];
+    bool lost = rd_kafka_assignment_lost(in->rk);
+
+    /* Commit what was read while the partitions are still ours; if that
+     * fails, the next owner reads it again from the stored offsets. */
+    if (!lost && in->n_pending > 0 && flush(in, errstr, sizeof errstr) != ERR_OK)
+        LOG_WARN("batch dropped at revoke; the next owner rereads it", "error", errstr);
+
+    store_partition_t *parts = calloc((size_t) list->cnt + 1, sizeof *parts);
+    size_t n = 0;
+    for (int i = 0; i < list->cnt; i++) {
+        owned_t *o = find_owned(in, list->elems[i].topic, list->elems[i].partition);
+        if (o == NULL)
+            continue;
+        parts[n].topic = o->topic;
+        parts[n].partition = o->partition;
+        parts[n].epoch = o->epoch;
+        n++;
+    }
+    if (n > 0 && store_release(in->store, parts, n, lost, errstr, sizeof errstr) != ERR_OK)
+        LOG_WARN("could not log the partition release", "error", errstr);
+    log_partitions(lost ? "partition lost" : "partition released", parts, n);
+    free(parts);
+
+    for (size_t i = 0; i < in->n_pending; i++)
+        rd_kafka_message_destroy(in->pending[i]);
+    in->n_pending = 0;
+    clear_owned(in);
+    rd_kafka_assign(in->rk, NULL);
+}
+
+static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                         rd_kafka_topic_partition_list_t *list, void *opaque)
+{
+    (void) rk;
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS)
+        on_assign(opaque, list);
+    else
+        on_revoke(opaque, list);
+}
+
+/* ---- batches -------------------------------------------------------------- */
+
+/* Fills decode inputs for the pending messages; headers live in `headers`. */
+static void describe_pending(intake_t *in, decode_input_t *inputs, decode_header_t **headers)
+{
+    for (size_t i = 0; i < in->n_pending; i++) {
+        const rd_kafka_message_t *m = in->pending[i];
+        rd_kafka_headers_t *hdrs = NULL;
+        decode_input_t *d = &inputs[i];
+        rd_kafka_timestamp_type_t tstype;
+
+        d->topic = rd_kafka_topic_name(m->rkt);
+        d->partition = m->partition;
+        d->offset = m->offset;
+        d->key = m->key;
+        d->key_len = m->key_len;
+        d->value = m->payload;
+        d->value_len = m->len;
+        d->timestamp_ms = rd_kafka_message_timestamp(m, &tstype);
+        headers[i] = NULL;
+        d->headers = NULL;
+        d->n_headers = 0;
+        /* rd_kafka_message_headers() keeps ownership of the headers. */
+        if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR && hdrs != NULL) {
+            size_t count = rd_kafka_header_cnt(hdrs);
+            headers[i] = calloc(count + 1, sizeof *headers[i]);
+            for (size_t h = 0; headers[i] != NULL && h < count; h++) {
+                const char *name;
+                const void *value;
+                size_t size;
+                if (rd_kafka_header_get_all(hdrs, h, &name, &value, &size) ==
+                    RD_KAFKA_RESP_ERR_NO_ERROR)
+                    headers[i][d->n_headers++] = (decode_header_t){name, value, size};
+            }
+            d->headers = headers[i];
+        }
+    }
+}
+
+/* The progress of every partition the batch touches, plus every caught-up
+ * one (so their watermark moves to now). */
+static size_t batch_progress(intake_t *in, store_partition_t *parts)
+{
+    size_t n = 0;
+    int64_t now = now_ms();
+
+    for (size_t i = 0; i < in->n_owned; i++) {
+        owned_t *o = &in->owned[i];
+        int64_t next = -1;
+        for (size_t m = 0; m < in->n_pending; m++) {
+            const rd_kafka_message_t *msg = in->pending[m];
+            if (msg->partition == o->partition &&
+                strcmp(rd_kafka_topic_name(msg->rkt), o->topic) == 0)
+                next = msg->offset + 1;
+        }
+        if (o->fenced || (next < 0 && !o->caught_up))
+            continue;
+        parts[n] = (store_partition_t){.topic = o->topic,
+                                       .partition = o->partition,
+                                       .epoch = o->epoch,
+                                       .next_offset = next,
+                                       .watermark_ms = o->caught_up ? now : o->max_ts};
+        n++;
+    }
+    return n;
+}
+
+/* Kafka's own committed offsets, for lag tools only. */
+static void commit_to_kafka(intake_t *in, const store_partition_t *parts, size_t n)
+{
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new((int) n);
+    for (size_t i = 0; i < n; i++) {
+        if (!parts[i].fenced && parts[i].next_offset >= 0)
+            rd_kafka_topic_partition_list_add(list, parts[i].topic, parts[i].partition)->offset =
+                parts[i].next_offset;
+    }
+    if (list->cnt > 0)
+        rd_kafka_commit(in->rk, list, 1);
+    rd_kafka_topic_partition_list_destroy(list);
+}
+
+/*
+ * Applies the pending batch (possibly empty: a heartbeat that moves the
+ * watermarks of caught-up partitions). Retries conflicts at once and lost
+ * connections with backoff until it commits or intake is told to stop.
+ */
+static err_class_t flush(intake_t *in, char *errstr, size_t errstr_size)
+{
+    size_t n = in->n_pending;
+    decode_input_t *inputs = calloc(n + 1, sizeof *inputs);
+    decode_header_t **headers = calloc(n + 1, sizeof *headers);
+    store_partition_t *parts = calloc(in->n_owned + 1, sizeof *parts);
+    store_batch_stats_t stats;
+    err_class_t cls = ERR_OK;
+    int backoff = 100;
+
+    if (inputs == NULL || headers == NULL || parts == NULL) {
+        cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+        goto done;
+    }
+    describe_pending(in, inputs, headers);
+    size_t n_parts = batch_progress(in, parts);
+    if (n == 0 && n_parts == 0)
+        goto done;
+
+    int64_t started = monotonic_ms();
+    for (;;) {
+        cls = store_apply_batch(in->store, inputs, n, parts, n_parts, &stats, errstr, errstr_size);
+        if (cls == ERR_OK || cls == ERR_FATAL || cls == ERR_INVALID || *in->stop)
+            break;
+        metrics_add(&metrics.batches_retried, 1);
+        LOG_LIMITED(LOG_LEVEL_WARN, "batch-retry", 5000, "batch not committed; retrying", "error",
+                    errstr, "class", err_class_name(cls));
+        if (cls == ERR_TRANSIENT) {
+            nap(in, backoff);
+            backoff = backoff < 10000 ? backoff * 2 : 10000;
+            store_reconnect(in->store, errstr, errstr_size);
+        }
+    }
+    if (cls != ERR_OK)
+        goto done;
+
+    for (size_t i = 0; i < n_parts; i++) {
+        if (!parts[i].fenced)
+            continue;
+        owned_t *o = find_owned(in, parts[i].topic, parts[i].partition);
+        char partition[16];
+        snprintf(partition, sizeof partition, "%" PRId32, parts[i].partition);
+        LOG_WARN("partition fenced: another replica claimed it; its messages are left to it",
+                 "topic", parts[i].topic, "partition", partition);
+        metrics_add(&metrics.partitions_fenced, 1);
+        if (o != NULL) {
+            o->fenced = true;
+            rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
+            rd_kafka_topic_partition_list_add(list, o->topic, o->partition);
+            rd_kafka_pause_partitions(in->rk, list);
+            rd_kafka_topic_partition_list_destroy(list);
+        }
+    }
+    if (n > 0) {
+        char count[24], ms[24];
+        snprintf(count, sizeof count, "%zu", stats.messages);
+        snprintf(ms, sizeof ms, "%" PRId64, monotonic_ms() - started);
+        LOG_DEBUG("batch committed", "messages", count, "ms", ms);
+        commit_to_kafka(in, parts, n_parts);
+    }
+
+done:
+    for (size_t i = 0; i < n; i++) {
+        free(headers != NULL ? headers[i] : NULL);
+        rd_kafka_message_destroy(in->pending[i]);
+    }
+    in->n_pending = 0;
+    free(inputs);
+    free(headers);
+    free(parts);
+    return cls;
+}
+
+/* ---- setup and the loop ----------------------------------------------------- */
+
+static bool set_conf(rd_kafka_conf_t *conf, const char *name, const char *value, char *errstr,
+                     size_t errstr_size)
+{
+    char kerr[256];
+    if (rd_kafka_conf_set(conf, name, value, kerr, sizeof kerr) != RD_KAFKA_CONF_OK) {
+        err_set(ERR_INVALID, errstr, errstr_size, "kafka property %s: %s", name, kerr);
+        return false;
+    }
+    return true;
+}
+
+/* The topics of every loaded definition, each once. */
+static rd_kafka_topic_partition_list_t *subscription(const def_set_t *defs)
+{
+    rd_kafka_topic_partition_list_t *topics = rd_kafka_topic_partition_list_new(8);
+    for (size_t d = 0; d < defs->n; d++) {
+        for (size_t e = 0; e < defs->defs[d]->n_events; e++) {
+            const char *topic = defs->defs[d]->events[e].topic;
+            if (rd_kafka_topic_partition_list_find(topics, topic, RD_KAFKA_PARTITION_UA) == NULL)
+                rd_kafka_topic_partition_list_add(topics, topic, RD_KAFKA_PARTITION_UA);
+        }
+    }
+    return topics;
+}
+
+intake_t *intake_new(const intake_config_t *cfg, const def_set_t *defs, err_class_t *cls,
+                     char *errstr, size_t errstr_size)
+{
+    intake_t *in = calloc(1, sizeof *in);
+    rd_kafka_conf_t *conf = NULL;
+    char kerr[512];
+
+    if (in == NULL) {
+        *cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+        return NULL;
+    }
+    in->defs = defs;
+    in->batch_max = cfg->batch_max > 0 ? cfg->batch_max : INTAKE_DEFAULT_BATCH_MAX;
+    in->batch_ms = cfg->batch_ms > 0 ? cfg->batch_ms : INTAKE_DEFAULT_BATCH_MS;
+    in->pending = calloc(in->batch_max, sizeof *in->pending);
+    if (in->pending == NULL) {
+        *cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+        goto fail;
+    }
+
+    store_config_t scfg = {cfg->conninfo, cfg->group, cfg->replica, cfg->limits};
+    in->store = store_new(&scfg, defs, errstr, errstr_size);
+    if (in->store == NULL) {
+        *cls = ERR_TRANSIENT;
+        goto fail;
+    }
+    if ((*cls = store_register_definitions(in->store, errstr, errstr_size)) != ERR_OK)
+        goto fail;
+
+    conf = rd_kafka_conf_new();
+    char client_id[128];
+    snprintf(client_id, sizeof client_id, "steward-%s", cfg->replica);
+    /* Offsets are Steward's own (PostgreSQL); the eager range assignor is
+     * the one librdkafka 2.0 gets right alongside a rebalance callback. */
+    if (!set_conf(conf, "bootstrap.servers", cfg->brokers, errstr, errstr_size) ||
+        !set_conf(conf, "group.id", cfg->group, errstr, errstr_size) ||
+        !set_conf(conf, "client.id", client_id, errstr, errstr_size) ||
+        !set_conf(conf, "enable.auto.commit", "false", errstr, errstr_size) ||
+        !set_conf(conf, "enable.auto.offset.store", "false", errstr, errstr_size) ||
+        !set_conf(conf, "auto.offset.reset", "earliest", errstr, errstr_size) ||
+        !set_conf(conf, "enable.partition.eof", "true", errstr, errstr_size) ||
+        !set_conf(conf, "partition.assignment.strategy", "range", errstr, errstr_size) ||
+        !set_conf(conf, "topic.metadata.refresh.interval.ms", "10000", errstr, errstr_size)) {
+        *cls = ERR_INVALID;
+        goto fail;
+    }
+    for (size_t i = 0; i < cfg->n_kafka_props; i++) {
+        const char *eq = strchr(cfg->kafka_props[i], '=');
+        if (eq == NULL) {
+            *cls = err_set(ERR_INVALID, errstr, errstr_size,
+                           "kafka property '%s' must be name=value", cfg->kafka_props[i]);
+            goto fail;
+        }
+        char *name = strndup(cfg->kafka_props[i], (size_t) (eq - cfg->kafka_props[i]));
+        bool ok = set_conf(conf, name, eq + 1, errstr, errstr_size);
+        free(name);
+        if (!ok) {
+            *cls = ERR_INVALID;
+            goto fail;
+        }
+    }
+    rd_kafka_conf_set_log_cb(conf, on_log);
+    rd_kafka_conf_set_error_cb(conf, on_error);
+    rd_kafka_conf_set_rebalance_cb(conf, on_rebalance);
+    rd_kafka_conf_set_opaque(conf, in);
+
+    in->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, kerr, sizeof kerr);
+    if (in->rk == NULL) {
+        *cls =
+            err_set(ERR_INVALID, errstr, errstr_size, "cannot create the Kafka consumer: %s", kerr);
+        goto fail;
+    }
+    conf = NULL; /* now owned by rk */
+    rd_kafka_poll_set_consumer(in->rk);
+
+    rd_kafka_topic_partition_list_t *topics = subscription(defs);
+    rd_kafka_resp_err_t err = rd_kafka_subscribe(in->rk, topics);
+    rd_kafka_topic_partition_list_destroy(topics);
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        *cls =
+            err_set(ERR_FATAL, errstr, errstr_size, "cannot subscribe: %s", rd_kafka_err2str(err));
+        goto fail;
+    }
+    *cls = ERR_OK;
+    return in;
+
+fail:
+    if (conf != NULL)
+        rd_kafka_conf_destroy(conf);
+    intake_free(in);
+    return NULL;
+}
+
+static void handle_event(intake_t *in, rd_kafka_message_t *m)
+{
+    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+        owned_t *o =
+            m->rkt != NULL ? find_owned(in, rd_kafka_topic_name(m->rkt), m->partition) : NULL;
+        if (o != NULL)
+            o->caught_up = true;
+    } else {
+        LOG_LIMITED(LOG_LEVEL_WARN, "consume-error", 5000, rd_kafka_message_errstr(m), "error",
+                    rd_kafka_err2name(m->err), "topic",
+                    m->rkt != NULL ? rd_kafka_topic_name(m->rkt) : NULL);
+    }
+    rd_kafka_message_destroy(m);
+}
+
+err_class_t intake_run(intake_t *in, volatile sig_atomic_t *stop, char *errstr, size_t errstr_size)
+{
+    err_class_t cls = ERR_OK;
+    int64_t last_tick = monotonic_ms();
+
+    in->stop = stop;
+    while (!*stop && cls == ERR_OK) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(in->rk, 100);
+        if (in->failure != ERR_OK) {
+            cls = err_set(in->failure, errstr, errstr_size, "%s", in->failure_text);
+            if (m != NULL)
+                rd_kafka_message_destroy(m);
+            break;
+        }
+        if (m != NULL && m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            handle_event(in, m);
+        } else if (m != NULL) {
+            owned_t *o = find_owned(in, rd_kafka_topic_name(m->rkt), m->partition);
+            metrics_add(&metrics.events_read, 1);
+            if (o == NULL || o->fenced) {
+                rd_kafka_message_destroy(m);
+            } else {
+                rd_kafka_timestamp_type_t tstype;
+                int64_t ts = rd_kafka_message_timestamp(m, &tstype);
+                if (ts > o->max_ts)
+                    o->max_ts = ts;
+                o->caught_up = false;
+                if (in->n_pending == 0)
+                    in->pending_since_ms = monotonic_ms();
+                in->pending[in->n_pending++] = m;
+            }
+        }
+
+        int64_t now = monotonic_ms();
+        bool full = in->n_pending >= in->batch_max;
+        bool due = in->n_pending > 0 && now - in->pending_since_ms >= in->batch_ms;
+        if (full || due) {
+            cls = flush(in, errstr, errstr_size);
+        } else if (now - last_tick >= 1000) {
+            /* Once a second: move caught-up watermarks, judge expired parked events. */
+            size_t expired = 0;
+            cls = flush(in, errstr, errstr_size);
+            if (cls == ERR_OK &&
+                store_expire_parked(in->store, &expired, errstr, errstr_size) != ERR_OK)
+                LOG_LIMITED(LOG_LEVEL_WARN, "expire", 10000, "cannot expire parked events yet",
+                            "error", errstr);
+            last_tick = now;
+        }
+    }
+    if (cls == ERR_OK && in->n_pending > 0)
+        cls = flush(in, errstr, errstr_size);
+    /* Leaving the group revokes the partitions, which logs their release. */
+    rd_kafka_consumer_close(in->rk);
+    return cls;
+}
+
+void intake_free(intake_t *in)
+{
+    if (in == NULL)
+        return;
+    for (size_t i = 0; i < in->n_pending; i++)
+        rd_kafka_message_destroy(in->pending[i]);
+    if (in->rk != NULL)
+        rd_kafka_destroy(in->rk);
+    store_free(in->store);
+    clear_owned(in);
+    free(in->pending);
+    free(in);
+}

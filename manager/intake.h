@@ -1,0 +1,64 @@
+/*
+ * intake - the Kafka consumer: reads the topics the definitions name as
+ * one consumer group and hands what it read to store_apply_batch() in
+ * batches of up to batch_max messages or batch_ms milliseconds.
+ *
+ * Offsets live in PostgreSQL, not in Kafka: auto-commit is off, and when
+ * the group assigns a partition intake claims it in steward.offsets (a new
+ * epoch) and seeks to the offset stored there, whatever Kafka suggests.
+ * Offsets are still committed to Kafka after each batch, for the lag tools
+ * operators already use; Steward never reads them back.
+ *
+ * Runs on the thread that calls intake_run(); the rebalance callback runs
+ * on that thread too, inside rd_kafka_consumer_poll().
+ */
+#ifndef STEWARD_INTAKE_H
+#define STEWARD_INTAKE_H
+
+#include "definitions/def.h"
+#include "manager/decode.h"
+#include "manager/err.h"
+
+#include <signal.h>
+#include <stddef.h>
+
+typedef struct intake intake_t;
+
+typedef struct intake_config {
+    const char *brokers;  /* bootstrap servers */
+    const char *group;    /* consumer group */
+    const char *conninfo; /* PostgreSQL */
+    const char *replica;  /* this process's name in history and ownership_log */
+    size_t batch_max;     /* messages per transaction, at most */
+    int batch_ms;         /* how long a batch may gather, at most */
+    decode_limits_t limits;
+    /* Extra librdkafka properties, as "name=value" strings; may be NULL. */
+    const char *const *kafka_props;
+    size_t n_kafka_props;
+} intake_config_t;
+
+#define INTAKE_DEFAULT_BATCH_MAX 2000
+#define INTAKE_DEFAULT_BATCH_MS  200
+
+/*
+ * Connects to PostgreSQL, records the definitions (ERR_INVALID when a
+ * recorded version's document differs) and creates the consumer
+ * (ERR_INVALID for a Kafka property librdkafka refuses). `defs` is
+ * borrowed and must outlive the intake. Returns NULL with the class in
+ * *cls and the reason in errstr.
+ */
+intake_t *intake_new(const intake_config_t *cfg, const def_set_t *defs, err_class_t *cls,
+                     char *errstr, size_t errstr_size);
+
+/*
+ * Consumes until *stop becomes non-zero (a signal handler sets it), then
+ * finishes the batch in hand, leaves the group and returns ERR_OK. Lost
+ * database connections and conflicts are retried here; anything else that
+ * stops consumption is returned with the reason in errstr.
+ */
+err_class_t intake_run(intake_t *intake, volatile sig_atomic_t *stop, char *errstr,
+                       size_t errstr_size);
+
+void intake_free(intake_t *intake); /* NULL is a no-op */
+
+#endif

@@ -1,0 +1,6 @@
+/*
+ * metrics - the counters; see metrics.h.
+ */
+#include "manager/metrics.h"
+
+metrics_t metrics;

@@ -1,0 +1,76 @@
+/*
+ * query - read-only views; see query.h.
+ */
+#include "manager/query.h"
+
+#include "manager/db.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The JSON is built by PostgreSQL: one round trip, and timestamps come out
+ * in one format. */
+static const char instance_sql[] =
+    "SELECT json_build_object("
+    "  'process', i.process, 'key', i.key, 'version', i.version, 'state', i.state, "
+    "  'status', i.status, "
+    "  'started_at', to_char(i.started_at AT TIME ZONE 'UTC', "
+    "                        'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
+    "  'state_entered_at', to_char(i.state_entered_at AT TIME ZONE 'UTC', "
+    "                              'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
+    "  'deadline_at', to_char(i.deadline_at AT TIME ZONE 'UTC', "
+    "                         'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
+    "  'process_deadline_at', to_char(i.process_deadline_at AT TIME ZONE 'UTC', "
+    "                                 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
+    "  'overdue', i.overdue, 'attempt', i.attempt, 'vars', i.vars, "
+    "  'events_applied', i.events_applied, "
+    "  'ms_in_state', (extract(epoch FROM now() - i.state_entered_at) * 1000)::bigint, "
+    "  'ms_to_deadline', (extract(epoch FROM i.deadline_at - now()) * 1000)::bigint, "
+    "  'history', coalesce((SELECT json_agg(json_build_object("
+    "       'event_id', h.event_id, 'event_type', h.event_type, 'topic', h.topic, "
+    "       'partition', h.partition, 'offset', h.\"offset\", "
+    "       'event_time', to_char(h.event_time AT TIME ZONE 'UTC', "
+    "                             'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
+    "       'from_state', h.from_state, 'to_state', h.to_state, 'outcome', h.outcome, "
+    "       'replayed', h.replayed, 'detail', h.detail) ORDER BY h.id) "
+    "     FROM steward.history h WHERE h.process = i.process AND h.key = i.key), '[]')"
+    ")::text "
+    "FROM steward.instances i WHERE i.process = $1 AND i.key = $2";
+
+err_class_t query_instance(PGconn *conn, const char *process, const char *key, json_t **out,
+                           long *judged_events, char *errstr, size_t errstr_size)
+{
+    const char *params[2] = {process, key};
+    PGresult *res = PQexecParams(conn, instance_sql, 2, NULL, params, NULL, NULL, 0);
+    err_class_t cls = db_result_class(res, conn);
+
+    *out = NULL;
+    *judged_events = 0;
+    if (cls != ERR_OK) {
+        err_set(cls, errstr, errstr_size, "reading instance %s/%s: %s", process, key,
+                PQerrorMessage(conn));
+        PQclear(res);
+        return cls;
+    }
+    if (PQntuples(res) == 1) {
+        json_error_t jerr;
+        *out = json_loads(PQgetvalue(res, 0, 0), 0, &jerr);
+        PQclear(res);
+        if (*out == NULL)
+            return err_set(ERR_FATAL, errstr, errstr_size, "reading instance %s/%s: %s", process,
+                           key, jerr.text);
+        return ERR_OK;
+    }
+    PQclear(res);
+
+    res = PQexecParams(conn, "SELECT count(*) FROM steward.history WHERE process = $1 AND key = $2",
+                       2, NULL, params, NULL, NULL, 0);
+    cls = db_result_class(res, conn);
+    if (cls == ERR_OK)
+        *judged_events = atol(PQgetvalue(res, 0, 0));
+    else
+        err_set(cls, errstr, errstr_size, "reading history of %s/%s: %s", process, key,
+                PQerrorMessage(conn));
+    PQclear(res);
+    return cls;
+}

@@ -1,0 +1,24 @@
+/*
+ * query - read-only views of the state for people: one instance with its
+ * history ("where is this order?"). Shared by the CLI and the HTTP API, so
+ * both say the same thing.
+ */
+#ifndef STEWARD_QUERY_H
+#define STEWARD_QUERY_H
+
+#include "manager/err.h"
+
+#include <jansson.h>
+#include <libpq-fe.h>
+
+/*
+ * Reads instance (process, key) and its history, oldest first, as a new
+ * JSON object (json_decref() it) into *out. When there is no such
+ * instance, *out is NULL and ERR_OK is returned, with *judged_events set to
+ * how many events were judged for the key all the same (parked ones,
+ * waiting for a start event). Times are RFC 3339 in UTC.
+ */
+err_class_t query_instance(PGconn *conn, const char *process, const char *key, json_t **out,
+                           long *judged_events, char *errstr, size_t errstr_size);
+
+#endif

@@ -1,0 +1,1353 @@
+/*
+ * store - the batch transaction and partition ownership; see store.h.
+ *
+ * A batch runs as:
+ *
+ *   decode      every message once; route it to each process that declares
+ *               its type on its topic; read that process's envelope
+ *   BEGIN
+ *   fence       lock the batch's offsets rows and compare epochs
+ *   lock        advisory locks on every touched (process, key), in hash
+ *               order: instances that do not exist yet are locked too, so
+ *               two replicas reading different topics of one instance
+ *               serialize instead of parking past each other
+ *   read        instances (FOR UPDATE, key order), seen event ids, parked
+ *   judge       the engine, in memory, replaying parked events as
+ *               instances move
+ *   write       one statement per table, arrays unnest()ed
+ *   COMMIT
+ *
+ * Every statement is parameterized; the arrays are parameters too.
+ */
+#include "manager/store.h"
+
+#include "manager/db.h"
+#include "manager/engine.h"
+#include "manager/log.h"
+#include "manager/metrics.h"
+#include "manager/pgarr.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct store {
+    PGconn *conn;
+    char *conninfo;
+    char *group;
+    char *replica;
+    decode_limits_t limits;
+    const def_set_t *defs; /* borrowed */
+    def_t **old_versions;  /* versions read back from steward.definitions; owned */
+    size_t n_old_versions;
+};
+
+/* A parked event, read from steward.parked or parked in this batch. */
+typedef struct parked {
+    int64_t db_id; /* 0 when parked by this batch */
+    char *event_id;
+    char *event_type;
+    char *topic;
+    int32_t partition;
+    int64_t offset;
+    int64_t time_ms;
+    json_t *payload; /* owned */
+    bool settled;    /* judged again in this batch and no longer parked */
+} parked_t;
+
+/* One touched instance. */
+typedef struct slot {
+    const char *process; /* borrowed from the definitions */
+    const char *key;     /* borrowed from an item's envelope */
+    const def_t *def;    /* the version the instance runs (or would start) on */
+    engine_instance_t inst;
+    bool dirty;
+    char **seen; /* event ids already judged for this instance */
+    size_t n_seen, cap_seen;
+    parked_t *parked;
+    size_t n_parked, cap_parked;
+} slot_t;
+
+/* One (message, process) pair to judge, or to reject for that process. */
+typedef struct item {
+    size_t msg;
+    const def_t *latest;
+    const char *type; /* borrowed from the decoded message */
+    decode_envelope_t env;
+    slot_t *slot;
+    decode_reason_t reject; /* DECODE_OK, or why this process cannot take it */
+    char reject_detail[192];
+} item_t;
+
+/* The columns of the rows a batch writes. */
+typedef struct rows {
+    pgarr_t h_process, h_key, h_version, h_event_id, h_event_type, h_topic, h_partition, h_offset,
+        h_time, h_from, h_to, h_outcome, h_replayed, h_detail, h_epoch;
+    size_t n_history;
+    pgarr_t p_process, p_key, p_event_id, p_event_type, p_topic, p_partition, p_offset, p_time,
+        p_payload, p_expires;
+    pgarr_t p_delete;
+    pgarr_t r_topic, r_partition, r_offset, r_process, r_reason, r_detail, r_value, r_headers,
+        r_time, r_epoch;
+    size_t n_rejected;
+    pgarr_t i_process, i_key, i_version, i_state, i_status, i_started, i_entered, i_deadline,
+        i_pdeadline, i_next, i_overdue, i_attempt, i_vars, i_applied;
+} rows_t;
+
+static void rows_free(rows_t *rows)
+{
+    pgarr_t *all[] = {
+        &rows->h_process,    &rows->h_key,      &rows->h_version,    &rows->h_event_id,
+        &rows->h_event_type, &rows->h_topic,    &rows->h_partition,  &rows->h_offset,
+        &rows->h_time,       &rows->h_from,     &rows->h_to,         &rows->h_outcome,
+        &rows->h_replayed,   &rows->h_detail,   &rows->h_epoch,      &rows->p_process,
+        &rows->p_key,        &rows->p_event_id, &rows->p_event_type, &rows->p_topic,
+        &rows->p_partition,  &rows->p_offset,   &rows->p_time,       &rows->p_payload,
+        &rows->p_expires,    &rows->p_delete,   &rows->r_topic,      &rows->r_partition,
+        &rows->r_offset,     &rows->r_process,  &rows->r_reason,     &rows->r_detail,
+        &rows->r_value,      &rows->r_headers,  &rows->r_time,       &rows->r_epoch,
+        &rows->i_process,    &rows->i_key,      &rows->i_version,    &rows->i_state,
+        &rows->i_status,     &rows->i_started,  &rows->i_entered,    &rows->i_deadline,
+        &rows->i_pdeadline,  &rows->i_next,     &rows->i_overdue,    &rows->i_attempt,
+        &rows->i_vars,       &rows->i_applied,
+    };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        pgarr_free(all[i]);
+    rows->n_history = rows->n_rejected = 0;
+}
+
+/* ---- connection and definitions ---------------------------------------- */
+
+store_t *store_new(const store_config_t *cfg, const def_set_t *defs, char *errstr,
+                   size_t errstr_size)
+{
+    store_t *store = calloc(1, sizeof *store);
+    if (store == NULL) {
+        err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+        return NULL;
+    }
+    store->conninfo = strdup(cfg->conninfo != NULL ? cfg->conninfo : "");
+    store->group = strdup(cfg->group);
+    store->replica = strdup(cfg->replica);
+    store->limits = cfg->limits;
+    store->defs = defs;
+    if (store->conninfo == NULL || store->group == NULL || store->replica == NULL) {
+        err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+        store_free(store);
+        return NULL;
+    }
+    store->conn = db_connect(store->conninfo, "steward run", errstr, errstr_size);
+    if (store->conn == NULL) {
+        store_free(store);
+        return NULL;
+    }
+    return store;
+}
+
+void store_free(store_t *store)
+{
+    if (store == NULL)
+        return;
+    if (store->conn != NULL)
+        PQfinish(store->conn);
+    for (size_t i = 0; i < store->n_old_versions; i++)
+        def_free(store->old_versions[i]);
+    free(store->old_versions);
+    free(store->conninfo);
+    free(store->group);
+    free(store->replica);
+    free(store);
+}
+
+void store_set_definitions(store_t *store, const def_set_t *defs)
+{
+    store->defs = defs;
+}
+
+err_class_t store_reconnect(store_t *store, char *errstr, size_t errstr_size)
+{
+    if (store->conn != NULL && PQstatus(store->conn) == CONNECTION_OK)
+        return ERR_OK;
+    if (store->conn != NULL)
+        PQfinish(store->conn);
+    store->conn = db_connect(store->conninfo, "steward run", errstr, errstr_size);
+    return store->conn != NULL ? ERR_OK : ERR_TRANSIENT;
+}
+
+static void rollback(store_t *store)
+{
+    if (PQstatus(store->conn) == CONNECTION_OK && PQtransactionStatus(store->conn) != PQTRANS_IDLE)
+        PQclear(PQexec(store->conn, "ROLLBACK"));
+}
+
+/* Runs a parameterized query; on failure fills errstr and returns NULL
+ * with the class in *cls. */
+static PGresult *query(store_t *store, const char *what, const char *sql, int nparams,
+                       const char *const *params, err_class_t *cls, char *errstr,
+                       size_t errstr_size)
+{
+    PGresult *res = PQexecParams(store->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+    *cls = db_result_class(res, store->conn);
+    if (*cls != ERR_OK) {
+        const char *msg = PQerrorMessage(store->conn);
+        err_set(*cls, errstr, errstr_size, "%s: %.*s", what, (int) strcspn(msg, "\n"), msg);
+        PQclear(res);
+        return NULL;
+    }
+    return res;
+}
+
+err_class_t store_register_definitions(store_t *store, char *errstr, size_t errstr_size)
+{
+    err_class_t cls = ERR_OK;
+
+    for (size_t i = 0; i < store->defs->n && cls == ERR_OK; i++) {
+        const def_t *def = store->defs->defs[i];
+        char version[16];
+        char *doc = json_dumps(def->document, JSON_COMPACT);
+        snprintf(version, sizeof version, "%d", def->version);
+        const char *params[4] = {def->process, version,
+                                 def->mode == DEF_MODE_ACTIVE ? "active" : "shadow", doc};
+        /* The checksum is of the canonical jsonb text, so reformatting a
+         * file is not a change; editing its meaning is. */
+        PGresult *res = query(store, "recording definitions",
+                              "WITH ins AS ("
+                              "  INSERT INTO steward.definitions "
+                              "    (process, version, mode, document, checksum) "
+                              "  VALUES ($1, $2::int, $3, $4::jsonb, md5(($4::jsonb)::text)) "
+                              "  ON CONFLICT (process, version) DO NOTHING RETURNING 1) "
+                              "SELECT checksum = md5(($4::jsonb)::text) "
+                              "FROM steward.definitions WHERE process = $1 AND version = $2::int "
+                              "UNION ALL SELECT true FROM ins",
+                              4, params, &cls, errstr, errstr_size);
+        free(doc);
+        if (res == NULL)
+            break;
+        for (int row = 0; row < PQntuples(res); row++) {
+            if (strcmp(PQgetvalue(res, row, 0), "t") != 0) {
+                cls = err_set(ERR_INVALID, errstr, errstr_size,
+                              "%s: version %d of process %s is already recorded with a "
+                              "different document; instances keep the version they started "
+                              "with, so give a changed definition a new version",
+                              def->source, def->version, def->process);
+                break;
+            }
+        }
+        PQclear(res);
+    }
+    return cls;
+}
+
+/* The definition an instance runs on: from the loaded set, else read back
+ * from steward.definitions (kept for the store's lifetime). NULL if absent. */
+static const def_t *version_def(store_t *store, const char *process, int version)
+{
+    const def_t *def = def_set_find(store->defs, process, version);
+    if (def != NULL)
+        return def;
+    for (size_t i = 0; i < store->n_old_versions; i++) {
+        if (strcmp(store->old_versions[i]->process, process) == 0 &&
+            store->old_versions[i]->version == version)
+            return store->old_versions[i];
+    }
+
+    char vtext[16], errstr[256];
+    err_class_t cls;
+    snprintf(vtext, sizeof vtext, "%d", version);
+    const char *params[2] = {process, vtext};
+    PGresult *res = query(store, "reading a definition version",
+                          "SELECT document::text FROM steward.definitions "
+                          "WHERE process = $1 AND version = $2::int",
+                          2, params, &cls, errstr, sizeof errstr);
+    if (res == NULL || PQntuples(res) == 0) {
+        PQclear(res);
+        return NULL;
+    }
+    def_problems_t problems = {0};
+    const char *doc = PQgetvalue(res, 0, 0);
+    def_t *loaded = def_load_json(doc, strlen(doc), "steward.definitions", &problems);
+    PQclear(res);
+    if (loaded == NULL) {
+        LOG_ERROR("a recorded definition version no longer loads", "process", process, "version",
+                  vtext, "problem", problems.n > 0 ? problems.items[0].message : "");
+        def_problems_clear(&problems);
+        return NULL;
+    }
+    def_t **grown = realloc(store->old_versions, (store->n_old_versions + 1) * sizeof *grown);
+    if (grown == NULL) {
+        def_free(loaded);
+        return NULL;
+    }
+    store->old_versions = grown;
+    store->old_versions[store->n_old_versions++] = loaded;
+    return loaded;
+}
+
+/* ---- partition ownership ------------------------------------------------ */
+
+err_class_t store_claim(store_t *store, store_partition_t *parts, size_t n, char *errstr,
+                        size_t errstr_size)
+{
+    pgarr_t topics = {0}, partitions = {0};
+    err_class_t cls = ERR_OK;
+    PGresult *res = NULL;
+
+    for (size_t i = 0; i < n; i++) {
+        pgarr_add(&topics, parts[i].topic);
+        pgarr_add_int(&partitions, parts[i].partition);
+    }
+    const char *params[4] = {store->group, pgarr_text(&topics), pgarr_text(&partitions),
+                             store->replica};
+    if (params[1] == NULL || params[2] == NULL) {
+        cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+        goto done;
+    }
+    /* The epoch bump blocks on a batch that holds the row, so a claim
+     * never lands in the middle of another owner's commit. */
+    res = query(store, "claiming partitions",
+                "WITH claimed AS ("
+                "  INSERT INTO steward.offsets AS o "
+                "    (consumer_group, topic, partition, next_offset, epoch, owner) "
+                "  SELECT $1, t, p, -2, 1, $4 "
+                "  FROM unnest($2::text[], $3::int[]) AS u(t, p) ORDER BY t, p "
+                "  ON CONFLICT (consumer_group, topic, partition) DO UPDATE "
+                "    SET epoch = o.epoch + 1, owner = excluded.owner, updated_at = now() "
+                "  RETURNING topic, partition, next_offset, epoch), "
+                "logged AS ("
+                "  INSERT INTO steward.ownership_log "
+                "    (consumer_group, topic, partition, action, replica, epoch, next_offset) "
+                "  SELECT $1, topic, partition, 'claim', $4, epoch, next_offset FROM claimed) "
+                "SELECT topic, partition, next_offset, epoch FROM claimed",
+                4, params, &cls, errstr, errstr_size);
+    if (res == NULL)
+        goto done;
+    for (int row = 0; row < PQntuples(res); row++) {
+        const char *topic = PQgetvalue(res, row, 0);
+        int32_t partition = (int32_t) atol(PQgetvalue(res, row, 1));
+        for (size_t i = 0; i < n; i++) {
+            if (parts[i].partition == partition && strcmp(parts[i].topic, topic) == 0) {
+                parts[i].next_offset = strtoll(PQgetvalue(res, row, 2), NULL, 10);
+                parts[i].epoch = strtoll(PQgetvalue(res, row, 3), NULL, 10);
+                parts[i].fenced = false;
+                parts[i].watermark_ms = -1;
+            }
+        }
+    }
+done:
+    PQclear(res);
+    pgarr_free(&topics);
+    pgarr_free(&partitions);
+    return cls;
+}
+
+err_class_t store_release(store_t *store, const store_partition_t *parts, size_t n, bool lost,
+                          char *errstr, size_t errstr_size)
+{
+    pgarr_t topics = {0}, partitions = {0}, epochs = {0};
+    err_class_t cls = ERR_OK;
+
+    for (size_t i = 0; i < n; i++) {
+        pgarr_add(&topics, parts[i].topic);
+        pgarr_add_int(&partitions, parts[i].partition);
+        pgarr_add_int(&epochs, parts[i].epoch);
+    }
+    const char *params[6] = {store->group,        pgarr_text(&topics), pgarr_text(&partitions),
+                             pgarr_text(&epochs), store->replica,      lost ? "lost" : "release"};
+    if (params[1] == NULL || params[2] == NULL || params[3] == NULL)
+        cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    else
+        cls = db_exec(store->conn, "logging released partitions",
+                      "INSERT INTO steward.ownership_log "
+                      "  (consumer_group, topic, partition, action, replica, epoch, next_offset) "
+                      "SELECT $1, u.t, u.p, $6, $5, u.e, o.next_offset "
+                      "FROM unnest($2::text[], $3::int[], $4::bigint[]) AS u(t, p, e) "
+                      "LEFT JOIN steward.offsets o ON o.consumer_group = $1 "
+                      "  AND o.topic = u.t AND o.partition = u.p",
+                      6, params, errstr, errstr_size);
+    pgarr_free(&topics);
+    pgarr_free(&partitions);
+    pgarr_free(&epochs);
+    return cls;
+}
+
+/* ---- the batch ------------------------------------------------------------ */
+
+typedef struct batch {
+    store_t *store;
+    const decode_input_t *msgs;
+    size_t n_msgs;
+    store_partition_t *parts;
+    size_t n_parts;
+    size_t *msg_part;            /* each message's index in parts */
+    decode_message_t *decoded;   /* per message; empty when rejected as a whole */
+    decode_reason_t *msg_reason; /* per message: why it was rejected as a whole */
+    char (*msg_detail)[256];
+    item_t *items;
+    size_t n_items, cap_items;
+    slot_t *slots;
+    size_t n_slots;
+    rows_t rows;
+    long long outcome_counts[ENGINE_N_OUTCOMES];
+    long long reject_counts[DECODE_N_REASONS];
+    store_batch_stats_t stats;
+} batch_t;
+
+static void slot_clear(slot_t *slot)
+{
+    engine_instance_clear(&slot->inst);
+    for (size_t i = 0; i < slot->n_seen; i++)
+        free(slot->seen[i]);
+    free(slot->seen);
+    for (size_t i = 0; i < slot->n_parked; i++) {
+        free(slot->parked[i].event_id);
+        free(slot->parked[i].event_type);
+        free(slot->parked[i].topic);
+        json_decref(slot->parked[i].payload);
+    }
+    free(slot->parked);
+}
+
+static void batch_free(batch_t *b)
+{
+    for (size_t i = 0; i < b->n_msgs; i++)
+        decode_message_clear(&b->decoded[i]);
+    for (size_t i = 0; i < b->n_items; i++)
+        decode_envelope_clear(&b->items[i].env);
+    for (size_t i = 0; i < b->n_slots; i++)
+        slot_clear(&b->slots[i]);
+    free(b->decoded);
+    free(b->msg_reason);
+    free(b->msg_detail);
+    free(b->msg_part);
+    free(b->items);
+    free(b->slots);
+    rows_free(&b->rows);
+}
+
+static bool slot_seen(const slot_t *slot, const char *id)
+{
+    for (size_t i = 0; i < slot->n_seen; i++) {
+        if (strcmp(slot->seen[i], id) == 0)
+            return true;
+    }
+    return false;
+}
+
+static bool slot_add_seen(slot_t *slot, const char *id)
+{
+    if (slot->n_seen == slot->cap_seen) {
+        size_t cap = slot->cap_seen ? slot->cap_seen * 2 : 4;
+        char **grown = realloc(slot->seen, cap * sizeof *grown);
+        if (grown == NULL)
+            return false;
+        slot->seen = grown;
+        slot->cap_seen = cap;
+    }
+    if ((slot->seen[slot->n_seen] = strdup(id)) == NULL)
+        return false;
+    slot->n_seen++;
+    return true;
+}
+
+static parked_t *slot_add_parked(slot_t *slot)
+{
+    if (slot->n_parked == slot->cap_parked) {
+        size_t cap = slot->cap_parked ? slot->cap_parked * 2 : 4;
+        parked_t *grown = realloc(slot->parked, cap * sizeof *grown);
+        if (grown == NULL)
+            return NULL;
+        slot->parked = grown;
+        slot->cap_parked = cap;
+    }
+    parked_t *p = &slot->parked[slot->n_parked++];
+    memset(p, 0, sizeof *p);
+    return p;
+}
+
+static int slot_compare(const void *a, const void *b)
+{
+    const slot_t *x = a, *y = b;
+    int c = strcmp(x->process, y->process);
+    return c != 0 ? c : strcmp(x->key, y->key);
+}
+
+static slot_t *find_slot(batch_t *b, const char *process, const char *key)
+{
+    slot_t probe = {.process = process, .key = key};
+    return bsearch(&probe, b->slots, b->n_slots, sizeof *b->slots, slot_compare);
+}
+
+static size_t find_part(const batch_t *b, const char *topic, int32_t partition)
+{
+    for (size_t i = 0; i < b->n_parts; i++) {
+        if (b->parts[i].partition == partition && strcmp(b->parts[i].topic, topic) == 0)
+            return i;
+    }
+    return SIZE_MAX;
+}
+
+static bool reads_topic(const def_t *def, const char *topic)
+{
+    for (size_t i = 0; i < def->n_events; i++) {
+        if (strcmp(def->events[i].topic, topic) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* The event `type` on `topic`, or -1 when the definition does not declare it there. */
+static long declared_event(const def_t *def, const char *type, const char *topic)
+{
+    long idx = def_find_event(def, type);
+    return idx >= 0 && strcmp(def->events[idx].topic, topic) == 0 ? idx : -1;
+}
+
+/* Decodes every message and routes it to the processes that declare it.
+ * Pure CPU; runs before the transaction. */
+static err_class_t batch_route(batch_t *b, char *errstr, size_t errstr_size)
+{
+    const def_set_t *defs = b->store->defs;
+
+    for (size_t m = 0; m < b->n_msgs; m++) {
+        const decode_input_t *in = &b->msgs[m];
+        decode_message_t *msg = &b->decoded[m];
+
+        b->msg_part[m] = find_part(b, in->topic, in->partition);
+        if (b->msg_part[m] == SIZE_MAX)
+            return err_set(ERR_FATAL, errstr, errstr_size,
+                           "internal error: message from %s[%" PRId32 "] has no partition entry",
+                           in->topic, in->partition);
+        b->msg_reason[m] =
+            decode_message(in, &b->store->limits, msg, b->msg_detail[m], sizeof b->msg_detail[m]);
+        if (b->msg_reason[m] != DECODE_OK)
+            continue;
+
+        bool listened = false, typed = false;
+        for (size_t d = 0; d < defs->n; d++) {
+            const def_t *def = defs->defs[d];
+            if (def_set_latest(defs, def->process) != def || !reads_topic(def, in->topic))
+                continue;
+            listened = true;
+            const char *type = decode_event_type(msg, def);
+            if (type == NULL)
+                continue;
+            typed = true;
+            long event = declared_event(def, type, in->topic);
+            if (event < 0)
+                continue;
+
+            if (b->n_items == b->cap_items) {
+                size_t cap = b->cap_items ? b->cap_items * 2 : 64;
+                item_t *grown = realloc(b->items, cap * sizeof *grown);
+                if (grown == NULL)
+                    return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+                b->items = grown;
+                b->cap_items = cap;
+            }
+            item_t *item = &b->items[b->n_items++];
+            memset(item, 0, sizeof *item);
+            item->msg = m;
+            item->latest = def;
+            item->type = type;
+            /* A rejection here is for this process only; others may take it. */
+            item->reject = decode_envelope(msg, in, def, (size_t) event, &item->env,
+                                           item->reject_detail, sizeof item->reject_detail);
+        }
+        if (listened && !typed) {
+            snprintf(b->msg_detail[m], sizeof b->msg_detail[m],
+                     "no ce_type header and no event type at the definitions' type pointer");
+            b->msg_reason[m] = DECODE_MISSING_TYPE;
+            decode_message_clear(msg);
+        }
+    }
+    return ERR_OK;
+}
+
+/* Locks the batch's offsets rows and marks partitions whose epoch moved on. */
+static err_class_t batch_fence(batch_t *b, char *errstr, size_t errstr_size)
+{
+    pgarr_t topics = {0}, partitions = {0};
+    err_class_t cls;
+
+    for (size_t i = 0; i < b->n_parts; i++) {
+        pgarr_add(&topics, b->parts[i].topic);
+        pgarr_add_int(&partitions, b->parts[i].partition);
+        b->parts[i].fenced = true; /* until its row says otherwise */
+    }
+    const char *params[3] = {b->store->group, pgarr_text(&topics), pgarr_text(&partitions)};
+    PGresult *res = query(b->store, "checking partition ownership",
+                          "SELECT topic, partition, epoch FROM steward.offsets "
+                          "WHERE consumer_group = $1 AND (topic, partition) IN "
+                          "  (SELECT * FROM unnest($2::text[], $3::int[])) "
+                          "ORDER BY topic, partition FOR UPDATE",
+                          3, params, &cls, errstr, errstr_size);
+    pgarr_free(&topics);
+    pgarr_free(&partitions);
+    if (res == NULL)
+        return cls;
+    for (int row = 0; row < PQntuples(res); row++) {
+        size_t i = find_part(b, PQgetvalue(res, row, 0), (int32_t) atol(PQgetvalue(res, row, 1)));
+        if (i != SIZE_MAX && strtoll(PQgetvalue(res, row, 2), NULL, 10) == b->parts[i].epoch)
+            b->parts[i].fenced = false;
+    }
+    PQclear(res);
+    for (size_t i = 0; i < b->n_parts; i++) {
+        if (b->parts[i].fenced)
+            b->stats.fenced++;
+    }
+    return ERR_OK;
+}
+
+static bool msg_fenced(const batch_t *b, size_t m)
+{
+    return b->parts[b->msg_part[m]].fenced;
+}
+
+/* Builds the sorted, unique set of instances the live items touch. */
+static err_class_t batch_slots(batch_t *b, char *errstr, size_t errstr_size)
+{
+    b->slots = calloc(b->n_items + 1, sizeof *b->slots);
+    if (b->slots == NULL)
+        return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    for (size_t i = 0; i < b->n_items; i++) {
+        item_t *item = &b->items[i];
+        if (item->reject != DECODE_OK || msg_fenced(b, item->msg))
+            continue;
+        slot_t *slot = &b->slots[b->n_slots++];
+        slot->process = item->latest->process;
+        slot->key = item->env.key;
+        engine_instance_init(&slot->inst);
+    }
+    qsort(b->slots, b->n_slots, sizeof *b->slots, slot_compare);
+    size_t unique = 0;
+    for (size_t i = 0; i < b->n_slots; i++) {
+        if (unique > 0 && slot_compare(&b->slots[unique - 1], &b->slots[i]) == 0)
+            continue;
+        b->slots[unique++] = b->slots[i];
+    }
+    b->n_slots = unique;
+    for (size_t i = 0; i < b->n_items; i++) {
+        item_t *item = &b->items[i];
+        if (item->reject == DECODE_OK && !msg_fenced(b, item->msg))
+            item->slot = find_slot(b, item->latest->process, item->env.key);
+    }
+    return ERR_OK;
+}
+
+static int64_t ms_value(const PGresult *res, int row, int col)
+{
+    return PQgetisnull(res, row, col) ? ENGINE_NO_DEADLINE
+                                      : strtoll(PQgetvalue(res, row, col), NULL, 10);
+}
+
+static const char read_instances_sql[] =
+    "SELECT process, key, version, state, "
+    "  (extract(epoch FROM started_at) * 1000)::bigint, "
+    "  (extract(epoch FROM state_entered_at) * 1000)::bigint, "
+    "  (extract(epoch FROM deadline_at) * 1000)::bigint, "
+    "  (extract(epoch FROM process_deadline_at) * 1000)::bigint, "
+    "  overdue, attempt, vars::text, events_applied "
+    "FROM steward.instances WHERE (process, key) IN "
+    "  (SELECT * FROM unnest($1::text[], $2::text[])) "
+    "ORDER BY process, key FOR UPDATE";
+
+/* Locks every touched instance, existing or not, then reads those that exist. */
+static err_class_t batch_lock_and_read(batch_t *b, char *errstr, size_t errstr_size)
+{
+    pgarr_t processes = {0}, keys = {0};
+    err_class_t cls = ERR_OK;
+    PGresult *res = NULL;
+
+    for (size_t i = 0; i < b->n_slots; i++) {
+        pgarr_add(&processes, b->slots[i].process);
+        pgarr_add(&keys, b->slots[i].key);
+    }
+    const char *params[2] = {pgarr_text(&processes), pgarr_text(&keys)};
+    if (params[0] == NULL || params[1] == NULL) {
+        cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+        goto done;
+    }
+
+    /* Hash order is the one global order every transaction locks in. */
+    res = query(b->store, "locking instances",
+                "SELECT count(pg_advisory_xact_lock(h)) FROM ("
+                "  SELECT DISTINCT hashtextextended(p || chr(31) || k, 0) AS h "
+                "  FROM unnest($1::text[], $2::text[]) AS u(p, k) ORDER BY h OFFSET 0) s",
+                2, params, &cls, errstr, errstr_size);
+    if (res == NULL)
+        goto done;
+    PQclear(res);
+
+    res = query(b->store, "reading instances", read_instances_sql, 2, params, &cls, errstr,
+                errstr_size);
+    if (res == NULL)
+        goto done;
+    for (int row = 0; row < PQntuples(res); row++) {
+        slot_t *slot = find_slot(b, PQgetvalue(res, row, 0), PQgetvalue(res, row, 1));
+        if (slot == NULL)
+            continue;
+        int version = atoi(PQgetvalue(res, row, 2));
+        const def_t *def = version_def(b->store, slot->process, version);
+        if (def == NULL) {
+            cls = err_set(ERR_FATAL, errstr, errstr_size,
+                          "instance %s/%s runs on version %d of its definition, which is neither "
+                          "loaded nor recorded in steward.definitions",
+                          slot->process, slot->key, version);
+            goto done;
+        }
+        long state = def_find_state(def, PQgetvalue(res, row, 3));
+        if (state < 0) {
+            cls = err_set(ERR_FATAL, errstr, errstr_size,
+                          "instance %s/%s is in state '%s', which version %d does not declare",
+                          slot->process, slot->key, PQgetvalue(res, row, 3), version);
+            goto done;
+        }
+        json_error_t jerr;
+        engine_instance_t *inst = &slot->inst;
+        slot->def = def;
+        inst->exists = true;
+        inst->version = version;
+        inst->state = state;
+        inst->started_ms = ms_value(res, row, 4);
+        inst->state_entered_ms = ms_value(res, row, 5);
+        inst->deadline_ms = ms_value(res, row, 6);
+        inst->process_deadline_ms = ms_value(res, row, 7);
+        inst->overdue = strcmp(PQgetvalue(res, row, 8), "t") == 0;
+        inst->attempt = atoi(PQgetvalue(res, row, 9));
+        inst->vars = json_loads(PQgetvalue(res, row, 10), 0, &jerr);
+        if (inst->vars == NULL)
+            inst->vars = json_object();
+        inst->events_applied = atoi(PQgetvalue(res, row, 11));
+    }
+    for (size_t i = 0; i < b->n_slots; i++) {
+        if (b->slots[i].def == NULL)
+            b->slots[i].def = def_set_latest(b->store->defs, b->slots[i].process);
+    }
+done:
+    PQclear(res);
+    pgarr_free(&processes);
+    pgarr_free(&keys);
+    return cls;
+}
+
+/* Reads which of the batch's event ids each instance has already judged. */
+static err_class_t batch_read_seen(batch_t *b, char *errstr, size_t errstr_size)
+{
+    pgarr_t processes = {0}, keys = {0}, ids = {0};
+    err_class_t cls = ERR_OK;
+
+    for (size_t i = 0; i < b->n_items; i++) {
+        if (b->items[i].slot == NULL)
+            continue;
+        pgarr_add(&processes, b->items[i].slot->process);
+        pgarr_add(&keys, b->items[i].slot->key);
+        pgarr_add(&ids, b->items[i].env.id);
+    }
+    const char *params[3] = {pgarr_text(&processes), pgarr_text(&keys), pgarr_text(&ids)};
+    PGresult *res = NULL;
+    if (params[0] == NULL || params[1] == NULL || params[2] == NULL) {
+        cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+        goto done;
+    }
+    res = query(b->store, "reading judged event ids",
+                "SELECT DISTINCT h.process, h.key, h.event_id FROM steward.history h "
+                "JOIN unnest($1::text[], $2::text[], $3::text[]) AS u(p, k, e) "
+                "  ON h.process = u.p AND h.key = u.k AND h.event_id = u.e",
+                3, params, &cls, errstr, errstr_size);
+    if (res == NULL)
+        goto done;
+    for (int row = 0; row < PQntuples(res); row++) {
+        slot_t *slot = find_slot(b, PQgetvalue(res, row, 0), PQgetvalue(res, row, 1));
+        if (slot != NULL && !slot_add_seen(slot, PQgetvalue(res, row, 2))) {
+            cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+            goto done;
+        }
+    }
+done:
+    PQclear(res);
+    pgarr_free(&processes);
+    pgarr_free(&keys);
+    pgarr_free(&ids);
+    return cls;
+}
+
+/* Reads the events parked for the touched instances, oldest first. */
+static err_class_t batch_read_parked(batch_t *b, char *errstr, size_t errstr_size)
+{
+    pgarr_t processes = {0}, keys = {0};
+    err_class_t cls = ERR_OK;
+
+    for (size_t i = 0; i < b->n_slots; i++) {
+        pgarr_add(&processes, b->slots[i].process);
+        pgarr_add(&keys, b->slots[i].key);
+    }
+    const char *params[2] = {pgarr_text(&processes), pgarr_text(&keys)};
+    PGresult *res =
+        query(b->store, "reading parked events",
+              "SELECT id, process, key, event_id, event_type, topic, partition, "
+              "  \"offset\", (extract(epoch FROM event_time) * 1000)::bigint, payload::text "
+              "FROM steward.parked WHERE (process, key) IN "
+              "  (SELECT * FROM unnest($1::text[], $2::text[])) "
+              "ORDER BY process, key, event_time, id",
+              2, params, &cls, errstr, errstr_size);
+    pgarr_free(&processes);
+    pgarr_free(&keys);
+    if (res == NULL)
+        return cls;
+    for (int row = 0; row < PQntuples(res) && cls == ERR_OK; row++) {
+        slot_t *slot = find_slot(b, PQgetvalue(res, row, 1), PQgetvalue(res, row, 2));
+        parked_t *p = slot != NULL ? slot_add_parked(slot) : NULL;
+        if (slot == NULL)
+            continue;
+        if (p == NULL) {
+            cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+            break;
+        }
+        json_error_t jerr;
+        p->db_id = strtoll(PQgetvalue(res, row, 0), NULL, 10);
+        p->event_id = strdup(PQgetvalue(res, row, 3));
+        p->event_type = strdup(PQgetvalue(res, row, 4));
+        p->topic = strdup(PQgetvalue(res, row, 5));
+        p->partition = (int32_t) atol(PQgetvalue(res, row, 6));
+        p->offset = strtoll(PQgetvalue(res, row, 7), NULL, 10);
+        p->time_ms = strtoll(PQgetvalue(res, row, 8), NULL, 10);
+        p->payload = json_loads(PQgetvalue(res, row, 9), 0, &jerr);
+        if (p->event_id == NULL || p->event_type == NULL || p->topic == NULL || p->payload == NULL)
+            cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory reading parked events");
+    }
+    PQclear(res);
+    return cls;
+}
+
+static void add_history(batch_t *b, const slot_t *slot, const char *event_id,
+                        const char *event_type, const char *topic, int32_t partition,
+                        int64_t offset, int64_t time_ms, const engine_result_t *r, bool replayed,
+                        int64_t epoch)
+{
+    rows_t *rows = &b->rows;
+    const def_t *def = slot->def;
+
+    pgarr_add(&rows->h_process, slot->process);
+    pgarr_add(&rows->h_key, slot->key);
+    pgarr_add_int(&rows->h_version, slot->inst.exists ? slot->inst.version : def->version);
+    pgarr_add(&rows->h_event_id, event_id);
+    pgarr_add(&rows->h_event_type, event_type);
+    pgarr_add(&rows->h_topic, topic);
+    pgarr_add_int(&rows->h_partition, partition);
+    pgarr_add_int(&rows->h_offset, offset);
+    pgarr_add_int(&rows->h_time, time_ms);
+    pgarr_add(&rows->h_from, r->from_state >= 0 ? def->states[r->from_state].name : NULL);
+    pgarr_add(&rows->h_to, r->to_state >= 0 ? def->states[r->to_state].name : NULL);
+    pgarr_add(&rows->h_outcome, engine_outcome_name(r->outcome));
+    pgarr_add_bool(&rows->h_replayed, replayed);
+    pgarr_add(&rows->h_detail, r->detail[0] ? r->detail : NULL);
+    pgarr_add_int(&rows->h_epoch, epoch);
+    rows->n_history++;
+    b->outcome_counts[r->outcome]++;
+}
+
+/* The judgement for an event the instance's own version does not declare. */
+static engine_result_t undeclared(const slot_t *slot, const char *type)
+{
+    engine_result_t r = {.outcome = ENGINE_UNEXPECTED};
+    r.from_state = r.to_state = slot->inst.exists ? slot->inst.state : -1;
+    snprintf(r.detail, sizeof r.detail, "version %d of %s does not declare %s", slot->def->version,
+             slot->process, type);
+    return r;
+}
+
+/* Judges the instance's parked events again after it moved, until none
+ * moves it further. */
+static void replay_parked(batch_t *b, slot_t *slot, int64_t epoch)
+{
+    bool moved = true;
+    while (moved) {
+        moved = false;
+        for (size_t i = 0; i < slot->n_parked && !moved; i++) {
+            parked_t *p = &slot->parked[i];
+            if (p->settled)
+                continue;
+            long event = def_find_event(slot->def, p->event_type);
+            engine_result_t r;
+            if (event < 0) {
+                r = undeclared(slot, p->event_type);
+            } else {
+                engine_event_t ev = {event, p->event_id, p->time_ms, p->payload};
+                r = engine_replay(slot->def, &slot->inst, &ev);
+            }
+            if (r.outcome == ENGINE_PARKED)
+                continue;
+            p->settled = true;
+            add_history(b, slot, p->event_id, p->event_type, p->topic, p->partition, p->offset,
+                        p->time_ms, &r, true, epoch);
+            if (r.outcome == ENGINE_STARTED || r.outcome == ENGINE_ADVANCED) {
+                slot->dirty = true;
+                moved = true;
+            }
+        }
+    }
+}
+
+static err_class_t judge_item(batch_t *b, item_t *item, char *errstr, size_t errstr_size)
+{
+    slot_t *slot = item->slot;
+    const decode_input_t *in = &b->msgs[item->msg];
+    int64_t epoch = b->parts[b->msg_part[item->msg]].epoch;
+    long event = def_find_event(slot->def, item->type);
+    bool seen = slot_seen(slot, item->env.id);
+    engine_result_t r;
+
+    if (seen || event >= 0) {
+        engine_event_t ev = {event, item->env.id, item->env.time_ms, b->decoded[item->msg].data};
+        r = engine_apply(slot->def, &slot->inst, &ev, seen);
+    } else {
+        r = undeclared(slot, item->type);
+    }
+    add_history(b, slot, item->env.id, item->type, in->topic, in->partition, in->offset,
+                item->env.time_ms, &r, false, epoch);
+    if (!seen && !slot_add_seen(slot, item->env.id))
+        return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+
+    if (r.outcome == ENGINE_PARKED) {
+        parked_t *p = slot_add_parked(slot);
+        if (p == NULL)
+            return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+        p->event_id = strdup(item->env.id);
+        p->event_type = strdup(item->type);
+        p->topic = strdup(in->topic);
+        p->partition = in->partition;
+        p->offset = in->offset;
+        p->time_ms = item->env.time_ms;
+        p->payload = json_incref((json_t *) b->decoded[item->msg].data);
+        if (p->event_id == NULL || p->event_type == NULL || p->topic == NULL)
+            return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    } else if (r.outcome == ENGINE_STARTED || r.outcome == ENGINE_ADVANCED) {
+        slot->dirty = true;
+        replay_parked(b, slot, epoch);
+    }
+    return ERR_OK;
+}
+
+/* The message's headers as a JSON array, values as text when they are
+ * UTF-8 and as hex otherwise. Returns a new string (free it). */
+static char *headers_json(const decode_input_t *in)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < in->n_headers; i++) {
+        const decode_header_t *h = &in->headers[i];
+        json_t *obj = json_pack("{s:s}", "name", h->name);
+        if (h->value == NULL) {
+            json_object_set_new(obj, "value", json_null());
+        } else if (decode_utf8_valid(h->value, h->len) && memchr(h->value, 0, h->len) == NULL) {
+            json_object_set_new(obj, "value", json_stringn(h->value, h->len));
+        } else {
+            char *hex = malloc(2 * h->len + 1);
+            for (size_t k = 0; hex != NULL && k < h->len; k++)
+                sprintf(hex + 2 * k, "%02x", ((const unsigned char *) h->value)[k]);
+            if (hex != NULL) {
+                hex[2 * h->len] = '\0';
+                json_object_set_new(obj, "value_hex", json_string(hex));
+            }
+            free(hex);
+        }
+        json_array_append_new(arr, obj);
+    }
+    char *text = json_dumps(arr, JSON_COMPACT);
+    json_decref(arr);
+    return text;
+}
+
+static void add_rejected(batch_t *b, size_t m, const char *process, decode_reason_t reason,
+                         const char *detail)
+{
+    rows_t *rows = &b->rows;
+    const decode_input_t *in = &b->msgs[m];
+    char *headers = headers_json(in);
+
+    pgarr_add(&rows->r_topic, in->topic);
+    pgarr_add_int(&rows->r_partition, in->partition);
+    pgarr_add_int(&rows->r_offset, in->offset);
+    pgarr_add(&rows->r_process, process);
+    pgarr_add(&rows->r_reason, decode_reason_name(reason));
+    pgarr_add(&rows->r_detail, detail);
+    pgarr_add_hex(&rows->r_value, in->value, in->value_len);
+    pgarr_add(&rows->r_headers, headers);
+    if (in->timestamp_ms >= 0)
+        pgarr_add_int(&rows->r_time, in->timestamp_ms);
+    else
+        pgarr_add(&rows->r_time, NULL);
+    pgarr_add_int(&rows->r_epoch, b->parts[b->msg_part[m]].epoch);
+    free(headers);
+    rows->n_rejected++;
+    b->reject_counts[reason]++;
+}
+
+static void add_deadline(pgarr_t *arr, int64_t ms)
+{
+    if (ms == ENGINE_NO_DEADLINE)
+        pgarr_add(arr, NULL);
+    else
+        pgarr_add_int(arr, ms);
+}
+
+/* Collects every row the batch writes. */
+static void batch_collect(batch_t *b)
+{
+    rows_t *rows = &b->rows;
+
+    for (size_t m = 0; m < b->n_msgs; m++) {
+        if (msg_fenced(b, m))
+            continue;
+        b->stats.messages++;
+        if (b->msg_reason[m] != DECODE_OK) {
+            add_rejected(b, m, NULL, b->msg_reason[m], b->msg_detail[m]);
+            continue;
+        }
+        bool taken = false;
+        for (size_t i = 0; i < b->n_items; i++) {
+            if (b->items[i].msg != m)
+                continue;
+            taken = true;
+            if (b->items[i].reject != DECODE_OK)
+                add_rejected(b, m, b->items[i].latest->process, b->items[i].reject,
+                             b->items[i].reject_detail);
+        }
+        if (!taken)
+            b->stats.ignored++;
+    }
+
+    for (size_t s = 0; s < b->n_slots; s++) {
+        slot_t *slot = &b->slots[s];
+        for (size_t i = 0; i < slot->n_parked; i++) {
+            parked_t *p = &slot->parked[i];
+            if (p->db_id > 0 && p->settled) {
+                pgarr_add_int(&rows->p_delete, p->db_id);
+            } else if (p->db_id == 0 && !p->settled) {
+                char *payload = json_dumps(p->payload, JSON_COMPACT);
+                pgarr_add(&rows->p_process, slot->process);
+                pgarr_add(&rows->p_key, slot->key);
+                pgarr_add(&rows->p_event_id, p->event_id);
+                pgarr_add(&rows->p_event_type, p->event_type);
+                pgarr_add(&rows->p_topic, p->topic);
+                pgarr_add_int(&rows->p_partition, p->partition);
+                pgarr_add_int(&rows->p_offset, p->offset);
+                pgarr_add_int(&rows->p_time, p->time_ms);
+                pgarr_add(&rows->p_payload, payload);
+                pgarr_add_int(&rows->p_expires, p->time_ms + slot->def->reorder_window_ms);
+                free(payload);
+            }
+        }
+        if (!slot->dirty)
+            continue;
+        const engine_instance_t *inst = &slot->inst;
+        char *vars = json_dumps(inst->vars, JSON_COMPACT);
+        pgarr_add(&rows->i_process, slot->process);
+        pgarr_add(&rows->i_key, slot->key);
+        pgarr_add_int(&rows->i_version, inst->version);
+        pgarr_add(&rows->i_state, slot->def->states[inst->state].name);
+        pgarr_add(&rows->i_status, engine_status(slot->def, inst->state));
+        pgarr_add_int(&rows->i_started, inst->started_ms);
+        pgarr_add_int(&rows->i_entered, inst->state_entered_ms);
+        add_deadline(&rows->i_deadline, inst->deadline_ms);
+        add_deadline(&rows->i_pdeadline, inst->process_deadline_ms);
+        add_deadline(&rows->i_next, engine_next_deadline(slot->def, inst));
+        pgarr_add_bool(&rows->i_overdue, inst->overdue);
+        pgarr_add_int(&rows->i_attempt, inst->attempt);
+        pgarr_add(&rows->i_vars, vars);
+        pgarr_add_int(&rows->i_applied, inst->events_applied);
+        free(vars);
+    }
+}
+
+static const char write_history_sql[] =
+    "INSERT INTO steward.history (process, key, version, event_id, event_type, topic, "
+    "  partition, \"offset\", event_time, from_state, to_state, outcome, replayed, detail, "
+    "  replica, epoch) "
+    "SELECT p, k, v, e, t, tp, pa, o, to_timestamp(et / 1000.0), fs, ts, oc, rp, d, $16, ep "
+    "FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], "
+    "  $7::int[], $8::bigint[], $9::bigint[], $10::text[], $11::text[], $12::text[], "
+    "  $13::bool[], $14::text[], $15::bigint[]) WITH ORDINALITY "
+    "  AS u(p, k, v, e, t, tp, pa, o, et, fs, ts, oc, rp, d, ep, n) "
+    "ORDER BY n";
+
+static const char write_parked_sql[] =
+    "INSERT INTO steward.parked (process, key, event_id, event_type, topic, partition, "
+    "  \"offset\", event_time, payload, expires_at) "
+    "SELECT p, k, e, t, tp, pa, o, to_timestamp(et / 1000.0), pl::jsonb, to_timestamp(ex / 1000.0) "
+    "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], "
+    "  $7::bigint[], $8::bigint[], $9::text[], $10::bigint[]) "
+    "  AS u(p, k, e, t, tp, pa, o, et, pl, ex)";
+
+static const char write_rejected_sql[] =
+    "INSERT INTO steward.rejected (consumer_group, topic, partition, \"offset\", process, "
+    "  reason, detail, value, headers, kafka_time, replica, epoch) "
+    "SELECT $11, tp, pa, o, pr, r, d, decode(v, 'hex'), h::jsonb, to_timestamp(kt / 1000.0), $12, "
+    "ep "
+    "FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[], $5::text[], "
+    "$6::text[], "
+    "  $7::text[], $8::text[], $9::bigint[], $10::bigint[]) "
+    "  AS u(tp, pa, o, pr, r, d, v, h, kt, ep)";
+
+static const char write_instances_sql[] =
+    "INSERT INTO steward.instances AS i (process, key, version, state, status, started_at, "
+    "  state_entered_at, deadline_at, process_deadline_at, next_deadline_at, overdue, attempt, "
+    "  vars, events_applied) "
+    "SELECT p, k, v, s, st, to_timestamp(sa / 1000.0), to_timestamp(se / 1000.0), to_timestamp(dl "
+    "/ 1000.0), to_timestamp(pd / 1000.0), to_timestamp(nd / 1000.0), ov, at, vr::jsonb, ea "
+    "FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], "
+    "$5::text[], $6::bigint[], "
+    "  $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], "
+    "$11::bool[], $12::int[], "
+    "  $13::text[], $14::int[]) AS u(p, k, v, s, st, sa, se, dl, pd, "
+    "nd, ov, at, vr, ea) "
+    "ON CONFLICT (process, key) DO UPDATE SET version = "
+    "excluded.version, "
+    "  state = excluded.state, status = excluded.status, "
+    "  state_entered_at = excluded.state_entered_at, deadline_at = "
+    "excluded.deadline_at, "
+    "  process_deadline_at = excluded.process_deadline_at, "
+    "  next_deadline_at = excluded.next_deadline_at, overdue = "
+    "excluded.overdue, "
+    "  attempt = excluded.attempt, vars = excluded.vars, "
+    "  events_applied = excluded.events_applied, updated_at = now()";
+
+static const char write_offsets_sql[] =
+    "UPDATE steward.offsets o SET "
+    "  next_offset = CASE WHEN u.n >= 0 THEN u.n ELSE o.next_offset END, "
+    "  watermark = CASE WHEN u.w >= 0 THEN greatest(o.watermark, to_timestamp(u.w / 1000.0)) "
+    "                   ELSE o.watermark END, "
+    "  updated_at = now() "
+    "FROM unnest($2::text[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[]) "
+    "  AS u(t, p, n, w, e) "
+    "WHERE o.consumer_group = $1 AND o.topic = u.t AND o.partition = u.p AND o.epoch = "
+    "u.e";
+
+/* Runs one bulk statement whose parameters are the finished arrays. */
+static err_class_t bulk(batch_t *b, const char *what, const char *sql, pgarr_t *const *arrays,
+                        size_t n_arrays, const char *const *extra, size_t n_extra,
+                        long long *affected, char *errstr, size_t errstr_size)
+{
+    const char *params[20];
+    err_class_t cls;
+
+    for (size_t i = 0; i < n_arrays; i++) {
+        if ((params[i] = pgarr_text(arrays[i])) == NULL)
+            return err_set(ERR_FATAL, errstr, errstr_size, "%s: out of memory", what);
+    }
+    for (size_t i = 0; i < n_extra; i++)
+        params[n_arrays + i] = extra[i];
+    PGresult *res =
+        query(b->store, what, sql, (int) (n_arrays + n_extra), params, &cls, errstr, errstr_size);
+    if (res != NULL && affected != NULL)
+        *affected = atoll(PQcmdTuples(res));
+    PQclear(res);
+    return cls;
+}
+
+static err_class_t batch_write(batch_t *b, char *errstr, size_t errstr_size)
+{
+    rows_t *r = &b->rows;
+    const char *replica[1] = {b->store->replica};
+    const char *group_replica[2] = {b->store->group, b->store->replica};
+    err_class_t cls = ERR_OK;
+
+    if (r->n_history > 0) {
+        pgarr_t *cols[] = {&r->h_process,    &r->h_key,    &r->h_version,   &r->h_event_id,
+                           &r->h_event_type, &r->h_topic,  &r->h_partition, &r->h_offset,
+                           &r->h_time,       &r->h_from,   &r->h_to,        &r->h_outcome,
+                           &r->h_replayed,   &r->h_detail, &r->h_epoch};
+        if ((cls = bulk(b, "writing history", write_history_sql, cols, 15, replica, 1, NULL, errstr,
+                        errstr_size)) != ERR_OK)
+            return cls;
+    }
+    if (r->p_process.n > 0) {
+        pgarr_t *cols[] = {&r->p_process, &r->p_key,       &r->p_event_id, &r->p_event_type,
+                           &r->p_topic,   &r->p_partition, &r->p_offset,   &r->p_time,
+                           &r->p_payload, &r->p_expires};
+        if ((cls = bulk(b, "parking events", write_parked_sql, cols, 10, NULL, 0, NULL, errstr,
+                        errstr_size)) != ERR_OK)
+            return cls;
+    }
+    if (r->p_delete.n > 0) {
+        pgarr_t *cols[] = {&r->p_delete};
+        long long deleted = 0;
+        if ((cls = bulk(b, "unparking events",
+                        "DELETE FROM steward.parked WHERE id = ANY($1::bigint[])", cols, 1, NULL, 0,
+                        &deleted, errstr, errstr_size)) != ERR_OK)
+            return cls;
+        /* The instance lock makes this impossible; if it happens anyway,
+         * the batch must not commit on a stale view. */
+        if ((size_t) deleted != r->p_delete.n)
+            return err_set(ERR_CONFLICT, errstr, errstr_size,
+                           "parked events vanished under the instance lock: retrying");
+    }
+    if (r->n_rejected > 0) {
+        pgarr_t *cols[] = {&r->r_topic,  &r->r_partition, &r->r_offset, &r->r_process,
+                           &r->r_reason, &r->r_detail,    &r->r_value,  &r->r_headers,
+                           &r->r_time,   &r->r_epoch};
+        if ((cls = bulk(b, "recording rejected messages", write_rejected_sql, cols, 10,
+                        group_replica, 2, NULL, errstr, errstr_size)) != ERR_OK)
+            return cls;
+    }
+    if (r->i_process.n > 0) {
+        pgarr_t *cols[] = {&r->i_process,   &r->i_key,     &r->i_version, &r->i_state,
+                           &r->i_status,    &r->i_started, &r->i_entered, &r->i_deadline,
+                           &r->i_pdeadline, &r->i_next,    &r->i_overdue, &r->i_attempt,
+                           &r->i_vars,      &r->i_applied};
+        if ((cls = bulk(b, "writing instances", write_instances_sql, cols, 14, NULL, 0, NULL,
+                        errstr, errstr_size)) != ERR_OK)
+            return cls;
+    }
+
+    pgarr_t topics = {0}, partitions = {0}, next = {0}, watermark = {0}, epochs = {0};
+    size_t live = 0;
+    for (size_t i = 0; i < b->n_parts; i++) {
+        if (b->parts[i].fenced)
+            continue;
+        pgarr_add(&topics, b->parts[i].topic);
+        pgarr_add_int(&partitions, b->parts[i].partition);
+        pgarr_add_int(&next, b->parts[i].next_offset);
+        pgarr_add_int(&watermark, b->parts[i].watermark_ms);
+        pgarr_add_int(&epochs, b->parts[i].epoch);
+        live++;
+    }
+    if (live > 0) {
+        pgarr_t *cols[] = {&topics, &partitions, &next, &watermark, &epochs};
+        const char *group[1] = {b->store->group};
+        long long updated = 0;
+        /* The group is $1 here; bulk() appends extras after the arrays, so
+         * the statement numbers its arrays from $2. */
+        const char *params[6] = {group[0]};
+        for (size_t i = 0; i < 5; i++) {
+            if ((params[i + 1] = pgarr_text(cols[i])) == NULL)
+                cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+        }
+        if (cls == ERR_OK) {
+            PGresult *res = query(b->store, "advancing offsets", write_offsets_sql, 6, params, &cls,
+                                  errstr, errstr_size);
+            if (res != NULL)
+                updated = atoll(PQcmdTuples(res));
+            PQclear(res);
+            if (cls == ERR_OK && (size_t) updated != live)
+                cls = err_set(ERR_CONFLICT, errstr, errstr_size,
+                              "a partition changed owner during the batch: retrying");
+        }
+    }
+    pgarr_free(&topics);
+    pgarr_free(&partitions);
+    pgarr_free(&next);
+    pgarr_free(&watermark);
+    pgarr_free(&epochs);
+    return cls;
+}
+
+err_class_t store_apply_batch(store_t *store, const decode_input_t *msgs, size_t n_msgs,
+                              store_partition_t *parts, size_t n_parts, store_batch_stats_t *stats,
+                              char *errstr, size_t errstr_size)
+{
+    batch_t b = {
+        .store = store, .msgs = msgs, .n_msgs = n_msgs, .parts = parts, .n_parts = n_parts};
+    err_class_t cls;
+
+    memset(stats, 0, sizeof *stats);
+    if (PQstatus(store->conn) != CONNECTION_OK)
+        return err_set(ERR_TRANSIENT, errstr, errstr_size, "the database connection is lost");
+
+    b.decoded = calloc(n_msgs + 1, sizeof *b.decoded);
+    b.msg_reason = calloc(n_msgs + 1, sizeof *b.msg_reason);
+    b.msg_detail = calloc(n_msgs + 1, sizeof *b.msg_detail);
+    b.msg_part = calloc(n_msgs + 1, sizeof *b.msg_part);
+    if (b.decoded == NULL || b.msg_reason == NULL || b.msg_detail == NULL || b.msg_part == NULL) {
+        cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+        goto done;
+    }
+    if ((cls = batch_route(&b, errstr, errstr_size)) != ERR_OK)
+        goto done;
+
+    if ((cls = db_exec(store->conn, "starting the batch", "BEGIN", 0, NULL, errstr, errstr_size)) !=
+            ERR_OK ||
+        (cls = batch_fence(&b, errstr, errstr_size)) != ERR_OK ||
+        (cls = batch_slots(&b, errstr, errstr_size)) != ERR_OK)
+        goto done;
+    if (b.n_slots > 0 && ((cls = batch_lock_and_read(&b, errstr, errstr_size)) != ERR_OK ||
+                          (cls = batch_read_seen(&b, errstr, errstr_size)) != ERR_OK ||
+                          (cls = batch_read_parked(&b, errstr, errstr_size)) != ERR_OK))
+        goto done;
+    for (size_t i = 0; i < b.n_items; i++) {
+        if (b.items[i].slot != NULL &&
+            (cls = judge_item(&b, &b.items[i], errstr, errstr_size)) != ERR_OK)
+            goto done;
+    }
+    batch_collect(&b);
+    if ((cls = batch_write(&b, errstr, errstr_size)) != ERR_OK ||
+        (cls = db_exec(store->conn, "committing the batch", "COMMIT", 0, NULL, errstr,
+                       errstr_size)) != ERR_OK)
+        goto done;
+
+    /* Counted once committed, so retried batches are not counted twice. */
+    for (size_t i = 0; i < ENGINE_N_OUTCOMES; i++)
+        metrics_add(&metrics.outcomes[i], b.outcome_counts[i]);
+    for (size_t i = 0; i < DECODE_N_REASONS; i++)
+        metrics_add(&metrics.rejected[i], b.reject_counts[i]);
+    metrics_add(&metrics.events_ignored, (long long) b.stats.ignored);
+    metrics_add(&metrics.batches_committed, 1);
+    b.stats.judged = b.rows.n_history;
+    b.stats.rejected = b.rows.n_rejected;
+    *stats = b.stats;
+
+done:
+    if (cls != ERR_OK)
+        rollback(store);
+    batch_free(&b);
+    return cls;
+}
+
+/* ---- reorder windows ------------------------------------------------------ */
+
+/*
+ * One statement: a parked event whose process's watermark (see
+ * steward.process_watermarks) passed its expiry is deleted and recorded as
+ * a violation. Its instance lock is only tried, never awaited: an instance
+ * a batch holds right now is left for the next round, and nothing here can
+ * deadlock with a batch.
+ */
+static const char expire_parked_sql[] =
+    "WITH wm AS (SELECT * FROM steward.process_watermarks($1)), "
+    "gone AS ("
+    "  DELETE FROM steward.parked p USING wm "
+    "  WHERE p.process = wm.process "
+    "    AND CASE WHEN p.expires_at < wm.watermark "
+    "        THEN pg_try_advisory_xact_lock(hashtextextended(p.process || chr(31) || p.key, 0)) "
+    "        ELSE false END "
+    "  RETURNING p.*) "
+    "INSERT INTO steward.history (process, key, version, event_id, event_type, topic, "
+    "  partition, \"offset\", event_time, from_state, to_state, outcome, replayed, detail, "
+    "  replica, epoch) "
+    "SELECT g.process, g.key, i.version, g.event_id, g.event_type, g.topic, g.partition, "
+    "  g.\"offset\", g.event_time, i.state, i.state, 'violation', true, "
+    "  CASE WHEN i.key IS NULL "
+    "    THEN 'the instance did not start within the reorder window' "
+    "    ELSE g.event_type || ' waited past its reorder window in ' || i.state END, "
+    "  $2, coalesce(o.epoch, 0) "
+    "FROM gone g LEFT JOIN steward.instances i USING (process, key) "
+    "LEFT JOIN steward.offsets o ON o.consumer_group = $1 AND o.topic = g.topic "
+    "  AND o.partition = g.partition "
+    "ORDER BY g.event_time, g.id";
+
+err_class_t store_expire_parked(store_t *store, size_t *expired, char *errstr, size_t errstr_size)
+{
+    const char *params[2] = {store->group, store->replica};
+    err_class_t cls;
+
+    *expired = 0;
+    PGresult *res = query(store, "expiring parked events", expire_parked_sql, 2, params, &cls,
+                          errstr, errstr_size);
+    if (res == NULL)
+        return cls;
+    *expired = (size_t) atoll(PQcmdTuples(res));
+    PQclear(res);
+    metrics_add(&metrics.parked_expired, (long long) *expired);
+    metrics_add(&metrics.outcomes[ENGINE_VIOLATION], (long long) *expired);
+    return ERR_OK;
+}

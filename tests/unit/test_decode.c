@@ -1,0 +1,285 @@
+/*
+ * test_decode - every way a message is judged before the engine sees it:
+ * the bad-input kinds, CloudEvents in binary and structured mode, and the
+ * envelope (key, identity, time) a definition reads.
+ */
+#include "manager/decode.h"
+#include "testlib.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+static def_t *def;
+static decode_message_t msg;
+static decode_envelope_t env;
+static char detail[256];
+static const decode_limits_t limits = {1024, 8};
+
+static void setup(void)
+{
+    def_problems_t problems = {0};
+    const char *doc = "{\"process\":\"p\",\"version\":1,\"mode\":\"shadow\",\"owner\":\"team\","
+                      "\"key\":\"/order_id\",\"envelope\":{\"type\":\"/kind\",\"id\":\"/event_id\","
+                      "\"time\":\"/at\"},"
+                      "\"events\":{\"Placed\":{\"topic\":\"orders\"},"
+                      "            \"Paid\":{\"topic\":\"payments\",\"key\":\"/payment/order\"}},"
+                      "\"start\":{\"on\":\"Placed\",\"to\":\"open\"},"
+                      "\"states\":{\"open\":{\"deadline\":\"1h\",\"on\":{\"Paid\":\"done\"}},"
+                      "            \"done\":{\"terminal\":\"success\"}}}";
+    def = def_load_json(doc, strlen(doc), "test", &problems);
+    ck_assert_msg(def != NULL, "definition: %s", problems.n ? problems.items[0].message : "?");
+    def_problems_clear(&problems);
+    memset(&msg, 0, sizeof msg);
+    memset(&env, 0, sizeof env);
+}
+
+static void teardown(void)
+{
+    decode_message_clear(&msg);
+    decode_envelope_clear(&env);
+    def_free(def);
+}
+
+static decode_input_t input(const char *topic, const char *value)
+{
+    return (decode_input_t){.topic = topic,
+                            .partition = 3,
+                            .offset = 77,
+                            .value = value,
+                            .value_len = value != NULL ? strlen(value) : 0,
+                            .timestamp_ms = 1795000000000LL};
+}
+
+static decode_reason_t judge(const decode_input_t *in)
+{
+    decode_message_clear(&msg);
+    return decode_message(in, &limits, &msg, detail, sizeof detail);
+}
+
+START_TEST(bad_messages_are_rejected_with_their_reason)
+{
+    decode_input_t in = input("orders", NULL);
+    ck_assert_int_eq(judge(&in), DECODE_TOMBSTONE);
+
+    char big[2048];
+    memset(big, ' ', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    in = input("orders", big);
+    ck_assert_int_eq(judge(&in), DECODE_TOO_LARGE);
+    ck_assert_msg(strstr(detail, "2047 bytes") != NULL, "detail: %s", detail);
+
+    in = input("orders", "{\"a\":\"\xc3\x28\"}");
+    ck_assert_int_eq(judge(&in), DECODE_INVALID_UTF8);
+
+    in = input("orders", "{\"a\": 1,\n \"b\": }");
+    ck_assert_int_eq(judge(&in), DECODE_INVALID_JSON);
+    ck_assert_msg(strstr(detail, "line 2") != NULL, "detail: %s", detail);
+
+    in = input("orders", "{\"a\":1,\"a\":2}");
+    ck_assert_int_eq(judge(&in), DECODE_INVALID_JSON);
+
+    in = input("orders", "[1,2,3]");
+    ck_assert_int_eq(judge(&in), DECODE_NOT_OBJECT);
+
+    in = input("orders", "{\"a\":[[[[[[[[[1]]]]]]]]]}");
+    ck_assert_int_eq(judge(&in), DECODE_TOO_DEEP);
+    /* brackets inside strings do not count */
+    in = input("orders", "{\"a\":\"[[[[[[[[[[[[[[\"}");
+    ck_assert_int_eq(judge(&in), DECODE_OK);
+    ck_assert_ptr_eq(msg.data, msg.value);
+    ck_assert(!msg.cloudevent);
+}
+END_TEST
+
+START_TEST(utf8_validation)
+{
+    ck_assert(decode_utf8_valid((const unsigned char *) "plain", 5));
+    ck_assert(decode_utf8_valid((const unsigned char *) "\xe2\x82\xac", 3));      /* € */
+    ck_assert(decode_utf8_valid((const unsigned char *) "\xf0\x9f\x98\x80", 4));  /* 😀 */
+    ck_assert(!decode_utf8_valid((const unsigned char *) "\xc0\xaf", 2));         /* overlong */
+    ck_assert(!decode_utf8_valid((const unsigned char *) "\xed\xa0\x80", 3));     /* surrogate */
+    ck_assert(!decode_utf8_valid((const unsigned char *) "\xe2\x82", 2));         /* truncated */
+    ck_assert(!decode_utf8_valid((const unsigned char *) "\xf4\x90\x80\x80", 4)); /* > U+10FFFF */
+    ck_assert(!decode_utf8_valid((const unsigned char *) "\xff", 1));
+}
+END_TEST
+
+START_TEST(plain_json_envelope)
+{
+    decode_input_t in = input("orders", "{\"kind\":\"Placed\",\"order_id\":\"O-1\","
+                                        "\"event_id\":\"evt-9\",\"at\":\"2026-11-29T10:00:00Z\"}");
+    ck_assert_int_eq(judge(&in), DECODE_OK);
+    ck_assert_str_eq(decode_event_type(&msg, def), "Placed");
+    ck_assert_int_eq(decode_envelope(&msg, &in, def, 0, &env, detail, sizeof detail), DECODE_OK);
+    ck_assert_str_eq(env.key, "O-1");
+    ck_assert_str_eq(env.id, "evt-9");
+    ck_assert_int_eq(env.time_ms, 1795946400000LL);
+}
+END_TEST
+
+START_TEST(envelope_fallbacks_and_event_key_pointer)
+{
+    /* No id, integer time in ms, and the event's own key pointer. */
+    decode_input_t in = input("payments", "{\"kind\":\"Paid\",\"payment\":{\"order\":\"O-2\"},"
+                                          "\"at\":1795000000123}");
+    ck_assert_int_eq(judge(&in), DECODE_OK);
+    ck_assert_int_eq(decode_envelope(&msg, &in, def, 1, &env, detail, sizeof detail), DECODE_OK);
+    ck_assert_str_eq(env.key, "O-2");
+    ck_assert_str_eq(env.id, "payments/3/77");
+    ck_assert_int_eq(env.time_ms, 1795000000123LL);
+    decode_envelope_clear(&env);
+
+    /* No time at all: the Kafka timestamp; an integer id. */
+    in = input("orders", "{\"kind\":\"Placed\",\"order_id\":\"O-3\",\"event_id\":12}");
+    ck_assert_int_eq(judge(&in), DECODE_OK);
+    ck_assert_int_eq(decode_envelope(&msg, &in, def, 0, &env, detail, sizeof detail), DECODE_OK);
+    ck_assert_str_eq(env.id, "12");
+    ck_assert_int_eq(env.time_ms, 1795000000000LL);
+}
+END_TEST
+
+START_TEST(envelope_rejections)
+{
+    decode_input_t in = input("orders", "{\"kind\":\"Placed\"}");
+    ck_assert_int_eq(judge(&in), DECODE_OK);
+    ck_assert_int_eq(decode_envelope(&msg, &in, def, 0, &env, detail, sizeof detail),
+                     DECODE_MISSING_KEY);
+    ck_assert_msg(strstr(detail, "/order_id") != NULL, "detail: %s", detail);
+    ck_assert_ptr_null(env.key);
+
+    in = input("orders", "{\"kind\":\"Placed\",\"order_id\":17}");
+    ck_assert_int_eq(judge(&in), DECODE_OK);
+    ck_assert_int_eq(decode_envelope(&msg, &in, def, 0, &env, detail, sizeof detail),
+                     DECODE_INVALID_KEY);
+
+    in = input("orders", "{\"kind\":\"Placed\",\"order_id\":\"O\",\"at\":\"yesterday\"}");
+    ck_assert_int_eq(judge(&in), DECODE_OK);
+    ck_assert_int_eq(decode_envelope(&msg, &in, def, 0, &env, detail, sizeof detail),
+                     DECODE_INVALID_TIME);
+    ck_assert_msg(strstr(detail, "yesterday") != NULL, "detail: %s", detail);
+    ck_assert_ptr_null(env.id);
+
+    in = input("orders", "{\"order_id\":\"O\"}");
+    ck_assert_int_eq(judge(&in), DECODE_OK);
+    ck_assert_ptr_null(decode_event_type(&msg, def));
+}
+END_TEST
+
+START_TEST(cloudevents_binary_mode)
+{
+    decode_header_t headers[] = {
+        {"ce_specversion", "1.0", 3},
+        {"ce_type", "Paid", 4},
+        {"ce_id", "A-1", 3},
+        {"ce_source", "/payments", 9},
+        {"ce_time", "2026-11-29T10:00:00.250+01:00", 29},
+    };
+    decode_input_t in = input("payments", "{\"kind\":\"Ignored\",\"payment\":{\"order\":\"O-5\"}}");
+    in.headers = headers;
+    in.n_headers = 5;
+    ck_assert_int_eq(judge(&in), DECODE_OK);
+    ck_assert(msg.cloudevent);
+    ck_assert_str_eq(decode_event_type(&msg, def), "Paid");
+    ck_assert_int_eq(decode_envelope(&msg, &in, def, 1, &env, detail, sizeof detail), DECODE_OK);
+    ck_assert_str_eq(env.id, "/payments#A-1");
+    ck_assert_str_eq(env.key, "O-5");
+    ck_assert_int_eq(env.time_ms, 1795942800250LL);
+
+    headers[0].value = "0.3";
+    ck_assert_int_eq(judge(&in), DECODE_UNSUPPORTED_SPECVERSION);
+    ck_assert_msg(strstr(detail, "0.3") != NULL, "detail: %s", detail);
+
+    headers[0].value = "1.0";
+    in.n_headers = 2; /* no id, no source */
+    ck_assert_int_eq(judge(&in), DECODE_INVALID_CLOUDEVENT);
+    ck_assert_msg(strstr(detail, "'id'") != NULL, "detail: %s", detail);
+}
+END_TEST
+
+START_TEST(cloudevents_structured_mode)
+{
+    decode_header_t ctype[] = {{"content-type", "application/cloudevents+json; charset=utf-8", 44}};
+    decode_input_t in =
+        input("orders", "{\"specversion\":\"1.0\",\"type\":\"Placed\",\"id\":\"x1\","
+                        "\"source\":\"/orders\",\"data\":{\"order_id\":\"O-7\"}}");
+    in.headers = ctype;
+    in.n_headers = 1;
+    ck_assert_int_eq(judge(&in), DECODE_OK);
+    ck_assert(msg.cloudevent);
+    ck_assert_ptr_ne(msg.data, msg.value);
+    ck_assert_str_eq(decode_event_type(&msg, def), "Placed");
+    ck_assert_int_eq(decode_envelope(&msg, &in, def, 0, &env, detail, sizeof detail), DECODE_OK);
+    ck_assert_str_eq(env.key, "O-7");
+    ck_assert_str_eq(env.id, "/orders#x1");
+
+    in = input("orders", "{\"specversion\":\"2.0\",\"type\":\"Placed\",\"id\":\"x1\","
+                         "\"source\":\"/orders\",\"data\":{}}");
+    in.headers = ctype;
+    in.n_headers = 1;
+    ck_assert_int_eq(judge(&in), DECODE_UNSUPPORTED_SPECVERSION);
+
+    in = input("orders", "{\"specversion\":\"1.0\",\"type\":\"Placed\",\"id\":\"x1\","
+                         "\"source\":\"/orders\",\"data_base64\":\"AAAA\"}");
+    in.headers = ctype;
+    in.n_headers = 1;
+    ck_assert_int_eq(judge(&in), DECODE_INVALID_CLOUDEVENT);
+
+    in = input("orders", "{\"specversion\":\"1.0\",\"type\":\"Placed\",\"id\":\"x1\","
+                         "\"source\":\"/orders\",\"data\":\"text\"}");
+    in.headers = ctype;
+    in.n_headers = 1;
+    ck_assert_int_eq(judge(&in), DECODE_NOT_OBJECT);
+
+    in = input("orders", "{\"specversion\":\"1.0\",\"type\":7,\"id\":\"x1\",\"source\":\"s\","
+                         "\"data\":{}}");
+    in.headers = ctype;
+    in.n_headers = 1;
+    ck_assert_int_eq(judge(&in), DECODE_INVALID_CLOUDEVENT);
+}
+END_TEST
+
+START_TEST(rfc3339_times)
+{
+    int64_t ms;
+    ck_assert(decode_parse_time("1970-01-01T00:00:00Z", &ms));
+    ck_assert_int_eq(ms, 0);
+    ck_assert(decode_parse_time("1970-01-01T01:00:00.5+01:00", &ms));
+    ck_assert_int_eq(ms, 500);
+    ck_assert(decode_parse_time("1969-12-31T23:00:00-01:00", &ms));
+    ck_assert_int_eq(ms, 0);
+    ck_assert(decode_parse_time("2026-11-29t10:00:00.123456z", &ms));
+    ck_assert_int_eq(ms, 1795946400123LL);
+    ck_assert(!decode_parse_time("2026-11-29", &ms));
+    ck_assert(!decode_parse_time("2026-11-29T10:00:00", &ms)); /* no zone */
+    ck_assert(!decode_parse_time("2026-13-01T10:00:00Z", &ms));
+    ck_assert(!decode_parse_time("2026-11-29T10:00:00Zjunk", &ms));
+    ck_assert(!decode_parse_time("2026-11-29T10:00:00.Z", &ms));
+}
+END_TEST
+
+START_TEST(reason_names)
+{
+    ck_assert_str_eq(decode_reason_name(DECODE_TOMBSTONE), "tombstone");
+    ck_assert_str_eq(decode_reason_name(DECODE_UNSUPPORTED_SPECVERSION), "unsupported_specversion");
+    ck_assert_str_eq(decode_reason_name(DECODE_INVALID_TIME), "invalid_time");
+}
+END_TEST
+
+Suite *decode_suite(void)
+{
+    Suite *s = suite_create("decode");
+    TCase *tc = tcase_create("decode");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, bad_messages_are_rejected_with_their_reason);
+    tcase_add_test(tc, utf8_validation);
+    tcase_add_test(tc, plain_json_envelope);
+    tcase_add_test(tc, envelope_fallbacks_and_event_key_pointer);
+    tcase_add_test(tc, envelope_rejections);
+    tcase_add_test(tc, cloudevents_binary_mode);
+    tcase_add_test(tc, cloudevents_structured_mode);
+    tcase_add_test(tc, rfc3339_times);
+    tcase_add_test(tc, reason_names);
+    suite_add_tcase(s, tc);
+    return s;
+}

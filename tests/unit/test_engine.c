@@ -1,0 +1,260 @@
+/*
+ * test_engine - the pure state machine: every outcome, captures,
+ * deadlines from event time, and the replay of parked events.
+ */
+#include "manager/engine.h"
+#include "testlib.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MIN  (60 * 1000LL)
+#define HOUR (60 * MIN)
+#define DAY  (24 * HOUR)
+#define T0   1795000000000LL /* an event time, in ms */
+
+static def_t *def;
+static engine_instance_t inst;
+static json_t *payloads[8];
+static size_t n_payloads;
+
+static void setup(void)
+{
+    def_problems_t problems = {0};
+    char *path = tl_source_path("tests/data/definitions/engine_order.json");
+    def = def_load_file(path, &problems);
+    free(path);
+    ck_assert_msg(def != NULL, "engine_order.json: %s",
+                  problems.n ? problems.items[0].message : "?");
+    def_problems_clear(&problems);
+    engine_instance_init(&inst);
+    n_payloads = 0;
+}
+
+static void teardown(void)
+{
+    engine_instance_clear(&inst);
+    for (size_t i = 0; i < n_payloads; i++)
+        json_decref(payloads[i]);
+    def_free(def);
+}
+
+/* An event of type `name` at `time_ms` with a JSON payload. */
+static engine_event_t event(const char *name, const char *id, int64_t time_ms, const char *json)
+{
+    long idx = def_find_event(def, name);
+    ck_assert_msg(idx >= 0, "no event %s", name);
+    json_t *data = json_loads(json, 0, NULL);
+    ck_assert_ptr_nonnull(data);
+    payloads[n_payloads++] = data;
+    return (engine_event_t){idx, id, time_ms, data};
+}
+
+static const char *state_name(long state)
+{
+    return state >= 0 ? def->states[state].name : "(none)";
+}
+
+static engine_result_t apply(const char *name, const char *id, int64_t time_ms)
+{
+    engine_event_t ev = event(name, id, time_ms,
+                              "{\"order_id\":\"O1\",\"total\":42.5,"
+                              "\"payment_id\":\"P9\",\"carrier\":\"DHL\"}");
+    return engine_apply(def, &inst, &ev, false);
+}
+
+START_TEST(start_creates_the_instance_with_deadlines_and_captures)
+{
+    engine_result_t r = apply("OrderPlaced", "e1", T0);
+
+    ck_assert_int_eq(r.outcome, ENGINE_STARTED);
+    ck_assert_int_eq(r.from_state, -1);
+    ck_assert_str_eq(state_name(r.to_state), "awaiting_payment");
+    ck_assert(inst.exists);
+    ck_assert_int_eq(inst.version, 1);
+    ck_assert_str_eq(state_name(inst.state), "awaiting_payment");
+    ck_assert_int_eq(inst.started_ms, T0);
+    ck_assert_int_eq(inst.state_entered_ms, T0);
+    ck_assert_int_eq(inst.deadline_ms, T0 + 15 * MIN);
+    ck_assert_int_eq(inst.process_deadline_ms, T0 + 10 * DAY);
+    ck_assert_int_eq(engine_next_deadline(def, &inst), T0 + 15 * MIN);
+    ck_assert(json_real_value(json_object_get(inst.vars, "total")) == 42.5);
+    ck_assert_str_eq(engine_status(def, inst.state), "active");
+}
+END_TEST
+
+START_TEST(transition_advances_captures_and_restarts_the_deadline)
+{
+    apply("OrderPlaced", "e1", T0);
+    engine_result_t r = apply("PaymentCaptured", "e2", T0 + 5 * MIN);
+
+    ck_assert_int_eq(r.outcome, ENGINE_ADVANCED);
+    ck_assert_str_eq(state_name(r.from_state), "awaiting_payment");
+    ck_assert_str_eq(state_name(r.to_state), "awaiting_stock");
+    ck_assert_int_eq(inst.state_entered_ms, T0 + 5 * MIN);
+    ck_assert_int_eq(inst.deadline_ms, T0 + 5 * MIN + HOUR);
+    ck_assert_str_eq(json_string_value(json_object_get(inst.vars, "payment_id")), "P9");
+    ck_assert_int_eq(inst.events_applied, 2);
+}
+END_TEST
+
+START_TEST(seen_event_is_a_duplicate_and_changes_nothing)
+{
+    apply("OrderPlaced", "e1", T0);
+    engine_event_t ev = event("PaymentCaptured", "e2", T0 + MIN, "{\"order_id\":\"O1\"}");
+    engine_result_t r = engine_apply(def, &inst, &ev, true);
+
+    ck_assert_int_eq(r.outcome, ENGINE_DUPLICATE);
+    ck_assert_str_eq(state_name(inst.state), "awaiting_payment");
+    ck_assert_int_eq(inst.events_applied, 1);
+    ck_assert_msg(strstr(r.detail, "e2") != NULL, "detail: %s", r.detail);
+}
+END_TEST
+
+START_TEST(later_step_first_is_parked_then_replayed)
+{
+    apply("OrderPlaced", "e1", T0);
+    engine_event_t stock = event("StockReserved", "e3", T0 + 2 * MIN, "{\"order_id\":\"O1\"}");
+    engine_result_t r = engine_apply(def, &inst, &stock, false);
+    ck_assert_int_eq(r.outcome, ENGINE_PARKED);
+    ck_assert_str_eq(state_name(inst.state), "awaiting_payment");
+    ck_assert_msg(strstr(r.detail, "StockReserved") != NULL, "detail: %s", r.detail);
+
+    apply("PaymentCaptured", "e2", T0 + MIN);
+    r = engine_replay(def, &inst, &stock);
+    ck_assert_int_eq(r.outcome, ENGINE_ADVANCED);
+    ck_assert_str_eq(state_name(inst.state), "awaiting_dispatch");
+    ck_assert_int_eq(inst.state_entered_ms, T0 + 2 * MIN);
+}
+END_TEST
+
+START_TEST(event_before_its_instance_is_parked)
+{
+    engine_result_t r = apply("PaymentCaptured", "e2", T0);
+
+    ck_assert_int_eq(r.outcome, ENGINE_PARKED);
+    ck_assert(!inst.exists);
+    ck_assert_int_eq(r.from_state, -1);
+    ck_assert_msg(strstr(r.detail, "OrderPlaced") != NULL, "detail: %s", r.detail);
+}
+END_TEST
+
+START_TEST(event_no_later_state_accepts_is_unexpected)
+{
+    apply("OrderPlaced", "e1", T0);
+    apply("PaymentCaptured", "e2", T0 + MIN);
+    apply("StockReserved", "e3", T0 + 2 * MIN);
+    /* awaiting_dispatch: no state from here on takes a payment again */
+    engine_result_t r = apply("PaymentCaptured", "e4", T0 + 3 * MIN);
+
+    ck_assert_int_eq(r.outcome, ENGINE_UNEXPECTED);
+    ck_assert_str_eq(state_name(inst.state), "awaiting_dispatch");
+    ck_assert_msg(strstr(r.detail, "awaiting_dispatch") != NULL, "detail: %s", r.detail);
+}
+END_TEST
+
+START_TEST(event_a_later_state_accepts_is_parked)
+{
+    apply("OrderPlaced", "e1", T0);
+    apply("PaymentCaptured", "e2", T0 + MIN);
+    /* awaiting_stock leads to refunding, which takes RefundIssued */
+    engine_result_t r = apply("RefundIssued", "e5", T0 + 2 * MIN);
+    ck_assert_int_eq(r.outcome, ENGINE_PARKED);
+    ck_assert(engine_may_accept(def, def_find_state(def, "awaiting_stock"),
+                                def_find_event(def, "RefundIssued")));
+    ck_assert(!engine_may_accept(def, def_find_state(def, "awaiting_dispatch"),
+                                 def_find_event(def, "RefundIssued")));
+}
+END_TEST
+
+START_TEST(event_after_the_end_is_late)
+{
+    apply("OrderPlaced", "e1", T0);
+    apply("PaymentDeclined", "e2", T0 + MIN);
+    ck_assert_str_eq(engine_status(def, inst.state), "cancelled");
+    ck_assert_int_eq(engine_next_deadline(def, &inst), ENGINE_NO_DEADLINE);
+
+    engine_result_t r = apply("PaymentCaptured", "e3", T0 + 2 * MIN);
+    ck_assert_int_eq(r.outcome, ENGINE_LATE);
+    ck_assert_str_eq(state_name(inst.state), "cancelled");
+}
+END_TEST
+
+START_TEST(second_start_event_never_resets)
+{
+    apply("OrderPlaced", "e1", T0);
+    apply("PaymentCaptured", "e2", T0 + MIN);
+    engine_result_t r = apply("OrderPlaced", "e9", T0 + 2 * MIN);
+
+    ck_assert_int_eq(r.outcome, ENGINE_UNEXPECTED);
+    ck_assert_str_eq(state_name(inst.state), "awaiting_stock");
+    ck_assert_int_eq(inst.started_ms, T0);
+    ck_assert_msg(strstr(r.detail, "second OrderPlaced") != NULL, "detail: %s", r.detail);
+}
+END_TEST
+
+START_TEST(time_in_a_state_never_runs_back)
+{
+    apply("OrderPlaced", "e1", T0);
+    /* The payment event carries an older time than the order (clock skew). */
+    apply("PaymentCaptured", "e2", T0 - 5 * MIN);
+    ck_assert_int_eq(inst.state_entered_ms, T0);
+    ck_assert_int_eq(inst.deadline_ms, T0 + HOUR);
+}
+END_TEST
+
+START_TEST(next_deadline_is_the_earlier_unjudged_one)
+{
+    apply("OrderPlaced", "e1", T0);
+    apply("PaymentCaptured", "e2", T0 + MIN);
+    apply("StockReserved", "e3", T0 + 2 * MIN);
+    /* awaiting_dispatch: 2d, process 10d */
+    ck_assert_int_eq(engine_next_deadline(def, &inst), T0 + 2 * MIN + 2 * DAY);
+    inst.overdue = true; /* the state's deadline was judged: the process one is next */
+    ck_assert_int_eq(engine_next_deadline(def, &inst), T0 + 10 * DAY);
+}
+END_TEST
+
+START_TEST(missing_capture_is_noted_not_fatal)
+{
+    engine_event_t ev = event("OrderPlaced", "e1", T0, "{\"order_id\":\"O1\"}");
+    engine_result_t r = engine_apply(def, &inst, &ev, false);
+
+    ck_assert_int_eq(r.outcome, ENGINE_STARTED);
+    ck_assert_ptr_null(json_object_get(inst.vars, "total"));
+    ck_assert_msg(strstr(r.detail, "capture total: nothing at /total") != NULL, "detail: %s",
+                  r.detail);
+}
+END_TEST
+
+START_TEST(outcome_names_match_the_schema)
+{
+    const char *expected[] = {"started",    "advanced", "duplicate", "parked",
+                              "unexpected", "late",     "violation"};
+    for (int i = 0; i < ENGINE_N_OUTCOMES; i++)
+        ck_assert_str_eq(engine_outcome_name((engine_outcome_t) i), expected[i]);
+}
+END_TEST
+
+Suite *engine_suite(void)
+{
+    Suite *s = suite_create("engine");
+    TCase *tc = tcase_create("engine");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, start_creates_the_instance_with_deadlines_and_captures);
+    tcase_add_test(tc, transition_advances_captures_and_restarts_the_deadline);
+    tcase_add_test(tc, seen_event_is_a_duplicate_and_changes_nothing);
+    tcase_add_test(tc, later_step_first_is_parked_then_replayed);
+    tcase_add_test(tc, event_before_its_instance_is_parked);
+    tcase_add_test(tc, event_no_later_state_accepts_is_unexpected);
+    tcase_add_test(tc, event_a_later_state_accepts_is_parked);
+    tcase_add_test(tc, event_after_the_end_is_late);
+    tcase_add_test(tc, second_start_event_never_resets);
+    tcase_add_test(tc, time_in_a_state_never_runs_back);
+    tcase_add_test(tc, next_deadline_is_the_earlier_unjudged_one);
+    tcase_add_test(tc, missing_capture_is_noted_not_fatal);
+    tcase_add_test(tc, outcome_names_match_the_schema);
+    suite_add_tcase(s, tc);
+    return s;
+}
