@@ -107,7 +107,9 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 
 static err_class_t flush(intake_t *in, char *errstr, size_t errstr_size);
 
-static void log_partitions(const char *msg, const store_partition_t *parts, size_t n)
+/* One line per partition; next_offset only where it is known (claims). */
+static void log_partitions(const char *msg, const store_partition_t *parts, size_t n,
+                           bool with_offset)
 {
     for (size_t i = 0; i < n; i++) {
         char partition[16], epoch[24], offset[24];
@@ -115,7 +117,7 @@ static void log_partitions(const char *msg, const store_partition_t *parts, size
         snprintf(epoch, sizeof epoch, "%" PRId64, parts[i].epoch);
         snprintf(offset, sizeof offset, "%" PRId64, parts[i].next_offset);
         LOG_INFO(msg, "topic", parts[i].topic, "partition", partition, "epoch", epoch,
-                 "next_offset", offset);
+                 "next_offset", with_offset ? offset : NULL);
     }
 }
 
@@ -147,7 +149,7 @@ static void on_assign(intake_t *in, rd_kafka_topic_partition_list_t *list)
         nap(in, backoff);
         backoff = backoff < 5000 ? backoff * 2 : 5000;
     }
-    log_partitions("partition claimed", parts, (size_t) list->cnt);
+    log_partitions("partition claimed", parts, (size_t) list->cnt, true);
 
     clear_owned(in);
     in->owned = calloc((size_t) list->cnt + 1, sizeof *in->owned);
@@ -186,9 +188,10 @@ static void on_revoke(intake_t *in, rd_kafka_topic_partition_list_t *list)
         parts[n].epoch = o->epoch;
         n++;
     }
-    if (n > 0 && store_release(in->store, parts, n, lost, errstr, sizeof errstr) != ERR_OK)
+    if (n > 0 && store_release(in->store, parts, n, lost ? STORE_LOST : STORE_RELEASED, errstr,
+                               sizeof errstr) != ERR_OK)
         LOG_WARN("could not log the partition release", "error", errstr);
-    log_partitions(lost ? "partition lost" : "partition released", parts, n);
+    log_partitions(lost ? "partition lost" : "partition released", parts, n, false);
     free(parts);
 
     for (size_t i = 0; i < in->n_pending; i++)
@@ -339,6 +342,8 @@ static err_class_t flush(intake_t *in, char *errstr, size_t errstr_size)
         LOG_WARN("partition fenced: another replica claimed it; its messages are left to it",
                  "topic", parts[i].topic, "partition", partition);
         metrics_add(&metrics.partitions_fenced, 1);
+        if (store_release(in->store, &parts[i], 1, STORE_FENCED, errstr, errstr_size) != ERR_OK)
+            LOG_WARN("could not log the fenced partition", "error", errstr);
         if (o != NULL) {
             o->fenced = true;
             rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);

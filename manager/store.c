@@ -341,9 +341,10 @@ done:
     return cls;
 }
 
-err_class_t store_release(store_t *store, const store_partition_t *parts, size_t n, bool lost,
-                          char *errstr, size_t errstr_size)
+err_class_t store_release(store_t *store, const store_partition_t *parts, size_t n,
+                          store_release_reason_t reason, char *errstr, size_t errstr_size)
 {
+    static const char *const actions[] = {"release", "lost", "fenced"};
     pgarr_t topics = {0}, partitions = {0}, epochs = {0};
     err_class_t cls = ERR_OK;
 
@@ -353,7 +354,7 @@ err_class_t store_release(store_t *store, const store_partition_t *parts, size_t
         pgarr_add_int(&epochs, parts[i].epoch);
     }
     const char *params[6] = {store->group,        pgarr_text(&topics), pgarr_text(&partitions),
-                             pgarr_text(&epochs), store->replica,      lost ? "lost" : "release"};
+                             pgarr_text(&epochs), store->replica,      actions[reason]};
     if (params[1] == NULL || params[2] == NULL || params[3] == NULL)
         cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
     else

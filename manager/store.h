@@ -80,9 +80,16 @@ typedef struct store_partition {
 err_class_t store_claim(store_t *store, store_partition_t *parts, size_t n, char *errstr,
                         size_t errstr_size);
 
-/* Logs releases (revoked; `lost` when the group took them without asking). */
-err_class_t store_release(store_t *store, const store_partition_t *parts, size_t n, bool lost,
-                          char *errstr, size_t errstr_size);
+/* Why this replica stopped reading a partition, as ownership_log says it. */
+typedef enum store_release_reason {
+    STORE_RELEASED, /* revoked by a rebalance, after its last batch committed */
+    STORE_LOST,     /* taken by the group without a revoke (session timed out) */
+    STORE_FENCED,   /* a batch found another replica's newer epoch */
+} store_release_reason_t;
+
+/* Logs that this replica stopped reading `parts`, and why. */
+err_class_t store_release(store_t *store, const store_partition_t *parts, size_t n,
+                          store_release_reason_t reason, char *errstr, size_t errstr_size);
 
 typedef struct store_batch_stats {
     size_t messages; /* messages committed (fenced partitions' excluded) */
