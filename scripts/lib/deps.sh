@@ -1,0 +1,70 @@
+# shellcheck shell=bash
+#
+# deps.sh - installs the Debian packages a script needs, and only those that
+# are missing, so a second run (or a developer's machine that has them all)
+# never touches apt. Needs common.sh.
+
+# What building Steward needs (compiler, CMake, and the -dev packages that
+# CMakeLists.txt finds with pkg-config).
+STEWARD_BUILD_PACKAGES=(build-essential cmake pkg-config librdkafka-dev libpq-dev
+    libjansson-dev check libcurl4-openssl-dev libmicrohttpd-dev)
+
+STEWARD_APT_UPDATED=0
+
+# True when dpkg knows the package as fully installed ("deinstall" or
+# "config-files" states, which dpkg -s also reports, do not count).
+pkg_installed() {
+    dpkg -s "$1" 2>/dev/null | grep -q '^Status: install ok installed'
+}
+
+# install_packages PKG...: installs those of PKG that are missing, running
+# `apt-get update` once per script run first (a fresh machine's package
+# lists may be empty or stale).
+install_packages() {
+    local missing=() p
+    for p in "$@"; do
+        pkg_installed "$p" || missing+=("$p")
+    done
+    ((${#missing[@]} > 0)) || return 0
+
+    local sudo=()
+    if ((EUID != 0)); then
+        command -v sudo >/dev/null || die "missing packages (${missing[*]}) and not root: install them"
+        sudo=(sudo)
+    fi
+    say "deps: installing ${missing[*]}"
+    if ((STEWARD_APT_UPDATED == 0)); then
+        "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        STEWARD_APT_UPDATED=1
+    fi
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# need_command CMD PKG: installs PKG unless CMD is already on PATH (for tools
+# such as psql that several packages provide).
+need_command() {
+    command -v "$1" >/dev/null 2>&1 || install_packages "$2"
+}
+
+# The Java major version of `java` on PATH (or JAVA_HOME), 0 when none.
+java_major() {
+    local java="${JAVA_HOME:+$JAVA_HOME/bin/}java" v
+    command -v "$java" >/dev/null 2>&1 || {
+        echo 0
+        return
+    }
+    v="$("$java" -version 2>&1 | sed -n 's/.*version "\([0-9]*\)[."].*/\1/p' | head -n 1)"
+    echo "${v:-0}"
+}
+
+# Kafka 4.x brokers need Java 17 or newer; Debian 12's default JRE is 17.
+need_java17() {
+    if (($(java_major) < 17)); then
+        install_packages default-jre-headless
+        (($(java_major) >= 17)) || die "Kafka 4 needs Java 17+; java on PATH is $(java_major)"
+    fi
+}
+
+install_build_deps() {
+    install_packages "${STEWARD_BUILD_PACKAGES[@]}"
+}
