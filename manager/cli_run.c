@@ -1,29 +1,41 @@
 /*
- * cli_run - `steward run`: the daemon. Loads and validates the
- * definitions, brings the schema up to date, then consumes until SIGTERM
- * or SIGINT.
+ * cli_run - `steward run`: the daemon. Reads its configuration, loads and
+ * validates the definitions and routes, brings the schema up to date, then
+ * runs intake on this thread and the scheduler and notifier on two more,
+ * until SIGTERM or SIGINT.
  */
 #include "manager/cli.h"
+#include "manager/config.h"
 #include "manager/db.h"
 #include "manager/err.h"
 #include "manager/intake.h"
 #include "manager/log.h"
+#include "manager/notifier.h"
+#include "manager/routes.h"
+#include "manager/scheduler.h"
 #include "schema/migrate.h"
 
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+/* How long a clean stop waits for the notifier to deliver what is due. */
+#define DRAIN_MS 5000
+
 static const char run_usage[] =
     "usage: steward run [OPTIONS]\n"
     "\n"
     "Consumes the topics the definitions name, as one Kafka consumer group,\n"
-    "and keeps every process instance's state in PostgreSQL. Stops cleanly on\n"
-    "SIGTERM or SIGINT.\n"
+    "keeps every process instance's state in PostgreSQL, judges deadlines and\n"
+    "pages the owning teams. Stops cleanly on SIGTERM or SIGINT.\n"
     "\n"
+    "Settings come from the config file, then STEWARD_* variables, then these\n"
+    "flags, each overriding the one before (docs/operations.md lists them all):\n"
+    "  --config FILE         a JSON config file\n"
     "  --brokers LIST        Kafka bootstrap servers ($STEWARD_KAFKA_BROKERS)\n"
     "  --database CONNINFO   libpq connection string ($STEWARD_DATABASE_URL)\n"
     "  --definitions PATH    a definition file or a directory of them\n"
@@ -31,8 +43,9 @@ static const char run_usage[] =
     "  --group NAME          consumer group ($STEWARD_GROUP, default steward)\n"
     "  --replica NAME        this process's name in history (default host-pid)\n"
     "  --batch-size N        messages per transaction, at most (default 2000)\n"
-    "  --batch-ms MS         how long a batch gathers, at most (default 200)\n"
+    "  --batch-ms MS         how long a batch gathers, in ms (default 200)\n"
     "  --max-message-bytes N larger messages are rejected (default 1048576)\n"
+    "  --set KEY=VALUE       any config key, e.g. scheduler.blind_after=30s\n"
     "  --kafka NAME=VALUE    a librdkafka property; repeatable\n"
     "  --log-level LEVEL     debug, info, warn or error (default info)\n";
 
@@ -44,27 +57,139 @@ static void on_signal(int sig)
     stop_requested = 1;
 }
 
-static const char *from_env(const char *flag, const char *env, const char *fallback)
+typedef struct flag {
+    const char *key; /* config key, or "kafka" / "config" */
+    const char *value;
+} flag_t;
+
+/* Splits "name=value"; false when there is no '='. */
+static bool split(const char *arg, char *name, size_t name_size, const char **value)
 {
-    if (flag != NULL)
-        return flag;
-    const char *value = getenv(env);
-    return value != NULL && *value ? value : fallback;
+    const char *eq = strchr(arg, '=');
+    if (eq == NULL || (size_t) (eq - arg) >= name_size || eq == arg)
+        return false;
+    memcpy(name, arg, (size_t) (eq - arg));
+    name[eq - arg] = '\0';
+    *value = eq + 1;
+    return true;
 }
 
-static bool parse_size(const char *text, long min, long max, long *out)
+/*
+ * Builds the configuration: defaults, the file, the environment, the
+ * flags. Returns NULL (with the problem printed) on any error.
+ */
+static config_t *build_config(const flag_t *flags, size_t n_flags, const char *config_path)
 {
-    char *end;
-    long value = strtol(text, &end, 10);
-    if (*text == '\0' || *end != '\0' || value < min || value > max)
-        return false;
-    *out = value;
-    return true;
+    char errstr[1024];
+    config_t *cfg = config_new();
+    err_class_t cls = cfg != NULL ? ERR_OK : ERR_FATAL;
+
+    if (cls == ERR_OK && config_path != NULL)
+        cls = config_load_file(cfg, config_path, errstr, sizeof errstr);
+    if (cls == ERR_OK)
+        cls = config_apply_env(cfg, errstr, sizeof errstr);
+    for (size_t i = 0; i < n_flags && cls == ERR_OK; i++) {
+        char name[128];
+        const char *value;
+        if (strcmp(flags[i].key, "kafka") == 0 || strcmp(flags[i].key, "set") == 0) {
+            if (!split(flags[i].value, name, sizeof name, &value))
+                cls = err_set(ERR_INVALID, errstr, sizeof errstr, "--%s %s: expected NAME=VALUE",
+                              flags[i].key, flags[i].value);
+            else if (strcmp(flags[i].key, "kafka") == 0)
+                cls = config_set_kafka(cfg, name, value, errstr, sizeof errstr);
+            else
+                cls = config_set(cfg, name, value, errstr, sizeof errstr);
+        } else {
+            cls = config_set(cfg, flags[i].key, flags[i].value, errstr, sizeof errstr);
+        }
+    }
+    if (cls == ERR_OK)
+        cls = config_check(cfg, errstr, sizeof errstr);
+    if (cls != ERR_OK) {
+        fprintf(stderr, "steward run: config: %s\n", cls == ERR_FATAL ? "out of memory" : errstr);
+        config_free(cfg);
+        return NULL;
+    }
+    return cfg;
+}
+
+static void *scheduler_main(void *arg)
+{
+    sched_run(arg, &stop_requested);
+    return NULL;
+}
+
+static void *notifier_main(void *arg)
+{
+    notifier_run(arg, &stop_requested, DRAIN_MS);
+    return NULL;
+}
+
+/* Runs intake here and the scheduler and notifier beside it. */
+static int serve(const config_t *cfg, const char *replica, def_set_t *defs, route_table_t *routes)
+{
+    char errstr[1024];
+    err_class_t cls;
+    int rc = EXIT_OK;
+
+    intake_config_t icfg = {
+        .brokers = cfg->brokers,
+        .group = cfg->group,
+        .conninfo = cfg->database,
+        .replica = replica,
+        .batch_max = (size_t) cfg->batch_size,
+        .batch_ms = (int) cfg->batch_ms,
+        .limits = {(size_t) cfg->max_message_bytes, DECODE_DEFAULT_MAX_DEPTH},
+        .kafka_props = (const char *const *) cfg->kafka_props,
+        .n_kafka_props = cfg->n_kafka_props,
+        .routes = routes,
+    };
+    sched_config_t scfg = {cfg->database, cfg->group,          cfg->scheduler_interval_ms,
+                           cfg->grace_ms, cfg->blind_after_ms, cfg->blind_owner};
+    notifier_config_t ncfg = {cfg->database, cfg->notifier_interval_ms, cfg->http_timeout_ms,
+                              cfg->max_backoff_ms, cfg->alertmanager_resend_ms};
+
+    intake_t *intake = intake_new(&icfg, defs, &cls, errstr, sizeof errstr);
+    if (intake == NULL) {
+        LOG_ERROR("cannot start intake", "error", errstr);
+        return cls == ERR_INVALID ? EXIT_USAGE : EXIT_RUNTIME;
+    }
+    sched_t *sched = sched_new(&scfg, defs, routes, errstr, sizeof errstr);
+    notifier_t *notifier =
+        sched != NULL ? notifier_new(&ncfg, routes, errstr, sizeof errstr) : NULL;
+    pthread_t sched_thread, notifier_thread;
+    if (notifier == NULL) {
+        LOG_ERROR("cannot start", "error", errstr);
+        sched_free(sched);
+        intake_free(intake);
+        return EXIT_RUNTIME;
+    }
+    pthread_create(&sched_thread, NULL, scheduler_main, sched);
+    pthread_create(&notifier_thread, NULL, notifier_main, notifier);
+
+    char count[16];
+    snprintf(count, sizeof count, "%zu", defs->n);
+    LOG_INFO("steward running", "replica", replica, "group", cfg->group, "definitions", count);
+    cls = intake_run(intake, &stop_requested, errstr, sizeof errstr);
+    if (cls != ERR_OK) {
+        LOG_ERROR("intake stopped on an error", "error", errstr, "class", err_class_name(cls));
+        rc = EXIT_RUNTIME;
+    }
+    stop_requested = 1; /* intake failing stops the others too */
+    pthread_join(sched_thread, NULL);
+    pthread_join(notifier_thread, NULL);
+    intake_free(intake);
+    sched_free(sched);
+    notifier_free(notifier);
+    if (rc == EXIT_OK)
+        LOG_INFO("steward stopped", "replica", replica);
+    return rc;
 }
 
 int cli_run(int argc, char **argv)
 {
     static const struct option options[] = {
+        {"config", required_argument, NULL, 'c'},
         {"brokers", required_argument, NULL, 'b'},
         {"database", required_argument, NULL, 'd'},
         {"definitions", required_argument, NULL, 'f'},
@@ -73,101 +198,86 @@ int cli_run(int argc, char **argv)
         {"batch-size", required_argument, NULL, 'n'},
         {"batch-ms", required_argument, NULL, 't'},
         {"max-message-bytes", required_argument, NULL, 'm'},
+        {"set", required_argument, NULL, 's'},
         {"kafka", required_argument, NULL, 'k'},
         {"log-level", required_argument, NULL, 'l'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *brokers = NULL, *database = NULL, *definitions = NULL, *group = NULL,
-               *replica = NULL;
-    long batch_size = INTAKE_DEFAULT_BATCH_MAX, batch_ms = INTAKE_DEFAULT_BATCH_MS;
-    long max_bytes = DECODE_DEFAULT_MAX_BYTES;
-    const char **kafka_props = calloc((size_t) argc + 1, sizeof *kafka_props);
-    size_t n_kafka_props = 0;
-    int opt, rc = EXIT_OK;
-    char errstr[1024], replica_buf[300];
-    log_level_t level;
+    flag_t *flags = calloc((size_t) argc + 1, sizeof *flags);
+    size_t n_flags = 0;
+    const char *config_path = getenv("STEWARD_CONFIG");
+    char batch_ms[32];
+    int opt;
 
+    if (flags == NULL)
+        return EXIT_RUNTIME;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
+        const char *key = NULL;
         switch (opt) {
+        case 'c':
+            config_path = optarg;
+            continue;
         case 'b':
-            brokers = optarg;
+            key = "brokers";
             break;
         case 'd':
-            database = optarg;
+            key = "database";
             break;
         case 'f':
-            definitions = optarg;
+            key = "definitions";
             break;
         case 'g':
-            group = optarg;
+            key = "group";
             break;
         case 'r':
-            replica = optarg;
+            key = "replica";
             break;
         case 'n':
-            if (!parse_size(optarg, 1, 100000, &batch_size)) {
-                fprintf(stderr, "steward run: --batch-size must be 1 to 100000, not '%s'\n",
-                        optarg);
-                rc = EXIT_USAGE;
-            }
+            key = "intake.batch_size";
             break;
         case 't':
-            if (!parse_size(optarg, 1, 60000, &batch_ms)) {
-                fprintf(stderr, "steward run: --batch-ms must be 1 to 60000, not '%s'\n", optarg);
-                rc = EXIT_USAGE;
-            }
-            break;
+            /* A bare number of milliseconds, as the flag always took. */
+            snprintf(batch_ms, sizeof batch_ms, "%sms", optarg);
+            flags[n_flags++] = (flag_t){"intake.batch_ms", batch_ms};
+            continue;
         case 'm':
-            if (!parse_size(optarg, 64, 100L * 1024 * 1024, &max_bytes)) {
-                fprintf(stderr,
-                        "steward run: --max-message-bytes must be 64 to 104857600, not '%s'\n",
-                        optarg);
-                rc = EXIT_USAGE;
-            }
+            key = "intake.max_message_bytes";
+            break;
+        case 's':
+            key = "set";
             break;
         case 'k':
-            kafka_props[n_kafka_props++] = optarg;
+            key = "kafka";
             break;
         case 'l':
-            if (!log_parse_level(optarg, &level)) {
-                fprintf(stderr, "steward run: --log-level must be debug, info, warn or error\n");
-                rc = EXIT_USAGE;
-            } else {
-                log_set_level(level);
-            }
+            key = "log_level";
             break;
         case 'h':
             fputs(run_usage, stdout);
-            free(kafka_props);
+            free(flags);
             return EXIT_OK;
         default:
-            rc = EXIT_USAGE;
+            fputs(run_usage, stderr);
+            free(flags);
+            return EXIT_USAGE;
         }
+        flags[n_flags++] = (flag_t){key, optarg};
     }
-    brokers = from_env(brokers, "STEWARD_KAFKA_BROKERS", NULL);
-    definitions = from_env(definitions, "STEWARD_DEFINITIONS", NULL);
-    group = from_env(group, "STEWARD_GROUP", "steward");
-    database = cli_database_url(database);
-    if (rc == EXIT_OK && optind < argc) {
-        fprintf(stderr, "steward run: unexpected argument '%s'\n", argv[optind]);
-        rc = EXIT_USAGE;
+    if (optind < argc) {
+        fprintf(stderr, "steward run: unexpected argument '%s'\n%s", argv[optind], run_usage);
+        free(flags);
+        return EXIT_USAGE;
     }
-    if (rc == EXIT_OK && brokers == NULL) {
-        fprintf(stderr, "steward run: no brokers: pass --brokers or set STEWARD_KAFKA_BROKERS\n");
-        rc = EXIT_USAGE;
-    }
-    if (rc == EXIT_OK && definitions == NULL) {
-        fprintf(stderr, "steward run: no definitions: pass --definitions or set "
-                        "STEWARD_DEFINITIONS\n");
-        rc = EXIT_USAGE;
-    }
-    if (rc != EXIT_OK) {
-        fputs(run_usage, stderr);
-        free(kafka_props);
-        return rc;
-    }
+    config_t *cfg = build_config(flags, n_flags, config_path);
+    free(flags);
+    if (cfg == NULL)
+        return EXIT_USAGE;
+    log_set_level(cfg->log_level);
+
+    char errstr[1024], replica_buf[300];
+    const char *replica = cfg->replica;
     if (replica == NULL) {
         char host[256];
         if (gethostname(host, sizeof host) != 0)
@@ -177,77 +287,58 @@ int cli_run(int argc, char **argv)
         replica = replica_buf;
     }
 
+    route_table_t *routes = route_table_new(cfg->routes, errstr, sizeof errstr);
+    if (routes == NULL) {
+        fprintf(stderr, "steward run: config: %s\n", errstr);
+        config_free(cfg);
+        return EXIT_USAGE;
+    }
+
     def_problems_t problems = {0};
-    def_set_t *defs = def_set_load(&definitions, 1, &problems, NULL);
+    const char *paths[1] = {cfg->definitions};
+    def_set_t *defs = def_set_load(paths, 1, &problems, NULL);
     if (defs == NULL || defs->n == 0) {
         for (size_t i = 0; i < problems.n; i++)
             fprintf(stderr, "%s: %s: %s\n", problems.items[i].file, problems.items[i].pointer,
                     problems.items[i].message);
-        if (defs != NULL)
-            fprintf(stderr, "steward run: %s holds no definitions\n", definitions);
-        else
-            fprintf(stderr, "steward run: refusing to start with invalid definitions\n");
+        fprintf(stderr,
+                defs != NULL ? "steward run: %s holds no definitions\n"
+                             : "steward run: refusing to start with invalid definitions "
+                               "in %s\n",
+                cfg->definitions);
         def_problems_clear(&problems);
         def_set_free(defs);
-        free(kafka_props);
+        route_table_free(routes);
+        config_free(cfg);
         return EXIT_USAGE;
     }
 
-    PGconn *conn = db_connect(database, "steward run", errstr, sizeof errstr);
+    int rc = EXIT_OK;
+    PGconn *conn = db_connect(cfg->database, "steward run", errstr, sizeof errstr);
     migrate_result_t migrated;
     if (conn == NULL || migrate_apply(conn, &migrated, errstr, sizeof errstr) != ERR_OK) {
         LOG_ERROR("cannot prepare the database", "error", errstr);
-        if (conn != NULL)
-            PQfinish(conn);
-        def_set_free(defs);
-        free(kafka_props);
-        return EXIT_RUNTIME;
-    }
-    PQfinish(conn);
-    if (migrated.applied > 0) {
+        rc = EXIT_RUNTIME;
+    } else if (migrated.applied > 0) {
         char from[16], to[16];
         snprintf(from, sizeof from, "%d", migrated.from_version);
         snprintf(to, sizeof to, "%d", migrated.to_version);
         LOG_INFO("schema migrated", "from", from, "to", to);
     }
+    if (conn != NULL)
+        PQfinish(conn);
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-
-    intake_config_t cfg = {
-        .brokers = brokers,
-        .group = group,
-        .conninfo = database,
-        .replica = replica,
-        .batch_max = (size_t) batch_size,
-        .batch_ms = (int) batch_ms,
-        .limits = {(size_t) max_bytes, DECODE_DEFAULT_MAX_DEPTH},
-        .kafka_props = kafka_props,
-        .n_kafka_props = n_kafka_props,
-    };
-    err_class_t cls;
-    intake_t *intake = intake_new(&cfg, defs, &cls, errstr, sizeof errstr);
-    if (intake == NULL) {
-        LOG_ERROR("cannot start", "error", errstr);
-        rc = cls == ERR_INVALID ? EXIT_USAGE : EXIT_RUNTIME;
-    } else {
-        char count[16];
-        snprintf(count, sizeof count, "%zu", defs->n);
-        LOG_INFO("steward running", "replica", replica, "group", group, "definitions", count);
-        cls = intake_run(intake, &stop_requested, errstr, sizeof errstr);
-        if (cls != ERR_OK) {
-            LOG_ERROR("stopped on an error", "error", errstr, "class", err_class_name(cls));
-            rc = EXIT_RUNTIME;
-        } else {
-            LOG_INFO("steward stopped", "replica", replica);
-        }
+    if (rc == EXIT_OK) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGINT, &sa, NULL);
+        rc = serve(cfg, replica, defs, routes);
     }
-    intake_free(intake);
     def_set_free(defs);
-    free(kafka_props);
+    route_table_free(routes);
+    config_free(cfg);
     return rc;
 }

@@ -3,6 +3,7 @@
  */
 #include "manager/engine.h"
 
+#include "definitions/duration.h"
 #include "definitions/jsonptr.h"
 
 #include <stdio.h>
@@ -82,7 +83,7 @@ int64_t engine_next_deadline(const def_t *def, const engine_instance_t *inst)
     if (!inst->exists || def->states[inst->state].terminal != NULL)
         return ENGINE_NO_DEADLINE;
     int64_t next = inst->overdue ? ENGINE_NO_DEADLINE : inst->deadline_ms;
-    if (inst->process_deadline_ms != ENGINE_NO_DEADLINE &&
+    if (inst->process_deadline_ms != ENGINE_NO_DEADLINE && !inst->process_overdue &&
         (next == ENGINE_NO_DEADLINE || inst->process_deadline_ms < next))
         next = inst->process_deadline_ms;
     return next;
@@ -178,6 +179,13 @@ static engine_result_t judge(const def_t *def, engine_instance_t *inst, const en
     const def_transition_t *t = def_transition(def, (size_t) from, (size_t) ev->event);
     if (t != NULL) {
         engine_result_t r = result_of(ENGINE_ADVANCED, from, (long) t->to);
+        if (inst->overdue && inst->deadline_ms != ENGINE_NO_DEADLINE) {
+            /* Late, not lost: say by how much, for the record and the resolve. */
+            char late[32];
+            duration_format(ev->time_ms - inst->deadline_ms, late, sizeof late);
+            snprintf(r.detail, sizeof r.detail, "arrived %s after the deadline of %s", late,
+                     st->name);
+        }
         capture(inst->vars, event->captures, event->n_captures, ev->data, r.detail,
                 sizeof r.detail);
         inst->events_applied++;

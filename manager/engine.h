@@ -55,9 +55,10 @@ typedef struct engine_instance {
     int64_t state_entered_ms;
     int64_t deadline_ms; /* the current state's; ENGINE_NO_DEADLINE if none */
     int64_t process_deadline_ms;
-    bool overdue; /* the current state's deadline was judged missed */
-    int attempt;  /* commands sent for the current state, minus one */
-    json_t *vars; /* owned: an object */
+    bool overdue;         /* the current state's deadline was judged missed */
+    bool process_overdue; /* the process deadline was judged missed */
+    int attempt;          /* commands sent for the current state, minus one */
+    json_t *vars;         /* owned: an object */
     int events_applied;
 } engine_instance_t;
 
@@ -106,7 +107,8 @@ const char *engine_status(const def_t *def, long state);
 
 /*
  * The earliest deadline of the instance still to be judged: the state's
- * (unless already judged overdue) or the process's, whichever comes first;
+ * (unless already judged overdue) or the process's (likewise), whichever
+ * comes first;
  * ENGINE_NO_DEADLINE for a finished instance or one with none.
  */
 int64_t engine_next_deadline(const def_t *def, const engine_instance_t *inst);

@@ -22,7 +22,7 @@ typedef struct owned {
     int32_t partition;
     int64_t epoch;
     bool fenced;    /* another replica claimed it; wait for the group to revoke it */
-    bool caught_up; /* read to the end of the log as of the last fetch */
+    int64_t next;   /* the offset after the last message read; < 0 before the first */
     int64_t max_ts; /* the newest Kafka timestamp read */
 } owned_t;
 
@@ -43,6 +43,8 @@ struct intake {
 
     err_class_t failure; /* set by the rebalance callback when it cannot go on */
     char failure_text[512];
+
+    bool reachable; /* the last metadata request was answered */
 };
 
 static int64_t now_ms(void)
@@ -161,6 +163,7 @@ static void on_assign(intake_t *in, rd_kafka_topic_partition_list_t *list)
         o->topic = strdup(parts[i].topic);
         o->partition = parts[i].partition;
         o->epoch = parts[i].epoch;
+        o->next = parts[i].next_offset;
         o->max_ts = -1;
     }
     free(parts);
@@ -250,6 +253,24 @@ static void describe_pending(intake_t *in, decode_input_t *inputs, decode_header
     }
 }
 
+/*
+ * Whether intake has read all a partition holds: the broker answers, and
+ * nothing lies between what was read and the high watermark of the last
+ * fetch. Only then may the partition's watermark be "now": a silent
+ * partition on a broker that cannot be reached is not caught up, it is
+ * unseen.
+ */
+static bool caught_up(intake_t *in, const owned_t *o)
+{
+    int64_t lo, hi;
+    if (!in->reachable ||
+        rd_kafka_get_watermark_offsets(in->rk, o->topic, o->partition, &lo, &hi) !=
+            RD_KAFKA_RESP_ERR_NO_ERROR ||
+        hi < 0 || lo < 0)
+        return false;
+    return (o->next >= 0 ? o->next : lo) >= hi;
+}
+
 /* The progress of every partition the batch touches, plus every caught-up
  * one (so their watermark moves to now). */
 static size_t batch_progress(intake_t *in, store_partition_t *parts)
@@ -266,13 +287,14 @@ static size_t batch_progress(intake_t *in, store_partition_t *parts)
                 strcmp(rd_kafka_topic_name(msg->rkt), o->topic) == 0)
                 next = msg->offset + 1;
         }
-        if (o->fenced || (next < 0 && !o->caught_up))
+        bool read_all = caught_up(in, o);
+        if (o->fenced || (next < 0 && !read_all))
             continue;
         parts[n] = (store_partition_t){.topic = o->topic,
                                        .partition = o->partition,
                                        .epoch = o->epoch,
                                        .next_offset = next,
-                                       .watermark_ms = o->caught_up ? now : o->max_ts};
+                                       .watermark_ms = read_all ? now : o->max_ts};
         n++;
     }
     return n;
@@ -419,7 +441,7 @@ intake_t *intake_new(const intake_config_t *cfg, const def_set_t *defs, err_clas
         goto fail;
     }
 
-    store_config_t scfg = {cfg->conninfo, cfg->group, cfg->replica, cfg->limits};
+    store_config_t scfg = {cfg->conninfo, cfg->group, cfg->replica, cfg->limits, cfg->routes};
     in->store = store_new(&scfg, defs, errstr, errstr_size);
     if (in->store == NULL) {
         *cls = ERR_TRANSIENT;
@@ -439,7 +461,6 @@ intake_t *intake_new(const intake_config_t *cfg, const def_set_t *defs, err_clas
         !set_conf(conf, "enable.auto.commit", "false", errstr, errstr_size) ||
         !set_conf(conf, "enable.auto.offset.store", "false", errstr, errstr_size) ||
         !set_conf(conf, "auto.offset.reset", "earliest", errstr, errstr_size) ||
-        !set_conf(conf, "enable.partition.eof", "true", errstr, errstr_size) ||
         !set_conf(conf, "partition.assignment.strategy", "range", errstr, errstr_size) ||
         !set_conf(conf, "topic.metadata.refresh.interval.ms", "10000", errstr, errstr_size)) {
         *cls = ERR_INVALID;
@@ -492,19 +513,30 @@ fail:
     return NULL;
 }
 
-static void handle_event(intake_t *in, rd_kafka_message_t *m)
+static void handle_event(rd_kafka_message_t *m)
 {
-    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-        owned_t *o =
-            m->rkt != NULL ? find_owned(in, rd_kafka_topic_name(m->rkt), m->partition) : NULL;
-        if (o != NULL)
-            o->caught_up = true;
-    } else {
-        LOG_LIMITED(LOG_LEVEL_WARN, "consume-error", 5000, rd_kafka_message_errstr(m), "error",
-                    rd_kafka_err2name(m->err), "topic",
-                    m->rkt != NULL ? rd_kafka_topic_name(m->rkt) : NULL);
-    }
+    LOG_LIMITED(LOG_LEVEL_WARN, "consume-error", 5000, rd_kafka_message_errstr(m), "error",
+                rd_kafka_err2name(m->err), "topic",
+                m->rkt != NULL ? rd_kafka_topic_name(m->rkt) : NULL);
     rd_kafka_message_destroy(m);
+}
+
+/* Asks the cluster for metadata, briefly: can intake reach it at all? */
+static void check_reachable(intake_t *in)
+{
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t err = rd_kafka_metadata(in->rk, 0, NULL, &md, 1000);
+    bool reachable = err == RD_KAFKA_RESP_ERR_NO_ERROR && md != NULL && md->broker_cnt > 0;
+    if (md != NULL)
+        rd_kafka_metadata_destroy(md);
+    if (reachable != in->reachable) {
+        if (reachable)
+            LOG_INFO("Kafka reachable");
+        else
+            LOG_WARN("Kafka unreachable: watermarks hold until it answers", "error",
+                     rd_kafka_err2str(err));
+    }
+    in->reachable = reachable;
 }
 
 err_class_t intake_run(intake_t *in, volatile sig_atomic_t *stop, char *errstr, size_t errstr_size)
@@ -522,7 +554,7 @@ err_class_t intake_run(intake_t *in, volatile sig_atomic_t *stop, char *errstr, 
             break;
         }
         if (m != NULL && m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-            handle_event(in, m);
+            handle_event(m);
         } else if (m != NULL) {
             owned_t *o = find_owned(in, rd_kafka_topic_name(m->rkt), m->partition);
             metrics_add(&metrics.events_read, 1);
@@ -533,7 +565,7 @@ err_class_t intake_run(intake_t *in, volatile sig_atomic_t *stop, char *errstr, 
                 int64_t ts = rd_kafka_message_timestamp(m, &tstype);
                 if (ts > o->max_ts)
                     o->max_ts = ts;
-                o->caught_up = false;
+                o->next = m->offset + 1;
                 if (in->n_pending == 0)
                     in->pending_since_ms = monotonic_ms();
                 in->pending[in->n_pending++] = m;
@@ -543,11 +575,13 @@ err_class_t intake_run(intake_t *in, volatile sig_atomic_t *stop, char *errstr, 
         int64_t now = monotonic_ms();
         bool full = in->n_pending >= in->batch_max;
         bool due = in->n_pending > 0 && now - in->pending_since_ms >= in->batch_ms;
-        if (full || due) {
+        if (full || due)
             cls = flush(in, errstr, errstr_size);
-        } else if (now - last_tick >= 1000) {
-            /* Once a second: move caught-up watermarks, judge expired parked events. */
+        if (cls == ERR_OK && now - last_tick >= 1000) {
+            /* Once a second, busy or not: is Kafka there, move caught-up
+             * watermarks, judge expired parked events. */
             size_t expired = 0;
+            check_reachable(in);
             cls = flush(in, errstr, errstr_size);
             if (cls == ERR_OK &&
                 store_expire_parked(in->store, &expired, errstr, errstr_size) != ERR_OK)

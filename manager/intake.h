@@ -18,6 +18,7 @@
 #include "definitions/def.h"
 #include "manager/decode.h"
 #include "manager/err.h"
+#include "manager/routes.h"
 
 #include <signal.h>
 #include <stddef.h>
@@ -35,6 +36,7 @@ typedef struct intake_config {
     /* Extra librdkafka properties, as "name=value" strings; may be NULL. */
     const char *const *kafka_props;
     size_t n_kafka_props;
+    route_table_t *routes; /* who hears of sequence alerts and resolves; borrowed */
 } intake_config_t;
 
 #define INTAKE_DEFAULT_BATCH_MAX 2000

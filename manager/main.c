@@ -8,6 +8,7 @@
 #include "manager/cli.h"
 #include "manager/err.h"
 
+#include <curl/curl.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -22,6 +23,7 @@ static const command_t commands[] = {
     {"check", cli_check, "validate process definitions"},
     {"migrate", cli_migrate, "apply pending schema migrations"},
     {"inspect", cli_inspect, "show one instance and its history"},
+    {"stuck", cli_stuck, "list open alerts by process and state"},
 };
 
 static void usage(FILE *out)
@@ -49,8 +51,13 @@ int main(int argc, char **argv)
         return EXIT_OK;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
-        if (strcmp(name, commands[i].name) == 0)
-            return commands[i].run(argc - 1, argv + 1);
+        if (strcmp(name, commands[i].name) == 0) {
+            /* Before any thread starts: libcurl's global setup is not thread-safe. */
+            curl_global_init(CURL_GLOBAL_DEFAULT);
+            int rc = commands[i].run(argc - 1, argv + 1);
+            curl_global_cleanup();
+            return rc;
+        }
     }
     fprintf(stderr, "steward: unknown command '%s'\n", name);
     usage(stderr);

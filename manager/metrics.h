@@ -8,6 +8,7 @@
 
 #include "manager/decode.h"
 #include "manager/engine.h"
+#include "manager/routes.h"
 
 #include <stdatomic.h>
 
@@ -20,6 +21,9 @@ typedef struct metrics {
     atomic_llong batches_retried; /* conflicts and lost connections */
     atomic_llong partitions_fenced;
     atomic_llong parked_expired; /* reorder windows that passed */
+    atomic_llong alerts_opened;  /* by the scheduler */
+    /* notifications by sink type and verdict (delivered, retried, failed) */
+    atomic_llong notifications[4][3];
 } metrics_t;
 
 extern metrics_t metrics;

@@ -74,3 +74,38 @@ err_class_t query_instance(PGconn *conn, const char *process, const char *key, j
     PQclear(res);
     return cls;
 }
+
+static const char stuck_sql[] =
+    "SELECT json_build_object('groups', coalesce(json_agg(g ORDER BY g.oldest, g.process, "
+    "  g.state), '[]'))::text FROM ("
+    "  SELECT coalesce(process, '') AS process, coalesce(state, '') AS state, "
+    "    min(opened_at) AS oldest, count(*) AS open, "
+    "    (array_agg(owner ORDER BY opened_at))[1] AS owner, "
+    "    json_agg(json_build_object('id', id, 'kind', kind, 'key', key, 'owner', owner, "
+    "      'summary', summary, 'dedup_key', dedup_key, "
+    "      'opened_at', to_char(opened_at AT TIME ZONE 'UTC', "
+    "                           'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
+    "      'age_ms', (extract(epoch FROM now() - opened_at) * 1000)::bigint) "
+    "      ORDER BY opened_at, id) AS alerts "
+    "  FROM steward.alerts WHERE resolved_at IS NULL AND ($1::text IS NULL OR process = $1) "
+    "  GROUP BY 1, 2) g";
+
+err_class_t query_stuck(PGconn *conn, const char *process, json_t **out, char *errstr,
+                        size_t errstr_size)
+{
+    const char *params[1] = {process};
+    PGresult *res = PQexecParams(conn, stuck_sql, 1, NULL, params, NULL, NULL, 0);
+    err_class_t cls = db_result_class(res, conn);
+
+    *out = NULL;
+    if (cls != ERR_OK) {
+        err_set(cls, errstr, errstr_size, "reading open alerts: %s", PQerrorMessage(conn));
+    } else {
+        json_error_t jerr;
+        *out = json_loads(PQgetvalue(res, 0, 0), 0, &jerr);
+        if (*out == NULL)
+            cls = err_set(ERR_FATAL, errstr, errstr_size, "reading open alerts: %s", jerr.text);
+    }
+    PQclear(res);
+    return cls;
+}

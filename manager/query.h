@@ -21,4 +21,13 @@
 err_class_t query_instance(PGconn *conn, const char *process, const char *key, json_t **out,
                            long *judged_events, char *errstr, size_t errstr_size);
 
+/*
+ * Reads the open alerts, grouped by process and state, oldest first, as a
+ * new JSON object {"groups": [{process, state, owner, open, alerts: [...]}]}
+ * into *out. `process` NULL means every process. Alerts without a process
+ * (blind) form a group of their own.
+ */
+err_class_t query_stuck(PGconn *conn, const char *process, json_t **out, char *errstr,
+                        size_t errstr_size);
+
 #endif

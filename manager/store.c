@@ -21,7 +21,9 @@
  */
 #include "manager/store.h"
 
+#include "manager/alerts.h"
 #include "manager/db.h"
+#include "manager/defcache.h"
 #include "manager/engine.h"
 #include "manager/log.h"
 #include "manager/metrics.h"
@@ -39,8 +41,8 @@ struct store {
     char *replica;
     decode_limits_t limits;
     const def_set_t *defs; /* borrowed */
-    def_t **old_versions;  /* versions read back from steward.definitions; owned */
-    size_t n_old_versions;
+    defcache_t *versions;  /* the versions instances run on */
+    route_table_t *routes; /* borrowed */
 };
 
 /* A parked event, read from steward.parked or parked in this batch. */
@@ -92,7 +94,7 @@ typedef struct rows {
         r_time, r_epoch;
     size_t n_rejected;
     pgarr_t i_process, i_key, i_version, i_state, i_status, i_started, i_entered, i_deadline,
-        i_pdeadline, i_next, i_overdue, i_attempt, i_vars, i_applied;
+        i_pdeadline, i_next, i_overdue, i_poverdue, i_attempt, i_vars, i_applied;
 } rows_t;
 
 static void rows_free(rows_t *rows)
@@ -110,7 +112,7 @@ static void rows_free(rows_t *rows)
         &rows->i_process,    &rows->i_key,      &rows->i_version,    &rows->i_state,
         &rows->i_status,     &rows->i_started,  &rows->i_entered,    &rows->i_deadline,
         &rows->i_pdeadline,  &rows->i_next,     &rows->i_overdue,    &rows->i_attempt,
-        &rows->i_vars,       &rows->i_applied,
+        &rows->i_vars,       &rows->i_applied,  &rows->i_poverdue,
     };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         pgarr_free(all[i]);
@@ -132,7 +134,10 @@ store_t *store_new(const store_config_t *cfg, const def_set_t *defs, char *errst
     store->replica = strdup(cfg->replica);
     store->limits = cfg->limits;
     store->defs = defs;
-    if (store->conninfo == NULL || store->group == NULL || store->replica == NULL) {
+    store->routes = cfg->routes;
+    store->versions = defcache_new(defs);
+    if (store->conninfo == NULL || store->group == NULL || store->replica == NULL ||
+        store->versions == NULL) {
         err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
         store_free(store);
         return NULL;
@@ -151,18 +156,18 @@ void store_free(store_t *store)
         return;
     if (store->conn != NULL)
         PQfinish(store->conn);
-    for (size_t i = 0; i < store->n_old_versions; i++)
-        def_free(store->old_versions[i]);
-    free(store->old_versions);
+    defcache_free(store->versions);
     free(store->conninfo);
     free(store->group);
     free(store->replica);
     free(store);
 }
 
-void store_set_definitions(store_t *store, const def_set_t *defs)
+void store_set_definitions(store_t *store, const def_set_t *defs, route_table_t *routes)
 {
     store->defs = defs;
+    store->routes = routes;
+    defcache_set_loaded(store->versions, defs);
 }
 
 err_class_t store_reconnect(store_t *store, char *errstr, size_t errstr_size)
@@ -237,51 +242,6 @@ err_class_t store_register_definitions(store_t *store, char *errstr, size_t errs
         PQclear(res);
     }
     return cls;
-}
-
-/* The definition an instance runs on: from the loaded set, else read back
- * from steward.definitions (kept for the store's lifetime). NULL if absent. */
-static const def_t *version_def(store_t *store, const char *process, int version)
-{
-    const def_t *def = def_set_find(store->defs, process, version);
-    if (def != NULL)
-        return def;
-    for (size_t i = 0; i < store->n_old_versions; i++) {
-        if (strcmp(store->old_versions[i]->process, process) == 0 &&
-            store->old_versions[i]->version == version)
-            return store->old_versions[i];
-    }
-
-    char vtext[16], errstr[256];
-    err_class_t cls;
-    snprintf(vtext, sizeof vtext, "%d", version);
-    const char *params[2] = {process, vtext};
-    PGresult *res = query(store, "reading a definition version",
-                          "SELECT document::text FROM steward.definitions "
-                          "WHERE process = $1 AND version = $2::int",
-                          2, params, &cls, errstr, sizeof errstr);
-    if (res == NULL || PQntuples(res) == 0) {
-        PQclear(res);
-        return NULL;
-    }
-    def_problems_t problems = {0};
-    const char *doc = PQgetvalue(res, 0, 0);
-    def_t *loaded = def_load_json(doc, strlen(doc), "steward.definitions", &problems);
-    PQclear(res);
-    if (loaded == NULL) {
-        LOG_ERROR("a recorded definition version no longer loads", "process", process, "version",
-                  vtext, "problem", problems.n > 0 ? problems.items[0].message : "");
-        def_problems_clear(&problems);
-        return NULL;
-    }
-    def_t **grown = realloc(store->old_versions, (store->n_old_versions + 1) * sizeof *grown);
-    if (grown == NULL) {
-        def_free(loaded);
-        return NULL;
-    }
-    store->old_versions = grown;
-    store->old_versions[store->n_old_versions++] = loaded;
-    return loaded;
 }
 
 /* ---- partition ownership ------------------------------------------------ */
@@ -389,6 +349,7 @@ typedef struct batch {
     slot_t *slots;
     size_t n_slots;
     rows_t rows;
+    alert_batch_t alerts;
     long long outcome_counts[ENGINE_N_OUTCOMES];
     long long reject_counts[DECODE_N_REASONS];
     store_batch_stats_t stats;
@@ -424,6 +385,7 @@ static void batch_free(batch_t *b)
     free(b->items);
     free(b->slots);
     rows_free(&b->rows);
+    alert_batch_clear(&b->alerts);
 }
 
 static bool slot_seen(const slot_t *slot, const char *id)
@@ -648,7 +610,7 @@ static const char read_instances_sql[] =
     "  (extract(epoch FROM state_entered_at) * 1000)::bigint, "
     "  (extract(epoch FROM deadline_at) * 1000)::bigint, "
     "  (extract(epoch FROM process_deadline_at) * 1000)::bigint, "
-    "  overdue, attempt, vars::text, events_applied "
+    "  overdue, attempt, vars::text, events_applied, process_overdue "
     "FROM steward.instances WHERE (process, key) IN "
     "  (SELECT * FROM unnest($1::text[], $2::text[])) "
     "ORDER BY process, key FOR UPDATE";
@@ -689,7 +651,7 @@ static err_class_t batch_lock_and_read(batch_t *b, char *errstr, size_t errstr_s
         if (slot == NULL)
             continue;
         int version = atoi(PQgetvalue(res, row, 2));
-        const def_t *def = version_def(b->store, slot->process, version);
+        const def_t *def = defcache_get(b->store->versions, b->store->conn, slot->process, version);
         if (def == NULL) {
             cls = err_set(ERR_FATAL, errstr, errstr_size,
                           "instance %s/%s runs on version %d of its definition, which is neither "
@@ -720,6 +682,7 @@ static err_class_t batch_lock_and_read(batch_t *b, char *errstr, size_t errstr_s
         if (inst->vars == NULL)
             inst->vars = json_object();
         inst->events_applied = atoi(PQgetvalue(res, row, 11));
+        inst->process_overdue = strcmp(PQgetvalue(res, row, 12), "t") == 0;
     }
     for (size_t i = 0; i < b->n_slots; i++) {
         if (b->slots[i].def == NULL)
@@ -858,6 +821,51 @@ static engine_result_t undeclared(const slot_t *slot, const char *type)
     return r;
 }
 
+/*
+ * The alerts a judgement opens or resolves: the late event that ends a
+ * missed deadline, the terminal state that ends a missed process deadline
+ * and any sequence alerts, and an event out of sequence.
+ */
+static void note_alerts(batch_t *b, const slot_t *slot, const engine_result_t *r, bool was_overdue,
+                        bool was_process_overdue, const char *type, const char *event_id)
+{
+    const def_t *def = slot->def;
+    char text[512];
+
+    if (r->outcome == ENGINE_ADVANCED || r->outcome == ENGINE_STARTED) {
+        if (was_overdue && r->from_state >= 0) {
+            snprintf(text, sizeof text, "%s %s", type, r->detail[0] ? r->detail : "arrived");
+            alert_batch_resolve(&b->alerts, ALERT_DEADLINE, slot->process, slot->key,
+                                def->states[r->from_state].name, text);
+        }
+        const char *terminal = def->states[r->to_state].terminal;
+        if (terminal != NULL) {
+            snprintf(text, sizeof text, "the instance finished in %s (%s)",
+                     def->states[r->to_state].name, terminal);
+            if (was_process_overdue)
+                alert_batch_resolve(&b->alerts, ALERT_PROCESS_DEADLINE, slot->process, slot->key,
+                                    NULL, text);
+            alert_batch_resolve(&b->alerts, ALERT_SEQUENCE, slot->process, slot->key, NULL, text);
+        }
+    } else if (r->outcome == ENGINE_UNEXPECTED) {
+        long state = slot->inst.exists ? slot->inst.state : -1;
+        const char *owner = state >= 0 ? def_state_owner(def, (size_t) state) : def->owner;
+        const char *state_name = state >= 0 ? def->states[state].name : NULL;
+        char dedup[512];
+        snprintf(text, sizeof text, "%s %s out of sequence%s%s: %s; owner %s", slot->process,
+                 slot->key, state_name ? " in " : "", state_name ? state_name : "", r->detail,
+                 owner);
+        snprintf(dedup, sizeof dedup, "steward:sequence:%s:%s:%s", slot->process, slot->key,
+                 event_id);
+        json_t *details = json_pack("{s:s, s:s, s:s?, s:s, s:s, s:s}", "process", slot->process,
+                                    "key", slot->key, "state", state_name, "event_type", type,
+                                    "event_id", event_id, "detail", r->detail);
+        alert_batch_open(&b->alerts, ALERT_SEQUENCE, slot->process, slot->key, state_name, owner,
+                         text, details, dedup, -1);
+        json_decref(details);
+    }
+}
+
 /* Judges the instance's parked events again after it moved, until none
  * moves it further. */
 static void replay_parked(batch_t *b, slot_t *slot, int64_t epoch)
@@ -870,6 +878,8 @@ static void replay_parked(batch_t *b, slot_t *slot, int64_t epoch)
             if (p->settled)
                 continue;
             long event = def_find_event(slot->def, p->event_type);
+            bool was_overdue = slot->inst.overdue;
+            bool was_process_overdue = slot->inst.process_overdue;
             engine_result_t r;
             if (event < 0) {
                 r = undeclared(slot, p->event_type);
@@ -882,6 +892,7 @@ static void replay_parked(batch_t *b, slot_t *slot, int64_t epoch)
             p->settled = true;
             add_history(b, slot, p->event_id, p->event_type, p->topic, p->partition, p->offset,
                         p->time_ms, &r, true, epoch);
+            note_alerts(b, slot, &r, was_overdue, was_process_overdue, p->event_type, p->event_id);
             if (r.outcome == ENGINE_STARTED || r.outcome == ENGINE_ADVANCED) {
                 slot->dirty = true;
                 moved = true;
@@ -897,6 +908,8 @@ static err_class_t judge_item(batch_t *b, item_t *item, char *errstr, size_t err
     int64_t epoch = b->parts[b->msg_part[item->msg]].epoch;
     long event = def_find_event(slot->def, item->type);
     bool seen = slot_seen(slot, item->env.id);
+    bool was_overdue = slot->inst.overdue;
+    bool was_process_overdue = slot->inst.process_overdue;
     engine_result_t r;
 
     if (seen || event >= 0) {
@@ -907,6 +920,7 @@ static err_class_t judge_item(batch_t *b, item_t *item, char *errstr, size_t err
     }
     add_history(b, slot, item->env.id, item->type, in->topic, in->partition, in->offset,
                 item->env.time_ms, &r, false, epoch);
+    note_alerts(b, slot, &r, was_overdue, was_process_overdue, item->type, item->env.id);
     if (!seen && !slot_add_seen(slot, item->env.id))
         return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
 
@@ -1054,6 +1068,7 @@ static void batch_collect(batch_t *b)
         add_deadline(&rows->i_pdeadline, inst->process_deadline_ms);
         add_deadline(&rows->i_next, engine_next_deadline(slot->def, inst));
         pgarr_add_bool(&rows->i_overdue, inst->overdue);
+        pgarr_add_bool(&rows->i_poverdue, inst->process_overdue);
         pgarr_add_int(&rows->i_attempt, inst->attempt);
         pgarr_add(&rows->i_vars, vars);
         pgarr_add_int(&rows->i_applied, inst->events_applied);
@@ -1092,26 +1107,22 @@ static const char write_rejected_sql[] =
 
 static const char write_instances_sql[] =
     "INSERT INTO steward.instances AS i (process, key, version, state, status, started_at, "
-    "  state_entered_at, deadline_at, process_deadline_at, next_deadline_at, overdue, attempt, "
-    "  vars, events_applied) "
-    "SELECT p, k, v, s, st, to_timestamp(sa / 1000.0), to_timestamp(se / 1000.0), to_timestamp(dl "
-    "/ 1000.0), to_timestamp(pd / 1000.0), to_timestamp(nd / 1000.0), ov, at, vr::jsonb, ea "
-    "FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], "
-    "$5::text[], $6::bigint[], "
-    "  $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], "
-    "$11::bool[], $12::int[], "
-    "  $13::text[], $14::int[]) AS u(p, k, v, s, st, sa, se, dl, pd, "
-    "nd, ov, at, vr, ea) "
-    "ON CONFLICT (process, key) DO UPDATE SET version = "
-    "excluded.version, "
+    "  state_entered_at, deadline_at, process_deadline_at, next_deadline_at, overdue, "
+    "  process_overdue, attempt, vars, events_applied) "
+    "SELECT p, k, v, s, st, to_timestamp(sa / 1000.0), to_timestamp(se / 1000.0), "
+    "  to_timestamp(dl / 1000.0), to_timestamp(pd / 1000.0), to_timestamp(nd / 1000.0), "
+    "  ov, po, at, vr::jsonb, ea "
+    "FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bigint[], "
+    "  $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bool[], $12::bool[], "
+    "  $13::int[], $14::text[], $15::int[]) "
+    "  AS u(p, k, v, s, st, sa, se, dl, pd, nd, ov, po, at, vr, ea) "
+    "ON CONFLICT (process, key) DO UPDATE SET version = excluded.version, "
     "  state = excluded.state, status = excluded.status, "
-    "  state_entered_at = excluded.state_entered_at, deadline_at = "
-    "excluded.deadline_at, "
+    "  state_entered_at = excluded.state_entered_at, deadline_at = excluded.deadline_at, "
     "  process_deadline_at = excluded.process_deadline_at, "
-    "  next_deadline_at = excluded.next_deadline_at, overdue = "
-    "excluded.overdue, "
-    "  attempt = excluded.attempt, vars = excluded.vars, "
-    "  events_applied = excluded.events_applied, updated_at = now()";
+    "  next_deadline_at = excluded.next_deadline_at, overdue = excluded.overdue, "
+    "  process_overdue = excluded.process_overdue, attempt = excluded.attempt, "
+    "  vars = excluded.vars, events_applied = excluded.events_applied, updated_at = now()";
 
 static const char write_offsets_sql[] =
     "UPDATE steward.offsets o SET "
@@ -1194,10 +1205,17 @@ static err_class_t batch_write(batch_t *b, char *errstr, size_t errstr_size)
     if (r->i_process.n > 0) {
         pgarr_t *cols[] = {&r->i_process,   &r->i_key,     &r->i_version, &r->i_state,
                            &r->i_status,    &r->i_started, &r->i_entered, &r->i_deadline,
-                           &r->i_pdeadline, &r->i_next,    &r->i_overdue, &r->i_attempt,
-                           &r->i_vars,      &r->i_applied};
-        if ((cls = bulk(b, "writing instances", write_instances_sql, cols, 14, NULL, 0, NULL,
+                           &r->i_pdeadline, &r->i_next,    &r->i_overdue, &r->i_poverdue,
+                           &r->i_attempt,   &r->i_vars,    &r->i_applied};
+        if ((cls = bulk(b, "writing instances", write_instances_sql, cols, 15, NULL, 0, NULL,
                         errstr, errstr_size)) != ERR_OK)
+            return cls;
+    }
+
+    if (!alert_batch_empty(&b->alerts)) {
+        alert_counts_t counts = {0};
+        if ((cls = alert_batch_write(b->store->conn, &b->alerts, b->store->routes, &counts, errstr,
+                                     errstr_size)) != ERR_OK)
             return cls;
     }
 
@@ -1334,21 +1352,67 @@ static const char expire_parked_sql[] =
     "FROM gone g LEFT JOIN steward.instances i USING (process, key) "
     "LEFT JOIN steward.offsets o ON o.consumer_group = $1 AND o.topic = g.topic "
     "  AND o.partition = g.partition "
-    "ORDER BY g.event_time, g.id";
+    "ORDER BY g.event_time, g.id "
+    "RETURNING process, key, version, event_type, event_id, from_state, detail";
 
 err_class_t store_expire_parked(store_t *store, size_t *expired, char *errstr, size_t errstr_size)
 {
     const char *params[2] = {store->group, store->replica};
+    alert_batch_t alerts = {0};
     err_class_t cls;
+    PGresult *res = NULL;
 
     *expired = 0;
-    PGresult *res = query(store, "expiring parked events", expire_parked_sql, 2, params, &cls,
-                          errstr, errstr_size);
-    if (res == NULL)
+    if ((cls = db_exec(store->conn, "starting parked expiry", "BEGIN", 0, NULL, errstr,
+                       errstr_size)) != ERR_OK)
         return cls;
-    *expired = (size_t) atoll(PQcmdTuples(res));
+    res = query(store, "expiring parked events", expire_parked_sql, 2, params, &cls, errstr,
+                errstr_size);
+    if (res == NULL)
+        goto fail;
+    for (int row = 0; row < PQntuples(res); row++) {
+        const char *process = PQgetvalue(res, row, 0), *key = PQgetvalue(res, row, 1);
+        const char *type = PQgetvalue(res, row, 3), *event_id = PQgetvalue(res, row, 4);
+        const char *state = PQgetisnull(res, row, 5) ? NULL : PQgetvalue(res, row, 5);
+        const char *detail = PQgetvalue(res, row, 6);
+        const def_t *def = PQgetisnull(res, row, 2)
+                               ? def_set_latest(store->defs, process)
+                               : defcache_get(store->versions, store->conn, process,
+                                              atoi(PQgetvalue(res, row, 2)));
+        long st = def != NULL && state != NULL ? def_find_state(def, state) : -1;
+        const char *owner = def == NULL ? "default"
+                            : st >= 0   ? def_state_owner(def, (size_t) st)
+                                        : def->owner;
+        char summary[512], dedup[512];
+        snprintf(summary, sizeof summary, "%s %s out of sequence%s%s: %s (%s); owner %s", process,
+                 key, state ? " in " : "", state ? state : "", detail, type, owner);
+        snprintf(dedup, sizeof dedup, "steward:sequence:%s:%s:%s", process, key, event_id);
+        json_t *details =
+            json_pack("{s:s, s:s, s:s?, s:s, s:s, s:s}", "process", process, "key", key, "state",
+                      state, "event_type", type, "event_id", event_id, "detail", detail);
+        alert_batch_open(&alerts, ALERT_SEQUENCE, process, key, state, owner, summary, details,
+                         dedup, -1);
+        json_decref(details);
+    }
+    *expired = (size_t) PQntuples(res);
     PQclear(res);
+    res = NULL;
+    alert_counts_t counts = {0};
+    if (!alert_batch_empty(&alerts) &&
+        (cls = alert_batch_write(store->conn, &alerts, store->routes, &counts, errstr,
+                                 errstr_size)) != ERR_OK)
+        goto fail;
+    if ((cls = db_exec(store->conn, "committing parked expiry", "COMMIT", 0, NULL, errstr,
+                       errstr_size)) != ERR_OK)
+        goto fail;
+    alert_batch_clear(&alerts);
     metrics_add(&metrics.parked_expired, (long long) *expired);
     metrics_add(&metrics.outcomes[ENGINE_VIOLATION], (long long) *expired);
     return ERR_OK;
+
+fail:
+    *expired = 0;
+    alert_batch_clear(&alerts);
+    rollback(store);
+    return cls;
 }

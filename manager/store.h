@@ -20,6 +20,7 @@
 #include "definitions/def.h"
 #include "manager/decode.h"
 #include "manager/err.h"
+#include "manager/routes.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -32,6 +33,7 @@ typedef struct store_config {
     const char *group;    /* the Kafka consumer group: offsets are per group */
     const char *replica;  /* this process's name in history and ownership_log */
     decode_limits_t limits;
+    route_table_t *routes; /* who hears of sequence alerts and resolves; borrowed */
 } store_config_t;
 
 /*
@@ -44,8 +46,8 @@ store_t *store_new(const store_config_t *cfg, const def_set_t *defs, char *errst
                    size_t errstr_size);
 void store_free(store_t *store); /* NULL is a no-op */
 
-/* Replaces the definitions (borrowed, as in store_new()). */
-void store_set_definitions(store_t *store, const def_set_t *defs);
+/* Replaces the definitions and routes (borrowed, as in store_new()). */
+void store_set_definitions(store_t *store, const def_set_t *defs, route_table_t *routes);
 
 /* Reconnects after a lost connection; ERR_TRANSIENT while the server is away. */
 err_class_t store_reconnect(store_t *store, char *errstr, size_t errstr_size);
@@ -116,7 +118,8 @@ err_class_t store_apply_batch(store_t *store, const decode_input_t *msgs, size_t
  * Judges parked events whose reorder window has passed: once every
  * partition of the topics a process reads has been read past an event's
  * time plus the window, the event it waited for is not coming, and it is
- * recorded as a sequence violation. Returns how many in *expired.
+ * recorded as a sequence violation, and a sequence alert opens. Returns
+ * how many in *expired.
  */
 err_class_t store_expire_parked(store_t *store, size_t *expired, char *errstr, size_t errstr_size);
 

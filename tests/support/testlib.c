@@ -397,6 +397,8 @@ int tl_steward_spawn(const char *const *argv, const char *const *env, const char
 int tl_stop(int pid, int sig, int timeout_s)
 {
     int wstatus;
+    if (pid <= 0)
+        return -1; /* kill(0, ...) would signal our own process group */
     kill((pid_t) pid, sig);
     for (int waited = 0; waited < timeout_s * 10; waited++) {
         pid_t r = waitpid((pid_t) pid, &wstatus, WNOHANG);

@@ -1,0 +1,81 @@
+/*
+ * config - the runtime configuration of `steward run`: one JSON file,
+ * overridden by STEWARD_* environment variables, overridden by flags.
+ *
+ * Every key is a row of one table (config.c) with its type, its default,
+ * and whether SIGHUP reloads it; docs/operations.md documents each. A bad
+ * file is refused whole, with the key and the problem named. Secrets
+ * (the database password, sasl.password, routing keys, webhook URLs) may
+ * come from files: any string key `NAME` may be given as `NAME_file`
+ * instead, whose contents (trailing newline removed) are the value.
+ */
+#ifndef STEWARD_CONFIG_H
+#define STEWARD_CONFIG_H
+
+#include "manager/err.h"
+#include "manager/log.h"
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct config {
+    char *database;    /* libpq connection string */
+    char *brokers;     /* Kafka bootstrap servers */
+    char *definitions; /* a file or a directory */
+    char *group;       /* Kafka consumer group */
+    char *replica;     /* NULL: host-pid */
+    log_level_t log_level;
+
+    char **kafka_props; /* "name=value" strings for librdkafka */
+    size_t n_kafka_props;
+
+    long batch_size;
+    int64_t batch_ms;
+    long max_message_bytes;
+
+    int64_t scheduler_interval_ms; /* how often deadlines are looked for */
+    int64_t grace_ms;              /* a deadline is judged this long after the watermark
+                                      passes it, for clock skew between producers */
+    int64_t blind_after_ms;        /* a partition unread this long opens a blind alert */
+    char *blind_owner;             /* the team a blind alert pages */
+
+    int64_t notifier_interval_ms;
+    int64_t http_timeout_ms;        /* one delivery attempt, at most */
+    int64_t max_backoff_ms;         /* the longest wait between attempts */
+    int64_t alertmanager_resend_ms; /* open alerts are re-posted this often */
+
+    json_t *routes; /* team -> list of sinks; validated by routes.c */
+
+    char *http_listen; /* "127.0.0.1:9464"; "" disables the HTTP server */
+} config_t;
+
+/* A configuration holding every default; free with config_free(). */
+config_t *config_new(void);
+void config_free(config_t *cfg); /* NULL is a no-op */
+
+/*
+ * Reads a JSON config file over cfg. On a problem returns ERR_INVALID with
+ * "FILE: key: problem" in errstr and leaves cfg partly updated (the caller
+ * discards it).
+ */
+err_class_t config_load_file(config_t *cfg, const char *path, char *errstr, size_t errstr_size);
+
+/* Applies STEWARD_* environment variables over cfg (see docs/operations.md). */
+err_class_t config_apply_env(config_t *cfg, char *errstr, size_t errstr_size);
+
+/*
+ * Sets one key from a flag or variable ("intake.batch_size", "100"),
+ * parsing it as the table says. ERR_INVALID names the key and the problem.
+ */
+err_class_t config_set(config_t *cfg, const char *key, const char *value, char *errstr,
+                       size_t errstr_size);
+
+/* Adds or replaces a librdkafka property. */
+err_class_t config_set_kafka(config_t *cfg, const char *name, const char *value, char *errstr,
+                             size_t errstr_size);
+
+/* Checks what no single key can: required keys present. */
+err_class_t config_check(const config_t *cfg, char *errstr, size_t errstr_size);
+
+#endif

@@ -1,0 +1,60 @@
+/*
+ * notifier - delivers the notification outbox to the sinks, and keeps
+ * Alertmanager's view of open alerts fresh.
+ *
+ * A notification is one outbox row: an alert's trigger or resolve, for one
+ * sink. The notifier leases due rows (FOR UPDATE SKIP LOCKED, so replicas
+ * never send the same row at once), posts them, and records the outcome:
+ * delivered; retried with exponential backoff and jitter after a network
+ * error, a 429 (honouring Retry-After) or a 5xx; failed, with the response
+ * body, after any other 4xx. Rows are never deleted, delivered or not. The
+ * notifications of one alert to one sink go in order: a resolve never
+ * overtakes its trigger.
+ *
+ * Delivery is at least once: a crash between the POST and its record sends
+ * it again, which PagerDuty's dedup_key and Alertmanager's label identity
+ * absorb. One notifier per process, on its own thread and connection.
+ */
+#ifndef STEWARD_NOTIFIER_H
+#define STEWARD_NOTIFIER_H
+
+#include "manager/err.h"
+#include "manager/routes.h"
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct notifier notifier_t;
+
+typedef struct notifier_config {
+    const char *conninfo;
+    int64_t interval_ms; /* between looks at the outbox */
+    int64_t timeout_ms;  /* one HTTP attempt */
+    int64_t max_backoff_ms;
+    int64_t alertmanager_resend_ms;
+} notifier_config_t;
+
+typedef struct notifier_stats {
+    size_t delivered;
+    size_t retried;
+    size_t failed;
+} notifier_stats_t;
+
+/* routes is borrowed and must outlive the notifier (or be replaced first). */
+notifier_t *notifier_new(const notifier_config_t *cfg, route_table_t *routes, char *errstr,
+                         size_t errstr_size);
+void notifier_free(notifier_t *n); /* NULL is a no-op */
+
+void notifier_set_routes(notifier_t *n, route_table_t *routes);
+
+/* One pass over the due outbox rows (and the Alertmanager refresh when due). */
+err_class_t notifier_tick(notifier_t *n, notifier_stats_t *stats, char *errstr, size_t errstr_size);
+
+/*
+ * Passes every interval until *stop is set; then keeps delivering for at
+ * most drain_ms while anything is due, so a clean stop flushes what it can.
+ */
+void notifier_run(notifier_t *n, volatile sig_atomic_t *stop, int64_t drain_ms);
+
+#endif

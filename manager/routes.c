@@ -1,0 +1,295 @@
+/*
+ * routes - the team-to-sinks table; see routes.h.
+ */
+#include "manager/routes.h"
+
+#include "definitions/def.h"
+#include "manager/log.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PAGERDUTY_DEFAULT_URL "https://events.pagerduty.com/v2/enqueue"
+
+typedef struct route {
+    char *team;
+    const sink_t **sinks; /* borrowed from the table's sink list */
+    size_t n;
+} route_t;
+
+struct route_table {
+    sink_t *sinks;
+    size_t n_sinks;
+    route_t *routes;
+    size_t n_routes;
+    const route_t *fallback;
+    pthread_mutex_t lock; /* guards warned */
+    char **warned;        /* teams whose fallback was logged */
+    size_t n_warned;
+};
+
+static const char *const type_names[] = {"log", "webhook", "pagerduty", "alertmanager"};
+
+const char *sink_type_name(sink_type_t type)
+{
+    return (size_t) type < sizeof type_names / sizeof type_names[0] ? type_names[type] : "?";
+}
+
+void route_table_free(route_table_t *t)
+{
+    if (t == NULL)
+        return;
+    for (size_t i = 0; i < t->n_sinks; i++) {
+        free(t->sinks[i].name);
+        free(t->sinks[i].url);
+        free(t->sinks[i].routing_key);
+        free(t->sinks[i].severity);
+    }
+    for (size_t i = 0; i < t->n_routes; i++) {
+        free(t->routes[i].team);
+        free(t->routes[i].sinks);
+    }
+    for (size_t i = 0; i < t->n_warned; i++)
+        free(t->warned[i]);
+    pthread_mutex_destroy(&t->lock);
+    free(t->warned);
+    free(t->sinks);
+    free(t->routes);
+    free(t);
+}
+
+/* A string member, or its NAME_file twin read from disk; NULL when neither. */
+static char *secret_member(const json_t *obj, const char *name, const char *where, bool *bad,
+                           char *errstr, size_t errstr_size)
+{
+    char file_key[64];
+    snprintf(file_key, sizeof file_key, "%s_file", name);
+    json_t *value = json_object_get(obj, name), *file = json_object_get(obj, file_key);
+
+    if (value != NULL && !json_is_string(value)) {
+        *bad = true;
+        err_set(ERR_INVALID, errstr, errstr_size, "%s.%s: expected a string", where, name);
+        return NULL;
+    }
+    if (value != NULL)
+        return strdup(json_string_value(value));
+    if (file == NULL)
+        return NULL;
+    FILE *f = json_is_string(file) ? fopen(json_string_value(file), "r") : NULL;
+    if (f == NULL) {
+        *bad = true;
+        err_set(ERR_INVALID, errstr, errstr_size, "%s.%s: cannot read %s: %s", where, file_key,
+                json_is_string(file) ? json_string_value(file) : "(not a path)", strerror(errno));
+        return NULL;
+    }
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        buf[--n] = '\0';
+    return strdup(buf);
+}
+
+static bool parse_sink(sink_t *sink, const json_t *obj, const char *team, size_t idx, char *errstr,
+                       size_t errstr_size)
+{
+    static const char *const allowed[] = {
+        "type", "name", "url", "url_file", "routing_key", "routing_key_file", "severity"};
+    char where[160];
+    const char *key;
+    json_t *value;
+    bool bad = false;
+
+    snprintf(where, sizeof where, "routes.%s[%zu]", team, idx);
+    if (!json_is_object(obj)) {
+        err_set(ERR_INVALID, errstr, errstr_size, "%s: expected an object with a \"type\"", where);
+        return false;
+    }
+    json_object_foreach((json_t *) obj, key, value)
+    {
+        bool known = false;
+        for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++)
+            known = known || strcmp(key, allowed[i]) == 0;
+        if (!known) {
+            const char *hint = def_suggest(key, allowed, sizeof allowed / sizeof allowed[0]);
+            err_set(ERR_INVALID, errstr, errstr_size, "%s.%s: unknown key%s%s%s", where, key,
+                    hint ? " (did you mean '" : "", hint ? hint : "", hint ? "'?)" : "");
+            return false;
+        }
+    }
+    const char *type = json_string_value(json_object_get(obj, "type"));
+    size_t t;
+    for (t = 0; type != NULL && t < sizeof type_names / sizeof type_names[0]; t++) {
+        if (strcmp(type, type_names[t]) == 0)
+            break;
+    }
+    if (type == NULL || t == sizeof type_names / sizeof type_names[0]) {
+        err_set(ERR_INVALID, errstr, errstr_size,
+                "%s.type: %s%s%s: expected log, webhook, pagerduty or alertmanager", where,
+                type ? "'" : "missing", type ? type : "", type ? "'" : "");
+        return false;
+    }
+    sink->type = (sink_type_t) t;
+
+    const char *name = json_string_value(json_object_get(obj, "name"));
+    if (name != NULL)
+        sink->name = strdup(name);
+    else if (asprintf(&sink->name, "%s.%s.%zu", team, type, idx) < 0)
+        sink->name = NULL;
+    sink->url = secret_member(obj, "url", where, &bad, errstr, errstr_size);
+    if (!bad)
+        sink->routing_key = secret_member(obj, "routing_key", where, &bad, errstr, errstr_size);
+    const char *severity = json_string_value(json_object_get(obj, "severity"));
+    sink->severity = strdup(severity != NULL ? severity : "error");
+    if (bad)
+        return false;
+
+    switch (sink->type) {
+    case SINK_WEBHOOK:
+    case SINK_ALERTMANAGER:
+        if (sink->url == NULL || strncmp(sink->url, "http", 4) != 0) {
+            err_set(ERR_INVALID, errstr, errstr_size, "%s.url: a %s sink needs an http(s) URL",
+                    where, type);
+            return false;
+        }
+        break;
+    case SINK_PAGERDUTY:
+        if (sink->routing_key == NULL || *sink->routing_key == '\0') {
+            err_set(ERR_INVALID, errstr, errstr_size,
+                    "%s.routing_key: a pagerduty sink needs the integration's routing key "
+                    "(routing_key or routing_key_file)",
+                    where);
+            return false;
+        }
+        if (sink->url == NULL)
+            sink->url = strdup(PAGERDUTY_DEFAULT_URL);
+        break;
+    case SINK_LOG:
+        break;
+    }
+    static const char *const severities[] = {"critical", "error", "warning", "info"};
+    bool known_severity = false;
+    for (size_t i = 0; i < 4; i++)
+        known_severity = known_severity || strcmp(sink->severity, severities[i]) == 0;
+    if (!known_severity) {
+        err_set(ERR_INVALID, errstr, errstr_size,
+                "%s.severity: '%s': expected critical, error, warning or info", where,
+                sink->severity);
+        return false;
+    }
+    return sink->name != NULL;
+}
+
+route_table_t *route_table_new(const json_t *routes, char *errstr, size_t errstr_size)
+{
+    route_table_t *t = calloc(1, sizeof *t);
+    const char *team;
+    json_t *list;
+    size_t total = 0;
+
+    if (t == NULL)
+        return NULL;
+    pthread_mutex_init(&t->lock, NULL);
+    if (!json_is_object(routes)) {
+        err_set(ERR_INVALID, errstr, errstr_size, "routes: expected an object");
+        goto fail;
+    }
+    json_object_foreach((json_t *) routes, team, list)
+    {
+        if (!json_is_array(list) || json_array_size(list) == 0) {
+            err_set(ERR_INVALID, errstr, errstr_size,
+                    "routes.%s: expected a non-empty list of sinks", team);
+            goto fail;
+        }
+        total += json_array_size(list);
+    }
+    if (json_object_get(routes, "default") == NULL) {
+        err_set(ERR_INVALID, errstr, errstr_size,
+                "routes.default: missing: teams without a route of their own need it");
+        goto fail;
+    }
+    t->sinks = calloc(total, sizeof *t->sinks);
+    t->routes = calloc(json_object_size(routes), sizeof *t->routes);
+    if (t->sinks == NULL || t->routes == NULL)
+        goto fail;
+    json_object_foreach((json_t *) routes, team, list)
+    {
+        route_t *r = &t->routes[t->n_routes++];
+        r->team = strdup(team);
+        r->sinks = calloc(json_array_size(list), sizeof *r->sinks);
+        size_t i;
+        json_t *entry;
+        json_array_foreach(list, i, entry)
+        {
+            sink_t *sink = &t->sinks[t->n_sinks++];
+            if (!parse_sink(sink, entry, team, i, errstr, errstr_size))
+                goto fail;
+            for (size_t k = 0; k + 1 < t->n_sinks; k++) {
+                if (strcmp(t->sinks[k].name, sink->name) == 0) {
+                    err_set(ERR_INVALID, errstr, errstr_size,
+                            "routes.%s[%zu].name: '%s' names another sink too; names must be "
+                            "unique",
+                            team, i, sink->name);
+                    goto fail;
+                }
+            }
+            r->sinks[r->n++] = sink;
+        }
+        if (strcmp(team, "default") == 0)
+            t->fallback = r;
+    }
+    return t;
+
+fail:
+    route_table_free(t);
+    return NULL;
+}
+
+const sink_t *const *route_sinks(route_table_t *t, const char *team, size_t *n)
+{
+    for (size_t i = 0; i < t->n_routes; i++) {
+        if (strcmp(t->routes[i].team, team) == 0) {
+            *n = t->routes[i].n;
+            return t->routes[i].sinks;
+        }
+    }
+    bool first = true;
+    pthread_mutex_lock(&t->lock);
+    for (size_t i = 0; i < t->n_warned && first; i++)
+        first = strcmp(t->warned[i], team) != 0;
+    if (first) {
+        char **grown = realloc(t->warned, (t->n_warned + 1) * sizeof *grown);
+        if (grown != NULL) {
+            t->warned = grown;
+            t->warned[t->n_warned++] = strdup(team);
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    if (first)
+        LOG_WARN("team has no route of its own; paging it through the default route", "team", team);
+    *n = t->fallback->n;
+    return t->fallback->sinks;
+}
+
+const sink_t *route_find_sink(const route_table_t *t, const char *name)
+{
+    for (size_t i = 0; i < t->n_sinks; i++) {
+        if (strcmp(t->sinks[i].name, name) == 0)
+            return &t->sinks[i];
+    }
+    return NULL;
+}
+
+const sink_t *route_sink_at(const route_table_t *t, size_t i)
+{
+    return i < t->n_sinks ? &t->sinks[i] : NULL;
+}
+
+size_t route_sink_count(const route_table_t *t)
+{
+    return t->n_sinks;
+}

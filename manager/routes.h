@@ -1,0 +1,65 @@
+/*
+ * routes - how each team is reached: the `routes` object of the config,
+ * mapping a team to a list of sinks.
+ *
+ * Definitions say who owns what (teams); the config says how to reach
+ * them. A sink is one destination of one kind: log (JSON lines), webhook
+ * (a JSON POST), pagerduty (Events API v2) or alertmanager (API v2). A team
+ * with no route of its own falls back to the `default` route, which must
+ * exist, and the fallback is logged once per team.
+ *
+ * A route table is immutable after route_table_new() except for that
+ * once-per-team memory, which a mutex guards: any thread may use it.
+ * Routing keys and URLs are secrets: nothing here logs them.
+ */
+#ifndef STEWARD_ROUTES_H
+#define STEWARD_ROUTES_H
+
+#include "manager/err.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef enum sink_type {
+    SINK_LOG,
+    SINK_WEBHOOK,
+    SINK_PAGERDUTY,
+    SINK_ALERTMANAGER,
+} sink_type_t;
+
+typedef struct sink {
+    char *name; /* unique; what the outbox and logs name it by */
+    sink_type_t type;
+    char *url;         /* webhook: required; pagerduty: the Events API endpoint;
+                          alertmanager: its base URL */
+    char *routing_key; /* pagerduty only; secret */
+    char *severity;    /* pagerduty's and alertmanager's severity; default "error" */
+} sink_t;
+
+typedef struct route_table route_table_t;
+
+/*
+ * Builds the table from the config's `routes` object (borrowed). Secrets
+ * may be given as `routing_key_file` or `url_file`. Returns NULL with
+ * "routes.TEAM[i].KEY: problem" in errstr when the object is wrong.
+ */
+route_table_t *route_table_new(const json_t *routes, char *errstr, size_t errstr_size);
+void route_table_free(route_table_t *table); /* NULL is a no-op */
+
+/*
+ * The sinks that reach `team` (its own route, else `default`), borrowed
+ * from the table; *n receives how many.
+ */
+const sink_t *const *route_sinks(route_table_t *table, const char *team, size_t *n);
+
+/* The sink called `name`, borrowed; NULL when the config has none by that name. */
+const sink_t *route_find_sink(const route_table_t *table, const char *name);
+
+/* Every sink of the table, for walks (the Alertmanager refresh). */
+const sink_t *route_sink_at(const route_table_t *table, size_t i);
+size_t route_sink_count(const route_table_t *table);
+
+const char *sink_type_name(sink_type_t type);
+
+#endif

@@ -1,0 +1,73 @@
+/*
+ * scheduler - judges deadlines, and says when intake cannot see.
+ *
+ * Every non-terminal state has a deadline running from the moment the
+ * instance entered it, and a process may have one from start to finish.
+ * Each instance row carries its next deadline still to be judged; the
+ * scheduler finds due ones through a partial index, FOR UPDATE SKIP LOCKED
+ * (replicas share the work; none judges an instance twice), and judges
+ * them in the same transaction that marks them.
+ *
+ * "Due" is measured against the watermark, not the wall clock: a deadline
+ * is judged only once intake has read every partition that could still
+ * bring the awaited event up to the deadline's time (see
+ * steward.process_watermarks). A consumer catching up on a backlog
+ * therefore raises no false alerts. If intake stops advancing a partition
+ * for longer than blind_after, one `blind` alert says which, and resolves
+ * when intake reads again.
+ *
+ * In shadow mode a missed deadline opens an alert and marks the instance
+ * overdue; nothing else changes. One scheduler per process, on its own
+ * thread and PostgreSQL connection.
+ */
+#ifndef STEWARD_SCHEDULER_H
+#define STEWARD_SCHEDULER_H
+
+#include "definitions/def.h"
+#include "manager/err.h"
+#include "manager/routes.h"
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct sched sched_t;
+
+typedef struct sched_config {
+    const char *conninfo;
+    const char *group;   /* whose watermarks count */
+    int64_t interval_ms; /* between passes */
+    int64_t grace_ms;    /* judged this long after the watermark passes a deadline */
+    int64_t blind_after_ms;
+    const char *blind_owner;
+} sched_config_t;
+
+typedef struct sched_stats {
+    size_t judged;   /* instances whose deadline was judged */
+    size_t opened;   /* alerts opened */
+    size_t resolved; /* alerts resolved (blind) */
+    bool blind;      /* some partition is not being read */
+} sched_stats_t;
+
+/*
+ * Returns a scheduler connected to the database (free with sched_free()),
+ * or NULL with the reason in errstr. defs and routes are borrowed and must
+ * outlive it (or be replaced with sched_set_definitions() first). The
+ * strings in cfg are copied.
+ */
+sched_t *sched_new(const sched_config_t *cfg, const def_set_t *defs, route_table_t *routes,
+                   char *errstr, size_t errstr_size);
+void sched_free(sched_t *s); /* NULL is a no-op */
+
+/* Replaces definitions and routes; call from the scheduler's thread, or
+ * while it is not running. */
+void sched_set_definitions(sched_t *s, const def_set_t *defs, route_table_t *routes);
+
+/* One pass: every due deadline, then the blind check. */
+err_class_t sched_tick(sched_t *s, sched_stats_t *stats, char *errstr, size_t errstr_size);
+
+/* Passes every interval until *stop is set; reconnects after a lost
+ * connection. Logs what it cannot do and goes on. */
+void sched_run(sched_t *s, volatile sig_atomic_t *stop);
+
+#endif
