@@ -9,6 +9,10 @@
 STEWARD_BUILD_PACKAGES=(build-essential cmake pkg-config librdkafka-dev libpq-dev
     libjansson-dev check libcurl4-openssl-dev libmicrohttpd-dev)
 
+# The alerting tests' Alertmanager (scripts/lib/alertmanager.sh), and the
+# curl its readiness check uses.
+STEWARD_ALERTMANAGER_PACKAGES=(prometheus-alertmanager curl)
+
 STEWARD_APT_UPDATED=0
 
 # True when dpkg knows the package as fully installed ("deinstall" or
