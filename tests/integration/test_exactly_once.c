@@ -167,10 +167,8 @@ static void wait_all(PGconn *conn, const char *group, long total, const char *lo
     const char *params[1] = {group};
     snprintf(expected, sizeof expected, "%ld", total);
     if (!tl_db_wait(conn, committed_sql, 1, params, expected, 180, &last)) {
-        char *text = tl_read_file(log);
-        size_t len = strlen(text);
-        ck_abort_msg("committed %s of %s; the log's end:\n%s", last, expected,
-                     len > 4000 ? text + len - 4000 : text);
+        tl_print_tail(log, 6000);
+        ck_abort_msg("committed %s of %s (steward's log above)", last, expected);
     }
 }
 

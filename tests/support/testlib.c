@@ -4,6 +4,7 @@
 #include "testlib.h"
 
 #include <check.h>
+#include <curl/curl.h>
 #include <errno.h>
 #include <librdkafka/rdkafka.h>
 #include <signal.h>
@@ -141,6 +142,15 @@ char *tl_read_file(const char *path)
     return buf;
 }
 
+void tl_print_tail(const char *path, size_t bytes)
+{
+    char *text = tl_read_file(path);
+    size_t len = strlen(text);
+    fprintf(stderr, "---- the end of %s ----\n%s\n----\n", path,
+            len > bytes ? text + len - bytes : text);
+    free(text);
+}
+
 char *tl_source_path(const char *relative)
 {
     char *path = NULL;
@@ -241,10 +251,14 @@ int tl_contains(const char *haystack, const char *needle)
 
 /* ---- Kafka ---------------------------------------------------------------- */
 
-static rd_kafka_t *new_client(rd_kafka_type_t type)
+static rd_kafka_t *new_client(rd_kafka_type_t type, const char *const *props)
 {
     char errstr[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    for (const char *const *p = props; p != NULL && p[0] != NULL; p += 2)
+        ck_assert_msg(rd_kafka_conf_set(conf, p[0], p[1], errstr, sizeof errstr) ==
+                          RD_KAFKA_CONF_OK,
+                      "%s: %s", p[0], errstr);
     ck_assert(rd_kafka_conf_set(conf, "bootstrap.servers", tl_kafka_brokers(), errstr,
                                 sizeof errstr) == RD_KAFKA_CONF_OK);
     if (type == RD_KAFKA_PRODUCER) {
@@ -258,7 +272,7 @@ static rd_kafka_t *new_client(rd_kafka_type_t type)
 
 void tl_kafka_create_topics(const char *const *topics, size_t n, int partitions)
 {
-    rd_kafka_t *rk = new_client(RD_KAFKA_PRODUCER);
+    rd_kafka_t *rk = new_client(RD_KAFKA_PRODUCER, NULL);
     rd_kafka_queue_t *queue = rd_kafka_queue_new(rk);
     rd_kafka_NewTopic_t **new_topics = calloc(n, sizeof *new_topics);
     char errstr[512];
@@ -322,11 +336,16 @@ struct tl_producer {
     rd_kafka_t *rk;
 };
 
-tl_producer_t *tl_producer_new(void)
+tl_producer_t *tl_producer_new_conf(const char *const *props)
 {
     tl_producer_t *p = calloc(1, sizeof *p);
-    p->rk = new_client(RD_KAFKA_PRODUCER);
+    p->rk = new_client(RD_KAFKA_PRODUCER, props);
     return p;
+}
+
+tl_producer_t *tl_producer_new(void)
+{
+    return tl_producer_new_conf(NULL);
 }
 
 void tl_produce(tl_producer_t *p, const char *topic, int partition, const char *value,
@@ -429,4 +448,34 @@ int tl_db_wait(PGconn *conn, const char *sql, int nparams, const char *const *pa
     else
         free(value);
     return 0;
+}
+
+/* ---- HTTP ------------------------------------------------------------------- */
+
+static size_t collect(char *data, size_t size, size_t nmemb, void *arg)
+{
+    char **buf = arg;
+    size_t old = *buf != NULL ? strlen(*buf) : 0, n = size * nmemb;
+    char *grown = realloc(*buf, old + n + 1);
+    ck_assert_ptr_nonnull(grown);
+    memcpy(grown + old, data, n);
+    grown[old + n] = '\0';
+    *buf = grown;
+    return n;
+}
+
+char *tl_http_get(const char *url, long *status)
+{
+    CURL *curl = curl_easy_init();
+    char *body = calloc(1, 1);
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT, 10L);
+    CURLcode rc = curl_easy_perform(curl);
+    *status = 0;
+    if (rc == CURLE_OK)
+        curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
+    curl_easy_cleanup(curl);
+    return body;
 }

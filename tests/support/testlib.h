@@ -45,6 +45,10 @@ char *tl_write_file(const char *dir, const char *name, const char *content);
 /* Reads a whole file (malloc'd, NUL-terminated; free it). Aborts if unreadable. */
 char *tl_read_file(const char *path);
 
+/* Prints the last `bytes` of a file to stderr (a log, before an abort:
+ * check's failure messages cannot carry much). */
+void tl_print_tail(const char *path, size_t bytes);
+
 /* A path under the source tree (malloc'd; free it). */
 char *tl_source_path(const char *relative);
 
@@ -85,6 +89,9 @@ typedef struct tl_producer tl_producer_t;
 
 tl_producer_t *tl_producer_new(void);
 
+/* A producer with extra librdkafka properties (name, value pairs ending in NULL). */
+tl_producer_t *tl_producer_new_conf(const char *const *props);
+
 /*
  * Produces one message to topic/partition (-1: any). value NULL is a
  * tombstone; value_len -1 means strlen(value). headers is NULL or a
@@ -118,6 +125,9 @@ int tl_stop(int pid, int sig, int timeout_s);
  */
 int tl_db_wait(PGconn *conn, const char *sql, int nparams, const char *const *params,
                const char *expected, int timeout_s, char **last);
+
+/* GETs url and returns the body (malloc'd), with the status in *status. */
+char *tl_http_get(const char *url, long *status);
 
 /* True if `needle` occurs in `haystack`. */
 int tl_contains(const char *haystack, const char *needle);

@@ -1,0 +1,628 @@
+/*
+ * test_alerting - deadlines, alerts and pages, end to end: steward run on
+ * the real broker and PostgreSQL, paging the test's HTTP receiver (standing
+ * in for PagerDuty and webhooks) and a real Alertmanager.
+ *
+ *   paging      a stall pages once; the late event resolves the same page,
+ *               in PagerDuty and in Alertmanager
+ *   delivery    500s retried, a receiver that is down waited for, a 400
+ *               recorded as failed with its body
+ *   watermark   a backlog of 10,000 instances read from the beginning raises
+ *               exactly the 25 real stalls, at their steps, and nothing else
+ *   replicas    two processes on one database alert each deadline once
+ *   blind       a broker that goes away opens one blind alert, holds every
+ *               deadline while it is away, and the real stalls follow it
+ */
+#include "receiver.h"
+#include "testlib.h"
+
+#include <check.h>
+#include <curl/curl.h>
+#include <jansson.h>
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct world {
+    char *prefix; /* topic prefix, unique per test */
+    char *group;
+    const char *db_url;
+    PGconn *conn;
+    char *dir;
+    char *log;
+    const char *brokers;
+    int pids[2];
+} world_t;
+
+static world_t w;
+
+static char *fill_template(const char *path, const char *prefix, const char *d1, const char *d2)
+{
+    char *text = tl_read_file(path);
+    size_t cap = strlen(text) + 4096, len = 0;
+    char *out = calloc(1, cap);
+    for (const char *p = text; *p;) {
+        const char *with = strncmp(p, "@P@", 3) == 0    ? prefix
+                           : strncmp(p, "@D1@", 4) == 0 ? d1
+                           : strncmp(p, "@D2@", 4) == 0 ? d2
+                                                        : NULL;
+        if (with != NULL) {
+            len += (size_t) snprintf(out + len, cap - len, "%s", with);
+            p += p[2] == '@' ? 3 : 4;
+        } else {
+            out[len++] = *p++;
+        }
+    }
+    free(text);
+    return out;
+}
+
+static char *topic(const char *name)
+{
+    char *t = NULL;
+    ck_assert_int_ge(asprintf(&t, "%s%s", w.prefix, name), 0);
+    return t;
+}
+
+/* Topics, the definition, a migrated database. brokers NULL: the test broker. */
+static void world_init(const char *name, const char *d1, const char *d2, int partitions,
+                       const char *brokers)
+{
+    memset(&w, 0, sizeof w);
+    char *base = tl_unique(name);
+    ck_assert_int_ge(asprintf(&w.prefix, "%s.", base), 0);
+    w.group = base;
+    w.brokers = brokers != NULL ? brokers : tl_kafka_brokers();
+    w.db_url = tl_db_create(name);
+    w.conn = tl_db_connect(w.db_url);
+    w.dir = strdup(tl_tmpdir());
+    w.log = tl_write_file(w.dir, "steward.log", "");
+
+    char *tpl = tl_source_path("tests/data/definitions/alert_order.json.in");
+    char *def = fill_template(tpl, w.prefix, d1, d2);
+    free(tl_write_file(w.dir, "alert_order.json", def));
+    free(def);
+    free(tpl);
+
+    if (brokers == NULL) {
+        char *topics[3] = {topic("orders"), topic("payments"), topic("shipping")};
+        tl_kafka_create_topics((const char *const *) topics, 3, partitions);
+        for (int i = 0; i < 3; i++)
+            free(topics[i]);
+    }
+    const char *argv[] = {NULL, "migrate", "--database", w.db_url, NULL};
+    tl_output_t o = tl_steward(argv, NULL);
+    ck_assert_msg(o.status == 0, "migrate: %s", o.err);
+    tl_output_free(&o);
+}
+
+/* Writes config.json: the world's settings plus `routes` (JSON text). */
+static void world_config(const char *routes, const char *blind_after)
+{
+    json_error_t jerr;
+    json_t *r = json_loads(routes, 0, &jerr);
+    ck_assert_msg(r != NULL, "routes: %s", jerr.text);
+    char defs[1024];
+    snprintf(defs, sizeof defs, "%s/alert_order.json", w.dir);
+    json_t *cfg =
+        json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s}, s:{s:s, s:s, s:s, s:s}, "
+                  "s:{s:s}, s:o, s:s, s:{s:s}}",
+                  "brokers", w.brokers, "database", w.db_url, "definitions", defs, "group", w.group,
+                  "scheduler", "interval", "200ms", "grace", "200ms", "blind_after", blind_after,
+                  "notifier", "interval", "100ms", "timeout", "2s", "max_backoff", "1s",
+                  "alertmanager_resend", "1s", "http", "listen", "", "routes", r, "log_level",
+                  "info", "kafka", "topic.metadata.refresh.interval.ms", "1000");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/config.json", w.dir);
+    ck_assert_int_eq(json_dump_file(cfg, path, JSON_INDENT(2)), 0);
+    json_decref(cfg);
+}
+
+/* Changes one key of the written config.json: section.key = value (taken). */
+static void world_config_set(const char *section, const char *key, json_t *value)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/config.json", w.dir);
+    json_t *cfg = json_load_file(path, 0, NULL);
+    ck_assert_ptr_nonnull(cfg);
+    json_t *obj = json_object_get(cfg, section);
+    if (obj == NULL)
+        json_object_set_new(cfg, section, obj = json_object());
+    json_object_set_new(obj, key, value);
+    ck_assert_int_eq(json_dump_file(cfg, path, JSON_INDENT(2)), 0);
+    json_decref(cfg);
+}
+
+static int world_start(void)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/config.json", w.dir);
+    const char *argv[] = {NULL, "run", "--config", path, NULL};
+    return tl_steward_spawn(argv, NULL, w.log);
+}
+
+/* Waits until every partition of the world's topics is claimed. */
+static void world_wait_claimed(int partitions)
+{
+    char expected[16];
+    const char *params[1] = {w.group};
+    snprintf(expected, sizeof expected, "%d", 3 * partitions);
+    if (!tl_db_wait(w.conn, "SELECT count(*) FROM steward.offsets WHERE consumer_group = $1", 1,
+                    params, expected, 60, NULL)) {
+        tl_print_tail(w.log, 6000);
+        ck_abort_msg("partitions not claimed (steward's log above)");
+    }
+}
+
+static void world_teardown(void)
+{
+    for (int i = 0; i < 2; i++) {
+        if (w.pids[i] > 0)
+            tl_stop(w.pids[i], SIGKILL, 10);
+    }
+    PQfinish(w.conn);
+}
+
+static void send_event(tl_producer_t *p, const char *name, const char *type, const char *key,
+                       long long ts)
+{
+    char value[256], *t = topic(name);
+    snprintf(value, sizeof value, "{\"type\":\"%s\",\"id\":\"%s-%s\",\"order_id\":\"%s\"}", type,
+             type, key, key);
+    tl_produce(p, t, -1, value, -1, NULL, ts);
+    free(t);
+}
+
+static long scalar_long(const char *sql)
+{
+    char *v = tl_db_scalar(w.conn, sql, 0, NULL);
+    long n = v != NULL ? atol(v) : -1;
+    free(v);
+    return n;
+}
+
+static void wait_sql(const char *sql, const char *expected, int timeout_s, const char *what)
+{
+    char *last = NULL;
+    if (!tl_db_wait(w.conn, sql, 0, NULL, expected, timeout_s, &last)) {
+        tl_print_tail(w.log, 6000);
+        ck_abort_msg("%s: got %s, expected %s (steward's log above)", what, last, expected);
+    }
+}
+
+/* The Alertmanager state of the alert for instance `key`: "active", or "" when not listed. */
+static char *am_state(const char *am, const char *key)
+{
+    char url[1024];
+    long status;
+    CURL *curl = curl_easy_init();
+    char filter[256];
+    snprintf(filter, sizeof filter, "key=\"%s\"", key);
+    char *escaped = curl_easy_escape(curl, filter, 0);
+    snprintf(url, sizeof url, "%s/api/v2/alerts?filter=%s", am, escaped);
+    curl_free(escaped);
+    curl_easy_cleanup(curl);
+    char *body = tl_http_get(url, &status);
+    ck_assert_msg(status == 200, "GET %s: %ld %s", url, status, body);
+    json_t *list = json_loads(body, 0, NULL);
+    free(body);
+    ck_assert_ptr_nonnull(list);
+    const char *state = "";
+    if (json_array_size(list) > 0)
+        state = json_string_value(
+            json_object_get(json_object_get(json_array_get(list, 0), "status"), "state"));
+    char *copy = strdup(state != NULL ? state : "");
+    json_decref(list);
+    return copy;
+}
+
+static void wait_am(const char *am, const char *key, const char *expected)
+{
+    for (int i = 0; i < 200; i++) {
+        char *state = am_state(am, key);
+        bool match = strcmp(state, expected) == 0;
+        free(state);
+        if (match)
+            return;
+        usleep(100 * 1000);
+    }
+    ck_abort_msg("Alertmanager never showed %s as '%s'", key, expected);
+}
+
+static json_t *request_json(rcv_t *r, size_t i, char **path)
+{
+    rcv_request_t req = rcv_get(r, i);
+    json_error_t jerr;
+    json_t *doc = json_loads(req.body, 0, &jerr);
+    ck_assert_msg(doc != NULL, "request %zu is not JSON: %s", i, req.body);
+    if (path != NULL)
+        *path = strdup(req.path);
+    rcv_request_clear(&req);
+    return doc;
+}
+
+/* ---- paging ---------------------------------------------------------------- */
+
+START_TEST(stall_pages_once_and_the_late_event_resolves_it)
+{
+    const char *am = getenv("STEWARD_TEST_ALERTMANAGER_URL");
+    ck_assert_msg(am != NULL && *am, "STEWARD_TEST_ALERTMANAGER_URL is not set: run through "
+                                     "scripts/test");
+    rcv_t *r = rcv_new();
+    world_init("paging", "2s", "1h", 1, NULL);
+    char routes[2048];
+    snprintf(
+        routes, sizeof routes,
+        "{\"payments\":[{\"type\":\"pagerduty\",\"name\":\"pd\","
+        "\"routing_key\":\"R0UTINGKEYSECRET\",\"url\":\"%s/v2/enqueue\"},"
+        "{\"type\":\"alertmanager\",\"name\":\"am\",\"url\":\"%s\",\"severity\":\"critical\"}],"
+        "\"default\":[{\"type\":\"log\"}]}",
+        rcv_url(r), am);
+    world_config(routes, "1m");
+    w.pids[0] = world_start();
+    world_wait_claimed(1);
+
+    char *key = tl_unique("ORD-");
+    tl_producer_t *p = tl_producer_new();
+    send_event(p, "orders", "OrderPlaced", key, 0);
+    tl_producer_free(p);
+
+    /* One trigger naming the instance and the state. */
+    ck_assert_msg(rcv_wait(r, 1, 30000), "no page within 30 s");
+    char *path;
+    json_t *trigger = request_json(r, 0, &path);
+    ck_assert_str_eq(path, "/v2/enqueue");
+    free(path);
+    ck_assert_str_eq(json_string_value(json_object_get(trigger, "event_action")), "trigger");
+    ck_assert_str_eq(json_string_value(json_object_get(trigger, "routing_key")),
+                     "R0UTINGKEYSECRET");
+    const char *summary =
+        json_string_value(json_object_get(json_object_get(trigger, "payload"), "summary"));
+    ck_assert_msg(tl_contains(summary, key) &&
+                      tl_contains(summary, "stalled in awaiting_payment") &&
+                      tl_contains(summary, "expected PaymentCaptured") &&
+                      tl_contains(summary, "owner payments"),
+                  "summary: %s", summary);
+    char *dedup = strdup(json_string_value(json_object_get(trigger, "dedup_key")));
+    json_t *custom = json_object_get(json_object_get(trigger, "payload"), "custom_details");
+    ck_assert_str_eq(json_string_value(json_object_get(custom, "key")), key);
+    ck_assert_str_eq(json_string_value(json_object_get(custom, "state")), "awaiting_payment");
+    json_decref(trigger);
+    wait_am(am, key, "active");
+
+    /* The late event: the instance advances and the same page resolves. */
+    p = tl_producer_new();
+    send_event(p, "payments", "PaymentCaptured", key, 0);
+    tl_producer_free(p);
+    ck_assert_msg(rcv_wait(r, 2, 30000), "no resolve within 30 s");
+    json_t *resolve = request_json(r, 1, NULL);
+    ck_assert_str_eq(json_string_value(json_object_get(resolve, "event_action")), "resolve");
+    ck_assert_str_eq(json_string_value(json_object_get(resolve, "dedup_key")), dedup);
+    json_decref(resolve);
+    wait_am(am, key, "");
+
+    /* Exactly one trigger: nothing more arrives. */
+    sleep(2);
+    ck_assert_int_eq(rcv_count(r), 2);
+
+    const char *params[1] = {key};
+    char *history = tl_db_scalar(w.conn,
+                                 "SELECT detail FROM steward.history WHERE key = $1 AND "
+                                 "event_type = 'PaymentCaptured'",
+                                 1, params);
+    ck_assert_msg(tl_contains(history, "after the deadline of awaiting_payment"), "detail: %s",
+                  history);
+    char *alert = tl_db_scalar(w.conn,
+                               "SELECT kind || ' ' || (resolved_at IS NOT NULL) || ' ' || "
+                               "resolution FROM steward.alerts WHERE key = $1",
+                               1, params);
+    ck_assert_msg(tl_contains(alert, "deadline true PaymentCaptured arrived"), "alert: %s", alert);
+    /* The routing key is a secret: never in the log. */
+    char *log = tl_read_file(w.log);
+    ck_assert_msg(!tl_contains(log, "R0UTINGKEYSECRET"), "the routing key was logged");
+
+    free(log);
+    free(alert);
+    free(history);
+    free(dedup);
+    free(key);
+    rcv_free(r);
+}
+END_TEST
+
+/* ---- delivery ---------------------------------------------------------------- */
+
+static const char outbox_of_sql[] =
+    "SELECT o.attempts || ' ' || (o.delivered_at IS NOT NULL) || ' ' || (o.failed_at IS NOT "
+    "NULL) FROM steward.outbox o JOIN steward.alerts a ON a.id = o.alert_id WHERE a.key = '%s' "
+    "AND o.payload->>'event' = 'trigger'";
+
+static void wait_outbox(const char *key, const char *expected)
+{
+    char sql[1024];
+    snprintf(sql, sizeof sql, outbox_of_sql, key);
+    wait_sql(sql, expected, 30, key);
+}
+
+START_TEST(delivery_retries_waits_and_records_refusals)
+{
+    rcv_t *r = rcv_new();
+    world_init("delivery", "1s", "1h", 1, NULL);
+    char routes[1024];
+    snprintf(routes, sizeof routes,
+             "{\"payments\":[{\"type\":\"webhook\",\"name\":\"hook\",\"url\":\"%s/hook\"}],"
+             "\"default\":[{\"type\":\"log\"}]}",
+             rcv_url(r));
+    world_config(routes, "1m");
+    w.pids[0] = world_start();
+    world_wait_claimed(1);
+    tl_producer_t *p;
+
+    /* 500, 500, then accepted: delivered once, three attempts. */
+    rcv_push(r, 500, "{\"error\":\"busy\"}", NULL, 0);
+    rcv_push(r, 503, NULL, NULL, 0);
+    p = tl_producer_new();
+    send_event(p, "orders", "OrderPlaced", "A", 0);
+    tl_producer_free(p);
+    wait_outbox("A", "3 true false");
+    ck_assert_int_eq(rcv_count(r), 3);
+    json_t *body = request_json(r, 2, NULL);
+    ck_assert_str_eq(json_string_value(json_object_get(body, "event")), "trigger");
+    ck_assert_int_eq(json_integer_value(json_object_get(body, "version")), 1);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(body, "alert"), "key")),
+                     "A");
+    json_decref(body);
+
+    /* Down for a while: pending, attempts counted, then delivered once. */
+    rcv_set_down(r, true);
+    p = tl_producer_new();
+    send_event(p, "orders", "OrderPlaced", "B", 0);
+    tl_producer_free(p);
+    wait_sql("SELECT o.attempts >= 2 AND o.delivered_at IS NULL FROM steward.outbox o JOIN "
+             "steward.alerts a ON a.id = o.alert_id WHERE a.key = 'B'",
+             "t", 30, "B pending while the receiver is down");
+    char *error = tl_db_scalar(w.conn,
+                               "SELECT last_error FROM steward.outbox o JOIN steward.alerts a ON "
+                               "a.id = o.alert_id WHERE a.key = 'B'",
+                               0, NULL);
+    ck_assert_msg(tl_contains(error, "network"), "last_error: %s", error);
+    free(error);
+    size_t before = rcv_count(r);
+    rcv_set_down(r, false);
+    wait_sql("SELECT o.delivered_at IS NOT NULL FROM steward.outbox o JOIN steward.alerts a ON "
+             "a.id = o.alert_id WHERE a.key = 'B'",
+             "t", 30, "B delivered once the receiver is back");
+    ck_assert_int_eq(rcv_count(r), before + 1);
+
+    /* 429 with Retry-After is retried; 400 is a refusal, kept with its body. */
+    rcv_push(r, 429, NULL, "1", 0);
+    p = tl_producer_new();
+    send_event(p, "orders", "OrderPlaced", "C", 0);
+    tl_producer_free(p);
+    wait_outbox("C", "2 true false");
+
+    rcv_push(r, 400, "{\"error\":\"payload rejected: nope\"}", NULL, 0);
+    p = tl_producer_new();
+    send_event(p, "orders", "OrderPlaced", "D", 0);
+    tl_producer_free(p);
+    wait_outbox("D", "1 false true");
+    error = tl_db_scalar(w.conn,
+                         "SELECT last_error FROM steward.outbox o JOIN steward.alerts a ON "
+                         "a.id = o.alert_id WHERE a.key = 'D'",
+                         0, NULL);
+    ck_assert_msg(tl_contains(error, "HTTP 400") && tl_contains(error, "payload rejected: nope"),
+                  "last_error: %s", error);
+    free(error);
+
+    /* Nothing is deleted: one row per page, delivered or not. */
+    ck_assert_int_eq(scalar_long("SELECT count(*) FROM steward.outbox"), 4);
+    rcv_free(r);
+}
+END_TEST
+
+/* ---- watermark --------------------------------------------------------------- */
+
+START_TEST(backlog_raises_only_the_real_stalls)
+{
+    world_init("watermark", "10m", "10m", 3, NULL);
+    world_config("{\"default\":[{\"type\":\"log\"}]}", "1m");
+    /* Small fetches and batches: every partition advances a little at a
+     * time, so deadlines are judged throughout the catch-up, not only after. */
+    world_config_set("intake", "batch_size", json_integer(200));
+    world_config_set("kafka", "max.partition.fetch.bytes", json_string("4096"));
+
+    /* 10,025 orders placed over the last three hours, each step five
+     * minutes after the one before (inside its ten-minute deadline);
+     * every 401st order stops: at awaiting_payment or awaiting_dispatch.
+     * Produced in time order across the topics, as the services would have. */
+    long long now = (long long) time(NULL) * 1000, t0 = now - 3 * 3600 * 1000LL;
+    static const char *const topics[] = {"orders", "payments", "shipping"};
+    static const char *const types[] = {"OrderPlaced", "PaymentCaptured", "ShipmentDispatched"};
+    /* Small record batches: a fetch brings a little of every partition. */
+    const char *small[] = {"batch.size", "2048", "linger.ms", "1", NULL};
+    tl_producer_t *p = tl_producer_new_conf(small);
+    long messages = 0;
+    char expected[4096] = "";
+    size_t len = 0;
+    int stalled = 0;
+    /* Order i's step s happens at t0 + i s + 300 s * s: walk time, not orders. */
+    for (long long sec = 0; sec < 10025 + 600; sec++) {
+        for (int step = 0; step < 3; step++) {
+            long long i = sec - 300LL * step;
+            if (i < 0 || i >= 10025)
+                continue;
+            bool stalls = i % 401 == 0;
+            int stop_at = (int) (i / 401) % 2 + 1; /* the step it never takes */
+            if (stalls && step >= stop_at)
+                continue;
+            char key[16];
+            snprintf(key, sizeof key, "W%05lld", i);
+            send_event(p, topics[step], types[step], key, t0 + sec * 1000LL);
+            messages++;
+        }
+    }
+    tl_producer_free(p);
+    for (int i = 0; i < 10025; i += 401) {
+        len +=
+            (size_t) snprintf(expected + len, sizeof expected - len, "%sW%05d:%s", len ? " " : "",
+                              i, (i / 401) % 2 + 1 == 1 ? "awaiting_payment" : "awaiting_dispatch");
+        stalled++;
+    }
+    ck_assert_int_eq(stalled, 25);
+
+    w.pids[0] = world_start();
+    char total[32];
+    snprintf(total, sizeof total, "%ld", messages);
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT coalesce(sum(next_offset), 0) FROM steward.offsets WHERE consumer_group = "
+             "'%s' AND next_offset >= 0",
+             w.group);
+    wait_sql(sql, total, 180, "the backlog consumed");
+    wait_sql("SELECT count(*) FROM steward.alerts", "25", 60, "the stalls alerted");
+    sleep(2); /* nothing else follows */
+    ck_assert_int_eq(scalar_long("SELECT count(*) FROM steward.alerts"), 25);
+    char *got = tl_db_scalar(w.conn,
+                             "SELECT string_agg(key || ':' || state, ' ' ORDER BY key) FROM "
+                             "steward.alerts WHERE kind = 'deadline'",
+                             0, NULL);
+    ck_assert_str_eq(got, expected);
+    free(got);
+}
+END_TEST
+
+/* ---- replicas ---------------------------------------------------------------- */
+
+START_TEST(two_replicas_alert_each_deadline_once)
+{
+    world_init("replicas", "2s", "1h", 2, NULL);
+    world_config("{\"default\":[{\"type\":\"log\"}]}", "1m");
+    w.pids[0] = world_start();
+    w.pids[1] = world_start();
+    world_wait_claimed(2);
+    tl_producer_t *p = tl_producer_new();
+    for (int i = 0; i < 60; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "R%03d", i);
+        send_event(p, "orders", "OrderPlaced", key, 0);
+    }
+    tl_producer_free(p);
+    wait_sql("SELECT count(*) FROM steward.alerts", "60", 60, "every stall alerted");
+    sleep(2);
+    ck_assert_int_eq(scalar_long("SELECT count(*) FROM steward.alerts"), 60);
+    ck_assert_int_eq(scalar_long("SELECT count(DISTINCT key) FROM steward.alerts"), 60);
+    ck_assert_int_eq(scalar_long("SELECT count(*) FROM steward.outbox"), 60);
+    ck_assert_int_eq(scalar_long("SELECT count(*) FROM steward.instances WHERE overdue"), 60);
+}
+END_TEST
+
+/* ---- blind ---------------------------------------------------------------------- */
+
+START_TEST(lost_broker_opens_one_blind_alert_and_holds_deadlines)
+{
+    /* librdkafka's mock cluster, in this process: a broker the test can stop. */
+    char errstr[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "bootstrap.servers", "", errstr, sizeof errstr);
+    rd_kafka_t *owner = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
+    ck_assert_msg(owner != NULL, "%s", errstr);
+    rd_kafka_mock_cluster_t *mc = rd_kafka_mock_cluster_new(owner, 1);
+    ck_assert_ptr_nonnull(mc);
+    const char *bootstraps = rd_kafka_mock_cluster_bootstraps(mc);
+
+    world_init("blind", "6s", "1h", 1, bootstraps);
+    const char *names[] = {"orders", "payments", "shipping"};
+    for (int i = 0; i < 3; i++) {
+        char *t = topic(names[i]);
+        ck_assert_int_eq(rd_kafka_mock_topic_create(mc, t, 1, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+        free(t);
+    }
+    world_config("{\"default\":[{\"type\":\"log\"}]}", "3s");
+    w.pids[0] = world_start();
+    world_wait_claimed(1);
+
+    rd_kafka_conf_t *pconf = rd_kafka_conf_new();
+    rd_kafka_conf_set(pconf, "bootstrap.servers", bootstraps, errstr, sizeof errstr);
+    rd_kafka_t *producer = rd_kafka_new(RD_KAFKA_PRODUCER, pconf, errstr, sizeof errstr);
+    char *orders = topic("orders");
+    for (int i = 0; i < 3; i++) {
+        char value[128];
+        snprintf(value, sizeof value,
+                 "{\"type\":\"OrderPlaced\",\"id\":\"b%d\",\"order_id\":\"B%d\"}", i, i);
+        ck_assert_int_eq(rd_kafka_producev(producer, RD_KAFKA_V_TOPIC(orders),
+                                           RD_KAFKA_V_VALUE(value, strlen(value)),
+                                           RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                           RD_KAFKA_V_END),
+                         RD_KAFKA_RESP_ERR_NO_ERROR);
+    }
+    ck_assert_int_eq(rd_kafka_flush(producer, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
+    free(orders);
+    wait_sql("SELECT count(*) FROM steward.instances", "3", 30, "instances started");
+    time_t placed = time(NULL);
+
+    /* The broker goes away: one blind alert, and no deadline judged. */
+    rd_kafka_mock_broker_set_down(mc, 1);
+    wait_sql("SELECT count(*) FROM steward.alerts WHERE kind = 'blind' AND resolved_at IS NULL",
+             "1", 30, "the blind alert");
+    char *summary =
+        tl_db_scalar(w.conn, "SELECT summary FROM steward.alerts WHERE kind = 'blind'", 0, NULL);
+    ck_assert_msg(tl_contains(summary, "is blind") && tl_contains(summary, "unread for"),
+                  "summary: %s", summary);
+    free(summary);
+    while (time(NULL) < placed + 10) /* the deadlines pass on the wall clock */
+        sleep(1);
+    ck_assert_int_eq(scalar_long("SELECT count(*) FROM steward.alerts WHERE kind = 'deadline'"), 0);
+
+    /* Back: the blind alert resolves, the real stalls are alerted. */
+    rd_kafka_mock_broker_set_up(mc, 1);
+    wait_sql("SELECT count(*) FROM steward.alerts WHERE kind = 'blind' AND resolved_at IS NULL",
+             "0", 60, "the blind alert resolved");
+    wait_sql("SELECT count(*) FROM steward.alerts WHERE kind = 'deadline'", "3", 60,
+             "the stalls alerted after the broker came back");
+    ck_assert_int_eq(scalar_long("SELECT count(*) FROM steward.alerts WHERE kind = 'blind'"), 1);
+
+    world_teardown();
+    w.pids[0] = 0;
+    rd_kafka_destroy(producer);
+    rd_kafka_mock_cluster_destroy(mc);
+    rd_kafka_destroy(owner);
+}
+END_TEST
+
+static void teardown(void)
+{
+    world_teardown();
+}
+
+/* A suite of one test, with the world torn down after it. */
+#define WORLD_SUITE(name, test)                                                                    \
+    Suite *name##_suite(void)                                                                      \
+    {                                                                                              \
+        Suite *s = suite_create(#name);                                                            \
+        TCase *tc = tcase_create(#name);                                                           \
+        tcase_set_timeout(tc, 400);                                                                \
+        tcase_add_checked_fixture(tc, NULL, teardown);                                             \
+        tcase_add_test(tc, test);                                                                  \
+        suite_add_tcase(s, tc);                                                                    \
+        return s;                                                                                  \
+    }
+
+WORLD_SUITE(paging, stall_pages_once_and_the_late_event_resolves_it)
+WORLD_SUITE(delivery, delivery_retries_waits_and_records_refusals)
+WORLD_SUITE(watermark, backlog_raises_only_the_real_stalls)
+WORLD_SUITE(replicas, two_replicas_alert_each_deadline_once)
+
+Suite *blind_suite(void)
+{
+    Suite *s = suite_create("blind");
+    TCase *tc = tcase_create("blind");
+    tcase_set_timeout(tc, 400);
+    tcase_add_test(tc, lost_broker_opens_one_blind_alert_and_holds_deadlines);
+    suite_add_tcase(s, tc);
+    return s;
+}
