@@ -20,7 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SCHED_BATCH 500
+#define SCHED_BATCH         500
+#define SCHED_JOIN_GRACE_MS 60000
 
 struct sched {
     PGconn *conn;
@@ -341,7 +342,11 @@ static err_class_t check_blind(sched_t *s, sched_stats_t *stats, char *errstr, s
         json_decref(behind);
         return cls;
     }
-    bool settled = wall_ms() - s->started_ms >= s->blind_after_ms;
+    /* A topic no replica has claimed yet counts only once the group had
+     * time to form: joining can take longer than a short blind_after. */
+    int64_t settle_ms =
+        s->blind_after_ms > SCHED_JOIN_GRACE_MS ? s->blind_after_ms : SCHED_JOIN_GRACE_MS;
+    bool settled = wall_ms() - s->started_ms >= settle_ms;
     size_t len = 0;
     int listed = 0;
     summary[0] = '\0';
