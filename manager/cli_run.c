@@ -8,6 +8,8 @@
 #include "manager/config.h"
 #include "manager/db.h"
 #include "manager/err.h"
+#include "manager/generation.h"
+#include "manager/http.h"
 #include "manager/intake.h"
 #include "manager/log.h"
 #include "manager/notifier.h"
@@ -16,6 +18,7 @@
 #include "schema/migrate.h"
 
 #include <getopt.h>
+#include <librdkafka/rdkafka.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -50,11 +53,14 @@ static const char run_usage[] =
     "  --log-level LEVEL     debug, info, warn or error (default info)\n";
 
 static volatile sig_atomic_t stop_requested;
+static volatile sig_atomic_t reload_requested;
 
 static void on_signal(int sig)
 {
-    (void) sig;
-    stop_requested = 1;
+    if (sig == SIGHUP)
+        reload_requested = 1;
+    else
+        stop_requested = 1;
 }
 
 typedef struct flag {
@@ -105,6 +111,19 @@ static config_t *build_config(const flag_t *flags, size_t n_flags, const char *c
     }
     if (cls == ERR_OK)
         cls = config_check(cfg, errstr, sizeof errstr);
+    /* librdkafka judges its own properties: ask it now, before any
+     * connection, so a typo is a config error and not a runtime one. */
+    if (cls == ERR_OK && cfg->n_kafka_props > 0) {
+        rd_kafka_conf_t *probe = rd_kafka_conf_new();
+        for (size_t i = 0; i < cfg->n_kafka_props && cls == ERR_OK; i++) {
+            char name[256], kerr[256];
+            const char *value;
+            if (split(cfg->kafka_props[i], name, sizeof name, &value) &&
+                rd_kafka_conf_set(probe, name, value, kerr, sizeof kerr) != RD_KAFKA_CONF_OK)
+                cls = err_set(ERR_INVALID, errstr, sizeof errstr, "kafka.%s: %s", name, kerr);
+        }
+        rd_kafka_conf_destroy(probe);
+    }
     if (cls != ERR_OK) {
         fprintf(stderr, "steward run: config: %s\n", cls == ERR_FATAL ? "out of memory" : errstr);
         config_free(cfg);
@@ -113,21 +132,94 @@ static config_t *build_config(const flag_t *flags, size_t n_flags, const char *c
     return cfg;
 }
 
+/* What the threads and the reload share. */
+typedef struct run_ctx {
+    const flag_t *flags;
+    size_t n_flags;
+    const char *config_path;
+    gen_current_t *current;
+    gen_t *intake_gen; /* the generation intake works with */
+    sched_t *sched;
+    notifier_t *notifier;
+} run_ctx_t;
+
 static void *scheduler_main(void *arg)
 {
-    sched_run(arg, &stop_requested);
+    run_ctx_t *ctx = arg;
+    sched_run(ctx->sched, &stop_requested, ctx->current);
     return NULL;
 }
 
 static void *notifier_main(void *arg)
 {
-    notifier_run(arg, &stop_requested, DRAIN_MS);
+    run_ctx_t *ctx = arg;
+    notifier_run(ctx->notifier, &stop_requested, DRAIN_MS, ctx->current);
     return NULL;
 }
 
-/* Runs intake here and the scheduler and notifier beside it. */
-static int serve(const config_t *cfg, const char *replica, def_set_t *defs, route_table_t *routes)
+/* Prints a set's problems to the log, one line each. */
+static void log_problems(const def_problems_t *problems)
 {
+    for (size_t i = 0; i < problems->n; i++)
+        LOG_ERROR("definition problem", "file", problems->items[i].file, "pointer",
+                  problems->items[i].pointer, "problem", problems->items[i].message);
+}
+
+/*
+ * SIGHUP: reads the config again and reloads the definitions and routes,
+ * validated first. A bad reload keeps the running ones and says why.
+ * Runs on the intake thread, between batches.
+ */
+static void reload(intake_t *intake, void *arg)
+{
+    run_ctx_t *ctx = arg;
+    char errstr[1024];
+
+    if (!reload_requested)
+        return;
+    reload_requested = 0;
+    LOG_INFO("reloading definitions and routes (SIGHUP)");
+    config_t *cfg = build_config(ctx->flags, ctx->n_flags, ctx->config_path);
+    if (cfg == NULL) {
+        LOG_ERROR("reload refused: the config is invalid (see above); keeping the running "
+                  "definitions and routes");
+        return;
+    }
+    route_table_t *routes = route_table_new(cfg->routes, errstr, sizeof errstr);
+    def_problems_t problems = {0};
+    const char *paths[1] = {cfg->definitions};
+    def_set_t *defs = routes != NULL ? def_set_load(paths, 1, &problems, NULL) : NULL;
+    if (routes == NULL) {
+        LOG_ERROR("reload refused: keeping the running definitions and routes", "error", errstr);
+    } else if (defs == NULL || defs->n == 0) {
+        log_problems(&problems);
+        LOG_ERROR("reload refused: the definitions are invalid; keeping the running ones",
+                  "definitions", cfg->definitions);
+    } else if (intake_set_definitions(intake, defs, routes, errstr, sizeof errstr) != ERR_OK) {
+        LOG_ERROR("reload refused: keeping the running definitions", "error", errstr);
+    } else {
+        gen_t *next = gen_new(defs, routes);
+        defs = NULL;
+        routes = NULL;
+        gen_publish(ctx->current, next);
+        gen_release(ctx->intake_gen);
+        ctx->intake_gen = gen_acquire(ctx->current);
+        char count[16], number[16];
+        snprintf(count, sizeof count, "%zu", next->defs->n);
+        snprintf(number, sizeof number, "%d", next->number);
+        LOG_INFO("definitions and routes reloaded", "definitions", count, "generation", number);
+    }
+    def_problems_clear(&problems);
+    def_set_free(defs);
+    route_table_free(routes);
+    config_free(cfg);
+}
+
+/* Runs intake here and the scheduler and notifier beside it. */
+static int serve(const config_t *cfg, const char *replica, run_ctx_t *ctx)
+{
+    const def_set_t *defs = ctx->intake_gen->defs;
+    route_table_t *routes = ctx->intake_gen->routes;
     char errstr[1024];
     err_class_t cls;
     int rc = EXIT_OK;
@@ -143,6 +235,8 @@ static int serve(const config_t *cfg, const char *replica, def_set_t *defs, rout
         .kafka_props = (const char *const *) cfg->kafka_props,
         .n_kafka_props = cfg->n_kafka_props,
         .routes = routes,
+        .on_tick = reload,
+        .tick_arg = ctx,
     };
     sched_config_t scfg = {cfg->database, cfg->group,          cfg->scheduler_interval_ms,
                            cfg->grace_ms, cfg->blind_after_ms, cfg->blind_owner};
@@ -154,6 +248,13 @@ static int serve(const config_t *cfg, const char *replica, def_set_t *defs, rout
         LOG_ERROR("cannot start intake", "error", errstr);
         return cls == ERR_INVALID ? EXIT_USAGE : EXIT_RUNTIME;
     }
+    http_t *http =
+        http_new(cfg->http_listen, cfg->database, cfg->group, &cls, errstr, sizeof errstr);
+    if (http == NULL && cls != ERR_OK) { /* NULL with ERR_OK: http.listen is "" */
+        LOG_ERROR("cannot start the HTTP server", "error", errstr);
+        intake_free(intake);
+        return cls == ERR_INVALID ? EXIT_USAGE : EXIT_RUNTIME;
+    }
     sched_t *sched = sched_new(&scfg, defs, routes, errstr, sizeof errstr);
     notifier_t *notifier =
         sched != NULL ? notifier_new(&ncfg, routes, errstr, sizeof errstr) : NULL;
@@ -161,11 +262,14 @@ static int serve(const config_t *cfg, const char *replica, def_set_t *defs, rout
     if (notifier == NULL) {
         LOG_ERROR("cannot start", "error", errstr);
         sched_free(sched);
+        http_free(http);
         intake_free(intake);
         return EXIT_RUNTIME;
     }
-    pthread_create(&sched_thread, NULL, scheduler_main, sched);
-    pthread_create(&notifier_thread, NULL, notifier_main, notifier);
+    ctx->sched = sched;
+    ctx->notifier = notifier;
+    pthread_create(&sched_thread, NULL, scheduler_main, ctx);
+    pthread_create(&notifier_thread, NULL, notifier_main, ctx);
 
     char count[16];
     snprintf(count, sizeof count, "%zu", defs->n);
@@ -178,6 +282,7 @@ static int serve(const config_t *cfg, const char *replica, def_set_t *defs, rout
     stop_requested = 1; /* intake failing stops the others too */
     pthread_join(sched_thread, NULL);
     pthread_join(notifier_thread, NULL);
+    http_free(http);
     intake_free(intake);
     sched_free(sched);
     notifier_free(notifier);
@@ -271,9 +376,10 @@ int cli_run(int argc, char **argv)
         return EXIT_USAGE;
     }
     config_t *cfg = build_config(flags, n_flags, config_path);
-    free(flags);
-    if (cfg == NULL)
+    if (cfg == NULL) {
+        free(flags);
         return EXIT_USAGE;
+    }
     log_set_level(cfg->log_level);
 
     char errstr[1024], replica_buf[300];
@@ -291,6 +397,7 @@ int cli_run(int argc, char **argv)
     if (routes == NULL) {
         fprintf(stderr, "steward run: config: %s\n", errstr);
         config_free(cfg);
+        free(flags);
         return EXIT_USAGE;
     }
 
@@ -310,6 +417,7 @@ int cli_run(int argc, char **argv)
         def_set_free(defs);
         route_table_free(routes);
         config_free(cfg);
+        free(flags);
         return EXIT_USAGE;
     }
 
@@ -328,6 +436,9 @@ int cli_run(int argc, char **argv)
     if (conn != NULL)
         PQfinish(conn);
 
+    run_ctx_t ctx = {flags, n_flags, config_path, NULL, NULL, NULL, NULL};
+    ctx.current = gen_current_new(gen_new(defs, routes)); /* defs, routes now owned there */
+    ctx.intake_gen = gen_acquire(ctx.current);
     if (rc == EXIT_OK) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
@@ -335,10 +446,12 @@ int cli_run(int argc, char **argv)
         sigemptyset(&sa.sa_mask);
         sigaction(SIGTERM, &sa, NULL);
         sigaction(SIGINT, &sa, NULL);
-        rc = serve(cfg, replica, defs, routes);
+        sigaction(SIGHUP, &sa, NULL);
+        rc = serve(cfg, replica, &ctx);
     }
-    def_set_free(defs);
-    route_table_free(routes);
+    gen_release(ctx.intake_gen);
+    gen_current_free(ctx.current);
     config_free(cfg);
+    free(flags);
     return rc;
 }

@@ -234,14 +234,13 @@ static char *scalar_text(const char *file, const char *name, json_t *value, bool
     char *text = NULL;
     if (from_file) {
         if (!json_is_string(value)) {
-            err_set(ERR_INVALID, errstr, errstr_size, "%s: %s_file: expected a file path", file,
-                    name);
+            err_set(ERR_INVALID, errstr, errstr_size, "%s: %s: expected a file path", file, name);
             return NULL;
         }
         char why[512];
         text = read_secret(json_string_value(value), why, sizeof why);
         if (text == NULL)
-            err_set(ERR_INVALID, errstr, errstr_size, "%s: %s_file: %s", file, name, why);
+            err_set(ERR_INVALID, errstr, errstr_size, "%s: %s: %s", file, name, why);
         return text;
     }
     if (json_is_string(value))

@@ -30,6 +30,7 @@ struct intake {
     rd_kafka_t *rk;
     store_t *store;
     const def_set_t *defs; /* borrowed */
+    route_table_t *routes; /* borrowed */
     size_t batch_max;
     int batch_ms;
     volatile sig_atomic_t *stop;
@@ -40,6 +41,9 @@ struct intake {
     rd_kafka_message_t **pending; /* the batch being gathered */
     size_t n_pending;
     int64_t pending_since_ms;
+
+    void (*on_tick)(intake_t *, void *);
+    void *tick_arg;
 
     err_class_t failure; /* set by the rebalance callback when it cannot go on */
     char failure_text[512];
@@ -168,6 +172,7 @@ static void on_assign(intake_t *in, rd_kafka_topic_partition_list_t *list)
     }
     free(parts);
     rd_kafka_assign(in->rk, list);
+    metrics_set_assigned(list->cnt);
 }
 
 static void on_revoke(intake_t *in, rd_kafka_topic_partition_list_t *list)
@@ -202,6 +207,8 @@ static void on_revoke(intake_t *in, rd_kafka_topic_partition_list_t *list)
     in->n_pending = 0;
     clear_owned(in);
     rd_kafka_assign(in->rk, NULL);
+    metrics_set_assigned(0);
+    metrics_clear_partitions();
 }
 
 static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
@@ -379,6 +386,7 @@ static err_class_t flush(intake_t *in, char *errstr, size_t errstr_size)
         snprintf(count, sizeof count, "%zu", stats.messages);
         snprintf(ms, sizeof ms, "%" PRId64, monotonic_ms() - started);
         LOG_DEBUG("batch committed", "messages", count, "ms", ms);
+        metrics_observe_batch(monotonic_ms() - started);
         commit_to_kafka(in, parts, n_parts);
     }
 
@@ -433,6 +441,9 @@ intake_t *intake_new(const intake_config_t *cfg, const def_set_t *defs, err_clas
         return NULL;
     }
     in->defs = defs;
+    in->routes = cfg->routes;
+    in->on_tick = cfg->on_tick;
+    in->tick_arg = cfg->tick_arg;
     in->batch_max = cfg->batch_max > 0 ? cfg->batch_max : INTAKE_DEFAULT_BATCH_MAX;
     in->batch_ms = cfg->batch_ms > 0 ? cfg->batch_ms : INTAKE_DEFAULT_BATCH_MS;
     in->pending = calloc(in->batch_max, sizeof *in->pending);
@@ -582,18 +593,71 @@ err_class_t intake_run(intake_t *in, volatile sig_atomic_t *stop, char *errstr, 
              * watermarks, judge expired parked events. */
             size_t expired = 0;
             check_reachable(in);
+            for (size_t i = 0; i < in->n_owned; i++) { /* for /metrics: the cached watermark */
+                owned_t *o = &in->owned[i];
+                int64_t lo, hi, pos;
+                if (rd_kafka_get_watermark_offsets(in->rk, o->topic, o->partition, &lo, &hi) ==
+                        RD_KAFKA_RESP_ERR_NO_ERROR &&
+                    hi >= 0 && (pos = o->next > lo ? o->next : lo) >= 0)
+                    metrics_set_partition_lag(o->topic, o->partition, hi - pos);
+            }
             cls = flush(in, errstr, errstr_size);
             if (cls == ERR_OK &&
                 store_expire_parked(in->store, &expired, errstr, errstr_size) != ERR_OK)
                 LOG_LIMITED(LOG_LEVEL_WARN, "expire", 10000, "cannot expire parked events yet",
                             "error", errstr);
             last_tick = now;
+            if (cls == ERR_OK && in->on_tick != NULL)
+                in->on_tick(in, in->tick_arg);
         }
     }
     if (cls == ERR_OK && in->n_pending > 0)
         cls = flush(in, errstr, errstr_size);
     /* Leaving the group revokes the partitions, which logs their release. */
     rd_kafka_consumer_close(in->rk);
+    return cls;
+}
+
+/* True if both lists name the same topics. */
+static bool same_topics(const rd_kafka_topic_partition_list_t *a,
+                        const rd_kafka_topic_partition_list_t *b)
+{
+    if (a->cnt != b->cnt)
+        return false;
+    for (int i = 0; i < a->cnt; i++) {
+        if (rd_kafka_topic_partition_list_find(b, a->elems[i].topic, RD_KAFKA_PARTITION_UA) == NULL)
+            return false;
+    }
+    return true;
+}
+
+err_class_t intake_set_definitions(intake_t *in, const def_set_t *defs, route_table_t *routes,
+                                   char *errstr, size_t errstr_size)
+{
+    const def_set_t *old = in->defs;
+    err_class_t cls;
+
+    /* Record first: a changed document under a recorded version is refused
+     * before anything switches. */
+    store_set_definitions(in->store, defs, routes);
+    if ((cls = store_register_definitions(in->store, errstr, errstr_size)) != ERR_OK) {
+        store_set_definitions(in->store, old, in->routes);
+        return cls;
+    }
+    in->defs = defs;
+    in->routes = routes;
+
+    rd_kafka_topic_partition_list_t *wanted = subscription(defs), *current = NULL;
+    rd_kafka_resp_err_t err = rd_kafka_subscription(in->rk, &current);
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR || !same_topics(wanted, current)) {
+        err = rd_kafka_subscribe(in->rk, wanted);
+        if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+            cls = err_set(ERR_FATAL, errstr, errstr_size, "cannot subscribe to the new topics: %s",
+                          rd_kafka_err2str(err));
+    }
+    if (current != NULL)
+        rd_kafka_topic_partition_list_destroy(current);
+    rd_kafka_topic_partition_list_destroy(wanted);
     return cls;
 }
 

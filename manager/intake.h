@@ -37,6 +37,10 @@ typedef struct intake_config {
     const char *const *kafka_props;
     size_t n_kafka_props;
     route_table_t *routes; /* who hears of sequence alerts and resolves; borrowed */
+    /* Called on the intake thread about once a second, between batches: the
+     * place to reload definitions (intake_set_definitions()). May be NULL. */
+    void (*on_tick)(intake_t *intake, void *arg);
+    void *tick_arg;
 } intake_config_t;
 
 #define INTAKE_DEFAULT_BATCH_MAX 2000
@@ -60,6 +64,15 @@ intake_t *intake_new(const intake_config_t *cfg, const def_set_t *defs, err_clas
  */
 err_class_t intake_run(intake_t *intake, volatile sig_atomic_t *stop, char *errstr,
                        size_t errstr_size);
+
+/*
+ * Switches to new definitions and routes (borrowed, as in intake_new()):
+ * records them in steward.definitions first (ERR_INVALID, and nothing
+ * changes, when a recorded version's document differs), then subscribes to
+ * their topics. Call on the intake thread: from the on_tick callback.
+ */
+err_class_t intake_set_definitions(intake_t *intake, const def_set_t *defs, route_table_t *routes,
+                                   char *errstr, size_t errstr_size);
 
 void intake_free(intake_t *intake); /* NULL is a no-op */
 

@@ -24,6 +24,7 @@ static const command_t commands[] = {
     {"migrate", cli_migrate, "apply pending schema migrations"},
     {"inspect", cli_inspect, "show one instance and its history"},
     {"stuck", cli_stuck, "list open alerts by process and state"},
+    {"demo", cli_demo, "the whole story on an embedded Kafka"},
 };
 
 static void usage(FILE *out)

@@ -1,6 +1,88 @@
 /*
- * metrics - the counters; see metrics.h.
+ * metrics - the counters, the histogram and the lag table; see metrics.h.
  */
 #include "manager/metrics.h"
 
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 metrics_t metrics;
+
+/* From a few milliseconds (a small batch on a local database) to the ten
+ * seconds of a batch retried against a database that went away. */
+const int64_t metrics_batch_bounds_ms[METRICS_BATCH_BUCKETS] = {
+    5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000};
+
+/* The lag table: one entry per owned partition. Written by intake once a
+ * second, read by each scrape; a mutex is simpler than anything lock-free
+ * and costs nothing at that rate. */
+static pthread_mutex_t lag_lock = PTHREAD_MUTEX_INITIALIZER;
+static metrics_lag_t *lags;
+static size_t n_lags, cap_lags;
+
+void metrics_observe_batch(int64_t ms)
+{
+    size_t i = 0;
+
+    if (ms < 0)
+        ms = 0;
+    while (i < METRICS_BATCH_BUCKETS && ms > metrics_batch_bounds_ms[i])
+        i++;
+    metrics_add(&metrics.batch_buckets[i], 1);
+    metrics_add(&metrics.batch_ms_sum, (long long) ms);
+}
+
+void metrics_set_assigned(long long partitions)
+{
+    atomic_store_explicit(&metrics.partitions_assigned, partitions, memory_order_relaxed);
+}
+
+void metrics_set_partition_lag(const char *topic, int32_t partition, int64_t lag)
+{
+    pthread_mutex_lock(&lag_lock);
+    size_t i = 0;
+    while (i < n_lags && (lags[i].partition != partition || strcmp(lags[i].topic, topic) != 0))
+        i++;
+    if (i == n_lags && n_lags == cap_lags) {
+        size_t cap = cap_lags > 0 ? cap_lags * 2 : 16;
+        metrics_lag_t *grown = realloc(lags, cap * sizeof *grown);
+        if (grown == NULL) { /* a metric is not worth failing for */
+            pthread_mutex_unlock(&lag_lock);
+            return;
+        }
+        lags = grown;
+        cap_lags = cap;
+    }
+    if (i == n_lags) {
+        snprintf(lags[i].topic, sizeof lags[i].topic, "%s", topic);
+        lags[i].partition = partition;
+        n_lags++;
+    }
+    lags[i].lag = lag > 0 ? lag : 0;
+    pthread_mutex_unlock(&lag_lock);
+}
+
+void metrics_clear_partitions(void)
+{
+    pthread_mutex_lock(&lag_lock);
+    free(lags);
+    lags = NULL;
+    n_lags = cap_lags = 0;
+    pthread_mutex_unlock(&lag_lock);
+}
+
+size_t metrics_partition_lags(metrics_lag_t **out)
+{
+    size_t n = 0;
+
+    *out = NULL;
+    pthread_mutex_lock(&lag_lock);
+    if (n_lags > 0 && (*out = malloc(n_lags * sizeof **out)) != NULL) {
+        memcpy(*out, lags, n_lags * sizeof **out);
+        n = n_lags;
+    }
+    pthread_mutex_unlock(&lag_lock);
+    return n;
+}

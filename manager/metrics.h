@@ -1,7 +1,13 @@
 /*
- * metrics - the process's counters, shared by every thread as atomics.
+ * metrics - the process's counters and gauges, shared by every thread.
  * They are the one global state Steward keeps besides signal flags; the
- * HTTP module renders them in Prometheus text format.
+ * HTTP module (http.c) renders them in Prometheus text format.
+ *
+ * Counters and the batch-duration histogram are atomics any thread adds
+ * to. What intake alone knows of Kafka (how many partitions it owns, how
+ * far each lags behind its high watermark) is published here too, because
+ * the HTTP threads cannot ask librdkafka: the partition count is an atomic,
+ * the lag table sits behind a mutex private to metrics.c.
  */
 #ifndef STEWARD_METRICS_H
 #define STEWARD_METRICS_H
@@ -11,6 +17,12 @@
 #include "manager/routes.h"
 
 #include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Upper bounds of the batch-duration buckets, in milliseconds. */
+#define METRICS_BATCH_BUCKETS 12
+extern const int64_t metrics_batch_bounds_ms[METRICS_BATCH_BUCKETS];
 
 typedef struct metrics {
     atomic_llong events_read;                 /* Kafka messages consumed */
@@ -24,6 +36,14 @@ typedef struct metrics {
     atomic_llong alerts_opened;  /* by the scheduler */
     /* notifications by sink type and verdict (delivered, retried, failed) */
     atomic_llong notifications[4][3];
+
+    /* Committed batches of at least one message, by duration (retries
+     * included): bucket i counts those no longer than bound i and longer
+     * than bound i - 1; the last one those longer than every bound. */
+    atomic_llong batch_buckets[METRICS_BATCH_BUCKETS + 1];
+    atomic_llong batch_ms_sum;
+
+    atomic_llong partitions_assigned; /* claimed by intake now; 0 while none */
 } metrics_t;
 
 extern metrics_t metrics;
@@ -32,5 +52,38 @@ static inline void metrics_add(atomic_llong *counter, long long n)
 {
     atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
 }
+
+static inline long long metrics_get(atomic_llong *counter)
+{
+    return atomic_load_explicit(counter, memory_order_relaxed);
+}
+
+/* Records one committed batch that took `ms` milliseconds. Any thread. */
+void metrics_observe_batch(int64_t ms);
+
+/* Intake's assignment: how many partitions it has claimed (0 after a
+ * revoke). Called on the intake thread, read by /readyz. */
+void metrics_set_assigned(long long partitions);
+
+/* The consumer lag of one partition intake owns (messages between what it
+ * has read and the high watermark; negative values count as 0). Called
+ * on the intake thread once a second; takes the table's mutex. */
+void metrics_set_partition_lag(const char *topic, int32_t partition, int64_t lag);
+
+/* Forgets every partition's lag (intake lost or gave up its assignment). */
+void metrics_clear_partitions(void);
+
+typedef struct metrics_lag {
+    char topic[256]; /* Kafka topic names have at most 249 characters */
+    int32_t partition;
+    int64_t lag;
+} metrics_lag_t;
+
+/*
+ * A copy of the lag table, in the order partitions were first reported,
+ * into *out (free() it; NULL when empty). Returns how many entries; on
+ * out of memory returns 0 with *out NULL. Any thread; takes the mutex.
+ */
+size_t metrics_partition_lags(metrics_lag_t **out);
 
 #endif

@@ -453,13 +453,17 @@ err_class_t notifier_tick(notifier_t *n, notifier_stats_t *stats, char *errstr, 
     return cls;
 }
 
-void notifier_run(notifier_t *n, volatile sig_atomic_t *stop, int64_t drain_ms)
+void notifier_run(notifier_t *n, volatile sig_atomic_t *stop, int64_t drain_ms, gen_current_t *cur)
 {
     char errstr[1024];
     int64_t drain_until = -1;
+    gen_t *held = gen_acquire(cur);
 
+    notifier_set_routes(n, held->routes);
     for (;;) {
         notifier_stats_t stats;
+        if (gen_refresh(cur, &held))
+            notifier_set_routes(n, held->routes);
         err_class_t cls = notifier_tick(n, &stats, errstr, sizeof errstr);
         if (cls != ERR_OK)
             LOG_LIMITED(LOG_LEVEL_WARN, "notifier-tick", 10000, "notifier pass failed; retrying",
@@ -476,4 +480,5 @@ void notifier_run(notifier_t *n, volatile sig_atomic_t *stop, int64_t drain_ms)
         for (int64_t slept = 0; slept < n->interval_ms && !*stop; slept += 50)
             usleep(50 * 1000);
     }
+    gen_release(held);
 }

@@ -19,6 +19,7 @@
 #define STEWARD_NOTIFIER_H
 
 #include "manager/err.h"
+#include "manager/generation.h"
 #include "manager/routes.h"
 
 #include <signal.h>
@@ -54,7 +55,8 @@ err_class_t notifier_tick(notifier_t *n, notifier_stats_t *stats, char *errstr, 
 /*
  * Passes every interval until *stop is set; then keeps delivering for at
  * most drain_ms while anything is due, so a clean stop flushes what it can.
+ * Takes up reloaded routes from `cur` between passes.
  */
-void notifier_run(notifier_t *n, volatile sig_atomic_t *stop, int64_t drain_ms);
+void notifier_run(notifier_t *n, volatile sig_atomic_t *stop, int64_t drain_ms, gen_current_t *cur);
 
 #endif

@@ -426,11 +426,15 @@ err_class_t sched_tick(sched_t *s, sched_stats_t *stats, char *errstr, size_t er
     return check_blind(s, stats, errstr, errstr_size);
 }
 
-void sched_run(sched_t *s, volatile sig_atomic_t *stop)
+void sched_run(sched_t *s, volatile sig_atomic_t *stop, gen_current_t *cur)
 {
     char errstr[1024];
+    gen_t *held = gen_acquire(cur);
+    sched_set_definitions(s, held->defs, held->routes);
     while (!*stop) {
         sched_stats_t stats;
+        if (gen_refresh(cur, &held))
+            sched_set_definitions(s, held->defs, held->routes);
         err_class_t cls = sched_tick(s, &stats, errstr, sizeof errstr);
         if (cls != ERR_OK)
             LOG_LIMITED(LOG_LEVEL_WARN, "sched-tick", 10000, "deadline pass failed; retrying",
@@ -438,4 +442,5 @@ void sched_run(sched_t *s, volatile sig_atomic_t *stop)
         for (int64_t slept = 0; slept < s->interval_ms && !*stop; slept += 50)
             usleep(50 * 1000);
     }
+    gen_release(held);
 }

@@ -25,6 +25,7 @@
 
 #include "definitions/def.h"
 #include "manager/err.h"
+#include "manager/generation.h"
 #include "manager/routes.h"
 
 #include <signal.h>
@@ -67,7 +68,8 @@ void sched_set_definitions(sched_t *s, const def_set_t *defs, route_table_t *rou
 err_class_t sched_tick(sched_t *s, sched_stats_t *stats, char *errstr, size_t errstr_size);
 
 /* Passes every interval until *stop is set; reconnects after a lost
- * connection. Logs what it cannot do and goes on. */
-void sched_run(sched_t *s, volatile sig_atomic_t *stop);
+ * connection; takes up reloaded definitions and routes from `cur` between
+ * passes. Logs what it cannot do and goes on. */
+void sched_run(sched_t *s, volatile sig_atomic_t *stop, gen_current_t *cur);
 
 #endif

@@ -119,6 +119,10 @@ static void rows_free(rows_t *rows)
     rows->n_history = rows->n_rejected = 0;
 }
 
+/* Compact, with 15 significant digits: what a double keeps of the decimal a
+ * producer wrote (11.53 stays 11.53, not 11.529999999999999). */
+#define JSON_NUMBERS (JSON_COMPACT | JSON_REAL_PRECISION(15))
+
 /* ---- connection and definitions ---------------------------------------- */
 
 store_t *store_new(const store_config_t *cfg, const def_set_t *defs, char *errstr,
@@ -1039,7 +1043,7 @@ static void batch_collect(batch_t *b)
             if (p->db_id > 0 && p->settled) {
                 pgarr_add_int(&rows->p_delete, p->db_id);
             } else if (p->db_id == 0 && !p->settled) {
-                char *payload = json_dumps(p->payload, JSON_COMPACT);
+                char *payload = json_dumps(p->payload, JSON_NUMBERS);
                 pgarr_add(&rows->p_process, slot->process);
                 pgarr_add(&rows->p_key, slot->key);
                 pgarr_add(&rows->p_event_id, p->event_id);
@@ -1056,7 +1060,7 @@ static void batch_collect(batch_t *b)
         if (!slot->dirty)
             continue;
         const engine_instance_t *inst = &slot->inst;
-        char *vars = json_dumps(inst->vars, JSON_COMPACT);
+        char *vars = json_dumps(inst->vars, JSON_NUMBERS);
         pgarr_add(&rows->i_process, slot->process);
         pgarr_add(&rows->i_key, slot->key);
         pgarr_add_int(&rows->i_version, inst->version);

@@ -12,6 +12,9 @@
  *   replicas    two processes on one database alert each deadline once
  *   blind       a broker that goes away opens one blind alert, holds every
  *               deadline while it is away, and the real stalls follow it
+ *   reload      SIGHUP with a broken definition keeps the running one; with
+ *               a new version, new instances start on it and old ones keep
+ *               theirs
  */
 #include "receiver.h"
 #include "testlib.h"
@@ -25,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -134,6 +138,18 @@ static void world_config_set(const char *section, const char *key, json_t *value
     if (obj == NULL)
         json_object_set_new(cfg, section, obj = json_object());
     json_object_set_new(obj, key, value);
+    ck_assert_int_eq(json_dump_file(cfg, path, JSON_INDENT(2)), 0);
+    json_decref(cfg);
+}
+
+/* Sets a top-level key of the written config.json (value taken). */
+static void world_config_set_top(const char *key, json_t *value)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/config.json", w.dir);
+    json_t *cfg = json_load_file(path, 0, NULL);
+    ck_assert_ptr_nonnull(cfg);
+    json_object_set_new(cfg, key, value);
     ck_assert_int_eq(json_dump_file(cfg, path, JSON_INDENT(2)), 0);
     json_decref(cfg);
 }
@@ -599,6 +615,81 @@ static void teardown(void)
     world_teardown();
 }
 
+/* ---- reload ------------------------------------------------------------------- */
+
+static void wait_log(const char *words, int timeout_s)
+{
+    for (int i = 0; i < timeout_s * 10; i++) {
+        char *log = tl_read_file(w.log);
+        bool found = tl_contains(log, words);
+        free(log);
+        if (found)
+            return;
+        usleep(100 * 1000);
+    }
+    tl_print_tail(w.log, 4000);
+    ck_abort_msg("steward's log never said '%s'", words);
+}
+
+START_TEST(sighup_reloads_only_what_is_valid)
+{
+    world_init("reload", "1h", "1h", 1, NULL);
+    /* The definitions live in their own folder, so a reload can add files. */
+    char defs[1024], v1[1100];
+    snprintf(defs, sizeof defs, "%s/defs", w.dir);
+    mkdir(defs, 0755);
+    snprintf(v1, sizeof v1, "%s/alert_order.json", w.dir);
+    char *text = tl_read_file(v1);
+    free(tl_write_file(defs, "alert_order.v1.json", text));
+    world_config("{\"default\":[{\"type\":\"log\"}]}", "1m");
+    char dir_json[1100];
+    snprintf(dir_json, sizeof dir_json, "%s", defs);
+    world_config_set_top("definitions", json_string(dir_json));
+    w.pids[0] = world_start();
+    world_wait_claimed(1);
+
+    /* A broken file: refused, the running definitions keep working. */
+    free(tl_write_file(defs, "broken.json", "{\"process\": \"alert_order\", "));
+    kill(w.pids[0], SIGHUP);
+    wait_log("reload refused: the definitions are invalid", 30);
+    ck_assert_int_eq(kill(w.pids[0], 0), 0);
+    tl_producer_t *p = tl_producer_new();
+    send_event(p, "orders", "OrderPlaced", "X", 0);
+    tl_producer_free(p);
+    wait_sql("SELECT version FROM steward.instances WHERE key = 'X'", "1", 30,
+             "X started on version 1");
+
+    /* Version 2 beside version 1: new instances take it, X keeps version 1. */
+    char path[1200];
+    snprintf(path, sizeof path, "%s/broken.json", defs);
+    unlink(path);
+    json_t *doc = json_loads(text, 0, NULL);
+    json_object_set_new(doc, "version", json_integer(2));
+    json_object_set_new(json_object_get(json_object_get(doc, "states"), "awaiting_payment"),
+                        "deadline", json_string("2h"));
+    snprintf(path, sizeof path, "%s/alert_order.v2.json", defs);
+    ck_assert_int_eq(json_dump_file(doc, path, 0), 0);
+    json_decref(doc);
+    kill(w.pids[0], SIGHUP);
+    wait_log("definitions and routes reloaded", 30);
+    p = tl_producer_new();
+    send_event(p, "orders", "OrderPlaced", "Y", 0);
+    send_event(p, "payments", "PaymentCaptured", "X", 0);
+    tl_producer_free(p);
+    wait_sql("SELECT version FROM steward.instances WHERE key = 'Y'", "2", 30,
+             "Y started on version 2");
+    wait_sql("SELECT version || ' ' || state FROM steward.instances WHERE key = 'X'",
+             "1 awaiting_dispatch", 30, "X moved on, still on version 1");
+    char *deadline = tl_db_scalar(w.conn,
+                                  "SELECT extract(epoch FROM deadline_at - state_entered_at) "
+                                  "FROM steward.instances WHERE key = 'Y'",
+                                  0, NULL);
+    ck_assert_int_eq(atoi(deadline), 7200);
+    free(deadline);
+    free(text);
+}
+END_TEST
+
 /* A suite of one test, with the world torn down after it. */
 #define WORLD_SUITE(name, test)                                                                    \
     Suite *name##_suite(void)                                                                      \
@@ -616,6 +707,7 @@ WORLD_SUITE(paging, stall_pages_once_and_the_late_event_resolves_it)
 WORLD_SUITE(delivery, delivery_retries_waits_and_records_refusals)
 WORLD_SUITE(watermark, backlog_raises_only_the_real_stalls)
 WORLD_SUITE(replicas, two_replicas_alert_each_deadline_once)
+WORLD_SUITE(reload, sighup_reloads_only_what_is_valid)
 
 Suite *blind_suite(void)
 {

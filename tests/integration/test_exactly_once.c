@@ -270,6 +270,63 @@ START_TEST(crash_at_random_points_loses_and_repeats_nothing)
 }
 END_TEST
 
+START_TEST(sigterm_mid_stream_loses_nothing)
+{
+    workload_t w = make_workload(2000, true);
+    const char *log = tl_write_file(tl_tmpdir(), "sigterm.log", "");
+
+    char *ref_url = strdup(tl_db_create("eo_term_reference"));
+    char *ref_group = tl_unique("termref");
+    migrate(ref_url);
+    PGconn *ref = tl_db_connect(ref_url);
+    int pid = start(ref_url, ref_group, &w, log);
+    wait_all(ref, ref_group, w.messages, log);
+    ck_assert_int_eq(tl_stop(pid, SIGTERM, 30), 0);
+
+    /* Stopped cleanly mid-stream: exit 0, the batch in hand committed or
+     * rolled back, then a restart finishes the work. */
+    char *url = strdup(tl_db_create("eo_term"));
+    char *group = tl_unique("term");
+    migrate(url);
+    PGconn *conn = tl_db_connect(url);
+    pid = start(url, group, &w, log);
+    long at;
+    while ((at = committed(conn, group)) < 3000)
+        usleep(10 * 1000);
+    ck_assert_int_eq(tl_stop(pid, SIGTERM, 30), 0);
+    long after = committed(conn, group);
+    printf("sigterm: stopped at %ld committed (%ld when signalled)\n", after, at);
+    ck_assert_msg(after < w.messages, "the stop came after the end: nothing tested");
+    const char *params[1] = {group};
+    char *released = tl_db_scalar(conn,
+                                  "SELECT count(*) FROM steward.ownership_log WHERE "
+                                  "consumer_group = $1 AND action = 'release'",
+                                  1, params);
+    ck_assert_int_eq(atoi(released), PARTITIONS);
+    free(released);
+    pid = start(url, group, &w, log);
+    wait_all(conn, group, w.messages, log);
+    ck_assert_int_eq(tl_stop(pid, SIGTERM, 30), 0);
+
+    char *ref_instances = digest(ref, "instances"), *got_instances = digest(conn, "instances");
+    char *ref_history = digest(ref, "history"), *got_history = digest(conn, "history");
+    ck_assert_str_eq(got_instances, ref_instances);
+    ck_assert_str_eq(got_history, ref_history);
+    ck_assert_int_eq(judged_twice(conn), 0);
+    free(ref_instances);
+    free(got_instances);
+    free(ref_history);
+    free(got_history);
+    PQfinish(ref);
+    PQfinish(conn);
+    free(ref_url);
+    free(url);
+    free(ref_group);
+    free(group);
+    workload_free(&w);
+}
+END_TEST
+
 START_TEST(replicas_share_a_group_and_judge_each_offset_once)
 {
     workload_t w = make_workload(2000, false);
@@ -433,6 +490,7 @@ Suite *crash_suite(void)
     TCase *tc = tcase_create("crash");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, crash_at_random_points_loses_and_repeats_nothing);
+    tcase_add_test(tc, sigterm_mid_stream_loses_nothing);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,498 @@
+/*
+ * cli_demo - `steward demo`: the whole story on one machine, in about two
+ * minutes.
+ *
+ * It starts an embedded Kafka (librdkafka's mock cluster, in this
+ * process), brings the database's schema up to date, runs `steward run` in
+ * shadow mode against the demo definition (the order-fulfilment example
+ * with deadlines in seconds), runs the traffic simulator (steward-sim)
+ * with a stall rate, prints each alert as it fires, then prints the report,
+ * one stalled order's history, and a check of the alerts against the
+ * simulator's ground truth: every stalled order alerted at the state it
+ * stalled in, and no alert for any other. The exit status says whether the
+ * check held.
+ */
+#include "manager/cli.h"
+#include "manager/db.h"
+#include "manager/err.h"
+#include "schema/migrate.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static const char demo_usage[] =
+    "usage: steward demo [--orders N] [--rate R] [--stall-rate F] [--database CONNINFO]\n"
+    "\n"
+    "Runs the order-fulfilment process end to end on an embedded Kafka (librdkafka's\n"
+    "mock cluster): simulated traffic from six services, steward in shadow mode,\n"
+    "alerts as they fire, the report, and a check of every alert against the\n"
+    "simulator's ground truth. Exits 0 when every stalled order was alerted at the\n"
+    "right state and nothing else was.\n"
+    "\n"
+    "  --orders N            orders to simulate (default 400)\n"
+    "  --rate R              orders per second (default 8)\n"
+    "  --stall-rate F        share of orders that stall (default 0.02)\n"
+    "  --database CONNINFO   an empty database ($STEWARD_DATABASE_URL)\n"
+    "  --brokers LIST        a real Kafka cluster instead of the embedded one\n"
+    "  --seed S              the simulator's seed, to replay a run\n"
+    "  --definition FILE     the demo definition (default definitions/demo/...)\n"
+    "  --keep                leave steward's log and the ground truth in the work folder\n";
+
+static const char *const demo_topics[] = {"orders",   "payments", "inventory",
+                                          "shipping", "delivery", "notifications"};
+
+static volatile sig_atomic_t demo_interrupted;
+
+static void on_signal(int sig)
+{
+    (void) sig;
+    demo_interrupted = 1;
+}
+
+/* The folder of this binary: steward-sim is built beside it. */
+static void binary_dir(char *buf, size_t size)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = '\0';
+    snprintf(buf, size, "%s", n > 0 ? dirname(self) : ".");
+}
+
+static pid_t spawn(const char *const *argv, const char *log_path)
+{
+    posix_spawn_file_actions_t actions;
+    pid_t pid;
+    posix_spawn_file_actions_init(&actions);
+    if (log_path != NULL) {
+        posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path,
+                                         O_WRONLY | O_CREAT | O_APPEND, 0644);
+        posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+    }
+    int rc = posix_spawn(&pid, argv[0], &actions, NULL, (char *const *) argv, environ);
+    posix_spawn_file_actions_destroy(&actions);
+    return rc == 0 ? pid : -1;
+}
+
+static int wait_exit(pid_t pid)
+{
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static PGresult *exec(PGconn *conn, const char *sql, int n, const char *const *params)
+{
+    PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK && PQresultStatus(res) != PGRES_COMMAND_OK) {
+        fprintf(stderr, "steward demo: %s", PQerrorMessage(conn));
+        PQclear(res);
+        return NULL;
+    }
+    return res;
+}
+
+static long long scalar(PGconn *conn, const char *sql, int n, const char *const *params)
+{
+    PGresult *res = exec(conn, sql, n, params);
+    long long v = res != NULL && PQntuples(res) > 0 ? atoll(PQgetvalue(res, 0, 0)) : -1;
+    PQclear(res);
+    return v;
+}
+
+/* Prints the alerts opened since the last call, by id. */
+static void print_new_alerts(PGconn *conn, long long *last_id)
+{
+    char id[32];
+    snprintf(id, sizeof id, "%lld", *last_id);
+    const char *params[1] = {id};
+    PGresult *res = exec(conn,
+                         "SELECT id, kind, summary FROM steward.alerts WHERE id > $1::bigint "
+                         "ORDER BY id",
+                         1, params);
+    for (int row = 0; res != NULL && row < PQntuples(res); row++) {
+        printf("  ALERT  %s\n", PQgetvalue(res, row, 2));
+        *last_id = atoll(PQgetvalue(res, row, 0));
+    }
+    fflush(stdout);
+    PQclear(res);
+}
+
+/* Compares the deadline alerts with the ground truth; prints the verdict. */
+static bool check_ground_truth(PGconn *conn, const char *path, char *stalled_key, size_t key_size)
+{
+    FILE *f = fopen(path, "r");
+    char line[4096];
+    size_t stalled = 0, alerted = 0, wrong_state = 0, missed = 0;
+    if (f == NULL) {
+        fprintf(stderr, "steward demo: cannot read the ground truth %s\n", path);
+        return false;
+    }
+    stalled_key[0] = '\0';
+    while (fgets(line, sizeof line, f) != NULL) {
+        json_t *doc = json_loads(line, 0, NULL);
+        const char *key = json_string_value(json_object_get(doc, "order_id"));
+        const char *state = json_string_value(json_object_get(doc, "state"));
+        if (key != NULL && state != NULL) {
+            stalled++;
+            const char *params[1] = {key};
+            PGresult *res = exec(conn,
+                                 "SELECT state FROM steward.alerts WHERE kind = 'deadline' "
+                                 "AND key = $1",
+                                 1, params);
+            bool right = false;
+            for (int row = 0; res != NULL && row < PQntuples(res); row++)
+                right = right || strcmp(PQgetvalue(res, row, 0), state) == 0;
+            if (res != NULL && PQntuples(res) == 0) {
+                missed++;
+                printf("  missed: %s stalled in %s, and no alert named it\n", key, state);
+            } else if (!right) {
+                wrong_state++;
+                printf("  wrong step: %s stalled in %s, but was alerted elsewhere\n", key, state);
+            } else {
+                alerted++;
+                if (stalled_key[0] == '\0')
+                    snprintf(stalled_key, key_size, "%s", key);
+            }
+            PQclear(res);
+        }
+        json_decref(doc);
+    }
+    fclose(f);
+    /* Every deadline alert must belong to a stalled order. */
+    long long total = scalar(conn,
+                             "SELECT count(DISTINCT key) FROM steward.alerts "
+                             "WHERE kind = 'deadline'",
+                             0, NULL);
+    long long false_alerts = total - (long long) (alerted + wrong_state);
+    printf("\nground truth: %zu orders stalled; %zu alerted at the right step, %zu at another, "
+           "%zu missed; %lld alerts for orders that did not stall\n",
+           stalled, alerted, wrong_state, missed, false_alerts < 0 ? 0 : false_alerts);
+    return wrong_state == 0 && missed == 0 && false_alerts == 0;
+}
+
+/* Waits until steward has committed every message the cluster holds. */
+static bool wait_consumed(PGconn *conn, rd_kafka_t *rk, const char *prefix, const char *group,
+                          int partitions, int timeout_s)
+{
+    long long total = 0;
+    for (size_t t = 0; t < sizeof demo_topics / sizeof demo_topics[0]; t++) {
+        char topic[256];
+        snprintf(topic, sizeof topic, "%s%s", prefix, demo_topics[t]);
+        for (int p = 0; p < partitions; p++) {
+            int64_t lo, hi;
+            if (rd_kafka_query_watermark_offsets(rk, topic, p, &lo, &hi, 5000) ==
+                RD_KAFKA_RESP_ERR_NO_ERROR)
+                total += hi;
+        }
+    }
+    const char *params[1] = {group};
+    for (int i = 0; i < timeout_s * 10 && !demo_interrupted; i++) {
+        if (scalar(conn,
+                   "SELECT coalesce(sum(next_offset), 0) FROM steward.offsets "
+                   "WHERE consumer_group = $1 AND next_offset >= 0",
+                   1, params) >= total)
+            return true;
+        usleep(100 * 1000);
+    }
+    return false;
+}
+
+int cli_demo(int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"orders", required_argument, NULL, 'o'},
+        {"rate", required_argument, NULL, 'r'},
+        {"stall-rate", required_argument, NULL, 's'},
+        {"database", required_argument, NULL, 'd'},
+        {"brokers", required_argument, NULL, 'b'},
+        {"seed", required_argument, NULL, 'S'},
+        {"definition", required_argument, NULL, 'f'},
+        {"keep", no_argument, NULL, 'k'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *orders = "400", *rate = "8", *stall_rate = "0.02", *database = NULL;
+    const char *definition = NULL, *brokers = NULL, *seed = NULL;
+    int keep = 0, opt, rc = EXIT_OK;
+    char errstr[1024];
+
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
+        switch (opt) {
+        case 'o':
+            orders = optarg;
+            break;
+        case 'r':
+            rate = optarg;
+            break;
+        case 's':
+            stall_rate = optarg;
+            break;
+        case 'd':
+            database = optarg;
+            break;
+        case 'f':
+            definition = optarg;
+            break;
+        case 'b':
+            brokers = optarg;
+            break;
+        case 'S':
+            seed = optarg;
+            break;
+        case 'k':
+            keep = 1;
+            break;
+        case 'h':
+            fputs(demo_usage, stdout);
+            return EXIT_OK;
+        default:
+            fputs(demo_usage, stderr);
+            return EXIT_USAGE;
+        }
+    }
+    if (atol(orders) <= 0 || atof(rate) <= 0 || atof(stall_rate) < 0 || atof(stall_rate) > 1 ||
+        optind < argc) {
+        fprintf(stderr,
+                "steward demo: --orders and --rate must be positive, --stall-rate 0 to 1\n");
+        return EXIT_USAGE;
+    }
+
+    char bindir[PATH_MAX], self[PATH_MAX + 16], sim[PATH_MAX + 16], def_path[PATH_MAX];
+    binary_dir(bindir, sizeof bindir);
+    snprintf(self, sizeof self, "%s/steward", bindir);
+    snprintf(sim, sizeof sim, "%s/steward-sim", bindir);
+    if (definition == NULL) {
+        snprintf(def_path, sizeof def_path, "%s/definitions/demo/order_fulfilment.json",
+                 STEWARD_SOURCE_DIR);
+        definition = def_path;
+    }
+    if (access(sim, X_OK) != 0) {
+        fprintf(stderr,
+                "steward demo: the simulator %s is missing: build the steward-sim "
+                "target\n",
+                sim);
+        return EXIT_RUNTIME;
+    }
+
+    /* The database: migrated, and empty of instances, so the check speaks of this run. */
+    const char *url = cli_database_url(database);
+    PGconn *conn = db_connect(url, "steward demo", errstr, sizeof errstr);
+    migrate_result_t migrated;
+    if (conn == NULL || migrate_apply(conn, &migrated, errstr, sizeof errstr) != ERR_OK) {
+        fprintf(stderr, "steward demo: %s\n", errstr);
+        if (conn != NULL)
+            PQfinish(conn);
+        return EXIT_RUNTIME;
+    }
+    if (scalar(conn, "SELECT count(*) FROM steward.instances", 0, NULL) != 0) {
+        fprintf(stderr, "steward demo: the database already holds instances; the demo needs an "
+                        "empty one (scripts/demo makes a fresh steward_demo)\n");
+        PQfinish(conn);
+        return EXIT_USAGE;
+    }
+
+    /* The embedded Kafka (a mock cluster of one broker, six topics), or a
+     * real cluster's client when --brokers names one; either answers the
+     * watermark queries below. */
+    const int partitions = 4;
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    if (brokers != NULL)
+        rd_kafka_conf_set(conf, "bootstrap.servers", brokers, errstr, sizeof errstr);
+    else
+        rd_kafka_conf_set(conf, "test.mock.num.brokers", "1", errstr, sizeof errstr);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
+    rd_kafka_mock_cluster_t *mc =
+        rk != NULL && brokers == NULL ? rd_kafka_handle_mock_cluster(rk) : NULL;
+    if (rk == NULL || (brokers == NULL && mc == NULL)) {
+        fprintf(stderr, "steward demo: cannot start the embedded Kafka: %s\n", errstr);
+        if (rk != NULL)
+            rd_kafka_destroy(rk);
+        PQfinish(conn);
+        return EXIT_RUNTIME;
+    }
+    const char *bootstraps = brokers != NULL ? brokers : rd_kafka_mock_cluster_bootstraps(mc);
+    /* Topics of this run alone: a real cluster may hold an earlier demo's. */
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "demo%ld.", (long) time(NULL));
+    for (size_t t = 0; mc != NULL && t < sizeof demo_topics / sizeof demo_topics[0]; t++) {
+        char topic[256];
+        snprintf(topic, sizeof topic, "%s%s", prefix, demo_topics[t]);
+        rd_kafka_mock_topic_create(mc, topic, partitions, 1);
+    }
+    rd_kafka_t *query = rk;
+
+    char work[] = "/tmp/steward-demo-XXXXXX";
+    if (mkdtemp(work) == NULL) {
+        fprintf(stderr, "steward demo: cannot make a work folder: %s\n", strerror(errno));
+        rc = EXIT_RUNTIME;
+        goto out;
+    }
+    char config[PATH_MAX], log[PATH_MAX], truth[PATH_MAX], group[64], run_def[PATH_MAX];
+    snprintf(config, sizeof config, "%s/config.json", work);
+    snprintf(run_def, sizeof run_def, "%s/order_fulfilment.json", work);
+    snprintf(log, sizeof log, "%s/steward.log", work);
+    snprintf(truth, sizeof truth, "%s/ground-truth.jsonl", work);
+    snprintf(group, sizeof group, "steward-demo-%ld", (long) time(NULL));
+    /* The definition with this run's topic names, written by the simulator. */
+    char partitions_text[16];
+    snprintf(partitions_text, sizeof partitions_text, "%d", partitions);
+    const char *write_argv[] = {sim,        "--write-definition",
+                                run_def,    "--definition",
+                                definition, "--topic-prefix",
+                                prefix,     "--deadline-scale",
+                                "1",        NULL};
+    if (wait_exit(spawn(write_argv, NULL)) != 0) {
+        fprintf(stderr, "steward demo: cannot write the demo definition from %s\n", definition);
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    json_t *cfg = json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s}, s:{s:s}, s:{s:[{s:s}]}}", "brokers",
+                            bootstraps, "database", url, "definitions", run_def, "group", group,
+                            "scheduler", "interval", "250ms", "grace", "250ms", "http", "listen",
+                            "", "routes", "default", "type", "log");
+    json_dump_file(cfg, config, JSON_INDENT(2));
+    json_decref(cfg);
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    if (mc != NULL)
+        printf("== embedded Kafka at %s (librdkafka mock cluster): %zu topics x %d partitions\n",
+               bootstraps, sizeof demo_topics / sizeof demo_topics[0], partitions);
+    else
+        printf("== Kafka at %s, topics %s*\n", bootstraps, prefix);
+    printf("== steward run: shadow mode, definition %s\n", definition);
+    const char *run_argv[] = {self, "run", "--config", config, NULL};
+    pid_t steward = spawn(run_argv, log);
+    const char *params[1] = {group};
+    for (int i = 0; i < 300 && !demo_interrupted; i++) {
+        if (scalar(conn, "SELECT count(*) FROM steward.offsets WHERE consumer_group = $1", 1,
+                   params) >= (long long) (partitions * 6))
+            break;
+        usleep(100 * 1000);
+    }
+
+    printf("== steward-sim: %s orders at %s per second, stall rate %s, with duplicates, "
+           "reordering, declines, refunds and a few poison messages\n\n",
+           orders, rate, stall_rate);
+    fflush(stdout);
+    /* Latencies at 1/50,000 of the example's: payments in tens of
+     * milliseconds, deliveries in seconds; the simulator caps each at 80% of
+     * its deadline, so only the orders it stalls miss one. */
+    const char *sim_argv[] = {sim,
+                              "--brokers",
+                              bootstraps,
+                              "--orders",
+                              orders,
+                              "--rate",
+                              rate,
+                              "--stall-rate",
+                              stall_rate,
+                              "--topic-prefix",
+                              prefix,
+                              "--partitions",
+                              partitions_text,
+                              "--definition",
+                              definition,
+                              "--time-scale",
+                              "0.00002",
+                              "--deadline-scale",
+                              "1",
+                              "--poison",
+                              "5",
+                              "--cloudevents-rate",
+                              "0.1",
+                              "--ground-truth",
+                              truth,
+                              "--quiet",
+                              seed != NULL ? "--seed" : NULL,
+                              seed,
+                              NULL};
+    pid_t simulator = spawn(sim_argv, NULL);
+    long long last_alert = 0;
+    int sim_status = -1;
+    while (!demo_interrupted) {
+        print_new_alerts(conn, &last_alert);
+        if (waitpid(simulator, &sim_status, WNOHANG) == simulator)
+            break;
+        usleep(250 * 1000);
+    }
+    if (demo_interrupted) {
+        kill(simulator, SIGTERM);
+        wait_exit(simulator);
+    } else if (!WIFEXITED(sim_status) || WEXITSTATUS(sim_status) != 0) {
+        fprintf(stderr, "steward demo: the simulator failed; nothing to check\n");
+        demo_interrupted = 1;
+    }
+
+    /* Everything read, then the longest deadline and a little: every stall has fired. */
+    if (!demo_interrupted && !wait_consumed(conn, query, prefix, group, partitions, 60))
+        fprintf(stderr, "steward demo: steward did not read everything within 60 s\n");
+    for (int i = 0; i < 40 && !demo_interrupted; i++) {
+        print_new_alerts(conn, &last_alert);
+        usleep(250 * 1000);
+    }
+    print_new_alerts(conn, &last_alert);
+
+    kill(steward, SIGTERM);
+    int steward_status = wait_exit(steward);
+    if (steward_status != 0)
+        fprintf(stderr, "steward demo: steward run exited %d; its log: %s\n", steward_status, log);
+
+    printf("\n== steward report\n");
+    fflush(stdout);
+    const char *report_argv[] = {self, "report", "--database", url, "--definitions", run_def, NULL};
+    wait_exit(spawn(report_argv, NULL));
+
+    char stalled_key[256];
+    stalled_key[0] = '\0';
+    bool truth_held =
+        !demo_interrupted && check_ground_truth(conn, truth, stalled_key, sizeof stalled_key);
+    if (stalled_key[0] != '\0') {
+        printf("\n== steward inspect order_fulfilment %s  (where is this order?)\n", stalled_key);
+        fflush(stdout);
+        const char *inspect_argv[] = {
+            self, "inspect", "order_fulfilment", stalled_key, "--database", url, NULL};
+        wait_exit(spawn(inspect_argv, NULL));
+    }
+    printf("\n%s\n", truth_held ? "demo: every stalled order was alerted at the right step, "
+                                  "and nothing else was"
+                                : "demo: the alerts did not match the ground truth");
+    rc = truth_held ? EXIT_OK : EXIT_RUNTIME;
+    if (keep) {
+        printf("steward's log and the ground truth are in %s\n", work);
+    } else {
+        unlink(config);
+        unlink(log);
+        unlink(truth);
+        unlink(run_def);
+        rmdir(work);
+    }
+out:
+    rd_kafka_destroy(rk); /* and with it the mock cluster */
+    PQfinish(conn);
+    return rc;
+}

@@ -1,0 +1,96 @@
+/*
+ * generation - reference-counted definitions and routes; see generation.h.
+ */
+#include "manager/generation.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+struct gen_current {
+    pthread_mutex_t lock; /* guards current: acquiring it and taking a
+                             reference happen together */
+    gen_t *current;
+};
+
+/* The reference count lives beside the public fields. */
+typedef struct gen_box {
+    gen_t gen;
+    atomic_int refs;
+} gen_box_t;
+
+gen_t *gen_new(def_set_t *defs, route_table_t *routes)
+{
+    gen_box_t *box = calloc(1, sizeof *box);
+    if (box == NULL)
+        return NULL;
+    box->gen.defs = defs;
+    box->gen.routes = routes;
+    box->gen.number = 1;
+    atomic_init(&box->refs, 1);
+    return &box->gen;
+}
+
+static void gen_free(gen_t *gen)
+{
+    def_set_free(gen->defs);
+    route_table_free(gen->routes);
+    free((gen_box_t *) gen);
+}
+
+void gen_release(gen_t *gen)
+{
+    if (gen != NULL && atomic_fetch_sub(&((gen_box_t *) gen)->refs, 1) == 1)
+        gen_free(gen);
+}
+
+gen_current_t *gen_current_new(gen_t *first)
+{
+    gen_current_t *cur = calloc(1, sizeof *cur);
+    if (cur == NULL)
+        return NULL;
+    pthread_mutex_init(&cur->lock, NULL);
+    cur->current = first;
+    return cur;
+}
+
+void gen_current_free(gen_current_t *cur)
+{
+    if (cur == NULL)
+        return;
+    gen_release(cur->current);
+    pthread_mutex_destroy(&cur->lock);
+    free(cur);
+}
+
+gen_t *gen_acquire(gen_current_t *cur)
+{
+    pthread_mutex_lock(&cur->lock);
+    gen_t *gen = cur->current;
+    atomic_fetch_add(&((gen_box_t *) gen)->refs, 1);
+    pthread_mutex_unlock(&cur->lock);
+    return gen;
+}
+
+void gen_publish(gen_current_t *cur, gen_t *next)
+{
+    pthread_mutex_lock(&cur->lock);
+    gen_t *old = cur->current;
+    next->number = old->number + 1;
+    cur->current = next;
+    pthread_mutex_unlock(&cur->lock);
+    gen_release(old);
+}
+
+bool gen_refresh(gen_current_t *cur, gen_t **held)
+{
+    pthread_mutex_lock(&cur->lock);
+    bool newer = cur->current != *held;
+    pthread_mutex_unlock(&cur->lock);
+    if (!newer)
+        return false;
+    gen_t *next = gen_acquire(cur);
+    gen_release(*held);
+    *held = next;
+    return true;
+}

@@ -1,0 +1,961 @@
+/*
+ * http - the HTTP server of `steward run`; see http.h.
+ *
+ * A request is answered on its connection's thread once MHD has read it
+ * whole (the handler's first call, with the headers alone, only marks it;
+ * a body is read and dropped unseen): route, check the method, build the
+ * reply, queue it.
+ */
+#include "manager/http.h"
+
+#include "manager/db.h"
+#include "manager/log.h"
+#include "manager/metrics.h"
+#include "manager/prom.h"
+#include "manager/query.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <libpq-fe.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+
+/* /readyz: the lock, a connection and SELECT 1, all within this. */
+#define READY_BUDGET_MS 1000
+/* Any other request: waiting for the connection and connecting, then its
+ * statements, each within this. */
+#define QUERY_BUDGET_MS 5000
+/* What one statement may take on the server, so a slow query frees the
+ * connection for the next request. */
+#define STATEMENT_TIMEOUT "5s"
+
+/* The scrape's gauges: waiting for the connection, connecting and the
+ * three queries together, well inside Prometheus's 10 s scrape timeout. */
+#define METRICS_DB_BUDGET_MS 3000
+
+#define MAX_CONNECTIONS 64 /* each is a thread; more are refused */
+#define IDLE_TIMEOUT_S  10 /* a client silent this long is disconnected */
+
+struct http {
+    struct MHD_Daemon *daemon;
+    int port;
+    char *conninfo; /* may hold a password: printed only through db_redact() */
+    char *group;
+    double started; /* when the server started, seconds since the epoch */
+
+    pthread_mutex_t db_lock; /* guards conn: one request at a time uses it */
+    PGconn *conn;            /* NULL until a request needs it, and after it is lost */
+
+    pthread_mutex_t log_lock; /* guards the two fields below */
+    bool starting;            /* MHD's complaints are kept for http_new()'s errstr */
+    char start_error[512];
+};
+
+/* What a request is answered with. */
+typedef struct reply {
+    unsigned int status;
+    char *body; /* malloc'd; handed to MHD */
+    size_t len;
+    const char *content_type;
+    bool allow; /* a 405: say which methods are */
+} reply_t;
+
+static int64_t monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- replies -------------------------------------------------------------- */
+
+static void reply_body(reply_t *r, unsigned int status, const char *content_type, char *body,
+                       size_t len)
+{
+    free(r->body);
+    r->status = status;
+    r->content_type = content_type;
+    r->body = body;
+    r->len = len;
+    if (r->body == NULL) { /* out of memory: an empty 500 is all that is left */
+        r->status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+        r->body = NULL;
+        r->len = 0;
+    }
+}
+
+/* Answers with `doc` as JSON; takes the reference. */
+static void reply_json(reply_t *r, unsigned int status, json_t *doc)
+{
+    char *text = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_decref(doc);
+    reply_body(r, status, "application/json", text, text != NULL ? strlen(text) : 0);
+}
+
+static void reply_error(reply_t *r, unsigned int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Answers {"error": message}. Messages only quote text that was checked to
+ * be UTF-8, which jansson requires. */
+static void reply_error(reply_t *r, unsigned int status, const char *fmt, ...)
+{
+    char message[HTTP_MAX_PATH + 512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    json_t *doc = json_pack("{s:s}", "error", message);
+    if (doc == NULL) /* a message cut inside a UTF-8 sequence */
+        doc = json_pack("{s:s}", "error", "request refused");
+    reply_json(r, status, doc);
+}
+
+/* A failed database read: 503 when the database may come back, else 500.
+ * errstr never holds the connection string (see connect_by()). */
+static void reply_db_error(reply_t *r, err_class_t cls, const char *errstr)
+{
+    LOG_LIMITED(LOG_LEVEL_WARN, "http-db", 10000, "http: database read failed", "error", errstr,
+                "class", err_class_name(cls));
+    if (cls == ERR_TRANSIENT || cls == ERR_CONFLICT)
+        reply_error(r, MHD_HTTP_SERVICE_UNAVAILABLE, "database unavailable: %s", errstr);
+    else
+        reply_error(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "%s", errstr);
+}
+
+static enum MHD_Result send_reply(struct MHD_Connection *conn, reply_t *r)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(
+        r->len, r->body != NULL ? r->body : (void *) "",
+        r->body != NULL ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    if (resp == NULL) {
+        free(r->body);
+        return MHD_NO; /* MHD closes the connection */
+    }
+    r->body = NULL; /* now owned by resp */
+    if (r->content_type != NULL)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->content_type);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    if (r->allow)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+    enum MHD_Result ret = MHD_queue_response(conn, r->status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+/* ---- the database connection --------------------------------------------- */
+
+static void quiet_notice(void *arg, const char *message)
+{
+    (void) arg;
+    LOG_DEBUG("postgres notice", "notice", message);
+}
+
+/* The first line of libpq's message: the rest is hints for a terminal. */
+static void first_line(const char *msg, char *buf, size_t buf_size)
+{
+    snprintf(buf, buf_size, "%.*s", (int) strcspn(msg, "\n"), msg);
+}
+
+/*
+ * Opens h->conn by `deadline` (monotonic ms), without blocking past it
+ * however the server or the network behaves, name resolution aside
+ * (libpq's own connect_timeout counts whole seconds, two at least).
+ * Caller holds db_lock. On failure h->conn is NULL; errstr names the
+ * server as libpq does, never the connection string.
+ */
+static err_class_t connect_by(http_t *h, int64_t deadline, char *errstr, size_t errstr_size)
+{
+    const char *keys[] = {"dbname", "application_name", NULL};
+    const char *values[] = {h->conninfo, "steward http", NULL};
+    PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+    char line[512];
+
+    PQfinish(h->conn);
+    h->conn = NULL;
+    /* expand_dbname = 1: conninfo is a whole connection string or URI, and
+     * its own application_name wins over ours. */
+    PGconn *c = PQconnectStartParams(keys, values, 1);
+    if (c == NULL)
+        return err_set(ERR_FATAL, errstr, errstr_size,
+                       "cannot connect to PostgreSQL: out of memory");
+    while (PQstatus(c) != CONNECTION_BAD && st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED) {
+        int64_t left = deadline - monotonic_ms();
+        struct pollfd pfd = {PQsocket(c), st == PGRES_POLLING_READING ? POLLIN : POLLOUT, 0};
+        int ready = left > 0 ? poll(&pfd, 1, (int) left) : 0;
+        if (ready < 0 && errno == EINTR)
+            continue;
+        if (ready <= 0) {
+            PQfinish(c);
+            return err_set(ERR_TRANSIENT, errstr, errstr_size, "cannot connect to PostgreSQL: %s",
+                           ready == 0 ? "no answer in time" : strerror(errno));
+        }
+        st = PQconnectPoll(c);
+    }
+    if (st != PGRES_POLLING_OK || PQstatus(c) != CONNECTION_OK) {
+        char shown[512];
+        first_line(PQerrorMessage(c), line, sizeof line);
+        LOG_LIMITED(LOG_LEVEL_WARN, "http-connect", 10000, "http: cannot connect to PostgreSQL",
+                    "database", db_redact(h->conninfo, shown, sizeof shown), "error", line);
+        PQfinish(c);
+        return err_set(ERR_TRANSIENT, errstr, errstr_size, "cannot connect to PostgreSQL: %s",
+                       line);
+    }
+    PQsetNoticeProcessor(c, quiet_notice, NULL);
+
+    const char *params[1] = {STATEMENT_TIMEOUT};
+    err_class_t cls =
+        db_exec(c, "setting statement_timeout", "SELECT set_config('statement_timeout', $1, false)",
+                1, params, errstr, errstr_size);
+    if (cls != ERR_OK) {
+        PQfinish(c);
+        return cls;
+    }
+    h->conn = c;
+    return ERR_OK;
+}
+
+/*
+ * Takes db_lock and makes sure h->conn is open, both by `deadline`. On
+ * ERR_OK the caller holds the lock and must db_release(); on failure the
+ * lock is not held.
+ */
+static err_class_t db_acquire(http_t *h, int64_t deadline, char *errstr, size_t errstr_size)
+{
+    struct timespec until;
+    int64_t left = deadline - monotonic_ms();
+
+    clock_gettime(CLOCK_REALTIME, &until); /* pthread_mutex_timedlock's clock */
+    if (left < 0)
+        left = 0;
+    until.tv_sec += (time_t) (left / 1000);
+    until.tv_nsec += (long) (left % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    if (pthread_mutex_timedlock(&h->db_lock, &until) != 0)
+        return err_set(ERR_TRANSIENT, errstr, errstr_size,
+                       "the connection stayed busy with another request");
+    if (h->conn != NULL && PQstatus(h->conn) == CONNECTION_OK)
+        return ERR_OK;
+    err_class_t cls = connect_by(h, deadline, errstr, errstr_size);
+    if (cls != ERR_OK)
+        pthread_mutex_unlock(&h->db_lock);
+    return cls;
+}
+
+/* Gives the connection back, dropping it when it was lost: the next
+ * request opens a new one. */
+static void db_release(http_t *h)
+{
+    if (h->conn != NULL && PQstatus(h->conn) != CONNECTION_OK) {
+        PQfinish(h->conn);
+        h->conn = NULL;
+    }
+    pthread_mutex_unlock(&h->db_lock);
+}
+
+/*
+ * Runs one statement with text parameters on h->conn (db_lock held) and
+ * waits for its result until `deadline`; past it the connection is
+ * dropped, since it still owes an answer. Returns the result in *out
+ * (PQclear() it) on ERR_OK; *out is NULL otherwise.
+ */
+static err_class_t exec_by(http_t *h, const char *what, const char *sql, int nparams,
+                           const char *const *params, int64_t deadline, PGresult **out,
+                           char *errstr, size_t errstr_size)
+{
+    PGconn *c = h->conn;
+    PGresult *last = NULL;
+    char line[512];
+
+    *out = NULL;
+    if (!PQsendQueryParams(c, sql, nparams, NULL, params, NULL, NULL, 0)) {
+        first_line(PQerrorMessage(c), line, sizeof line);
+        return err_set(ERR_TRANSIENT, errstr, errstr_size, "%s: %s", what, line);
+    }
+    for (;;) {
+        while (PQisBusy(c)) {
+            int64_t left = deadline - monotonic_ms();
+            struct pollfd pfd = {PQsocket(c), POLLIN, 0};
+            int ready = left > 0 ? poll(&pfd, 1, (int) left) : 0;
+            if (ready < 0 && errno == EINTR)
+                continue;
+            if (ready <= 0 || !PQconsumeInput(c)) {
+                if (ready > 0)
+                    first_line(PQerrorMessage(c), line, sizeof line);
+                else
+                    snprintf(line, sizeof line, "no answer in time");
+                PQclear(last);
+                PQfinish(h->conn);
+                h->conn = NULL;
+                return err_set(ERR_TRANSIENT, errstr, errstr_size, "%s: %s", what, line);
+            }
+        }
+        PGresult *res = PQgetResult(c);
+        if (res == NULL)
+            break;
+        PQclear(last);
+        last = res;
+    }
+    err_class_t cls = db_result_class(last, c);
+    if (cls != ERR_OK) {
+        first_line(PQerrorMessage(c), line, sizeof line);
+        err_set(cls, errstr, errstr_size, "%s: %s", what, line);
+        PQclear(last);
+        return cls;
+    }
+    *out = last;
+    return ERR_OK;
+}
+
+/* ---- /metrics ------------------------------------------------------------- */
+
+static void counter(prom_t *p, const char *name, const char *help, atomic_llong *value)
+{
+    prom_family(p, name, "counter", help);
+    prom_sample_int(p, name, NULL, metrics_get(value));
+}
+
+static void write_counters(prom_t *p)
+{
+    static const char *const verdicts[3] = {"delivered", "retried", "failed"};
+
+    counter(p, "steward_events_read_total", "Kafka messages consumed.", &metrics.events_read);
+    counter(p, "steward_events_ignored_total",
+            "Events of a type no loaded process declares, skipped.", &metrics.events_ignored);
+
+    prom_family(p, "steward_events_judged_total", "counter",
+                "Events judged against an instance, by outcome (as steward.history records it).");
+    for (int i = 0; i < ENGINE_N_OUTCOMES; i++)
+        prom_sample_int(p, "steward_events_judged_total",
+                        (const char *const[]){"outcome", engine_outcome_name(i), NULL},
+                        metrics_get(&metrics.outcomes[i]));
+
+    prom_family(p, "steward_events_rejected_total", "counter",
+                "Messages rejected before judging (recorded in steward.rejected), by reason.");
+    for (int i = DECODE_OK + 1; i < DECODE_N_REASONS; i++)
+        prom_sample_int(p, "steward_events_rejected_total",
+                        (const char *const[]){"reason", decode_reason_name(i), NULL},
+                        metrics_get(&metrics.rejected[i]));
+
+    counter(p, "steward_batches_committed_total", "Batch transactions committed.",
+            &metrics.batches_committed);
+    counter(p, "steward_batches_retried_total",
+            "Batch transactions rolled back and retried (conflicts, lost connections).",
+            &metrics.batches_retried);
+    counter(p, "steward_partitions_fenced_total",
+            "Partitions found claimed by another replica while this one read them.",
+            &metrics.partitions_fenced);
+    counter(p, "steward_parked_expired_total",
+            "Parked events whose reorder window passed (judged as violations).",
+            &metrics.parked_expired);
+    counter(p, "steward_alerts_opened_total", "Alerts opened by the scheduler.",
+            &metrics.alerts_opened);
+
+    prom_family(p, "steward_notifications_total", "counter",
+                "Notification delivery attempts, by sink type and result.");
+    for (int t = 0; t < 4; t++) {
+        for (int v = 0; v < 3; v++)
+            prom_sample_int(p, "steward_notifications_total",
+                            (const char *const[]){"sink_type", sink_type_name((sink_type_t) t),
+                                                  "result", verdicts[v], NULL},
+                            metrics_get(&metrics.notifications[t][v]));
+    }
+}
+
+static void write_batch_histogram(prom_t *p)
+{
+    double bounds[METRICS_BATCH_BUCKETS];
+    long long counts[METRICS_BATCH_BUCKETS + 1];
+
+    for (size_t i = 0; i < METRICS_BATCH_BUCKETS; i++)
+        bounds[i] = (double) metrics_batch_bounds_ms[i] / 1000.0;
+    for (size_t i = 0; i <= METRICS_BATCH_BUCKETS; i++)
+        counts[i] = metrics_get(&metrics.batch_buckets[i]);
+    prom_histogram(p, "steward_batch_duration_seconds",
+                   "Time to commit a batch of messages, retries included.", bounds, counts,
+                   METRICS_BATCH_BUCKETS, (double) metrics_get(&metrics.batch_ms_sum) / 1000.0);
+}
+
+static void write_kafka(prom_t *p)
+{
+    metrics_lag_t *lags;
+    size_t n = metrics_partition_lags(&lags);
+
+    prom_family(p, "steward_partitions_assigned", "gauge",
+                "Partitions this replica has claimed and reads.");
+    prom_sample_int(p, "steward_partitions_assigned", NULL,
+                    metrics_get(&metrics.partitions_assigned));
+
+    prom_family(p, "steward_consumer_lag_messages", "gauge",
+                "Messages between what this replica has read of a partition and its high "
+                "watermark, as of the last fetch.");
+    for (size_t i = 0; i < n; i++) {
+        char partition[16];
+        snprintf(partition, sizeof partition, "%d", (int) lags[i].partition);
+        prom_sample_int(p, "steward_consumer_lag_messages",
+                        (const char *const[]){"topic", lags[i].topic, "partition", partition, NULL},
+                        (long long) lags[i].lag);
+    }
+    free(lags);
+}
+
+/* The gauges read from PostgreSQL at scrape time. */
+enum { GAUGE_INSTANCES, GAUGE_ALERTS, GAUGE_WATERMARKS, N_GAUGES };
+
+static const char *const gauge_sql[N_GAUGES] = {
+    [GAUGE_INSTANCES] = "SELECT process, state, count(*) FROM steward.instances "
+                        "WHERE status = 'active' GROUP BY 1, 2 ORDER BY 1, 2",
+    [GAUGE_ALERTS] = "SELECT coalesce(process, ''), coalesce(state, ''), kind, count(*) "
+                     "FROM steward.alerts WHERE resolved_at IS NULL GROUP BY 1, 2, 3 "
+                     "ORDER BY 1, 2, 3",
+    [GAUGE_WATERMARKS] = "SELECT process, extract(epoch FROM now() - watermark)::float8 "
+                         "FROM steward.process_watermarks($1) WHERE watermark IS NOT NULL "
+                         "ORDER BY 1",
+};
+
+static void write_database(http_t *h, prom_t *p)
+{
+    PGresult *res[N_GAUGES] = {NULL};
+    char errstr[1024];
+    const char *params[1] = {h->group};
+    int64_t deadline = monotonic_ms() + METRICS_DB_BUDGET_MS;
+    err_class_t cls = db_acquire(h, deadline, errstr, sizeof errstr);
+
+    if (cls == ERR_OK) {
+        for (int i = 0; i < N_GAUGES && cls == ERR_OK; i++)
+            cls = exec_by(h, "reading gauges", gauge_sql[i], i == GAUGE_WATERMARKS ? 1 : 0, params,
+                          deadline, &res[i], errstr, sizeof errstr);
+        db_release(h);
+    }
+    if (cls != ERR_OK)
+        LOG_LIMITED(LOG_LEVEL_WARN, "http-gauges", 10000,
+                    "metrics: database gauges left out of the scrape", "error", errstr);
+
+    prom_family(p, "steward_database_up", "gauge",
+                "Whether this scrape could read the gauges from PostgreSQL.");
+    prom_sample_int(p, "steward_database_up", NULL, cls == ERR_OK);
+    if (cls == ERR_OK) {
+        PGresult *r = res[GAUGE_INSTANCES];
+        prom_family(p, "steward_instances_open", "gauge",
+                    "Active instances, by process and current state.");
+        for (int i = 0; i < PQntuples(r); i++)
+            prom_sample_int(p, "steward_instances_open",
+                            (const char *const[]){"process", PQgetvalue(r, i, 0), "state",
+                                                  PQgetvalue(r, i, 1), NULL},
+                            atoll(PQgetvalue(r, i, 2)));
+
+        r = res[GAUGE_ALERTS];
+        prom_family(p, "steward_alerts_open", "gauge",
+                    "Unresolved alerts, by process, state and kind (blind alerts have neither "
+                    "process nor state).");
+        for (int i = 0; i < PQntuples(r); i++)
+            prom_sample_int(p, "steward_alerts_open",
+                            (const char *const[]){"process", PQgetvalue(r, i, 0), "state",
+                                                  PQgetvalue(r, i, 1), "kind", PQgetvalue(r, i, 2),
+                                                  NULL},
+                            atoll(PQgetvalue(r, i, 3)));
+
+        r = res[GAUGE_WATERMARKS];
+        prom_family(p, "steward_watermark_lag_seconds", "gauge",
+                    "How far each process's watermark trails the database's clock; absent while "
+                    "a partition the process reads was never read.");
+        for (int i = 0; i < PQntuples(r); i++)
+            prom_sample(p, "steward_watermark_lag_seconds",
+                        (const char *const[]){"process", PQgetvalue(r, i, 0), NULL},
+                        strtod(PQgetvalue(r, i, 1), NULL));
+    }
+    for (int i = 0; i < N_GAUGES; i++)
+        PQclear(res[i]);
+}
+
+static void get_metrics(http_t *h, reply_t *r)
+{
+    prom_t *p = prom_new();
+    char errstr[256];
+    size_t len;
+
+    if (p == NULL) {
+        reply_error(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "cannot render metrics: out of memory");
+        return;
+    }
+    write_counters(p);
+    write_batch_histogram(p);
+    write_kafka(p);
+    write_database(h, p);
+    prom_family(p, "steward_build_info", "gauge", "The running steward's version, as labels.");
+    prom_sample_int(p, "steward_build_info",
+                    (const char *const[]){"version", STEWARD_VERSION, NULL}, 1);
+    prom_family(p, "process_start_time_seconds", "gauge",
+                "When this steward started serving, in seconds since the epoch.");
+    prom_sample(p, "process_start_time_seconds", NULL, h->started);
+
+    char *text = prom_finish(p, &len, errstr, sizeof errstr);
+    if (text == NULL)
+        reply_error(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "cannot render metrics: %s", errstr);
+    else
+        reply_body(r, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", text, len);
+}
+
+/* ---- probes ----------------------------------------------------------------- */
+
+static void not_ready(reply_t *r, const char *reason)
+{
+    json_t *doc = json_pack("{s:b, s:s}", "ready", 0, "reason", reason);
+    reply_json(r, MHD_HTTP_SERVICE_UNAVAILABLE, doc);
+}
+
+static void get_readyz(http_t *h, reply_t *r)
+{
+    long long assigned = metrics_get(&metrics.partitions_assigned);
+    int64_t deadline = monotonic_ms() + READY_BUDGET_MS;
+    char errstr[1024], reason[1100];
+    PGresult *res = NULL;
+
+    if (assigned <= 0) {
+        not_ready(r, "no partitions assigned");
+        return;
+    }
+    err_class_t cls = db_acquire(h, deadline, errstr, sizeof errstr);
+    if (cls == ERR_OK) {
+        cls = exec_by(h, "SELECT 1", "SELECT 1", 0, NULL, deadline, &res, errstr, sizeof errstr);
+        PQclear(res);
+        db_release(h);
+    }
+    if (cls != ERR_OK) {
+        snprintf(reason, sizeof reason, "database unreachable: %s", errstr);
+        not_ready(r, reason);
+        return;
+    }
+    reply_json(r, MHD_HTTP_OK,
+               json_pack("{s:b, s:I}", "ready", 1, "partitions", (json_int_t) assigned));
+}
+
+/* ---- the JSON views ---------------------------------------------------------- */
+
+static void get_instance(http_t *h, const char *process, const char *key, reply_t *r)
+{
+    char errstr[1024], message[HTTP_MAX_PATH + 64];
+    json_t *doc = NULL;
+    long judged = 0;
+    err_class_t cls = db_acquire(h, monotonic_ms() + QUERY_BUDGET_MS, errstr, sizeof errstr);
+
+    if (cls == ERR_OK) {
+        cls = query_instance(h->conn, process, key, &doc, &judged, errstr, sizeof errstr);
+        db_release(h);
+    }
+    if (cls != ERR_OK) {
+        reply_db_error(r, cls, errstr);
+    } else if (doc == NULL) {
+        /* Events judged for a key with no instance are parked, waiting for
+         * the start event: worth saying. */
+        snprintf(message, sizeof message, "no instance %s of %s", key, process);
+        reply_json(r, MHD_HTTP_NOT_FOUND,
+                   json_pack("{s:s, s:I}", "error", message, "judged_events", (json_int_t) judged));
+    } else {
+        reply_json(r, MHD_HTTP_OK, doc);
+    }
+}
+
+static void get_stuck(http_t *h, const char *process, reply_t *r)
+{
+    char errstr[1024];
+    json_t *doc = NULL;
+    err_class_t cls = db_acquire(h, monotonic_ms() + QUERY_BUDGET_MS, errstr, sizeof errstr);
+
+    if (cls == ERR_OK) {
+        cls = query_stuck(h->conn, process, &doc, errstr, sizeof errstr);
+        db_release(h);
+    }
+    if (cls != ERR_OK)
+        reply_db_error(r, cls, errstr);
+    else
+        reply_json(r, MHD_HTTP_OK, doc);
+}
+
+/* ---- routing ------------------------------------------------------------------ */
+
+static int hex_value(char c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* Whether s[0..len) is well-formed UTF-8 (no overlong forms, surrogates,
+ * or code points past U+10FFFF): PostgreSQL refuses anything else. */
+static bool utf8_valid(const unsigned char *s, size_t len)
+{
+    for (size_t i = 0; i < len;) {
+        unsigned char c = s[i];
+        size_t n;
+        uint32_t cp;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c >= 0xC2 && c <= 0xDF)
+            n = 1, cp = c & 0x1Fu;
+        else if ((c & 0xF0) == 0xE0)
+            n = 2, cp = c & 0x0Fu;
+        else if (c >= 0xF0 && c <= 0xF4)
+            n = 3, cp = c & 0x07u;
+        else
+            return false;
+        if (len - i <= n)
+            return false;
+        for (size_t k = 1; k <= n; k++) {
+            if ((s[i + k] & 0xC0) != 0x80)
+                return false;
+            cp = (cp << 6) | (s[i + k] & 0x3Fu);
+        }
+        if ((n == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+            (n == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
+            return false;
+        i += n + 1;
+    }
+    return true;
+}
+
+/*
+ * Percent-decodes s in place (it can only shrink). Returns NULL, or what
+ * is wrong with it: a '%' without two hex digits, a NUL, or bytes that
+ * are not UTF-8.
+ */
+static const char *percent_decode(char *s)
+{
+    char *out = s;
+    for (const char *in = s; *in != '\0'; in++) {
+        if (*in != '%') {
+            *out++ = *in;
+            continue;
+        }
+        int hi = hex_value(in[1]);
+        int lo = hi >= 0 ? hex_value(in[2]) : -1;
+        if (lo < 0)
+            return "malformed percent-encoding (a '%' must start %XX, two hex digits)";
+        if (hi == 0 && lo == 0)
+            return "a NUL byte (%00)";
+        *out++ = (char) (hi * 16 + lo);
+        in += 2;
+    }
+    *out = '\0';
+    if (!utf8_valid((const unsigned char *) s, (size_t) (out - s)))
+        return "not valid UTF-8";
+    return NULL;
+}
+
+typedef enum endpoint {
+    EP_NONE,
+    EP_METRICS,
+    EP_HEALTHZ,
+    EP_READYZ,
+    EP_STUCK,
+    EP_INSTANCE,
+} endpoint_t;
+
+#define MAX_SEGMENTS 5 /* one more than the longest route, to tell them apart */
+
+static void route(http_t *h, struct MHD_Connection *conn, const char *url, const char *method,
+                  reply_t *r)
+{
+    char path[HTTP_MAX_PATH + 1];
+    char *seg[MAX_SEGMENTS];
+    size_t n = 0, len = strlen(url);
+    endpoint_t ep = EP_NONE;
+
+    /* The absolute form a proxy sends ("http://host:port/path"): its path. */
+    if (strncasecmp(url, "http://", 7) == 0 || strncasecmp(url, "https://", 8) == 0) {
+        const char *slash = strchr(strstr(url, "//") + 2, '/');
+        url = slash != NULL ? slash : "/";
+        len = strlen(url);
+    }
+    if (len > HTTP_MAX_PATH) {
+        reply_error(r, MHD_HTTP_BAD_REQUEST, "the path is longer than %d bytes", HTTP_MAX_PATH);
+        return;
+    }
+    if (url[0] != '/') {
+        reply_error(r, MHD_HTTP_BAD_REQUEST, "the path must start with '/'");
+        return;
+    }
+    /* Split first, decode second: an encoded '/' (%2F) is part of a
+     * segment, never a separator. */
+    memcpy(path, url + 1, len);
+    for (char *p = path;;) {
+        char *slash = strchr(p, '/');
+        if (slash != NULL)
+            *slash = '\0';
+        const char *problem = percent_decode(p);
+        if (problem != NULL) {
+            reply_error(r, MHD_HTTP_BAD_REQUEST, "malformed path: segment %zu: %s", n + 1, problem);
+            return;
+        }
+        if (n < MAX_SEGMENTS)
+            seg[n] = p;
+        n++;
+        if (slash == NULL)
+            break;
+        p = slash + 1;
+    }
+
+    if (n == 1 && strcmp(seg[0], "metrics") == 0)
+        ep = EP_METRICS;
+    else if (n == 1 && strcmp(seg[0], "healthz") == 0)
+        ep = EP_HEALTHZ;
+    else if (n == 1 && strcmp(seg[0], "readyz") == 0)
+        ep = EP_READYZ;
+    else if (n == 2 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "stuck") == 0)
+        ep = EP_STUCK;
+    else if (n == 4 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "instances") == 0 &&
+             seg[2][0] != '\0' && seg[3][0] != '\0')
+        ep = EP_INSTANCE;
+
+    if (ep == EP_NONE) {
+        if (n >= 2 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "instances") == 0)
+            reply_error(r, MHD_HTTP_NOT_FOUND,
+                        "expected /v1/instances/{process}/{key}; write a '/' in a key as %%2F");
+        else
+            reply_error(r, MHD_HTTP_NOT_FOUND, "no such endpoint: %s", url);
+        return;
+    }
+    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
+        reply_error(r, MHD_HTTP_METHOD_NOT_ALLOWED, "%s answers GET and HEAD only", url);
+        r->allow = true;
+        return;
+    }
+
+    switch (ep) {
+    case EP_METRICS:
+        get_metrics(h, r);
+        break;
+    case EP_HEALTHZ:
+        reply_body(r, MHD_HTTP_OK, "text/plain; charset=utf-8", strdup("ok\n"), 3);
+        break;
+    case EP_READYZ:
+        get_readyz(h, r);
+        break;
+    case EP_STUCK: {
+        /* Arguments arrive undecoded too (see keep_escaped()). */
+        const char *raw = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "process");
+        char *process = raw != NULL && raw[0] != '\0' ? strdup(raw) : NULL;
+        const char *problem = process != NULL ? percent_decode(process) : NULL;
+        if (problem != NULL)
+            reply_error(r, MHD_HTTP_BAD_REQUEST, "malformed argument process: %s", problem);
+        else if (raw != NULL && raw[0] != '\0' && process == NULL)
+            reply_error(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+        else
+            get_stuck(h, process, r);
+        free(process);
+        break;
+    }
+    case EP_INSTANCE:
+        get_instance(h, seg[2], seg[3], r);
+        break;
+    case EP_NONE:
+        break;
+    }
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
+                              const char *method, const char *version, const char *upload_data,
+                              size_t *upload_data_size, void **con_cls)
+{
+    static int first_call; /* only its address matters */
+    reply_t r = {.status = MHD_HTTP_INTERNAL_SERVER_ERROR};
+    (void) version;
+    (void) upload_data;
+
+    /* MHD keeps a connection open only for an answer queued once the
+     * request is complete: the first call comes with the headers alone. */
+    if (*con_cls == NULL) {
+        *con_cls = &first_call;
+        return MHD_YES;
+    }
+    if (*upload_data_size > 0) { /* a body: nobody reads it */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    route(cls, conn, url, method, &r);
+    return send_reply(conn, &r);
+}
+
+/* MHD would percent-decode the path before the handler sees it, turning a
+ * key's %2F into a separator; leaving it alone lets route() split first. */
+static size_t keep_escaped(void *cls, struct MHD_Connection *conn, char *s)
+{
+    (void) cls;
+    (void) conn;
+    return strlen(s);
+}
+
+/* MHD's error log, on any of its threads (and on ours while starting,
+ * when the message is the reason http_new() fails). */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    http_t *h = cls;
+    char msg[512];
+
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    msg[strcspn(msg, "\n")] = '\0';
+    pthread_mutex_lock(&h->log_lock);
+    bool starting = h->starting;
+    if (starting)
+        snprintf(h->start_error, sizeof h->start_error, "%s", msg);
+    pthread_mutex_unlock(&h->log_lock);
+    if (!starting)
+        LOG_LIMITED(LOG_LEVEL_WARN, "http-mhd", 5000, "http: libmicrohttpd", "error", msg);
+}
+
+/* ---- life ----------------------------------------------------------------------- */
+
+/*
+ * Splits "HOST:PORT", "[ADDR]:PORT" or ":PORT" into host (""
+ * for every address) and port, checking the port is a number up to 65535.
+ */
+static err_class_t parse_listen(const char *listen, char *host, size_t host_size, char *port,
+                                size_t port_size, char *errstr, size_t errstr_size)
+{
+    const char *host_start = listen, *host_end, *colon;
+
+    if (listen[0] == '[') {
+        host_start = listen + 1;
+        host_end = strchr(host_start, ']');
+        if (host_end == NULL || host_end[1] != ':')
+            return err_set(ERR_INVALID, errstr, errstr_size,
+                           "http.listen '%s': expected [IPV6-ADDRESS]:PORT", listen);
+        colon = host_end + 1;
+    } else {
+        colon = strrchr(listen, ':');
+        if (colon == NULL)
+            return err_set(ERR_INVALID, errstr, errstr_size,
+                           "http.listen '%s': expected HOST:PORT, e.g. 127.0.0.1:9464", listen);
+        if (memchr(listen, ':', (size_t) (colon - listen)) != NULL)
+            return err_set(ERR_INVALID, errstr, errstr_size,
+                           "http.listen '%s': write an IPv6 address in brackets, [ADDRESS]:PORT",
+                           listen);
+        host_end = colon;
+    }
+    const char *digits = colon + 1;
+    size_t n_digits = strspn(digits, "0123456789");
+    if (n_digits == 0 || n_digits > 5 || digits[n_digits] != '\0' || atol(digits) > 65535)
+        return err_set(ERR_INVALID, errstr, errstr_size,
+                       "http.listen '%s': the port must be a number from 0 to 65535", listen);
+    if ((size_t) (host_end - host_start) >= host_size)
+        return err_set(ERR_INVALID, errstr, errstr_size, "http.listen '%s': the host is too long",
+                       listen);
+    snprintf(host, host_size, "%.*s", (int) (host_end - host_start), host_start);
+    snprintf(port, port_size, "%s", digits);
+    return ERR_OK;
+}
+
+http_t *http_new(const char *listen, const char *conninfo, const char *group, err_class_t *cls,
+                 char *errstr, size_t errstr_size)
+{
+    char host[256], port[8], shown[300];
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *addrs = NULL;
+    http_t *h = NULL;
+
+    *cls = ERR_OK;
+    if (listen == NULL || listen[0] == '\0')
+        return NULL; /* disabled */
+    if ((*cls = parse_listen(listen, host, sizeof host, port, sizeof port, errstr, errstr_size)) !=
+        ERR_OK)
+        return NULL;
+    /* ":PORT": every IPv4 address, whatever order the resolver prefers. */
+    hints.ai_family = host[0] == '\0' ? AF_INET : AF_UNSPEC;
+    int gai = getaddrinfo(host[0] != '\0' ? host : NULL, port, &hints, &addrs);
+    if (gai != 0) {
+        *cls = err_set(gai == EAI_AGAIN ? ERR_TRANSIENT : ERR_INVALID, errstr, errstr_size,
+                       "http.listen '%s': %s", listen, gai_strerror(gai));
+        return NULL;
+    }
+
+    h = calloc(1, sizeof *h);
+    if (h == NULL) {
+        *cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+        freeaddrinfo(addrs);
+        return NULL;
+    }
+    pthread_mutex_init(&h->db_lock, NULL);
+    pthread_mutex_init(&h->log_lock, NULL);
+    h->conninfo = strdup(conninfo != NULL ? conninfo : "");
+    h->group = strdup(group != NULL ? group : "");
+    if (h->conninfo == NULL || h->group == NULL) {
+        *cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+        goto fail;
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    h->started = (double) now.tv_sec + (double) now.tv_nsec / 1e9;
+
+    h->starting = true;
+    /* A thread per connection, not a small pool: a request waiting for a
+     * slow database must not hold up /healthz behind it. */
+    unsigned int flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+                         MHD_USE_ERROR_LOG | (addrs->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    h->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, h, MHD_OPTION_EXTERNAL_LOGGER,
+                                 mhd_log, h, MHD_OPTION_SOCK_ADDR, addrs->ai_addr,
+                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned int) MAX_CONNECTIONS,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int) IDLE_TIMEOUT_S,
+                                 MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL, MHD_OPTION_END);
+    pthread_mutex_lock(&h->log_lock);
+    h->starting = false;
+    pthread_mutex_unlock(&h->log_lock);
+    if (h->daemon == NULL) {
+        *cls = err_set(ERR_TRANSIENT, errstr, errstr_size, "http.listen '%s': cannot listen: %s",
+                       listen, h->start_error[0] != '\0' ? h->start_error : "unknown error");
+        goto fail;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    h->port = info != NULL ? (int) info->port : atoi(port);
+
+    char numeric[NI_MAXHOST], address[NI_MAXHOST + 16];
+    if (getnameinfo(addrs->ai_addr, addrs->ai_addrlen, numeric, sizeof numeric, NULL, 0,
+                    NI_NUMERICHOST) != 0)
+        snprintf(numeric, sizeof numeric, "%s", host);
+    snprintf(address, sizeof address, addrs->ai_family == AF_INET6 ? "[%s]:%d" : "%s:%d", numeric,
+             h->port);
+    LOG_INFO("http listening", "address", address, "database",
+             db_redact(h->conninfo, shown, sizeof shown));
+    freeaddrinfo(addrs);
+    return h;
+
+fail:
+    freeaddrinfo(addrs);
+    http_free(h);
+    return NULL;
+}
+
+int http_port(const http_t *h)
+{
+    return h->port;
+}
+
+void http_free(http_t *h)
+{
+    if (h == NULL)
+        return;
+    if (h->daemon != NULL)
+        MHD_stop_daemon(h->daemon); /* joins every thread: no request is left running */
+    PQfinish(h->conn);
+    pthread_mutex_destroy(&h->db_lock);
+    pthread_mutex_destroy(&h->log_lock);
+    free(h->conninfo);
+    free(h->group);
+    free(h);
+}

@@ -1,0 +1,64 @@
+/*
+ * http - the HTTP server of `steward run`: metrics for Prometheus, health
+ * and readiness probes, and the read-only views of query.h as JSON.
+ *
+ *   GET /metrics                      Prometheus text format 0.0.4: the
+ *                                     counters of metrics.h, and gauges
+ *                                     read from PostgreSQL at scrape time
+ *   GET /healthz                      200 "ok" while the process serves
+ *   GET /readyz                       200 when intake owns a partition and
+ *                                     the database answers within a second;
+ *                                     else 503 {"ready":false,"reason":...}
+ *   GET /v1/instances/{process}/{key} query_instance(); 404 when absent
+ *   GET /v1/stuck[?process=P]         query_stuck()
+ *
+ * Path segments and the process argument are percent-decoded here, once,
+ * segment by segment, so a key holding '/' is asked for as %2F. Other
+ * paths answer 404, other methods 405 (with Allow), a malformed path
+ * (bad percent-encoding, a NUL, not UTF-8, longer than 2 KiB) 400; every
+ * error body is JSON {"error": "..."}.
+ *
+ * The module owns a libmicrohttpd daemon (a listening thread and a thread
+ * per connection, at most 64, where requests run) and one PostgreSQL
+ * connection, opened at the first request that needs it, reopened after it
+ * is lost, and used by one request at a time under a mutex (a PGconn is
+ * not thread-safe). Every wait for it is bounded: /readyz gives up after a
+ * second, a scrape's gauges after three, the JSON views after five plus
+ * the statement_timeout (5 s) of their query. No other thread calls into
+ * the module between http_new() and http_free().
+ */
+#ifndef STEWARD_HTTP_H
+#define STEWARD_HTTP_H
+
+#include "manager/err.h"
+
+#include <stddef.h>
+
+typedef struct http http_t; /* opaque; owns the daemon and the connection */
+
+/* The longest request path served; longer ones answer 400. */
+#define HTTP_MAX_PATH 2048
+
+/*
+ * Starts serving on `listen` ("HOST:PORT", "[IPV6]:PORT", or ":PORT" for
+ * every IPv4 address; port 0 lets the kernel pick one, see http_port()),
+ * reading PostgreSQL through `conninfo` and the watermarks of consumer
+ * group `group` (both copied). Logs "http listening" with the bound
+ * address.
+ *
+ * Returns the server (free with http_free()). Returns NULL with *cls
+ * ERR_OK when `listen` is "" (the server is disabled); NULL with
+ * ERR_INVALID and the reason in errstr for a malformed address, ERR_TRANSIENT
+ * when it cannot be bound (in use, not local), ERR_FATAL when out of memory.
+ */
+http_t *http_new(const char *listen, const char *conninfo, const char *group, err_class_t *cls,
+                 char *errstr, size_t errstr_size);
+
+/* The port the server listens on (the kernel's pick when asked for 0). */
+int http_port(const http_t *h);
+
+/* Stops the daemon (waiting for requests in flight), closes the
+ * connection and frees everything. NULL is a no-op. */
+void http_free(http_t *h);
+
+#endif

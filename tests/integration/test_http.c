@@ -1,0 +1,540 @@
+/*
+ * test_http - the HTTP server of steward run, end to end, on the real
+ * broker and PostgreSQL. Steward listens on 127.0.0.1:0 and the test
+ * learns the port from its "http listening" log line.
+ *
+ *   serving   /healthz answers at once; /readyz says 503 "no partitions
+ *             assigned" while the definition's topics do not exist yet and
+ *             200 once they do; /metrics counts what was consumed (exact
+ *             values), carries the database gauges and passes
+ *             `promtool check metrics`; /v1/instances and /v1/stuck answer
+ *             the query views, a key with '/' asked for as %2F; unknown
+ *             paths 404, POST 405 with Allow, malformed paths 400
+ *   startup   a malformed http.listen exits 2; a port in use exits 1
+ */
+#include "testlib.h"
+
+#include <arpa/inet.h>
+#include <check.h>
+#include <curl/curl.h>
+#include <jansson.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct world {
+    char *prefix; /* topic prefix, unique per test */
+    char *group;
+    const char *db_url;
+    PGconn *conn;
+    char *dir;
+    char *log;
+    int pid;
+    char base[64]; /* http://127.0.0.1:PORT */
+} world_t;
+
+static world_t w;
+
+static char *topic(const char *name)
+{
+    char *t = NULL;
+    ck_assert_int_ge(asprintf(&t, "%s%s", w.prefix, name), 0);
+    return t;
+}
+
+/* The alerting definition with our topics; payment due 2 s after the order. */
+static void write_definition(void)
+{
+    char *path = tl_source_path("tests/data/definitions/alert_order.json.in");
+    char *text = tl_read_file(path);
+    size_t cap = strlen(text) + 1024, len = 0;
+    char *out = calloc(1, cap);
+    for (const char *p = text; *p;) {
+        const char *with = strncmp(p, "@P@", 3) == 0    ? w.prefix
+                           : strncmp(p, "@D1@", 4) == 0 ? "2s"
+                           : strncmp(p, "@D2@", 4) == 0 ? "1h"
+                                                        : NULL;
+        if (with != NULL) {
+            len += (size_t) snprintf(out + len, cap - len, "%s", with);
+            p += p[2] == '@' ? 3 : 4;
+        } else {
+            out[len++] = *p++;
+        }
+    }
+    free(tl_write_file(w.dir, "alert_order.json", out));
+    free(out);
+    free(text);
+    free(path);
+}
+
+/* A migrated database and the definition; no topics yet. */
+static void world_init(const char *name)
+{
+    memset(&w, 0, sizeof w);
+    char *base = tl_unique(name);
+    ck_assert_int_ge(asprintf(&w.prefix, "%s.", base), 0);
+    w.group = base;
+    w.db_url = tl_db_create(name);
+    w.conn = tl_db_connect(w.db_url);
+    w.dir = strdup(tl_tmpdir());
+    w.log = tl_write_file(w.dir, "steward.log", "");
+    write_definition();
+
+    const char *argv[] = {NULL, "migrate", "--database", w.db_url, NULL};
+    tl_output_t o = tl_steward(argv, NULL);
+    ck_assert_msg(o.status == 0, "migrate: %s", o.err);
+    tl_output_free(&o);
+}
+
+/* Writes config.json listening on `listen`; returns its path (free it). */
+static char *world_config(const char *listen)
+{
+    char defs[1024], path[1024];
+    snprintf(defs, sizeof defs, "%s/alert_order.json", w.dir);
+    snprintf(path, sizeof path, "%s/config.json", w.dir);
+    json_t *cfg = json_pack(
+        "{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s}, s:{s:s}, s:{s:s}, s:{s:[{s:s}]}, s:s, s:{s:s}}",
+        "brokers", tl_kafka_brokers(), "database", w.db_url, "definitions", defs, "group", w.group,
+        "scheduler", "interval", "200ms", "grace", "200ms", "blind_after", "10m", "notifier",
+        "interval", "100ms", "http", "listen", listen, "routes", "default", "type", "log",
+        "log_level", "info", "kafka", "topic.metadata.refresh.interval.ms", "1000");
+    ck_assert_ptr_nonnull(cfg);
+    ck_assert_int_eq(json_dump_file(cfg, path, JSON_INDENT(2)), 0);
+    json_decref(cfg);
+    return strdup(path);
+}
+
+static void world_teardown(void)
+{
+    if (w.pid > 0)
+        tl_stop(w.pid, SIGKILL, 10);
+    w.pid = 0;
+    PQfinish(w.conn);
+    w.conn = NULL;
+}
+
+/* Waits for steward's "http listening" line and keeps its address. */
+static void wait_listening(void)
+{
+    for (int i = 0; i < 300; i++) {
+        char *log = tl_read_file(w.log);
+        for (char *line = strtok(log, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+            json_t *doc = json_loads(line, 0, NULL);
+            const char *msg = json_string_value(json_object_get(doc, "msg"));
+            const char *address = json_string_value(json_object_get(doc, "address"));
+            if (msg != NULL && strcmp(msg, "http listening") == 0 && address != NULL) {
+                ck_assert_msg(strncmp(address, "127.0.0.1:", 10) == 0 && atoi(address + 10) > 0,
+                              "address: %s", address);
+                snprintf(w.base, sizeof w.base, "http://%s", address);
+                json_decref(doc);
+                free(log);
+                return;
+            }
+            json_decref(doc);
+        }
+        free(log);
+        usleep(100 * 1000);
+    }
+    tl_print_tail(w.log, 4000);
+    ck_abort_msg("steward never logged \"http listening\" (its log above)");
+}
+
+/* ---- HTTP ------------------------------------------------------------------ */
+
+typedef struct response {
+    long status;
+    char *body;
+    char *allow;        /* the Allow header; NULL when absent */
+    char *content_type; /* the Content-Type header; NULL when absent */
+} response_t;
+
+static void response_free(response_t *r)
+{
+    free(r->body);
+    free(r->allow);
+    free(r->content_type);
+    memset(r, 0, sizeof *r);
+}
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
+{
+    response_t *r = arg;
+    size_t old = strlen(r->body), n = size * nmemb;
+    r->body = realloc(r->body, old + n + 1);
+    ck_assert_ptr_nonnull(r->body);
+    memcpy(r->body + old, data, n);
+    r->body[old + n] = '\0';
+    return n;
+}
+
+/* Keeps the value of header `name` ("Allow: ") in *slot. */
+static void keep_header(const char *line, size_t n, const char *name, char **slot)
+{
+    size_t name_len = strlen(name);
+    if (n > name_len && strncasecmp(line, name, name_len) == 0) {
+        size_t end = n;
+        while (end > name_len && (line[end - 1] == '\r' || line[end - 1] == '\n'))
+            end--;
+        free(*slot);
+        *slot = strndup(line + name_len, end - name_len);
+    }
+}
+
+static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
+{
+    response_t *r = arg;
+    keep_header(data, size * nmemb, "Allow: ", &r->allow);
+    keep_header(data, size * nmemb, "Content-Type: ", &r->content_type);
+    return size * nmemb;
+}
+
+/* method "GET", "HEAD" or "POST" (with a small form body); path as sent,
+ * byte for byte (curl normalizes nothing). */
+static response_t request(const char *method, const char *path)
+{
+    response_t r = {0};
+    char *url = NULL;
+    CURL *curl = curl_easy_init();
+
+    ck_assert_int_ge(asprintf(&url, "%s%s", w.base, path), 0);
+    r.body = calloc(1, 1);
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_PATH_AS_IS, 1L);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &r);
+    curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(curl, CURLOPT_HEADERDATA, &r);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT, 10L);
+    if (strcmp(method, "HEAD") == 0)
+        curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+    else if (strcmp(method, "POST") == 0)
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, "reset=all");
+    if (curl_easy_perform(curl) == CURLE_OK)
+        curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &r.status);
+    curl_easy_cleanup(curl);
+    free(url);
+    return r;
+}
+
+/* GETs path and parses the JSON body, asserting the status. */
+static json_t *get_json(const char *path, long expected_status)
+{
+    response_t r = request("GET", path);
+    ck_assert_msg(r.status == expected_status, "GET %s: %ld %s (expected %ld)", path, r.status,
+                  r.body, expected_status);
+    ck_assert_msg(r.content_type != NULL && strcmp(r.content_type, "application/json") == 0,
+                  "GET %s: Content-Type %s", path, r.content_type);
+    json_error_t jerr;
+    json_t *doc = json_loads(r.body, 0, &jerr);
+    ck_assert_msg(doc != NULL, "GET %s: not JSON (%s): %s", path, jerr.text, r.body);
+    response_free(&r);
+    return doc;
+}
+
+static const char *str(json_t *doc, const char *key)
+{
+    const char *s = json_string_value(json_object_get(doc, key));
+    return s != NULL ? s : "(missing)";
+}
+
+/* The value of one series ("name{labels}" exactly as rendered) in a
+ * scrape; NAN when absent. */
+static double series(const char *text, const char *name)
+{
+    size_t len = strlen(name);
+    for (const char *line = text; line != NULL && *line; line = strchr(line, '\n')) {
+        if (*line == '\n')
+            line++;
+        if (strncmp(line, name, len) == 0 && line[len] == ' ')
+            return strtod(line + len + 1, NULL);
+    }
+    return NAN;
+}
+
+static char *scrape(void)
+{
+    response_t r = request("GET", "/metrics");
+    ck_assert_msg(r.status == 200, "GET /metrics: %ld %s", r.status, r.body);
+    ck_assert_str_eq(r.content_type, "text/plain; version=0.0.4; charset=utf-8");
+    char *body = r.body;
+    r.body = NULL;
+    response_free(&r);
+    return body;
+}
+
+/* Scrapes until series `name` equals `expected`, for up to timeout_s. */
+static void wait_series(const char *name, double expected, int timeout_s)
+{
+    double last = NAN;
+    for (int i = 0; i <= timeout_s * 10; i++) {
+        char *text = scrape();
+        last = series(text, name);
+        free(text);
+        if (last == expected)
+            return;
+        usleep(100 * 1000);
+    }
+    tl_print_tail(w.log, 4000);
+    ck_abort_msg("%s: %g, expected %g (steward's log above)", name, last, expected);
+}
+
+/* Runs `promtool check metrics` on a scrape; returns its exit status and output. */
+static int promtool(const char *text, char **output)
+{
+    char *in = tl_write_file(w.dir, "scrape.txt", text);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "promtool check metrics < '%s' 2>&1", in);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf - 1, p);
+    buf[n] = '\0';
+    int status = pclose(p);
+    *output = strdup(buf);
+    free(in);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void send_event(tl_producer_t *p, const char *name, const char *type, const char *key)
+{
+    char value[256], *t = topic(name);
+    snprintf(value, sizeof value, "{\"type\":\"%s\",\"id\":\"%s-%s\",\"order_id\":\"%s\"}", type,
+             type, key, key);
+    tl_produce(p, t, -1, value, -1, NULL, 0);
+    free(t);
+}
+
+static void wait_sql(const char *sql, const char *expected, int timeout_s, const char *what)
+{
+    char *last = NULL;
+    if (!tl_db_wait(w.conn, sql, 0, NULL, expected, timeout_s, &last)) {
+        tl_print_tail(w.log, 4000);
+        ck_abort_msg("%s: got %s, expected %s (steward's log above)", what, last, expected);
+    }
+}
+
+/* ---- serving ----------------------------------------------------------------- */
+
+START_TEST(serves_probes_metrics_and_views)
+{
+    world_init("http");
+    char *config = world_config("127.0.0.1:0");
+    const char *argv[] = {NULL, "run", "--config", config, NULL};
+    w.pid = tl_steward_spawn(argv, NULL, w.log);
+    wait_listening();
+
+    /* Alive at once; not ready while nothing is assigned: the topics the
+     * definition reads do not exist yet. */
+    response_t r = request("GET", "/healthz");
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.body, "ok\n");
+    response_free(&r);
+    sleep(2); /* the group formed, with nothing to assign */
+    json_t *doc = get_json("/readyz", 503);
+    ck_assert_int_eq(json_is_false(json_object_get(doc, "ready")), 1);
+    ck_assert_str_eq(str(doc, "reason"), "no partitions assigned");
+    json_decref(doc);
+
+    /* The topics appear: the group assigns them, and steward is ready. */
+    char *topics[3] = {topic("orders"), topic("payments"), topic("shipping")};
+    tl_kafka_create_topics((const char *const *) topics, 3, 1);
+    for (int i = 0; i < 600; i++) {
+        r = request("GET", "/readyz");
+        long status = r.status;
+        response_free(&r);
+        if (status == 200)
+            break;
+        usleep(100 * 1000);
+    }
+    doc = get_json("/readyz", 200);
+    ck_assert_int_eq(json_is_true(json_object_get(doc, "ready")), 1);
+    json_decref(doc);
+
+    /* Five orders, one of them keyed with a '/'; then two payments. */
+    static const char *const keys[] = {"K0", "K1", "K2", "K3", "A/1"};
+    tl_producer_t *p = tl_producer_new();
+    for (int i = 0; i < 5; i++)
+        send_event(p, "orders", "OrderPlaced", keys[i]);
+    tl_producer_free(p);
+    wait_sql("SELECT count(*) FROM steward.instances", "5", 60, "orders started");
+    p = tl_producer_new();
+    send_event(p, "payments", "PaymentCaptured", "K0");
+    send_event(p, "payments", "PaymentCaptured", "K1");
+    tl_producer_free(p);
+    wait_series("steward_events_judged_total{outcome=\"advanced\"}", 2, 60);
+    /* Three orders were never paid: their 2 s deadline pages. */
+    wait_series("steward_alerts_open{process=\"alert_order\",state=\"awaiting_payment\","
+                "kind=\"deadline\"}",
+                3, 60);
+    char *orders = topic("orders");
+    char lag[512];
+    snprintf(lag, sizeof lag, "steward_consumer_lag_messages{topic=\"%s\",partition=\"0\"}",
+             orders);
+    wait_series(lag, 0, 30);
+    wait_series("steward_notifications_total{sink_type=\"log\",result=\"delivered\"}", 3, 30);
+
+    char *text = scrape();
+    ck_assert_double_eq(series(text, "steward_events_read_total"), 7);
+    ck_assert_double_eq(series(text, "steward_events_judged_total{outcome=\"started\"}"), 5);
+    ck_assert_double_eq(series(text, "steward_events_judged_total{outcome=\"advanced\"}"), 2);
+    ck_assert_double_eq(series(text, "steward_events_judged_total{outcome=\"parked\"}"), 0);
+    ck_assert_double_eq(series(text, "steward_events_rejected_total{reason=\"invalid_json\"}"), 0);
+    ck_assert_double_eq(series(text, "steward_alerts_opened_total"), 3);
+    ck_assert_double_eq(series(text, "steward_partitions_assigned"), 3);
+    ck_assert_double_eq(series(text, "steward_database_up"), 1);
+    ck_assert_double_eq(series(text, "steward_build_info{version=\"" STEWARD_VERSION "\"}"), 1);
+    ck_assert_double_eq(series(text, "steward_instances_open{process=\"alert_order\","
+                                     "state=\"awaiting_payment\"}"),
+                        3);
+    ck_assert_double_eq(series(text, "steward_instances_open{process=\"alert_order\","
+                                     "state=\"awaiting_dispatch\"}"),
+                        2);
+    /* Batches with messages are timed: at least the two produced rounds. */
+    double batches = series(text, "steward_batch_duration_seconds_count");
+    ck_assert_msg(batches >= 2 && batches <= series(text, "steward_batches_committed_total"),
+                  "batches timed: %g", batches);
+    ck_assert_double_eq(series(text, "steward_batch_duration_seconds_bucket{le=\"+Inf\"}"),
+                        batches);
+    double wm = series(text, "steward_watermark_lag_seconds{process=\"alert_order\"}");
+    ck_assert_msg(wm >= 0 && wm < 60, "watermark lag: %g", wm);
+    ck_assert_msg(series(text, "process_start_time_seconds") > 1.6e9, "start time");
+    char *output;
+    int status = promtool(text, &output);
+    ck_assert_msg(status == 0, "promtool check metrics: exit %d: %s\n%s", status, output, text);
+    free(output);
+    free(text);
+
+    /* The instance views, a '/' in the key sent as %2F. */
+    doc = get_json("/v1/instances/alert_order/A%2F1", 200);
+    ck_assert_str_eq(str(doc, "key"), "A/1");
+    ck_assert_str_eq(str(doc, "state"), "awaiting_payment");
+    ck_assert_int_eq(json_array_size(json_object_get(doc, "history")), 1);
+    json_decref(doc);
+    doc = get_json("/v1/instances/alert_order/K0", 200);
+    ck_assert_str_eq(str(doc, "state"), "awaiting_dispatch");
+    ck_assert_int_eq(json_array_size(json_object_get(doc, "history")), 2);
+    json_decref(doc);
+    doc = get_json("/v1/instances/alert_order/nope", 404);
+    ck_assert_str_eq(str(doc, "error"), "no instance nope of alert_order");
+    json_decref(doc);
+
+    /* The stuck view, whole and by process. */
+    doc = get_json("/v1/stuck", 200);
+    json_t *groups = json_object_get(doc, "groups");
+    ck_assert_int_eq(json_array_size(groups), 1);
+    ck_assert_str_eq(str(json_array_get(groups, 0), "state"), "awaiting_payment");
+    ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(groups, 0), "open")), 3);
+    json_decref(doc);
+    doc = get_json("/v1/stuck?process=alert%5Forder", 200);
+    ck_assert_int_eq(json_array_size(json_object_get(doc, "groups")), 1);
+    json_decref(doc);
+    doc = get_json("/v1/stuck?process=other", 200);
+    ck_assert_int_eq(json_array_size(json_object_get(doc, "groups")), 0);
+    json_decref(doc);
+
+    /* What is refused, and how. */
+    r = request("POST", "/metrics");
+    ck_assert_int_eq(r.status, 405);
+    ck_assert_str_eq(r.allow, "GET, HEAD");
+    ck_assert_msg(tl_contains(r.body, "\"error\""), "405 body: %s", r.body);
+    response_free(&r);
+    r = request("HEAD", "/healthz");
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.body, "");
+    response_free(&r);
+    doc = get_json("/nope", 404);
+    ck_assert_str_eq(str(doc, "error"), "no such endpoint: /nope");
+    json_decref(doc);
+    doc = get_json("/v1/instances/alert_order/A/1", 404);
+    ck_assert_msg(tl_contains(str(doc, "error"), "%2F"), "error: %s", str(doc, "error"));
+    json_decref(doc);
+    doc = get_json("/v1/instances/alert_order/%zz", 400);
+    ck_assert_msg(tl_contains(str(doc, "error"), "percent-encoding"), "error: %s",
+                  str(doc, "error"));
+    json_decref(doc);
+    doc = get_json("/v1/instances/alert_order/%C3%28", 400);
+    ck_assert_msg(tl_contains(str(doc, "error"), "UTF-8"), "error: %s", str(doc, "error"));
+    json_decref(doc);
+    doc = get_json("/v1/instances/alert_order/a%00b", 400);
+    json_decref(doc);
+    char long_path[3100] = "/v1/instances/alert_order/";
+    memset(long_path + strlen(long_path), 'k', 3000);
+    long_path[sizeof long_path - 1] = '\0';
+    doc = get_json(long_path, 400);
+    ck_assert_msg(tl_contains(str(doc, "error"), "longer than 2048"), "error: %s",
+                  str(doc, "error"));
+    json_decref(doc);
+
+    /* Still serving after all that, and a clean stop. */
+    r = request("GET", "/healthz");
+    ck_assert_int_eq(r.status, 200);
+    response_free(&r);
+    ck_assert_int_eq(tl_stop(w.pid, SIGTERM, 30), 0);
+    w.pid = 0;
+
+    free(orders);
+    for (int i = 0; i < 3; i++)
+        free(topics[i]);
+    free(config);
+}
+END_TEST
+
+/* ---- startup ------------------------------------------------------------------ */
+
+START_TEST(bad_listen_addresses_stop_the_start)
+{
+    world_init("httpstart");
+
+    /* Malformed: a config error, exit 2, naming the key. */
+    char *config = world_config("localhost");
+    const char *argv[] = {NULL, "run", "--config", config, NULL};
+    tl_output_t o = tl_steward(argv, NULL);
+    ck_assert_msg(o.status == 2, "exit %d: %s", o.status, o.err);
+    ck_assert_msg(tl_contains(o.err, "http.listen 'localhost'"), "stderr: %s", o.err);
+    tl_output_free(&o);
+    free(config);
+
+    /* A port someone else holds: a runtime failure, exit 1. */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t addr_len = sizeof addr;
+    ck_assert_int_eq(bind(fd, (struct sockaddr *) &addr, sizeof addr), 0);
+    ck_assert_int_eq(listen(fd, 1), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *) &addr, &addr_len), 0);
+    char listen_at[64];
+    snprintf(listen_at, sizeof listen_at, "127.0.0.1:%d", ntohs(addr.sin_port));
+    config = world_config(listen_at);
+    const char *argv2[] = {NULL, "run", "--config", config, NULL};
+    o = tl_steward(argv2, NULL);
+    ck_assert_msg(o.status == 1, "exit %d: %s", o.status, o.err);
+    ck_assert_msg(tl_contains(o.err, "cannot listen") && tl_contains(o.err, "in use"), "stderr: %s",
+                  o.err);
+    tl_output_free(&o);
+    close(fd);
+    free(config);
+}
+END_TEST
+
+static void teardown(void)
+{
+    world_teardown();
+}
+
+Suite *http_suite(void)
+{
+    Suite *s = suite_create("http");
+    TCase *tc = tcase_create("http");
+    tcase_set_timeout(tc, 400);
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_add_test(tc, serves_probes_metrics_and_views);
+    tcase_add_test(tc, bad_listen_addresses_stop_the_start);
+    suite_add_tcase(s, tc);
+    return s;
+}

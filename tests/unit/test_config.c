@@ -1,0 +1,161 @@
+/*
+ * test_config - `steward run` refuses a bad configuration before it
+ * touches anything: exit 2, with the key and the problem named. No
+ * services are needed: every case fails before the first connection.
+ */
+#include "testlib.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *dir;
+
+static void setup(void)
+{
+    dir = tl_tmpdir();
+    char *def = tl_source_path("definitions/examples/order_fulfilment.json");
+    char *text = tl_read_file(def);
+    free(tl_write_file(dir, "order_fulfilment.json", text));
+    free(text);
+    free(def);
+}
+
+/* Runs steward run with a config file of this text (and extra env), expects
+ * exit 2 and `words` on stderr. */
+static void refused(const char *config, const char *const *env, const char *words)
+{
+    char *path = tl_write_file(dir, "config.json", config);
+    const char *argv[] = {NULL, "run", "--config", path, NULL};
+    tl_output_t o = tl_steward(argv, env);
+    ck_assert_msg(o.status == 2, "exit %d for %s\nstderr: %s", o.status, config, o.err);
+    ck_assert_msg(tl_contains(o.err, words), "expected '%s' in:\n%s", words, o.err);
+    tl_output_free(&o);
+    free(path);
+}
+
+/* A valid config with one fragment spliced in before the closing brace. */
+static char *with(const char *fragment)
+{
+    char *text = NULL;
+    ck_assert_int_ge(asprintf(&text,
+                              "{\"brokers\": \"127.0.0.1:1\", \"database\": \"host=127.0.0.1 "
+                              "port=1\", \"definitions\": \"%s\"%s%s}",
+                              dir, *fragment ? ", " : "", fragment),
+                     0);
+    return text;
+}
+
+#define REFUSED(fragment, words)                                                                   \
+    do {                                                                                           \
+        char *config_ = with(fragment);                                                            \
+        refused(config_, NULL, words);                                                             \
+        free(config_);                                                                             \
+    } while (0)
+
+START_TEST(syntax_errors_name_the_line)
+{
+    refused("{\"brokers\": \"x\",\n \"group\": }", NULL, "line 2");
+    refused("[1, 2]", NULL, "must be a JSON object");
+    refused("{\"group\": \"a\", \"group\": \"b\"}", NULL, "duplicate");
+}
+END_TEST
+
+START_TEST(unknown_keys_are_named_with_a_suggestion)
+{
+    REFUSED("\"intake\": {\"bach_size\": 10}",
+            "intake.bach_size: unknown key (did you mean 'intake.batch_size'?)");
+    REFUSED("\"grup\": \"x\"", "grup: unknown key (did you mean 'group'?)");
+    REFUSED("\"intake\": 5", "intake: expected an object");
+}
+END_TEST
+
+START_TEST(bad_values_are_named)
+{
+    REFUSED("\"scheduler\": {\"interval\": \"soon\"}", "scheduler.interval");
+    REFUSED("\"intake\": {\"batch_size\": 0}",
+            "intake.batch_size: '0' is not a whole number from 1 to 100000");
+    REFUSED("\"log_level\": \"loud\"", "log_level: 'loud' is not one of");
+    REFUSED("\"scheduler\": {\"blind_after\": \"1ms\"}", "scheduler.blind_after: '1ms' is outside");
+    REFUSED("\"group\": [1]", "group: expected a string or a number");
+}
+END_TEST
+
+START_TEST(routes_are_checked)
+{
+    REFUSED("\"routes\": {\"payments\": [{\"type\": \"log\"}]}", "routes.default: missing");
+    REFUSED("\"routes\": {\"default\": [{\"type\": \"pager\"}]}",
+            "routes.default[0].type: 'pager': expected log, webhook, pagerduty or alertmanager");
+    REFUSED("\"routes\": {\"default\": [{\"type\": \"pagerduty\"}]}",
+            "routes.default[0].routing_key: a pagerduty sink needs");
+    REFUSED("\"routes\": {\"default\": [{\"type\": \"webhook\", \"ulr\": \"http://x\"}]}",
+            "routes.default[0].ulr: unknown key (did you mean 'url'?)");
+    REFUSED("\"routes\": {\"default\": []}", "routes.default: expected a non-empty list");
+    REFUSED("\"routes\": {\"default\": [{\"type\": \"log\", \"name\": \"a\"}, {\"type\": \"log\", "
+            "\"name\": \"a\"}]}",
+            "names another sink too");
+}
+END_TEST
+
+START_TEST(secrets_and_kafka_properties)
+{
+    REFUSED("\"database_file\": \"/nonexistent/secret\"", "database_file: cannot read");
+    REFUSED("\"kafka\": {\"no.such.property\": \"1\"}", "kafka.no.such.property:");
+    REFUSED("\"kafka\": [1]", "kafka: expected an object");
+    REFUSED("\"routes\": {\"default\": [{\"type\": \"pagerduty\", \"routing_key_file\": "
+            "\"/nonexistent/key\"}]}",
+            "routes.default[0].routing_key_file: cannot read /nonexistent/key");
+}
+END_TEST
+
+START_TEST(missing_settings_and_environment)
+{
+    refused("{\"definitions\": \"/tmp\"}", NULL, "brokers: not set");
+    char *config = with("");
+    const char *env[] = {"STEWARD_BATCH_SIZE=lots", NULL};
+    refused(config, env, "STEWARD_BATCH_SIZE: intake.batch_size: 'lots' is not a whole number");
+    free(config);
+
+    /* Flags name their key too. */
+    char *path = tl_write_file(dir, "config.json", "{}");
+    const char *argv[] = {NULL, "run",           "--config", path,    "--brokers",
+                          "x",  "--definitions", dir,        "--set", "scheduler.grase=1s",
+                          NULL};
+    tl_output_t o = tl_steward(argv, NULL);
+    ck_assert_int_eq(o.status, 2);
+    ck_assert_msg(tl_contains(o.err, "scheduler.grase: unknown key (did you mean "
+                                     "'scheduler.grace'?)"),
+                  "got: %s", o.err);
+    tl_output_free(&o);
+    const char *missing[] = {NULL, "run", "--config", "/nonexistent/steward.json", NULL};
+    o = tl_steward(missing, NULL);
+    ck_assert_int_eq(o.status, 2);
+    ck_assert_msg(tl_contains(o.err, "/nonexistent/steward.json"), "got: %s", o.err);
+    tl_output_free(&o);
+    free(path);
+}
+END_TEST
+
+START_TEST(invalid_definitions_refuse_to_start)
+{
+    free(tl_write_file(dir, "broken.json", "{\"process\": \"broken\""));
+    REFUSED("", "refusing to start with invalid definitions");
+}
+END_TEST
+
+Suite *config_suite(void)
+{
+    Suite *s = suite_create("config");
+    TCase *tc = tcase_create("config");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_test(tc, syntax_errors_name_the_line);
+    tcase_add_test(tc, unknown_keys_are_named_with_a_suggestion);
+    tcase_add_test(tc, bad_values_are_named);
+    tcase_add_test(tc, routes_are_checked);
+    tcase_add_test(tc, secrets_and_kafka_properties);
+    tcase_add_test(tc, missing_settings_and_environment);
+    tcase_add_test(tc, invalid_definitions_refuse_to_start);
+    suite_add_tcase(s, tc);
+    return s;
+}
