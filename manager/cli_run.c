@@ -238,8 +238,13 @@ static int serve(const config_t *cfg, const char *replica, run_ctx_t *ctx)
         .on_tick = reload,
         .tick_arg = ctx,
     };
-    sched_config_t scfg = {cfg->database, cfg->group,          cfg->scheduler_interval_ms,
-                           cfg->grace_ms, cfg->blind_after_ms, cfg->blind_owner};
+    sched_config_t scfg = {cfg->database,
+                           cfg->group,
+                           cfg->scheduler_interval_ms,
+                           cfg->grace_ms,
+                           cfg->blind_after_ms,
+                           cfg->blind_owner,
+                           0};
     notifier_config_t ncfg = {cfg->database, cfg->notifier_interval_ms, cfg->http_timeout_ms,
                               cfg->max_backoff_ms, cfg->alertmanager_resend_ms};
 

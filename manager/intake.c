@@ -21,9 +21,10 @@ typedef struct owned {
     char *topic;
     int32_t partition;
     int64_t epoch;
-    bool fenced;    /* another replica claimed it; wait for the group to revoke it */
-    int64_t next;   /* the offset after the last message read; < 0 before the first */
-    int64_t max_ts; /* the newest Kafka timestamp read */
+    bool fenced;      /* another replica claimed it; wait for the group to revoke it */
+    int64_t next;     /* the offset after the last message read; < 0 before the first */
+    int64_t max_ts;   /* the newest Kafka timestamp read */
+    bool past_window; /* a replay read a message after until_ms: done with it */
 } owned_t;
 
 struct intake {
@@ -44,6 +45,7 @@ struct intake {
 
     void (*on_tick)(intake_t *, void *);
     void *tick_arg;
+    int64_t from_ms, until_ms;
 
     err_class_t failure; /* set by the rebalance callback when it cannot go on */
     char failure_text[512];
@@ -127,6 +129,33 @@ static void log_partitions(const char *msg, const store_partition_t *parts, size
     }
 }
 
+/*
+ * A replay from a point in time: partitions never read by this group start
+ * at the first message stamped at or after from_ms (the end, if none is).
+ */
+static void start_at_time(intake_t *in, rd_kafka_topic_partition_list_t *list)
+{
+    rd_kafka_topic_partition_list_t *times = rd_kafka_topic_partition_list_new(list->cnt);
+    for (int i = 0; i < list->cnt; i++) {
+        if (list->elems[i].offset == RD_KAFKA_OFFSET_BEGINNING)
+            rd_kafka_topic_partition_list_add(times, list->elems[i].topic, list->elems[i].partition)
+                ->offset = in->from_ms;
+    }
+    if (times->cnt > 0 &&
+        rd_kafka_offsets_for_times(in->rk, times, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        for (int i = 0; i < times->cnt; i++) {
+            rd_kafka_topic_partition_t *p = rd_kafka_topic_partition_list_find(
+                list, times->elems[i].topic, times->elems[i].partition);
+            if (p != NULL && times->elems[i].err == RD_KAFKA_RESP_ERR_NO_ERROR)
+                p->offset =
+                    times->elems[i].offset >= 0 ? times->elems[i].offset : RD_KAFKA_OFFSET_END;
+        }
+    } else if (times->cnt > 0) {
+        LOG_WARN("cannot look up offsets by time; replaying from the beginning");
+    }
+    rd_kafka_topic_partition_list_destroy(times);
+}
+
 static void on_assign(intake_t *in, rd_kafka_topic_partition_list_t *list)
 {
     store_partition_t *parts = calloc((size_t) list->cnt + 1, sizeof *parts);
@@ -171,6 +200,8 @@ static void on_assign(intake_t *in, rd_kafka_topic_partition_list_t *list)
         o->max_ts = -1;
     }
     free(parts);
+    if (in->from_ms > 0)
+        start_at_time(in, list);
     rd_kafka_assign(in->rk, list);
     metrics_set_assigned(list->cnt);
 }
@@ -444,6 +475,8 @@ intake_t *intake_new(const intake_config_t *cfg, const def_set_t *defs, err_clas
     in->routes = cfg->routes;
     in->on_tick = cfg->on_tick;
     in->tick_arg = cfg->tick_arg;
+    in->from_ms = cfg->from_ms;
+    in->until_ms = cfg->until_ms;
     in->batch_max = cfg->batch_max > 0 ? cfg->batch_max : INTAKE_DEFAULT_BATCH_MAX;
     in->batch_ms = cfg->batch_ms > 0 ? cfg->batch_ms : INTAKE_DEFAULT_BATCH_MS;
     in->pending = calloc(in->batch_max, sizeof *in->pending);
@@ -569,7 +602,11 @@ err_class_t intake_run(intake_t *in, volatile sig_atomic_t *stop, char *errstr, 
         } else if (m != NULL) {
             owned_t *o = find_owned(in, rd_kafka_topic_name(m->rkt), m->partition);
             metrics_add(&metrics.events_read, 1);
-            if (o == NULL || o->fenced) {
+            rd_kafka_timestamp_type_t ts_type;
+            if (o != NULL && in->until_ms > 0 &&
+                rd_kafka_message_timestamp(m, &ts_type) > in->until_ms)
+                o->past_window = true;
+            if (o == NULL || o->fenced || o->past_window) {
                 rd_kafka_message_destroy(m);
             } else {
                 rd_kafka_timestamp_type_t tstype;
@@ -616,6 +653,17 @@ err_class_t intake_run(intake_t *in, volatile sig_atomic_t *stop, char *errstr, 
     /* Leaving the group revokes the partitions, which logs their release. */
     rd_kafka_consumer_close(in->rk);
     return cls;
+}
+
+bool intake_drained(intake_t *in)
+{
+    if (in->n_owned == 0 || in->n_pending > 0)
+        return false;
+    for (size_t i = 0; i < in->n_owned; i++) {
+        if (!in->owned[i].past_window && !caught_up(in, &in->owned[i]))
+            return false;
+    }
+    return true;
 }
 
 /* True if both lists name the same topics. */

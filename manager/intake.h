@@ -21,6 +21,7 @@
 #include "manager/routes.h"
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef struct intake intake_t;
@@ -41,6 +42,11 @@ typedef struct intake_config {
      * place to reload definitions (intake_set_definitions()). May be NULL. */
     void (*on_tick)(intake_t *intake, void *arg);
     void *tick_arg;
+    /* A replay's window (steward backtest); 0 for none. A partition the
+     * group never read starts at the first message at or after from_ms;
+     * a message stamped after until_ms ends its partition's replay. */
+    int64_t from_ms;
+    int64_t until_ms;
 } intake_config_t;
 
 #define INTAKE_DEFAULT_BATCH_MAX 2000
@@ -73,6 +79,13 @@ err_class_t intake_run(intake_t *intake, volatile sig_atomic_t *stop, char *errs
  */
 err_class_t intake_set_definitions(intake_t *intake, const def_set_t *defs, route_table_t *routes,
                                    char *errstr, size_t errstr_size);
+
+/*
+ * True once intake holds partitions and has read each to its end (or, with
+ * until_ms, past the window) with nothing left uncommitted: a replay is
+ * done. Call on the intake thread.
+ */
+bool intake_drained(intake_t *intake);
 
 void intake_free(intake_t *intake); /* NULL is a no-op */
 

@@ -24,7 +24,9 @@ static const command_t commands[] = {
     {"migrate", cli_migrate, "apply pending schema migrations"},
     {"inspect", cli_inspect, "show one instance and its history"},
     {"stuck", cli_stuck, "list open alerts by process and state"},
+    {"report", cli_report, "step latencies, deadline suggestions, volume"},
     {"demo", cli_demo, "the whole story on an embedded Kafka"},
+    {"backtest", cli_backtest, "try a definition on the events Kafka retains"},
 };
 
 static void usage(FILE *out)

@@ -28,7 +28,7 @@ struct sched {
     char *conninfo;
     char *group;
     char *blind_owner;
-    int64_t interval_ms, grace_ms, blind_after_ms;
+    int64_t interval_ms, grace_ms, blind_after_ms, until_ms;
     const def_set_t *defs; /* borrowed */
     route_table_t *routes; /* borrowed */
     defcache_t *versions;
@@ -56,6 +56,7 @@ sched_t *sched_new(const sched_config_t *cfg, const def_set_t *defs, route_table
     s->interval_ms = cfg->interval_ms;
     s->grace_ms = cfg->grace_ms;
     s->blind_after_ms = cfg->blind_after_ms;
+    s->until_ms = cfg->until_ms;
     s->defs = defs;
     s->routes = routes;
     s->versions = defcache_new(defs);
@@ -414,6 +415,8 @@ err_class_t sched_tick(sched_t *s, sched_stats_t *stats, char *errstr, size_t er
         return cls;
     for (int row = 0; row < PQntuples(res) && cls == ERR_OK; row++) {
         int64_t watermark = strtoll(PQgetvalue(res, row, 1), NULL, 10);
+        if (s->until_ms > 0 && watermark > s->until_ms)
+            watermark = s->until_ms;
         int n;
         do {
             cls =

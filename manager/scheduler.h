@@ -41,6 +41,7 @@ typedef struct sched_config {
     int64_t grace_ms;    /* judged this long after the watermark passes a deadline */
     int64_t blind_after_ms;
     const char *blind_owner;
+    int64_t until_ms; /* a replay's end: deadlines are judged up to it at most; 0 none */
 } sched_config_t;
 
 typedef struct sched_stats {

@@ -340,11 +340,13 @@ START_TEST(replicas_share_a_group_and_judge_each_offset_once)
     int a = start(url, group, &w, log);
     int b = start(url, group, &w, log);
     const char *params[1] = {group};
-    ck_assert_msg(tl_db_wait(conn,
-                             "SELECT count(DISTINCT owner) FROM steward.offsets "
-                             "WHERE consumer_group = $1",
-                             1, params, "2", 60, NULL),
-                  "the two replicas did not share the partitions");
+    if (!tl_db_wait(conn,
+                    "SELECT count(DISTINCT owner) FROM steward.offsets "
+                    "WHERE consumer_group = $1",
+                    1, params, "2", 120, NULL)) {
+        tl_print_tail(log, 8000);
+        ck_abort_msg("the two replicas did not share the partitions within 120 s (log above)");
+    }
     produce_workload(&w, 2000);
     while (committed(conn, group) < 2500)
         usleep(10 * 1000);

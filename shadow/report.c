@@ -1,0 +1,938 @@
+/*
+ * report - step latencies, deadline suggestions and volume from the
+ * history; see report.h for the terms and docs/report.md for the figures.
+ */
+#include "shadow/report.h"
+
+#include "definitions/duration.h"
+#include "manager/db.h"
+#include "manager/pgarr.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define DAY_MS 86400000.0
+
+/* ---- the pure arithmetic -------------------------------------------- */
+
+#define SEC  1000LL
+#define MIN  (60 * SEC)
+#define HOUR (60 * MIN)
+#define DAY  (24 * HOUR)
+
+static const int64_t ladder[] = {
+    1,        2,        5,        10,       20,       50,       100,      200,       500,
+    1 * SEC,  2 * SEC,  5 * SEC,  10 * SEC, 15 * SEC, 30 * SEC, 1 * MIN,  2 * MIN,   5 * MIN,
+    10 * MIN, 15 * MIN, 30 * MIN, 1 * HOUR, 2 * HOUR, 3 * HOUR, 6 * HOUR, 12 * HOUR, 1 * DAY,
+    2 * DAY,  3 * DAY,  7 * DAY,  14 * DAY, 30 * DAY, 60 * DAY, 90 * DAY, 180 * DAY, 365 * DAY,
+};
+#define LADDER_N (sizeof ladder / sizeof ladder[0])
+
+size_t report_ladder(const int64_t **steps)
+{
+    *steps = ladder;
+    return LADDER_N;
+}
+
+long report_ladder_index(int64_t ms)
+{
+    for (size_t i = 0; i < LADDER_N; i++) {
+        if (ladder[i] >= ms)
+            return (long) i;
+    }
+    return -1;
+}
+
+double report_period_ms(int64_t starts, int64_t first_ms, int64_t last_ms)
+{
+    if (starts < 2 || last_ms <= first_ms)
+        return 0;
+    return (double) (last_ms - first_ms) * (double) starts / (double) (starts - 1);
+}
+
+double report_per_day(double count, double period_ms)
+{
+    if (period_ms <= 0)
+        return -1;
+    return count * DAY_MS / period_ms;
+}
+
+report_suggestion_t report_suggest(int64_t samples, int64_t p99_ms, int64_t p999_ms)
+{
+    report_suggestion_t s = {
+        .enough = samples >= REPORT_MIN_SAMPLES, .step = -1, .deadline_ms = -1};
+
+    if (!s.enough)
+        return s;
+    /* p99.9 of fewer than a thousand samples is just the largest few:
+     * noise, not a tail. */
+    s.basis = samples >= REPORT_MANY_SAMPLES ? "p99.9" : "p99";
+    s.basis_ms = samples >= REPORT_MANY_SAMPLES ? p999_ms : p99_ms;
+    s.target_ms = (int64_t) ceil((double) s.basis_ms * REPORT_MARGIN);
+    s.step = report_ladder_index(s.target_ms);
+    if (s.step >= 0)
+        s.deadline_ms = ladder[s.step];
+    return s;
+}
+
+char *report_format_rate(double per_day, char *buf, size_t buf_size)
+{
+    if (per_day < 0) {
+        snprintf(buf, buf_size, "-");
+    } else if (per_day < 10) {
+        snprintf(buf, buf_size, "%.2f", per_day);
+    } else if (per_day < 100) {
+        snprintf(buf, buf_size, "%.1f", per_day);
+    } else {
+        char digits[64];
+        int n = snprintf(digits, sizeof digits, "%.0f", per_day);
+        size_t out = 0;
+        for (int i = 0; i < n && out + 2 < buf_size; i++) {
+            if (i > 0 && (n - i) % 3 == 0)
+                buf[out++] = ',';
+            buf[out++] = digits[i];
+        }
+        buf[out] = '\0';
+    }
+    return buf;
+}
+
+void report_state_order(const def_t *def, size_t *order)
+{
+    size_t n = def->n_states, head = 0, tail = 0, out = 0;
+    size_t *depth = malloc((n ? n : 1) * sizeof *depth);
+    size_t *queue = malloc((n ? n : 1) * sizeof *queue);
+
+    if (depth == NULL || queue == NULL) { /* definition order will do */
+        for (size_t i = 0; i < n; i++)
+            order[i] = i;
+        free(depth);
+        free(queue);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        depth[i] = SIZE_MAX;
+    depth[def->start_state] = 0;
+    queue[tail++] = def->start_state;
+    while (head < tail) {
+        const def_state_t *st = &def->states[queue[head]];
+        size_t d = depth[queue[head++]] + 1;
+        for (size_t i = 0; i <= st->n_on; i++) {
+            long to = i < st->n_on ? (long) st->on[i].to : st->on_timeout;
+            if (to >= 0 && depth[to] == SIZE_MAX) {
+                depth[to] = d;
+                queue[tail++] = (size_t) to;
+            }
+        }
+    }
+    /* Breadth-first visits in order of depth; an unreachable state (the
+     * loader refuses them) goes last. */
+    for (size_t q = 0; q < tail; q++)
+        if (def->states[queue[q]].terminal == NULL)
+            order[out++] = queue[q];
+    for (size_t i = 0; i < n; i++)
+        if (depth[i] == SIZE_MAX && def->states[i].terminal == NULL)
+            order[out++] = i;
+    for (size_t i = 0; i < n; i++)
+        if (def->states[i].terminal != NULL)
+            order[out++] = i;
+    free(depth);
+    free(queue);
+}
+
+/* ---- definitions recorded in the database ----------------------------- */
+
+static int compare_process(const void *a, const void *b)
+{
+    const def_t *const *x = a, *const *y = b;
+    return strcmp((*x)->process, (*y)->process);
+}
+
+err_class_t report_load_recorded(PGconn *conn, const char *process, def_set_t **out, char *errstr,
+                                 size_t errstr_size)
+{
+    const char *params[1] = {process};
+    PGresult *res = PQexecParams(conn,
+                                 "SELECT DISTINCT ON (process) process, version, document::text "
+                                 "FROM steward.definitions "
+                                 "WHERE $1::text IS NULL OR process = $1 "
+                                 "ORDER BY process, version DESC",
+                                 1, NULL, params, NULL, NULL, 0);
+    err_class_t cls = db_result_class(res, conn);
+    def_set_t *set = NULL;
+
+    *out = NULL;
+    if (cls != ERR_OK) {
+        err_set(cls, errstr, errstr_size, "reading steward.definitions: %s", PQerrorMessage(conn));
+        goto done;
+    }
+    set = calloc(1, sizeof *set);
+    int n = PQntuples(res);
+    if (set == NULL || (n > 0 && (set->defs = calloc((size_t) n, sizeof *set->defs)) == NULL)) {
+        cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        def_problems_t problems = {0};
+        const char *doc = PQgetvalue(res, i, 2);
+        def_t *def = def_load_json(doc, strlen(doc), "steward.definitions", &problems);
+        if (def == NULL) {
+            cls =
+                err_set(ERR_INVALID, errstr, errstr_size,
+                        "version %s of %s in steward.definitions no longer loads: %s%s%s",
+                        PQgetvalue(res, i, 1), PQgetvalue(res, i, 0),
+                        problems.n > 0 ? problems.items[0].pointer : "", problems.n > 0 ? ": " : "",
+                        problems.n > 0 ? problems.items[0].message : "out of memory");
+            def_problems_clear(&problems);
+            goto done;
+        }
+        set->defs[set->n++] = def;
+    }
+    if (set->n > 0)
+        qsort(set->defs, set->n, sizeof *set->defs, compare_process);
+    *out = set;
+    set = NULL; /* now the caller's */
+
+done:
+    def_set_free(set);
+    PQclear(res);
+    return cls;
+}
+
+/* ---- the statement ------------------------------------------------------ */
+
+/*
+ * $1 the processes; $2 the window in ms (NULL: all history); $3, $4, $5
+ * each defined state's process, name and deadline in ms (NULL: none), in
+ * definition order; $6 the ladder.
+ *
+ * moves: one window pass over the started/advanced rows of each instance
+ * (history_instance gives them in order). An entry's time is the running
+ * maximum of the event times so far, as the engine never lets time in a
+ * state run back; the exit is the next row's entry time.
+ *
+ * Latencies and ages are also counted per ladder step (width_bucket() of
+ * ms - 1: bucket b holds those above step b and not above step b + 1), so
+ * the alerts a suggested deadline would raise come out of this one pass
+ * whatever step the suggestion lands on.
+ */
+static const char report_sql[] =
+    "WITH params AS ("
+    "  SELECT now() AS now_at, CASE WHEN $2::bigint IS NULL THEN '-infinity'::timestamptz "
+    "    ELSE now() - interval '1 millisecond' * $2::bigint END AS since_at), "
+    "limits AS ("
+    "  SELECT l.process, l.state, l.deadline_ms, l.ord "
+    "  FROM unnest($3::text[], $4::text[], $5::bigint[]) WITH ORDINALITY "
+    "    AS l(process, state, deadline_ms, ord)), "
+    "moves AS ("
+    "  SELECT h.process, h.to_state AS state, h.from_state IS NULL AS is_start, "
+    "    max(h.event_time) OVER w AS entered_at, "
+    "    CASE WHEN lead(h.id) OVER w IS NOT NULL "
+    "      THEN greatest(max(h.event_time) OVER w, lead(h.event_time) OVER w) END AS left_at "
+    "  FROM steward.history h "
+    "  WHERE h.process = ANY ($1::text[]) AND h.outcome IN ('started', 'advanced') "
+    "  WINDOW w AS (PARTITION BY h.process, h.key ORDER BY h.id)), "
+    "stays AS ("
+    "  SELECT m.process, m.state, m.is_start, m.entered_at, "
+    "    m.entered_at >= p.since_at AS entered_in, "
+    "    coalesce(m.left_at >= p.since_at, false) AS left_in, "
+    "    (extract(epoch FROM m.left_at - m.entered_at) * 1000)::bigint AS ms "
+    "  FROM moves m, params p "
+    "  WHERE m.entered_at >= p.since_at OR m.left_at >= p.since_at), "
+    "by_state AS ("
+    "  SELECT s.process, s.state, "
+    "    count(*) FILTER (WHERE s.entered_in) AS entered, "
+    "    count(*) FILTER (WHERE s.left_in) AS exits, "
+    "    percentile_disc(ARRAY[0.5, 0.9, 0.99, 0.999]) WITHIN GROUP (ORDER BY s.ms) "
+    "      FILTER (WHERE s.left_in) AS pct, "
+    "    max(s.ms) FILTER (WHERE s.left_in) AS max_ms, "
+    "    count(*) FILTER (WHERE s.left_in AND s.ms > l.deadline_ms) AS slow "
+    "  FROM stays s LEFT JOIN limits l ON l.process = s.process AND l.state = s.state "
+    "  GROUP BY s.process, s.state), "
+    "exit_steps AS ("
+    "  SELECT x.process, x.state, array_agg(x.b ORDER BY x.b) AS b, "
+    "    array_agg(x.n ORDER BY x.b) AS n "
+    "  FROM (SELECT s.process, s.state, width_bucket(s.ms - 1, $6::bigint[]) AS b, "
+    "          count(*) AS n "
+    "        FROM stays s WHERE s.left_in GROUP BY 1, 2, 3) x "
+    "  GROUP BY x.process, x.state), "
+    "open_now AS ("
+    "  SELECT i.process, i.state, i.overdue, i.state_entered_at >= p.since_at AS entered_in, "
+    "    (extract(epoch FROM p.now_at - i.state_entered_at) * 1000)::bigint AS age_ms "
+    "  FROM steward.instances i, params p "
+    "  WHERE i.process = ANY ($1::text[]) AND i.status = 'active'), "
+    "by_state_open AS ("
+    "  SELECT o.process, o.state, count(*) AS open, count(*) FILTER (WHERE o.overdue) AS overdue, "
+    "    count(*) FILTER (WHERE o.entered_in) AS open_in, "
+    "    count(*) FILTER (WHERE o.entered_in AND o.age_ms > l.deadline_ms) AS open_past "
+    "  FROM open_now o LEFT JOIN limits l ON l.process = o.process AND l.state = o.state "
+    "  GROUP BY o.process, o.state), "
+    "open_steps AS ("
+    "  SELECT x.process, x.state, array_agg(x.b ORDER BY x.b) AS b, "
+    "    array_agg(x.n ORDER BY x.b) AS n "
+    "  FROM (SELECT o.process, o.state, width_bucket(o.age_ms - 1, $6::bigint[]) AS b, "
+    "          count(*) AS n "
+    "        FROM open_now o WHERE o.entered_in GROUP BY 1, 2, 3) x "
+    "  GROUP BY x.process, x.state), "
+    "volume AS ("
+    "  SELECT s.process, count(*) AS starts, "
+    "    (extract(epoch FROM min(s.entered_at)) * 1000)::bigint AS first_ms, "
+    "    (extract(epoch FROM max(s.entered_at)) * 1000)::bigint AS last_ms "
+    "  FROM stays s WHERE s.is_start AND s.entered_in GROUP BY s.process), "
+    "stalled AS ("
+    "  SELECT i.process, count(*) AS stalled "
+    "  FROM steward.instances i, params p "
+    "  WHERE i.process = ANY ($1::text[]) AND i.status = 'active' "
+    "    AND i.started_at >= p.since_at "
+    "    AND (i.overdue OR i.process_overdue OR EXISTS ("
+    "      SELECT 1 FROM steward.alerts a "
+    "      WHERE a.process = i.process AND a.key = i.key AND a.resolved_at IS NULL "
+    "        AND a.kind IN ('deadline', 'process_deadline'))) "
+    "  GROUP BY i.process), "
+    "names AS ("
+    "  SELECT process, state FROM limits "
+    "  UNION SELECT process, state FROM by_state "
+    "  UNION SELECT process, state FROM by_state_open) "
+    "SELECT n.process, n.state, l.ord IS NOT NULL, "
+    "  coalesce(b.entered, 0), coalesce(b.exits, 0), "
+    "  b.pct[1], b.pct[2], b.pct[3], b.pct[4], b.max_ms, coalesce(b.slow, 0), "
+    "  coalesce(o.open, 0), coalesce(o.overdue, 0), coalesce(o.open_in, 0), "
+    "  coalesce(o.open_past, 0), es.b, es.n, os.b, os.n, "
+    "  coalesce(v.starts, 0), v.first_ms, v.last_ms, coalesce(st.stalled, 0), "
+    "  (extract(epoch FROM p.now_at) * 1000)::bigint "
+    "FROM names n CROSS JOIN params p "
+    "LEFT JOIN limits l ON l.process = n.process AND l.state = n.state "
+    "LEFT JOIN by_state b ON b.process = n.process AND b.state = n.state "
+    "LEFT JOIN by_state_open o ON o.process = n.process AND o.state = n.state "
+    "LEFT JOIN exit_steps es ON es.process = n.process AND es.state = n.state "
+    "LEFT JOIN open_steps os ON os.process = n.process AND os.state = n.state "
+    "LEFT JOIN volume v ON v.process = n.process "
+    "LEFT JOIN stalled st ON st.process = n.process "
+    "ORDER BY n.process, l.ord NULLS LAST, n.state";
+
+enum {
+    COL_PROCESS,
+    COL_STATE,
+    COL_DEFINED,
+    COL_ENTERED,
+    COL_EXITS,
+    COL_P50,
+    COL_P90,
+    COL_P99,
+    COL_P999,
+    COL_MAX,
+    COL_SLOW,
+    COL_OPEN,
+    COL_OVERDUE,
+    COL_OPEN_IN,
+    COL_OPEN_PAST,
+    COL_EXIT_B,
+    COL_EXIT_N,
+    COL_OPEN_B,
+    COL_OPEN_N,
+    COL_STARTS,
+    COL_FIRST,
+    COL_LAST,
+    COL_STALLED,
+    COL_NOW,
+};
+
+/* Counts per ladder bucket: [b] holds the values above step b - 1 (the
+ * 1-based step b) and not above the next; [0] those not above the first. */
+typedef struct steps {
+    int64_t n[LADDER_N + 1];
+} steps_t;
+
+static int64_t col_int(const PGresult *res, int row, int col)
+{
+    return PQgetisnull(res, row, col) ? 0 : strtoll(PQgetvalue(res, row, col), NULL, 10);
+}
+
+/* Parses an integer array literal ("{1,2,3}") into at most cap values;
+ * false when it is not one. */
+static bool parse_ints(const char *text, int64_t *out, size_t cap, size_t *n)
+{
+    const char *p = text;
+    *n = 0;
+    if (*p++ != '{')
+        return false;
+    while (*p != '}') {
+        char *end;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || *n >= cap)
+            return false;
+        out[(*n)++] = v;
+        p = end;
+        if (*p == ',')
+            p++;
+        else if (*p != '}')
+            return false;
+    }
+    return true;
+}
+
+static bool col_steps(const PGresult *res, int row, int col_b, int col_n, steps_t *out)
+{
+    int64_t b[LADDER_N + 1], n[LADDER_N + 1];
+    size_t nb, nn;
+
+    memset(out, 0, sizeof *out);
+    if (PQgetisnull(res, row, col_b))
+        return true;
+    if (!parse_ints(PQgetvalue(res, row, col_b), b, LADDER_N + 1, &nb) ||
+        !parse_ints(PQgetvalue(res, row, col_n), n, LADDER_N + 1, &nn) || nb != nn)
+        return false;
+    for (size_t i = 0; i < nb; i++) {
+        if (b[i] < 0 || b[i] > (int64_t) LADDER_N)
+            return false;
+        out->n[b[i]] = n[i];
+    }
+    return true;
+}
+
+/* How many values lie above ladder step `step` (0-based). */
+static int64_t above_step(const steps_t *s, long step)
+{
+    int64_t total = 0;
+    for (size_t b = (size_t) step + 1; b <= LADDER_N; b++)
+        total += s->n[b];
+    return total;
+}
+
+/* ---- building the document -------------------------------------------- */
+
+static char *rfc3339(int64_t ms, char *buf, size_t buf_size)
+{
+    time_t t = (time_t) (ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, buf_size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+/* A new JSON number, or null when the value is unknown (negative). */
+static json_t *real_or_null(double v)
+{
+    return v < 0 ? json_null() : json_real(v);
+}
+
+static json_t *int_or_null(const PGresult *res, int row, int col)
+{
+    return PQgetisnull(res, row, col) ? json_null() : json_integer(col_int(res, row, col));
+}
+
+/* share = missed / (exits + open in the window); alerts per day = share
+ * times the entries per day. Adds "missed", "share", "alerts_per_day",
+ * all null when missed is unknown (negative). */
+static void add_alerts(json_t *obj, int64_t missed, int64_t population, double entries_per_day)
+{
+    double share = missed >= 0 && population > 0 ? (double) missed / (double) population : -1;
+    json_object_set_new(obj, "missed", missed >= 0 ? json_integer(missed) : json_null());
+    json_object_set_new(obj, "share", real_or_null(share));
+    json_object_set_new(
+        obj, "alerts_per_day",
+        real_or_null(share >= 0 && entries_per_day >= 0 ? share * entries_per_day : -1));
+}
+
+static const char would_send_assumptions[] =
+    "each entry into a state with a command sends it once; each entry that missed the "
+    "state's current deadline (left later than it, or is still open and older) would have "
+    "been re-sent retry.max times, an upper bound since an earlier send might have "
+    "finished the step sooner; what on_timeout would then have changed is not modelled";
+
+/* The document's entry for def from the rows [first, end) of res (its own). */
+static json_t *process_json(const def_t *def, const PGresult *res, int first, int end,
+                            bool *bad_row)
+{
+    int64_t starts = first < end ? col_int(res, first, COL_STARTS) : 0;
+    bool have_starts = first < end && !PQgetisnull(res, first, COL_FIRST);
+    int64_t first_ms = have_starts ? col_int(res, first, COL_FIRST) : 0;
+    int64_t last_ms = have_starts ? col_int(res, first, COL_LAST) : 0;
+    int64_t stalled = first < end ? col_int(res, first, COL_STALLED) : 0;
+    double period = report_period_ms(starts, first_ms, last_ms);
+    char when[40];
+
+    json_t *volume = json_object();
+    json_object_set_new(volume, "started", json_integer(starts));
+    json_object_set_new(volume, "first_start",
+                        have_starts ? json_string(rfc3339(first_ms, when, sizeof when))
+                                    : json_null());
+    json_object_set_new(volume, "last_start",
+                        have_starts ? json_string(rfc3339(last_ms, when, sizeof when))
+                                    : json_null());
+    json_object_set_new(volume, "period_ms",
+                        period > 0 ? json_integer((json_int_t) llround(period)) : json_null());
+    json_object_set_new(volume, "started_per_day", real_or_null(report_per_day(starts, period)));
+    json_object_set_new(volume, "stalled", json_integer(stalled));
+    json_object_set_new(volume, "stalled_share",
+                        starts > 0 ? json_real((double) stalled / (double) starts) : json_null());
+    json_object_set_new(volume, "stalled_per_day", real_or_null(report_per_day(stalled, period)));
+
+    json_t *states = json_array();
+    json_t *commands = json_array();
+    for (int row = first; row < end; row++) {
+        const char *name = PQgetvalue(res, row, COL_STATE);
+        long idx =
+            strcmp(PQgetvalue(res, row, COL_DEFINED), "t") == 0 ? def_find_state(def, name) : -1;
+        const def_state_t *st = idx >= 0 ? &def->states[idx] : NULL;
+        int64_t entered = col_int(res, row, COL_ENTERED);
+        int64_t exits = col_int(res, row, COL_EXITS);
+        int64_t open_in = col_int(res, row, COL_OPEN_IN);
+        double entries_per_day = report_per_day(entered, period);
+        steps_t exit_steps, open_steps;
+
+        if (!col_steps(res, row, COL_EXIT_B, COL_EXIT_N, &exit_steps) ||
+            !col_steps(res, row, COL_OPEN_B, COL_OPEN_N, &open_steps))
+            *bad_row = true;
+
+        json_t *s = json_object();
+        json_object_set_new(s, "state", json_string(name));
+        json_object_set_new(s, "in_definition", json_boolean(st != NULL));
+        json_object_set_new(
+            s, "owner", st != NULL ? json_string(def_state_owner(def, (size_t) idx)) : json_null());
+        json_object_set_new(s, "terminal",
+                            st != NULL && st->terminal != NULL ? json_string(st->terminal)
+                                                               : json_null());
+        json_object_set_new(s, "entered", json_integer(entered));
+        json_object_set_new(s, "entered_per_day", real_or_null(entries_per_day));
+        json_object_set_new(s, "left", json_integer(exits));
+        json_object_set_new(s, "open", json_integer(col_int(res, row, COL_OPEN)));
+        json_object_set_new(s, "overdue", json_integer(col_int(res, row, COL_OVERDUE)));
+        json_object_set_new(s, "open_in_window", json_integer(open_in));
+        json_array_append_new(states, s);
+        if (st != NULL && st->terminal != NULL) {
+            json_object_set_new(s, "latency", json_null());
+            json_object_set_new(s, "deadline", json_null());
+            json_object_set_new(s, "suggestion", json_null());
+            continue;
+        }
+
+        json_t *latency = json_object();
+        json_object_set_new(latency, "samples", json_integer(exits));
+        json_object_set_new(latency, "p50_ms", int_or_null(res, row, COL_P50));
+        json_object_set_new(latency, "p90_ms", int_or_null(res, row, COL_P90));
+        json_object_set_new(latency, "p99_ms", int_or_null(res, row, COL_P99));
+        json_object_set_new(latency, "p999_ms", int_or_null(res, row, COL_P999));
+        json_object_set_new(latency, "max_ms", int_or_null(res, row, COL_MAX));
+        json_object_set_new(s, "latency", latency);
+
+        /* The current deadline: the step's own. A state without one is
+         * covered by the process deadline alone, which this does not judge. */
+        int64_t missed = 0;
+        json_t *deadline = json_object();
+        if (st != NULL && st->deadline_ms > 0) {
+            missed = col_int(res, row, COL_SLOW) + col_int(res, row, COL_OPEN_PAST);
+            json_object_set_new(deadline, "ms", json_integer(st->deadline_ms));
+            add_alerts(deadline, missed, exits + open_in, entries_per_day);
+        } else {
+            json_object_set_new(deadline, "ms", json_null());
+            add_alerts(deadline, -1, 0, -1);
+        }
+        json_object_set_new(s, "deadline", deadline);
+
+        report_suggestion_t sug =
+            report_suggest(exits, col_int(res, row, COL_P99), col_int(res, row, COL_P999));
+        json_t *suggestion = json_object();
+        json_object_set_new(suggestion, "enough_samples", json_boolean(sug.enough));
+        json_object_set_new(suggestion, "samples", json_integer(exits));
+        json_object_set_new(suggestion, "needed", json_integer(REPORT_MIN_SAMPLES));
+        json_object_set_new(suggestion, "basis", sug.enough ? json_string(sug.basis) : json_null());
+        json_object_set_new(suggestion, "basis_ms",
+                            sug.enough ? json_integer(sug.basis_ms) : json_null());
+        json_object_set_new(suggestion, "margin", json_real(REPORT_MARGIN));
+        json_object_set_new(suggestion, "deadline_ms",
+                            sug.step >= 0 ? json_integer(sug.deadline_ms) : json_null());
+        add_alerts(suggestion,
+                   sug.step >= 0
+                       ? above_step(&exit_steps, sug.step) + above_step(&open_steps, sug.step)
+                       : -1,
+                   exits + open_in, entries_per_day);
+        json_object_set_new(s, "suggestion", suggestion);
+
+        if (st != NULL && st->command != NULL && def->mode == DEF_MODE_SHADOW) {
+            json_array_append_new(
+                commands, json_pack("{s:s, s:s, s:s, s:I, s:i, s:I}", "state", name, "type",
+                                    st->command->type, "topic", st->command->topic, "commands",
+                                    (json_int_t) entered, "retry_max", st->retry_max,
+                                    "retries_at_most", (json_int_t) (missed * st->retry_max)));
+        }
+    }
+
+    json_t *would_send = json_null();
+    if (def->mode == DEF_MODE_SHADOW) {
+        would_send =
+            json_pack("{s:s, s:o}", "assumptions", would_send_assumptions, "commands", commands);
+        commands = NULL; /* now owned by would_send */
+    }
+    json_decref(commands);
+
+    return json_pack("{s:s, s:i, s:s, s:s, s:o, s:o, s:o}", "process", def->process, "version",
+                     def->version, "owner", def->owner, "mode",
+                     def->mode == DEF_MODE_ACTIVE ? "active" : "shadow", "volume", volume, "states",
+                     states, "would_send", would_send);
+}
+
+static json_t *report_json(const def_t *const *defs, size_t n_defs, const report_options_t *opts,
+                           const PGresult *res, bool *bad_row)
+{
+    int rows = PQntuples(res);
+    int64_t now_ms = rows > 0 ? col_int(res, 0, COL_NOW) : (int64_t) time(NULL) * 1000;
+    char when[40];
+
+    json_t *window = json_object();
+    json_object_set_new(window, "since",
+                        opts->since_ms > 0 && opts->since_text != NULL
+                            ? json_string(opts->since_text)
+                            : json_null());
+    json_object_set_new(window, "since_ms",
+                        opts->since_ms > 0 ? json_integer(opts->since_ms) : json_null());
+    json_object_set_new(window, "from",
+                        opts->since_ms > 0
+                            ? json_string(rfc3339(now_ms - opts->since_ms, when, sizeof when))
+                            : json_null());
+    json_object_set_new(window, "to", json_string(rfc3339(now_ms, when, sizeof when)));
+
+    json_t *processes = json_array();
+    for (size_t i = 0; i < n_defs; i++) {
+        int first = 0;
+        while (first < rows && strcmp(PQgetvalue(res, first, COL_PROCESS), defs[i]->process) != 0)
+            first++;
+        int end = first;
+        while (end < rows && strcmp(PQgetvalue(res, end, COL_PROCESS), defs[i]->process) == 0)
+            end++;
+        json_array_append_new(processes, process_json(defs[i], res, first, end, bad_row));
+    }
+    return json_pack("{s:s, s:o, s:s?, s:o}", "generated_at", rfc3339(now_ms, when, sizeof when),
+                     "window", window, "definitions", opts->definitions, "processes", processes);
+}
+
+err_class_t report_build(PGconn *conn, const def_t *const *defs, size_t n_defs,
+                         const report_options_t *opts, json_t **out, char *errstr,
+                         size_t errstr_size)
+{
+    pgarr_t procs = {0}, l_process = {0}, l_state = {0}, l_deadline = {0}, steps = {0};
+    PGresult *res = NULL;
+    err_class_t cls;
+    bool in_tx = false;
+    char since[32];
+
+    *out = NULL;
+    for (size_t i = 0; i < n_defs; i++) {
+        size_t *order = malloc((defs[i]->n_states + 1) * sizeof *order);
+        if (order == NULL) {
+            cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+            goto done;
+        }
+        report_state_order(defs[i], order);
+        pgarr_add(&procs, defs[i]->process);
+        for (size_t s = 0; s < defs[i]->n_states; s++) {
+            const def_state_t *st = &defs[i]->states[order[s]];
+            pgarr_add(&l_process, defs[i]->process);
+            pgarr_add(&l_state, st->name);
+            if (st->terminal == NULL && st->deadline_ms > 0)
+                pgarr_add_int(&l_deadline, st->deadline_ms);
+            else
+                pgarr_add(&l_deadline, NULL);
+        }
+        free(order);
+    }
+    for (size_t i = 0; i < LADDER_N; i++)
+        pgarr_add_int(&steps, ladder[i]);
+    snprintf(since, sizeof since, "%lld", (long long) opts->since_ms);
+    const char *params[6] = {pgarr_text(&procs),      opts->since_ms > 0 ? since : NULL,
+                             pgarr_text(&l_process),  pgarr_text(&l_state),
+                             pgarr_text(&l_deadline), pgarr_text(&steps)};
+    if (params[0] == NULL || params[2] == NULL || params[3] == NULL || params[4] == NULL ||
+        params[5] == NULL) {
+        cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+        goto done;
+    }
+
+    /* One snapshot, and never a write: the report may run on a standby.
+     * JIT only adds seconds of compiling to this plan, and the sorts behind
+     * the percentiles want more than the default work_mem (a larger
+     * setting is kept). */
+    if ((cls =
+             db_exec(conn, "starting the report", "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+                     0, NULL, errstr, errstr_size)) != ERR_OK)
+        goto done;
+    in_tx = true;
+    if ((cls = db_exec(conn, "setting up the report",
+                       "SELECT set_config('jit', 'off', true), "
+                       "  (SELECT set_config('work_mem', '65536kB', true) FROM pg_settings "
+                       "   WHERE name = 'work_mem' AND setting::bigint < 65536)",
+                       0, NULL, errstr, errstr_size)) != ERR_OK)
+        goto done;
+
+    res = PQexecParams(conn, report_sql, 6, NULL, params, NULL, NULL, 0);
+    if ((cls = db_result_class(res, conn)) != ERR_OK) {
+        err_set(cls, errstr, errstr_size, "computing the report: %s", PQerrorMessage(conn));
+        goto done;
+    }
+    bool bad_row = false;
+    *out = report_json(defs, n_defs, opts, res, &bad_row);
+    if (*out == NULL || bad_row) {
+        cls = err_set(ERR_FATAL, errstr, errstr_size, "%s",
+                      bad_row ? "computing the report: unreadable step counts"
+                              : "out of memory building the report");
+        json_decref(*out);
+        *out = NULL;
+        goto done;
+    }
+    cls = db_exec(conn, "finishing the report", "COMMIT", 0, NULL, errstr, errstr_size);
+    in_tx = false;
+    if (cls != ERR_OK) {
+        json_decref(*out);
+        *out = NULL;
+    }
+
+done:
+    if (in_tx) {
+        PGresult *rb = PQexec(conn, "ROLLBACK");
+        PQclear(rb);
+    }
+    PQclear(res);
+    pgarr_free(&procs);
+    pgarr_free(&l_process);
+    pgarr_free(&l_state);
+    pgarr_free(&l_deadline);
+    pgarr_free(&steps);
+    return cls;
+}
+
+/* ---- text --------------------------------------------------------------- */
+
+#define COLS 13
+#define CELL 48
+
+typedef struct table {
+    char (*cells)[COLS][CELL];
+    size_t n, cap;
+} table_t;
+
+/* Left-aligned columns: the state, the deadlines; the counts go right. */
+static const bool align_left[COLS] = {true,  false, false, false, false, false, false,
+                                      false, false, true,  false, true,  false};
+
+static char (*table_row(table_t *t))[CELL]
+{
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 8;
+        void *grown = realloc(t->cells, cap * sizeof *t->cells);
+        if (grown == NULL)
+            return NULL;
+        t->cells = grown;
+        t->cap = cap;
+    }
+    memset(t->cells[t->n], 0, sizeof t->cells[t->n]);
+    return t->cells[t->n++];
+}
+
+static void table_print(const table_t *t, FILE *out)
+{
+    size_t width[COLS] = {0};
+    for (size_t r = 0; r < t->n; r++)
+        for (size_t c = 0; c < COLS; c++)
+            if (strlen(t->cells[r][c]) > width[c])
+                width[c] = strlen(t->cells[r][c]);
+    for (size_t r = 0; r < t->n; r++) {
+        char line[COLS * (CELL + 2) + 4];
+        size_t len = 0;
+        for (size_t c = 0; c < COLS; c++) {
+            len +=
+                (size_t) snprintf(line + len, sizeof line - len, "  %*s",
+                                  align_left[c] ? -(int) width[c] : (int) width[c], t->cells[r][c]);
+        }
+        while (len > 0 && line[len - 1] == ' ')
+            line[--len] = '\0';
+        fprintf(out, "%s\n", line);
+    }
+}
+
+static json_int_t jint(const json_t *obj, const char *name)
+{
+    return json_integer_value(json_object_get(obj, name));
+}
+
+/* A rate from the document: null (unknown) prints as "-". */
+static char *jrate(const json_t *obj, const char *name, char *buf, size_t buf_size)
+{
+    const json_t *v = json_object_get(obj, name);
+    return report_format_rate(json_is_number(v) ? json_number_value(v) : -1, buf, buf_size);
+}
+
+/* A duration in ms from the document: null prints as `none`. From 10s
+ * on, to the nearest second: "5m65ms" says less than "5m". */
+static void jduration(const json_t *obj, const char *name, const char *none, char *buf,
+                      size_t buf_size)
+{
+    const json_t *v = json_object_get(obj, name);
+    if (json_is_integer(v)) {
+        json_int_t ms = json_integer_value(v);
+        duration_format(ms >= 10000 ? (ms + 500) / 1000 * 1000 : ms, buf, buf_size);
+    } else {
+        snprintf(buf, buf_size, "%s", none);
+    }
+}
+
+/* A count with thousands separated ("1,000,000"). */
+static char *fmt_count(json_int_t n, char *buf, size_t buf_size)
+{
+    if (n >= 100)
+        return report_format_rate((double) n, buf, buf_size);
+    snprintf(buf, buf_size, "%lld", (long long) n);
+    return buf;
+}
+
+static void print_header(const json_t *doc, const json_t *proc, FILE *out)
+{
+    const json_t *window = json_object_get(doc, "window");
+    const json_t *volume = json_object_get(proc, "volume");
+    const char *since = json_string_value(json_object_get(window, "since"));
+    char rate[48], stall_rate[48];
+
+    fprintf(out, "%s (version %lld): owner %s, %s mode, ",
+            json_string_value(json_object_get(proc, "process")), (long long) jint(proc, "version"),
+            json_string_value(json_object_get(proc, "owner")),
+            json_string_value(json_object_get(proc, "mode")));
+    if (since != NULL)
+        fprintf(out, "window: the last %s (%s to %s)\n", since,
+                json_string_value(json_object_get(window, "from")),
+                json_string_value(json_object_get(window, "to")));
+    else
+        fprintf(out, "window: all history (to %s)\n",
+                json_string_value(json_object_get(window, "to")));
+
+    json_int_t started = jint(volume, "started"), stalled = jint(volume, "stalled");
+    char count[48];
+    fprintf(out, "  %s instance%s started", fmt_count(started, count, sizeof count),
+            started == 1 ? "" : "s");
+    if (json_is_number(json_object_get(volume, "started_per_day"))) {
+        char first[32];
+        duration_format(jint(volume, "period_ms"), first, sizeof first);
+        fprintf(out, " over %s, %s per day", first,
+                jrate(volume, "started_per_day", rate, sizeof rate));
+    } else if (started > 0) {
+        fprintf(out, " (no rate: it needs two starts at different times)");
+    }
+    if (started > 0) {
+        fprintf(out, "; %s stalled: %.2f%% of instances stall",
+                fmt_count(stalled, count, sizeof count),
+                100.0 * json_number_value(json_object_get(volume, "stalled_share")));
+        if (json_is_number(json_object_get(volume, "started_per_day")))
+            fprintf(out, "; %s per day at %s instances/day",
+                    jrate(volume, "stalled_per_day", stall_rate, sizeof stall_rate), rate);
+    }
+    fprintf(out, "\n");
+}
+
+static void print_process(const json_t *doc, const json_t *proc, FILE *out)
+{
+    static const char *const heads[COLS] = {
+        "state", "entered", "left",     "open",       "overdue",   "p50",       "p90",
+        "p99",   "max",     "deadline", "alerts/day", "suggested", "alerts/day"};
+    table_t t = {0};
+    char(*row)[CELL] = table_row(&t);
+    size_t i;
+    const json_t *st;
+
+    print_header(doc, proc, out);
+    if (row == NULL)
+        return;
+    for (size_t c = 0; c < COLS; c++)
+        snprintf(row[c], CELL, "%s", heads[c]);
+
+    json_array_foreach(json_object_get(proc, "states"), i, st)
+    {
+        const char *name = json_string_value(json_object_get(st, "state"));
+        const char *terminal = json_string_value(json_object_get(st, "terminal"));
+        if ((row = table_row(&t)) == NULL)
+            break;
+        if (terminal != NULL)
+            snprintf(row[0], CELL, "%s (%s)", name, terminal);
+        else if (!json_is_true(json_object_get(st, "in_definition")))
+            snprintf(row[0], CELL, "%s (not defined)", name);
+        else
+            snprintf(row[0], CELL, "%s", name);
+        fmt_count(jint(st, "entered"), row[1], CELL);
+        if (terminal != NULL)
+            continue;
+        fmt_count(jint(st, "left"), row[2], CELL);
+        fmt_count(jint(st, "open"), row[3], CELL);
+        fmt_count(jint(st, "overdue"), row[4], CELL);
+        const json_t *latency = json_object_get(st, "latency");
+        jduration(latency, "p50_ms", "-", row[5], CELL);
+        jduration(latency, "p90_ms", "-", row[6], CELL);
+        jduration(latency, "p99_ms", "-", row[7], CELL);
+        jduration(latency, "max_ms", "-", row[8], CELL);
+        const json_t *deadline = json_object_get(st, "deadline");
+        jduration(deadline, "ms", "none", row[9], CELL);
+        jrate(deadline, "alerts_per_day", row[10], CELL);
+        const json_t *sug = json_object_get(st, "suggestion");
+        if (!json_is_true(json_object_get(sug, "enough_samples"))) {
+            snprintf(row[11], CELL, "too few samples");
+            snprintf(row[12], CELL, "-");
+        } else {
+            char d[32];
+            const char *basis = json_string_value(json_object_get(sug, "basis"));
+            if (json_is_integer(json_object_get(sug, "deadline_ms")))
+                snprintf(row[11], CELL, "%s (%s)",
+                         duration_format(jint(sug, "deadline_ms"), d, sizeof d), basis);
+            else
+                snprintf(row[11], CELL, "over 365d (%s)", basis);
+            jrate(sug, "alerts_per_day", row[12], CELL);
+        }
+    }
+    table_print(&t, out);
+    free(t.cells);
+
+    json_array_foreach(json_object_get(proc, "states"), i, st)
+    {
+        const json_t *sug = json_object_get(st, "suggestion");
+        if (json_is_object(sug) && !json_is_true(json_object_get(sug, "enough_samples"))) {
+            json_int_t n = jint(sug, "samples");
+            fprintf(out,
+                    "  %s: too few samples to suggest a deadline: %lld exit%s in the window, "
+                    "%lld needed\n",
+                    json_string_value(json_object_get(st, "state")), (long long) n,
+                    n == 1 ? "" : "s", (long long) jint(sug, "needed"));
+        }
+    }
+
+    const json_t *would_send = json_object_get(proc, "would_send");
+    const json_t *commands = json_object_get(would_send, "commands");
+    if (json_array_size(commands) > 0) {
+        fprintf(out, "  active mode would have sent (see docs/report.md for the assumptions):\n");
+        json_array_foreach(commands, i, st)
+        {
+            char sent[48], retries[48];
+            fprintf(out, "    %s: %s %s to %s, and at most %s retries (retry.max %lld)\n",
+                    json_string_value(json_object_get(st, "state")),
+                    fmt_count(jint(st, "commands"), sent, sizeof sent),
+                    json_string_value(json_object_get(st, "type")),
+                    json_string_value(json_object_get(st, "topic")),
+                    fmt_count(jint(st, "retries_at_most"), retries, sizeof retries),
+                    (long long) jint(st, "retry_max"));
+        }
+    }
+}
+
+void report_print_text(const json_t *report, FILE *out)
+{
+    const json_t *processes = json_object_get(report, "processes");
+    size_t i;
+    const json_t *proc;
+
+    if (json_array_size(processes) == 0) {
+        fprintf(out, "no process definitions to report on\n");
+        return;
+    }
+    json_array_foreach(processes, i, proc)
+    {
+        if (i > 0)
+            fprintf(out, "\n");
+        print_process(report, proc, out);
+    }
+}
