@@ -139,25 +139,12 @@ static int start(const char *url, const char *group, const workload_t *w, const 
 {
     /* A SIGKILLed member stays in the group until its session times out:
      * the broker's minimum keeps each restart's rebalance short. */
-    const char *argv[] = {NULL,
-                          "run",
-                          "--brokers",
-                          tl_kafka_brokers(),
-                          "--database",
-                          url,
-                          "--definitions",
-                          w->defs_dir,
-                          "--group",
-                          group,
-                          "--batch-size",
-                          "100",
-                          "--batch-ms",
-                          "20",
-                          "--kafka",
-                          "session.timeout.ms=6000",
-                          "--kafka",
+    const char *argv[] = {NULL, "run", "--brokers", tl_kafka_brokers(), "--database", url,
+                          "--definitions", w->defs_dir, "--group", group, "--batch-size", "100",
+                          "--batch-ms", "20", "--kafka", "session.timeout.ms=6000", "--kafka",
                           "heartbeat.interval.ms=1000",
-                          NULL};
+                          /* Replicas share this machine: no HTTP port to fight over. */
+                          "--set", "http.listen=", NULL};
     return tl_steward_spawn(argv, NULL, log);
 }
 

@@ -157,6 +157,8 @@ static void setup(void)
                           "50",
                           "--max-message-bytes",
                           "4096",
+                          "--set",
+                          "http.listen=",
                           NULL};
     steward_pid = tl_steward_spawn(argv, NULL, log_path);
     producer = tl_producer_new();
