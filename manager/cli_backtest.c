@@ -87,30 +87,6 @@ static bool parse_when(const char *text, int64_t *ms)
     return false;
 }
 
-/* The connection string of database `name` on the server `conninfo` names. */
-static char *with_dbname(const char *conninfo, const char *name)
-{
-    PQconninfoOption *opts = PQconninfoParse(conninfo, NULL);
-    size_t cap = 4096, len = 0;
-    char *out = calloc(1, cap);
-    for (PQconninfoOption *o = opts; o != NULL && o->keyword != NULL && out != NULL; o++) {
-        const char *val = strcmp(o->keyword, "dbname") == 0 ? name : o->val;
-        if (val == NULL || *val == '\0')
-            continue;
-        len += (size_t) snprintf(out + len, cap - len, "%s%s='", len ? " " : "", o->keyword);
-        for (const char *p = val; *p && len + 3 < cap; p++) {
-            if (*p == '\'' || *p == '\\')
-                out[len++] = '\\';
-            out[len++] = *p;
-        }
-        len += (size_t) snprintf(out + len, cap - len, "'");
-    }
-    if (opts != NULL && strstr(out, "dbname=") == NULL)
-        snprintf(out + len, cap - len, "%sdbname='%s'", len ? " " : "", name);
-    PQconninfoFree(opts);
-    return out;
-}
-
 /*
  * The steps that finished late within the window: the deadline passed in
  * event time before the awaited event came. A running steward would have
@@ -298,7 +274,7 @@ int cli_backtest(int argc, char **argv)
         PQfreemem(ident);
         if (db_exec(admin, "creating the scratch database", sql, 0, NULL, errstr, sizeof errstr) ==
             ERR_OK) {
-            scratch_url = with_dbname(server, scratch);
+            scratch_url = db_with_dbname(server, scratch);
             conn = db_connect(scratch_url, "steward backtest", errstr, sizeof errstr);
         }
     }

@@ -207,8 +207,7 @@ err_class_t config_set_kafka(config_t *cfg, const char *name, const char *value,
     return ERR_OK;
 }
 
-/* Reads a secret file: its contents without the trailing newline. */
-static char *read_secret(const char *path, char *errstr, size_t errstr_size)
+char *config_read_secret(const char *path, char *errstr, size_t errstr_size)
 {
     FILE *f = fopen(path, "r");
     if (f == NULL) {
@@ -238,7 +237,7 @@ static char *scalar_text(const char *file, const char *name, json_t *value, bool
             return NULL;
         }
         char why[512];
-        text = read_secret(json_string_value(value), why, sizeof why);
+        text = config_read_secret(json_string_value(value), why, sizeof why);
         if (text == NULL)
             err_set(ERR_INVALID, errstr, errstr_size, "%s: %s: %s", file, name, why);
         return text;

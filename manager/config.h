@@ -75,6 +75,12 @@ err_class_t config_set(config_t *cfg, const char *key, const char *value, char *
 err_class_t config_set_kafka(config_t *cfg, const char *name, const char *value, char *errstr,
                              size_t errstr_size);
 
+/*
+ * Reads a secret from a file: its contents without the trailing newline, as
+ * a new string (free it). NULL with the reason in errstr when unreadable.
+ */
+char *config_read_secret(const char *path, char *errstr, size_t errstr_size);
+
 /* Checks what no single key can: required keys present. */
 err_class_t config_check(const config_t *cfg, char *errstr, size_t errstr_size);
 

@@ -6,6 +6,7 @@
 #include "manager/log.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Server notices ("already exists, skipping") are for debugging, not for
@@ -103,4 +104,27 @@ char *db_redact(const char *conninfo, char *buf, size_t buf_size)
         snprintf(buf, buf_size, "from PG* environment");
     PQconninfoFree(opts);
     return buf;
+}
+
+char *db_with_dbname(const char *conninfo, const char *dbname)
+{
+    PQconninfoOption *opts = PQconninfoParse(conninfo != NULL ? conninfo : "", NULL);
+    size_t cap = 4096, len = 0;
+    char *out = opts != NULL ? calloc(1, cap) : NULL;
+
+    for (PQconninfoOption *o = opts; out != NULL && o->keyword != NULL; o++) {
+        /* PQconninfoParse lists every keyword, dbname among them. */
+        const char *val = strcmp(o->keyword, "dbname") == 0 ? dbname : o->val;
+        if (val == NULL || *val == '\0')
+            continue;
+        len += (size_t) snprintf(out + len, cap - len, "%s%s='", len ? " " : "", o->keyword);
+        for (const char *p = val; *p && len + 3 < cap; p++) {
+            if (*p == '\'' || *p == '\\')
+                out[len++] = '\\';
+            out[len++] = *p;
+        }
+        len += (size_t) snprintf(out + len, cap - len, "'");
+    }
+    PQconninfoFree(opts);
+    return out;
 }

@@ -36,6 +36,13 @@ err_class_t db_exec(PGconn *conn, const char *what, const char *sql, int nparams
                     const char *const *params, char *errstr, size_t errstr_size);
 
 /*
+ * The connection string of database `dbname` on the server `conninfo`
+ * names (keyword/value form, every other setting kept). A new string (free
+ * it); NULL when conninfo cannot be parsed.
+ */
+char *db_with_dbname(const char *conninfo, const char *dbname);
+
+/*
  * Copies conninfo into buf with any password replaced by "********", for
  * logs and messages. Returns buf.
  */

@@ -346,6 +346,17 @@ bool decode_parse_time(const char *text, int64_t *ms_out)
     return true;
 }
 
+char *decode_format_time(int64_t ms, char *buf, size_t buf_size)
+{
+    int64_t secs = ms >= 0 ? ms / 1000 : (ms - 999) / 1000; /* floor, before 1970 too */
+    time_t t = (time_t) secs;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    size_t n = strftime(buf, buf_size, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf + n, buf_size - n, ".%03dZ", (int) (ms - secs * 1000));
+    return buf;
+}
+
 void decode_envelope_clear(decode_envelope_t *env)
 {
     free(env->key);

@@ -3,6 +3,8 @@
  */
 #include "manager/payload.h"
 
+#include "manager/decode.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -91,21 +93,12 @@ const char *payload_alertname(const char *kind)
     return "Steward";
 }
 
-static void format_time(int64_t ms, char *buf, size_t size)
-{
-    time_t secs = (time_t) (ms / 1000);
-    struct tm tm;
-    gmtime_r(&secs, &tm);
-    size_t n = strftime(buf, size, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf + n, size - n, ".%03dZ", (int) (ms % 1000));
-}
-
 char *payload_alertmanager(const sink_t *sink, const payload_alert_t *alerts, size_t n,
                            int64_t now_ms, int64_t resend_ms)
 {
     json_t *list = json_array();
     char ends[40];
-    format_time(now_ms + 4 * resend_ms, ends, sizeof ends);
+    decode_format_time(now_ms + 4 * resend_ms, ends, sizeof ends);
 
     for (size_t i = 0; i < n; i++) {
         const payload_alert_t *a = &alerts[i];

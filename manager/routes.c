@@ -4,6 +4,7 @@
 #include "manager/routes.h"
 
 #include "definitions/def.h"
+#include "manager/config.h"
 #include "manager/log.h"
 
 #include <errno.h>
@@ -78,20 +79,14 @@ static char *secret_member(const json_t *obj, const char *name, const char *wher
         return strdup(json_string_value(value));
     if (file == NULL)
         return NULL;
-    FILE *f = json_is_string(file) ? fopen(json_string_value(file), "r") : NULL;
-    if (f == NULL) {
+    char why[512] = "expected a file path";
+    char *text =
+        json_is_string(file) ? config_read_secret(json_string_value(file), why, sizeof why) : NULL;
+    if (text == NULL) {
         *bad = true;
-        err_set(ERR_INVALID, errstr, errstr_size, "%s.%s: cannot read %s: %s", where, file_key,
-                json_is_string(file) ? json_string_value(file) : "(not a path)", strerror(errno));
-        return NULL;
+        err_set(ERR_INVALID, errstr, errstr_size, "%s.%s: %s", where, file_key, why);
     }
-    char buf[4096];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-        buf[--n] = '\0';
-    return strdup(buf);
+    return text;
 }
 
 static bool parse_sink(sink_t *sink, const json_t *obj, const char *team, size_t idx, char *errstr,

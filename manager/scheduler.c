@@ -6,6 +6,7 @@
 
 #include "definitions/duration.h"
 #include "manager/alerts.h"
+#include "manager/decode.h"
 #include "manager/db.h"
 #include "manager/defcache.h"
 #include "manager/engine.h"
@@ -128,15 +129,6 @@ static void expected_events(const def_t *def, size_t state, char *buf, size_t si
     }
 }
 
-static void format_time(int64_t ms, char *buf, size_t size)
-{
-    time_t secs = (time_t) (ms / 1000);
-    struct tm tm;
-    gmtime_r(&secs, &tm);
-    size_t n = strftime(buf, size, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf + n, size - n, ".%03dZ", (int) (ms % 1000 + 1000) % 1000);
-}
-
 static int64_t ms_column(const PGresult *res, int row, int col)
 {
     return PQgetisnull(res, row, col) ? ENGINE_NO_DEADLINE
@@ -177,8 +169,8 @@ static void alert_deadline(alert_batch_t *alerts, const def_t *def, const char *
                     in_state, sizeof in_state);
     duration_format(process_wide ? def->deadline_ms : st->deadline_ms, limit, sizeof limit);
     duration_format(watermark_ms - deadline, overdue, sizeof overdue);
-    format_time(deadline, deadline_at, sizeof deadline_at);
-    format_time(inst->state_entered_ms, entered_at, sizeof entered_at);
+    decode_format_time(deadline, deadline_at, sizeof deadline_at);
+    decode_format_time(inst->state_entered_ms, entered_at, sizeof entered_at);
 
     if (process_wide) {
         snprintf(summary, sizeof summary,

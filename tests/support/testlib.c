@@ -3,6 +3,8 @@
  */
 #include "testlib.h"
 
+#include "manager/db.h"
+
 #include <check.h>
 #include <curl/curl.h>
 #include <errno.h>
@@ -174,29 +176,6 @@ PGconn *tl_db_connect(const char *conninfo)
     return conn;
 }
 
-/* Replaces or adds dbname= in a keyword/value or URI connection string. */
-static char *with_dbname(const char *conninfo, const char *dbname)
-{
-    PQconninfoOption *opts = PQconninfoParse(conninfo, NULL);
-    ck_assert_msg(opts != NULL, "cannot parse STEWARD_TEST_DATABASE_URL");
-    size_t cap = 4096, len = 0;
-    char *out = calloc(1, cap);
-    for (PQconninfoOption *o = opts; o->keyword != NULL; o++) {
-        const char *val = strcmp(o->keyword, "dbname") == 0 ? dbname : o->val;
-        if (val == NULL || *val == '\0')
-            continue;
-        len += (size_t) snprintf(out + len, cap - len, "%s%s='", len ? " " : "", o->keyword);
-        for (const char *p = val; *p && len + 3 < cap; p++) {
-            if (*p == '\'' || *p == '\\')
-                out[len++] = '\\';
-            out[len++] = *p;
-        }
-        len += (size_t) snprintf(out + len, cap - len, "'");
-    }
-    PQconninfoFree(opts);
-    return out;
-}
-
 const char *tl_db_create(const char *suffix)
 {
     const char *base = getenv("STEWARD_TEST_DATABASE_URL");
@@ -218,7 +197,8 @@ const char *tl_db_create(const char *suffix)
     /* One per suite process; kept for the life of the process. */
     static char *url;
     free(url);
-    url = with_dbname(base, name);
+    url = db_with_dbname(base, name);
+    ck_assert_msg(url != NULL, "cannot parse STEWARD_TEST_DATABASE_URL");
     return url;
 }
 

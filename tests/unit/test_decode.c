@@ -258,6 +258,20 @@ START_TEST(rfc3339_times)
 }
 END_TEST
 
+START_TEST(times_format_back_to_what_they_parse_from)
+{
+    char buf[40];
+    int64_t ms;
+    ck_assert_str_eq(decode_format_time(1795946400123LL, buf, sizeof buf),
+                     "2026-11-29T10:00:00.123Z");
+    ck_assert(decode_parse_time(buf, &ms));
+    ck_assert_int_eq(ms, 1795946400123LL);
+    ck_assert_str_eq(decode_format_time(-1, buf, sizeof buf), "1969-12-31T23:59:59.999Z");
+    ck_assert(decode_parse_time(buf, &ms));
+    ck_assert_int_eq(ms, -1);
+}
+END_TEST
+
 START_TEST(reason_names)
 {
     ck_assert_str_eq(decode_reason_name(DECODE_TOMBSTONE), "tombstone");
@@ -279,6 +293,7 @@ Suite *decode_suite(void)
     tcase_add_test(tc, cloudevents_binary_mode);
     tcase_add_test(tc, cloudevents_structured_mode);
     tcase_add_test(tc, rfc3339_times);
+    tcase_add_test(tc, times_format_back_to_what_they_parse_from);
     tcase_add_test(tc, reason_names);
     suite_add_tcase(s, tc);
     return s;
