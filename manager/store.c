@@ -1015,7 +1015,12 @@ static void batch_collect(batch_t *b)
 {
     rows_t *rows = &b->rows;
 
+    /* Items were made message by message, so one cursor walks both. */
+    size_t item = 0;
     for (size_t m = 0; m < b->n_msgs; m++) {
+        size_t first = item;
+        while (item < b->n_items && b->items[item].msg == m)
+            item++;
         if (msg_fenced(b, m))
             continue;
         b->stats.messages++;
@@ -1023,17 +1028,13 @@ static void batch_collect(batch_t *b)
             add_rejected(b, m, NULL, b->msg_reason[m], b->msg_detail[m]);
             continue;
         }
-        bool taken = false;
-        for (size_t i = 0; i < b->n_items; i++) {
-            if (b->items[i].msg != m)
-                continue;
-            taken = true;
+        if (first == item)
+            b->stats.ignored++;
+        for (size_t i = first; i < item; i++) {
             if (b->items[i].reject != DECODE_OK)
                 add_rejected(b, m, b->items[i].latest->process, b->items[i].reject,
                              b->items[i].reject_detail);
         }
-        if (!taken)
-            b->stats.ignored++;
     }
 
     for (size_t s = 0; s < b->n_slots; s++) {
