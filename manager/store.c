@@ -608,16 +608,24 @@ static int64_t ms_value(const PGresult *res, int row, int col)
                                       : strtoll(PQgetvalue(res, row, col), NULL, 10);
 }
 
+/*
+ * The three reads below walk the batch's keys and probe an index for each
+ * (a LATERAL subquery the planner cannot flatten). Written as a join, the
+ * planner hashes the whole table instead: a sequential scan of history per
+ * batch, which grows with everything ever judged. The keys arrive sorted,
+ * so rows are locked in key order.
+ */
 static const char read_instances_sql[] =
-    "SELECT process, key, version, state, "
-    "  (extract(epoch FROM started_at) * 1000)::bigint, "
-    "  (extract(epoch FROM state_entered_at) * 1000)::bigint, "
-    "  (extract(epoch FROM deadline_at) * 1000)::bigint, "
-    "  (extract(epoch FROM process_deadline_at) * 1000)::bigint, "
-    "  overdue, attempt, vars::text, events_applied, process_overdue "
-    "FROM steward.instances WHERE (process, key) IN "
-    "  (SELECT * FROM unnest($1::text[], $2::text[])) "
-    "ORDER BY process, key FOR UPDATE";
+    "SELECT i.process, i.key, i.version, i.state, "
+    "  (extract(epoch FROM i.started_at) * 1000)::bigint, "
+    "  (extract(epoch FROM i.state_entered_at) * 1000)::bigint, "
+    "  (extract(epoch FROM i.deadline_at) * 1000)::bigint, "
+    "  (extract(epoch FROM i.process_deadline_at) * 1000)::bigint, "
+    "  i.overdue, i.attempt, i.vars::text, i.events_applied, i.process_overdue "
+    "FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(p, k, n) "
+    "CROSS JOIN LATERAL (SELECT * FROM steward.instances "
+    "  WHERE process = u.p AND key = u.k FOR UPDATE) i "
+    "ORDER BY u.n";
 
 /* Locks every touched instance, existing or not, then reads those that exist. */
 static err_class_t batch_lock_and_read(batch_t *b, char *errstr, size_t errstr_size)
@@ -719,9 +727,10 @@ static err_class_t batch_read_seen(batch_t *b, char *errstr, size_t errstr_size)
         goto done;
     }
     res = query(b->store, "reading judged event ids",
-                "SELECT DISTINCT h.process, h.key, h.event_id FROM steward.history h "
-                "JOIN unnest($1::text[], $2::text[], $3::text[]) AS u(p, k, e) "
-                "  ON h.process = u.p AND h.key = u.k AND h.event_id = u.e",
+                "SELECT DISTINCT u.p, u.k, u.e "
+                "FROM unnest($1::text[], $2::text[], $3::text[]) AS u(p, k, e) "
+                "CROSS JOIN LATERAL (SELECT 1 FROM steward.history h WHERE h.process = u.p "
+                "  AND h.key = u.k AND h.event_id = u.e LIMIT 1) judged",
                 3, params, &cls, errstr, errstr_size);
     if (res == NULL)
         goto done;
@@ -753,11 +762,13 @@ static err_class_t batch_read_parked(batch_t *b, char *errstr, size_t errstr_siz
     const char *params[2] = {pgarr_text(&processes), pgarr_text(&keys)};
     PGresult *res =
         query(b->store, "reading parked events",
-              "SELECT id, process, key, event_id, event_type, topic, partition, "
-              "  \"offset\", (extract(epoch FROM event_time) * 1000)::bigint, payload::text "
-              "FROM steward.parked WHERE (process, key) IN "
-              "  (SELECT * FROM unnest($1::text[], $2::text[])) "
-              "ORDER BY process, key, event_time, id",
+              "SELECT p.id, p.process, p.key, p.event_id, p.event_type, p.topic, p.partition, "
+              "  p.\"offset\", (extract(epoch FROM p.event_time) * 1000)::bigint, "
+              "  p.payload::text "
+              "FROM unnest($1::text[], $2::text[]) AS u(pr, k) "
+              "CROSS JOIN LATERAL (SELECT * FROM steward.parked "
+              "  WHERE process = u.pr AND key = u.k FOR UPDATE) p "
+              "ORDER BY p.process, p.key, p.event_time, p.id",
               2, params, &cls, errstr, errstr_size);
     pgarr_free(&processes);
     pgarr_free(&keys);
