@@ -30,7 +30,8 @@ static json_t *alert_object(const payload_alert_t *a)
     set_text(obj, "opened_at", a->opened_at);
     set_text(obj, "resolved_at", a->resolved_at);
     set_text(obj, "resolution", a->resolution);
-    json_object_set(obj, "details", a->details != NULL ? (json_t *) a->details : json_object());
+    json_object_set_new(obj, "details",
+                        a->details != NULL ? json_incref((json_t *) a->details) : json_object());
     return obj;
 }
 

@@ -1,0 +1,170 @@
+/*
+ * test_payload - the bodies sent to each sink, field by field against the
+ * PagerDuty Events API v2 and Alertmanager API v2 formats, and the
+ * generic webhook's documented shape.
+ */
+#include "manager/payload.h"
+#include "testlib.h"
+
+#include <check.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+static sink_t pd = {.name = "pd",
+                    .type = SINK_PAGERDUTY,
+                    .url = "http://x",
+                    .routing_key = "R0UTING",
+                    .severity = "critical"};
+static sink_t am = {
+    .name = "am", .type = SINK_ALERTMANAGER, .url = "http://am", .severity = "warning"};
+
+static payload_alert_t alert(json_t *details)
+{
+    return (payload_alert_t){
+        .id = 42,
+        .kind = "deadline",
+        .process = "order_fulfilment",
+        .key = "ORD-1042",
+        .state = "awaiting_dispatch",
+        .owner = "shipping",
+        .summary = "order_fulfilment ORD-1042 stalled in awaiting_dispatch for 2d3h (deadline 2d): "
+                   "expected ShipmentDispatched; owner shipping",
+        .dedup_key = "steward:deadline:order_fulfilment:ORD-1042:awaiting_dispatch:1",
+        .opened_at = "2026-11-29T10:00:00.000Z",
+        .deadline_at = "2026-11-29T09:00:00.000Z",
+        .details = details,
+    };
+}
+
+static json_t *parse(char *text)
+{
+    ck_assert_ptr_nonnull(text);
+    json_t *doc = json_loads(text, 0, NULL);
+    ck_assert_msg(doc != NULL, "not JSON: %s", text);
+    free(text);
+    return doc;
+}
+
+static const char *str(const json_t *obj, const char *path)
+{
+    /* "a.b" walks one level down */
+    const char *dot = strchr(path, '.');
+    if (dot == NULL)
+        return json_string_value(json_object_get(obj, path));
+    char head[64];
+    snprintf(head, sizeof head, "%.*s", (int) (dot - path), path);
+    return str(json_object_get(obj, head), dot + 1);
+}
+
+START_TEST(pagerduty_trigger_and_resolve)
+{
+    json_t *details = json_pack("{s:s}", "expected", "ShipmentDispatched");
+    payload_alert_t a = alert(details);
+    json_t *t = parse(payload_pagerduty(&pd, &a, false));
+    /* Events API v2: routing_key, event_action, dedup_key, payload{summary,
+     * source, severity, timestamp, component, group, class, custom_details} */
+    ck_assert_str_eq(str(t, "routing_key"), "R0UTING");
+    ck_assert_str_eq(str(t, "event_action"), "trigger");
+    ck_assert_str_eq(str(t, "dedup_key"), a.dedup_key);
+    ck_assert_str_eq(str(t, "payload.summary"), a.summary);
+    ck_assert_str_eq(str(t, "payload.source"), "steward/order_fulfilment");
+    ck_assert_str_eq(str(t, "payload.severity"), "critical");
+    ck_assert_str_eq(str(t, "payload.timestamp"), "2026-11-29T10:00:00.000Z");
+    ck_assert_str_eq(str(t, "payload.component"), "order_fulfilment");
+    ck_assert_str_eq(str(t, "payload.group"), "awaiting_dispatch");
+    ck_assert_str_eq(str(t, "payload.class"), "deadline");
+    json_t *custom = json_object_get(json_object_get(t, "payload"), "custom_details");
+    ck_assert_str_eq(str(custom, "key"), "ORD-1042");
+    ck_assert_str_eq(str(custom, "state"), "awaiting_dispatch");
+    ck_assert_str_eq(str(custom, "deadline_at"), "2026-11-29T09:00:00.000Z");
+    ck_assert_str_eq(str(custom, "details.expected"), "ShipmentDispatched");
+    ck_assert_int_eq(json_object_size(t), 4);
+    json_decref(t);
+
+    json_t *r = parse(payload_pagerduty(&pd, &a, true));
+    ck_assert_str_eq(str(r, "event_action"), "resolve");
+    ck_assert_str_eq(str(r, "dedup_key"), a.dedup_key);
+    ck_assert_str_eq(str(r, "routing_key"), "R0UTING");
+    ck_assert_ptr_null(json_object_get(r, "payload")); /* a resolve carries none */
+    json_decref(r);
+    json_decref(details);
+}
+END_TEST
+
+START_TEST(pagerduty_summary_is_cut_at_1024)
+{
+    char long_summary[3000];
+    memset(long_summary, 'x', sizeof long_summary - 1);
+    long_summary[sizeof long_summary - 1] = '\0';
+    payload_alert_t a = alert(NULL);
+    a.summary = long_summary;
+    json_t *t = parse(payload_pagerduty(&pd, &a, false));
+    ck_assert_uint_eq(strlen(str(t, "payload.summary")), 1024);
+    json_decref(t);
+}
+END_TEST
+
+START_TEST(alertmanager_open_and_resolved)
+{
+    payload_alert_t a[2] = {alert(NULL), alert(NULL)};
+    a[1].key = "ORD-7";
+    a[1].resolved_at = "2026-11-29T11:00:00.000Z";
+    a[1].resolution = "ShipmentDispatched arrived";
+    /* now 2026-11-29T12:00:00Z, resend every minute */
+    json_t *list = parse(payload_alertmanager(&am, a, 2, 1795953600000LL, 60000));
+    ck_assert(json_is_array(list));
+    ck_assert_int_eq(json_array_size(list), 2);
+    json_t *open = json_array_get(list, 0), *done = json_array_get(list, 1);
+    /* API v2 postable alert: labels, annotations, startsAt, endsAt */
+    ck_assert_str_eq(str(open, "labels.alertname"), "StewardStalledStep");
+    ck_assert_str_eq(str(open, "labels.process"), "order_fulfilment");
+    ck_assert_str_eq(str(open, "labels.state"), "awaiting_dispatch");
+    ck_assert_str_eq(str(open, "labels.team"), "shipping");
+    ck_assert_str_eq(str(open, "labels.severity"), "warning");
+    ck_assert_str_eq(str(open, "labels.key"), "ORD-1042");
+    ck_assert_str_eq(str(open, "annotations.summary"), a[0].summary);
+    ck_assert_str_eq(str(open, "startsAt"), "2026-11-29T10:00:00.000Z");
+    /* open: ends four resend intervals ahead, so it lapses only if not re-sent */
+    ck_assert_str_eq(str(open, "endsAt"), "2026-11-29T12:04:00.000Z");
+    ck_assert_str_eq(str(done, "endsAt"), "2026-11-29T11:00:00.000Z");
+    ck_assert_str_eq(str(done, "annotations.resolution"), "ShipmentDispatched arrived");
+    json_decref(list);
+
+    ck_assert_str_eq(payload_alertname("blind"), "StewardBlind");
+    ck_assert_str_eq(payload_alertname("sequence"), "StewardSequenceViolation");
+    ck_assert_str_eq(payload_alertname("process_deadline"), "StewardProcessDeadline");
+}
+END_TEST
+
+START_TEST(webhook_shape)
+{
+    payload_alert_t a = alert(NULL);
+    json_t *t = parse(payload_webhook(&a, false));
+    ck_assert_int_eq(json_integer_value(json_object_get(t, "version")), 1);
+    ck_assert_str_eq(str(t, "event"), "trigger");
+    json_t *body = json_object_get(t, "alert");
+    const char *fields[] = {"id",          "kind",       "process",   "key",         "state",
+                            "owner",       "summary",    "dedup_key", "deadline_at", "opened_at",
+                            "resolved_at", "resolution", "details"};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        ck_assert_msg(json_object_get(body, fields[i]) != NULL, "no %s", fields[i]);
+    ck_assert(json_is_null(json_object_get(body, "resolved_at")));
+    json_decref(t);
+    t = parse(payload_webhook(&a, true));
+    ck_assert_str_eq(str(t, "event"), "resolve");
+    json_decref(t);
+}
+END_TEST
+
+Suite *payload_suite(void)
+{
+    Suite *s = suite_create("payload");
+    TCase *tc = tcase_create("payload");
+    tcase_add_test(tc, pagerduty_trigger_and_resolve);
+    tcase_add_test(tc, pagerduty_summary_is_cut_at_1024);
+    tcase_add_test(tc, alertmanager_open_and_resolved);
+    tcase_add_test(tc, webhook_shape);
+    suite_add_tcase(s, tc);
+    return s;
+}
