@@ -176,15 +176,19 @@ START_TEST(scripted_scenario)
 {
     long long old = (long long) time(NULL) * 1000 - 3600 * 1000; /* an hour ago */
 
-    /* 1. A placed, its stock reserved before its payment; B paid before it
-     *    exists; C placed; E paid but never placed (an hour ago, so its
-     *    reorder window has long passed); F placed. */
+    /* 1. A placed; B paid before it exists; C placed; E paid but never
+     *    placed (an hour ago, so its reorder window has long passed); F
+     *    placed. */
     send_event("orders", "OrderPlaced", "a1", "A");
     send_event("orders", "OrderPlaced", "c1", "C");
     send_event("orders", "OrderPlaced", "f1", "F");
-    send_event("inventory", "StockReserved", "a3", "A");
     send_event("payments", "PaymentCaptured", "b2", "B");
     send("payments", "{\"type\":\"PaymentCaptured\",\"id\":\"e2\",\"order_id\":\"E\"}", NULL, old);
+    settle();
+
+    /* 1b. A's stock is reserved before its payment (after A exists, so the
+     *     order of the two topics cannot change the history). */
+    send_event("inventory", "StockReserved", "a3", "A");
     settle();
 
     /* 2. A's payment (and a duplicate of it) releases A's parked stock; B
@@ -361,25 +365,6 @@ START_TEST(scripted_scenario)
 }
 END_TEST
 
-START_TEST(invalid_definition_refuses_to_start)
-{
-    tl_stop(steward_pid, SIGTERM, 30);
-    steward_pid = 0;
-    char *bad = tl_write_file(defs_dir, "zz_broken.json", "{\"process\": \"broken\",");
-    const char *argv[] = {NULL,         "run",  "--brokers",     tl_kafka_brokers(),
-                          "--database", db_url, "--definitions", defs_dir,
-                          NULL};
-    tl_output_t o = tl_steward(argv, NULL);
-    ck_assert_int_eq(o.status, 2);
-    ck_assert_msg(tl_contains(o.err, "zz_broken.json") && tl_contains(o.err, "refusing"), "got: %s",
-                  o.err);
-    tl_output_free(&o);
-    free(bad);
-    tl_producer_free(producer);
-    producer = NULL;
-}
-END_TEST
-
 Suite *shadow_suite(void)
 {
     Suite *s = suite_create("shadow");
@@ -387,7 +372,6 @@ Suite *shadow_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, scripted_scenario);
-    tcase_add_test(tc, invalid_definition_refuses_to_start);
     suite_add_tcase(s, tc);
     return s;
 }
