@@ -11,6 +11,7 @@
  */
 #include "definitions/duration.h"
 #include "manager/cli.h"
+#include "manager/clock.h"
 #include "manager/db.h"
 #include "manager/decode.h"
 #include "manager/err.h"
@@ -66,13 +67,6 @@ static void stop_when_drained(intake_t *intake, void *arg)
         backtest_done = 1;
 }
 
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* RFC 3339, or a duration meaning that long ago. */
 static bool parse_when(const char *text, int64_t *ms)
 {
@@ -81,7 +75,7 @@ static bool parse_when(const char *text, int64_t *ms)
     if (decode_parse_time(text, ms))
         return true;
     if (duration_parse(text, &ago, why, sizeof why)) {
-        *ms = wall_ms() - ago;
+        *ms = clock_wall_ms() - ago;
         return true;
     }
     return false;
@@ -230,7 +224,7 @@ int cli_backtest(int argc, char **argv)
             return EXIT_USAGE;
         }
     }
-    int64_t from_ms = 0, to_ms = wall_ms();
+    int64_t from_ms = 0, to_ms = clock_wall_ms();
     const char *problem =
         definition == NULL                      ? "--definition is required"
         : from == NULL                          ? "--from is required"
@@ -262,7 +256,7 @@ int cli_backtest(int argc, char **argv)
     /* The scratch database, on the same server as the live one. */
     char scratch[64];
     snprintf(scratch, sizeof scratch, "steward_backtest_%d_%ld", (int) getpid(),
-             (long) (wall_ms() % 100000));
+             (long) (clock_wall_ms() % 100000));
     const char *server = cli_database_url(database);
     PGconn *admin = db_connect(server, "steward backtest", errstr, sizeof errstr);
     char *scratch_url = NULL;

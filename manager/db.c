@@ -64,17 +64,31 @@ err_class_t db_result_class(const PGresult *res, const PGconn *conn)
     return ERR_FATAL;
 }
 
+PGresult *db_query(PGconn *conn, const char *what, const char *sql, int nparams,
+                   const char *const *params, err_class_t *cls, char *errstr, size_t errstr_size)
+{
+    PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+    *cls = db_result_class(res, conn);
+    if (*cls != ERR_OK) {
+        const char *msg = PQerrorMessage(conn);
+        err_set(*cls, errstr, errstr_size, "%s: %.*s", what, (int) strcspn(msg, "\n"), msg);
+        PQclear(res);
+        return NULL;
+    }
+    return res;
+}
+
+void db_rollback(PGconn *conn)
+{
+    if (PQstatus(conn) == CONNECTION_OK && PQtransactionStatus(conn) != PQTRANS_IDLE)
+        PQclear(PQexec(conn, "ROLLBACK"));
+}
+
 err_class_t db_exec(PGconn *conn, const char *what, const char *sql, int nparams,
                     const char *const *params, char *errstr, size_t errstr_size)
 {
-    PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
-    err_class_t cls = db_result_class(res, conn);
-
-    if (cls != ERR_OK) {
-        const char *msg = PQerrorMessage(conn);
-        err_set(cls, errstr, errstr_size, "%s: %.*s", what, (int) strcspn(msg, "\n"), msg);
-    }
-    PQclear(res);
+    err_class_t cls;
+    PQclear(db_query(conn, what, sql, nparams, params, &cls, errstr, errstr_size));
     return cls;
 }
 

@@ -29,6 +29,16 @@ PGconn *db_connect(const char *conninfo, const char *app, char *errstr, size_t e
 err_class_t db_result_class(const PGresult *res, const PGconn *conn);
 
 /*
+ * Runs one statement with text parameters. Returns its result (PQclear()
+ * it), or NULL with the class in *cls and "what: server message" in errstr.
+ */
+PGresult *db_query(PGconn *conn, const char *what, const char *sql, int nparams,
+                   const char *const *params, err_class_t *cls, char *errstr, size_t errstr_size);
+
+/* Rolls back the open transaction, if any, on a connection that still works. */
+void db_rollback(PGconn *conn);
+
+/*
  * Runs one statement with text parameters and discards its rows. On failure
  * returns the class with "what: server message" in errstr.
  */

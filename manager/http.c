@@ -8,6 +8,7 @@
  */
 #include "manager/http.h"
 
+#include "manager/clock.h"
 #include "manager/db.h"
 #include "manager/log.h"
 #include "manager/metrics.h"
@@ -70,13 +71,6 @@ typedef struct reply {
     const char *content_type;
     bool allow; /* a 405: say which methods are */
 } reply_t;
-
-static int64_t monotonic_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- replies -------------------------------------------------------------- */
 
@@ -191,7 +185,7 @@ static err_class_t connect_by(http_t *h, int64_t deadline, char *errstr, size_t 
         return err_set(ERR_FATAL, errstr, errstr_size,
                        "cannot connect to PostgreSQL: out of memory");
     while (PQstatus(c) != CONNECTION_BAD && st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED) {
-        int64_t left = deadline - monotonic_ms();
+        int64_t left = deadline - clock_monotonic_ms();
         struct pollfd pfd = {PQsocket(c), st == PGRES_POLLING_READING ? POLLIN : POLLOUT, 0};
         int ready = left > 0 ? poll(&pfd, 1, (int) left) : 0;
         if (ready < 0 && errno == EINTR)
@@ -234,7 +228,7 @@ static err_class_t connect_by(http_t *h, int64_t deadline, char *errstr, size_t 
 static err_class_t db_acquire(http_t *h, int64_t deadline, char *errstr, size_t errstr_size)
 {
     struct timespec until;
-    int64_t left = deadline - monotonic_ms();
+    int64_t left = deadline - clock_monotonic_ms();
 
     clock_gettime(CLOCK_REALTIME, &until); /* pthread_mutex_timedlock's clock */
     if (left < 0)
@@ -288,7 +282,7 @@ static err_class_t exec_by(http_t *h, const char *what, const char *sql, int npa
     }
     for (;;) {
         while (PQisBusy(c)) {
-            int64_t left = deadline - monotonic_ms();
+            int64_t left = deadline - clock_monotonic_ms();
             struct pollfd pfd = {PQsocket(c), POLLIN, 0};
             int ready = left > 0 ? poll(&pfd, 1, (int) left) : 0;
             if (ready < 0 && errno == EINTR)
@@ -432,7 +426,7 @@ static void write_database(http_t *h, prom_t *p)
     PGresult *res[N_GAUGES] = {NULL};
     char errstr[1024];
     const char *params[1] = {h->group};
-    int64_t deadline = monotonic_ms() + METRICS_DB_BUDGET_MS;
+    int64_t deadline = clock_monotonic_ms() + METRICS_DB_BUDGET_MS;
     err_class_t cls = db_acquire(h, deadline, errstr, sizeof errstr);
 
     if (cls == ERR_OK) {
@@ -521,7 +515,7 @@ static void not_ready(reply_t *r, const char *reason)
 static void get_readyz(http_t *h, reply_t *r)
 {
     long long assigned = metrics_get(&metrics.partitions_assigned);
-    int64_t deadline = monotonic_ms() + READY_BUDGET_MS;
+    int64_t deadline = clock_monotonic_ms() + READY_BUDGET_MS;
     char errstr[1024], reason[1100];
     PGresult *res = NULL;
 
@@ -551,7 +545,7 @@ static void get_instance(http_t *h, const char *process, const char *key, reply_
     char errstr[1024], message[HTTP_MAX_PATH + 64];
     json_t *doc = NULL;
     long judged = 0;
-    err_class_t cls = db_acquire(h, monotonic_ms() + QUERY_BUDGET_MS, errstr, sizeof errstr);
+    err_class_t cls = db_acquire(h, clock_monotonic_ms() + QUERY_BUDGET_MS, errstr, sizeof errstr);
 
     if (cls == ERR_OK) {
         cls = query_instance(h->conn, process, key, &doc, &judged, errstr, sizeof errstr);
@@ -574,7 +568,7 @@ static void get_stuck(http_t *h, const char *process, reply_t *r)
 {
     char errstr[1024];
     json_t *doc = NULL;
-    err_class_t cls = db_acquire(h, monotonic_ms() + QUERY_BUDGET_MS, errstr, sizeof errstr);
+    err_class_t cls = db_acquire(h, clock_monotonic_ms() + QUERY_BUDGET_MS, errstr, sizeof errstr);
 
     if (cls == ERR_OK) {
         cls = query_stuck(h->conn, process, &doc, errstr, sizeof errstr);

@@ -3,6 +3,7 @@
  */
 #include "manager/intake.h"
 
+#include "manager/clock.h"
 #include "manager/log.h"
 #include "manager/metrics.h"
 #include "manager/store.h"
@@ -52,20 +53,6 @@ struct intake {
 
     bool reachable; /* the last metadata request was answered */
 };
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t monotonic_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static owned_t *find_owned(intake_t *in, const char *topic, int32_t partition)
 {
@@ -314,7 +301,7 @@ static bool caught_up(intake_t *in, const owned_t *o)
 static size_t batch_progress(intake_t *in, store_partition_t *parts)
 {
     size_t n = 0;
-    int64_t now = now_ms();
+    int64_t now = clock_wall_ms();
 
     for (size_t i = 0; i < in->n_owned; i++) {
         owned_t *o = &in->owned[i];
@@ -376,7 +363,7 @@ static err_class_t flush(intake_t *in, char *errstr, size_t errstr_size)
     if (n == 0 && n_parts == 0)
         goto done;
 
-    int64_t started = monotonic_ms();
+    int64_t started = clock_monotonic_ms();
     for (;;) {
         cls = store_apply_batch(in->store, inputs, n, parts, n_parts, &stats, errstr, errstr_size);
         if (cls == ERR_OK || cls == ERR_FATAL || cls == ERR_INVALID || *in->stop)
@@ -415,9 +402,9 @@ static err_class_t flush(intake_t *in, char *errstr, size_t errstr_size)
     if (n > 0) {
         char count[24], ms[24];
         snprintf(count, sizeof count, "%zu", stats.messages);
-        snprintf(ms, sizeof ms, "%" PRId64, monotonic_ms() - started);
+        snprintf(ms, sizeof ms, "%" PRId64, clock_monotonic_ms() - started);
         LOG_DEBUG("batch committed", "messages", count, "ms", ms);
-        metrics_observe_batch(monotonic_ms() - started);
+        metrics_observe_batch(clock_monotonic_ms() - started);
         commit_to_kafka(in, parts, n_parts);
     }
 
@@ -586,7 +573,7 @@ static void check_reachable(intake_t *in)
 err_class_t intake_run(intake_t *in, volatile sig_atomic_t *stop, char *errstr, size_t errstr_size)
 {
     err_class_t cls = ERR_OK;
-    int64_t last_tick = monotonic_ms();
+    int64_t last_tick = clock_monotonic_ms();
 
     in->stop = stop;
     while (!*stop && cls == ERR_OK) {
@@ -615,12 +602,12 @@ err_class_t intake_run(intake_t *in, volatile sig_atomic_t *stop, char *errstr, 
                     o->max_ts = ts;
                 o->next = m->offset + 1;
                 if (in->n_pending == 0)
-                    in->pending_since_ms = monotonic_ms();
+                    in->pending_since_ms = clock_monotonic_ms();
                 in->pending[in->n_pending++] = m;
             }
         }
 
-        int64_t now = monotonic_ms();
+        int64_t now = clock_monotonic_ms();
         bool full = in->n_pending >= in->batch_max;
         bool due = in->n_pending > 0 && now - in->pending_since_ms >= in->batch_ms;
         if (full || due)

@@ -3,6 +3,7 @@
  */
 #include "manager/notifier.h"
 
+#include "manager/clock.h"
 #include "manager/db.h"
 #include "manager/log.h"
 #include "manager/metrics.h"
@@ -43,13 +44,6 @@ typedef struct attempt {
     char error[RESPONSE_KEEP + 128];
 } attempt_t;
 
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 notifier_t *notifier_new(const notifier_config_t *cfg, route_table_t *routes, char *errstr,
                          size_t errstr_size)
 {
@@ -64,7 +58,7 @@ notifier_t *notifier_new(const notifier_config_t *cfg, route_table_t *routes, ch
     n->timeout_ms = cfg->timeout_ms;
     n->max_backoff_ms = cfg->max_backoff_ms;
     n->resend_ms = cfg->alertmanager_resend_ms;
-    n->seed = (unsigned int) wall_ms() ^ (unsigned int) getpid();
+    n->seed = (unsigned int) clock_wall_ms() ^ (unsigned int) getpid();
     n->curl = curl_easy_init();
     if (n->conninfo == NULL || n->curl == NULL) {
         err_set(ERR_FATAL, errstr, errstr_size, "cannot set up the HTTP client");
@@ -250,7 +244,7 @@ static attempt_t deliver(notifier_t *n, const sink_t *sink, const payload_alert_
         snprintf(url, sizeof url, "%s", sink->url);
         break;
     case SINK_ALERTMANAGER:
-        body = payload_alertmanager(sink, a, 1, wall_ms(), n->resend_ms);
+        body = payload_alertmanager(sink, a, 1, clock_wall_ms(), n->resend_ms);
         snprintf(url, sizeof url, "%s/api/v2/alerts", sink->url);
         break;
     }
@@ -415,7 +409,7 @@ static err_class_t resend_open(notifier_t *n, char *errstr, size_t errstr_size)
         if (count == 0)
             continue;
         char url[2048];
-        char *body = payload_alertmanager(sink, alerts, count, wall_ms(), n->resend_ms);
+        char *body = payload_alertmanager(sink, alerts, count, clock_wall_ms(), n->resend_ms);
         snprintf(url, sizeof url, "%s/api/v2/alerts", sink->url);
         attempt_t a = body != NULL ? post(n, url, body) : (attempt_t){.verdict = VERDICT_RETRY};
         free(body);
@@ -446,8 +440,8 @@ err_class_t notifier_tick(notifier_t *n, notifier_stats_t *stats, char *errstr, 
     do {
         cls = deliver_due(n, stats, &claimed, errstr, errstr_size);
     } while (cls == ERR_OK && claimed == NOTIFIER_BATCH);
-    if (cls == ERR_OK && wall_ms() - n->last_resend_ms >= n->resend_ms) {
-        n->last_resend_ms = wall_ms();
+    if (cls == ERR_OK && clock_wall_ms() - n->last_resend_ms >= n->resend_ms) {
+        n->last_resend_ms = clock_wall_ms();
         cls = resend_open(n, errstr, errstr_size);
     }
     return cls;
@@ -472,8 +466,8 @@ void notifier_run(notifier_t *n, volatile sig_atomic_t *stop, int64_t drain_ms, 
             /* One more pass happened after the stop; keep going only while
              * it delivered something and the bound allows. */
             if (drain_until < 0)
-                drain_until = wall_ms() + drain_ms;
-            if (stats.delivered == 0 || wall_ms() >= drain_until)
+                drain_until = clock_wall_ms() + drain_ms;
+            if (stats.delivered == 0 || clock_wall_ms() >= drain_until)
                 break;
             continue;
         }

@@ -6,6 +6,7 @@
 
 #include "definitions/duration.h"
 #include "manager/alerts.h"
+#include "manager/clock.h"
 #include "manager/decode.h"
 #include "manager/db.h"
 #include "manager/defcache.h"
@@ -36,13 +37,6 @@ struct sched {
     int64_t started_ms; /* topics no one has read count as blind only after blind_after */
 };
 
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 sched_t *sched_new(const sched_config_t *cfg, const def_set_t *defs, route_table_t *routes,
                    char *errstr, size_t errstr_size)
 {
@@ -61,7 +55,7 @@ sched_t *sched_new(const sched_config_t *cfg, const def_set_t *defs, route_table
     s->defs = defs;
     s->routes = routes;
     s->versions = defcache_new(defs);
-    s->started_ms = wall_ms();
+    s->started_ms = clock_wall_ms();
     if (s->conninfo == NULL || s->group == NULL || s->blind_owner == NULL || s->versions == NULL) {
         err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
         sched_free(s);
@@ -93,27 +87,6 @@ void sched_set_definitions(sched_t *s, const def_set_t *defs, route_table_t *rou
     s->defs = defs;
     s->routes = routes;
     defcache_set_loaded(s->versions, defs);
-}
-
-static PGresult *query(sched_t *s, const char *what, const char *sql, int n,
-                       const char *const *params, err_class_t *cls, char *errstr,
-                       size_t errstr_size)
-{
-    PGresult *res = PQexecParams(s->conn, sql, n, NULL, params, NULL, NULL, 0);
-    *cls = db_result_class(res, s->conn);
-    if (*cls != ERR_OK) {
-        const char *msg = PQerrorMessage(s->conn);
-        err_set(*cls, errstr, errstr_size, "%s: %.*s", what, (int) strcspn(msg, "\n"), msg);
-        PQclear(res);
-        return NULL;
-    }
-    return res;
-}
-
-static void rollback(sched_t *s)
-{
-    if (PQstatus(s->conn) == CONNECTION_OK && PQtransactionStatus(s->conn) != PQTRANS_IDLE)
-        PQclear(PQexec(s->conn, "ROLLBACK"));
 }
 
 /* "ShipmentDispatched" or "StockReserved or StockUnavailable". */
@@ -217,8 +190,8 @@ static err_class_t judge_batch(sched_t *s, const char *process, int64_t watermar
     if ((cls = db_exec(s->conn, "starting a deadline pass", "BEGIN", 0, NULL, errstr,
                        errstr_size)) != ERR_OK)
         return cls;
-    if ((res = query(s, "finding due deadlines", due_sql, 2, params, &cls, errstr, errstr_size)) ==
-        NULL)
+    if ((res = db_query(s->conn, "finding due deadlines", due_sql, 2, params, &cls, errstr,
+                        errstr_size)) == NULL)
         goto fail;
     *n = PQntuples(res);
     for (int row = 0; row < *n; row++) {
@@ -286,7 +259,7 @@ static err_class_t judge_batch(sched_t *s, const char *process, int64_t watermar
     goto done;
 
 fail:
-    rollback(s);
+    db_rollback(s->conn);
 done:
     PQclear(res);
     pgarr_free(&keys);
@@ -328,8 +301,8 @@ static err_class_t check_blind(sched_t *s, sched_stats_t *stats, char *errstr, s
     snprintf(after, sizeof after, "%" PRId64, s->blind_after_ms);
     snprintf(dedup, sizeof dedup, "steward:blind:%s", s->group);
     const char *params[3] = {s->group, pgarr_text(&topics), after};
-    PGresult *res =
-        query(s, "checking that intake reads", stale_sql, 3, params, &cls, errstr, errstr_size);
+    PGresult *res = db_query(s->conn, "checking that intake reads", stale_sql, 3, params, &cls,
+                             errstr, errstr_size);
     pgarr_free(&topics);
     if (res == NULL) {
         json_decref(behind);
@@ -339,7 +312,7 @@ static err_class_t check_blind(sched_t *s, sched_stats_t *stats, char *errstr, s
      * time to form: joining can take longer than a short blind_after. */
     int64_t settle_ms =
         s->blind_after_ms > SCHED_JOIN_GRACE_MS ? s->blind_after_ms : SCHED_JOIN_GRACE_MS;
-    bool settled = wall_ms() - s->started_ms >= settle_ms;
+    bool settled = clock_wall_ms() - s->started_ms >= settle_ms;
     size_t len = 0;
     int listed = 0;
     summary[0] = '\0';
@@ -399,10 +372,10 @@ err_class_t sched_tick(sched_t *s, sched_stats_t *stats, char *errstr, size_t er
         if ((s->conn = db_connect(s->conninfo, "steward scheduler", errstr, errstr_size)) == NULL)
             return ERR_TRANSIENT;
     }
-    PGresult *res = query(s, "reading watermarks",
-                          "SELECT process, (extract(epoch FROM watermark) * 1000)::bigint "
-                          "FROM steward.process_watermarks($1) WHERE watermark IS NOT NULL",
-                          1, params, &cls, errstr, errstr_size);
+    PGresult *res = db_query(s->conn, "reading watermarks",
+                             "SELECT process, (extract(epoch FROM watermark) * 1000)::bigint "
+                             "FROM steward.process_watermarks($1) WHERE watermark IS NOT NULL",
+                             1, params, &cls, errstr, errstr_size);
     if (res == NULL)
         return cls;
     for (int row = 0; row < PQntuples(res) && cls == ERR_OK; row++) {

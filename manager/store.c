@@ -184,29 +184,6 @@ err_class_t store_reconnect(store_t *store, char *errstr, size_t errstr_size)
     return store->conn != NULL ? ERR_OK : ERR_TRANSIENT;
 }
 
-static void rollback(store_t *store)
-{
-    if (PQstatus(store->conn) == CONNECTION_OK && PQtransactionStatus(store->conn) != PQTRANS_IDLE)
-        PQclear(PQexec(store->conn, "ROLLBACK"));
-}
-
-/* Runs a parameterized query; on failure fills errstr and returns NULL
- * with the class in *cls. */
-static PGresult *query(store_t *store, const char *what, const char *sql, int nparams,
-                       const char *const *params, err_class_t *cls, char *errstr,
-                       size_t errstr_size)
-{
-    PGresult *res = PQexecParams(store->conn, sql, nparams, NULL, params, NULL, NULL, 0);
-    *cls = db_result_class(res, store->conn);
-    if (*cls != ERR_OK) {
-        const char *msg = PQerrorMessage(store->conn);
-        err_set(*cls, errstr, errstr_size, "%s: %.*s", what, (int) strcspn(msg, "\n"), msg);
-        PQclear(res);
-        return NULL;
-    }
-    return res;
-}
-
 err_class_t store_register_definitions(store_t *store, char *errstr, size_t errstr_size)
 {
     err_class_t cls = ERR_OK;
@@ -220,16 +197,17 @@ err_class_t store_register_definitions(store_t *store, char *errstr, size_t errs
                                  def->mode == DEF_MODE_ACTIVE ? "active" : "shadow", doc};
         /* The checksum is of the canonical jsonb text, so reformatting a
          * file is not a change; editing its meaning is. */
-        PGresult *res = query(store, "recording definitions",
-                              "WITH ins AS ("
-                              "  INSERT INTO steward.definitions "
-                              "    (process, version, mode, document, checksum) "
-                              "  VALUES ($1, $2::int, $3, $4::jsonb, md5(($4::jsonb)::text)) "
-                              "  ON CONFLICT (process, version) DO NOTHING RETURNING 1) "
-                              "SELECT checksum = md5(($4::jsonb)::text) "
-                              "FROM steward.definitions WHERE process = $1 AND version = $2::int "
-                              "UNION ALL SELECT true FROM ins",
-                              4, params, &cls, errstr, errstr_size);
+        PGresult *res =
+            db_query(store->conn, "recording definitions",
+                     "WITH ins AS ("
+                     "  INSERT INTO steward.definitions "
+                     "    (process, version, mode, document, checksum) "
+                     "  VALUES ($1, $2::int, $3, $4::jsonb, md5(($4::jsonb)::text)) "
+                     "  ON CONFLICT (process, version) DO NOTHING RETURNING 1) "
+                     "SELECT checksum = md5(($4::jsonb)::text) "
+                     "FROM steward.definitions WHERE process = $1 AND version = $2::int "
+                     "UNION ALL SELECT true FROM ins",
+                     4, params, &cls, errstr, errstr_size);
         free(doc);
         if (res == NULL)
             break;
@@ -269,21 +247,21 @@ err_class_t store_claim(store_t *store, store_partition_t *parts, size_t n, char
     }
     /* The epoch bump blocks on a batch that holds the row, so a claim
      * never lands in the middle of another owner's commit. */
-    res = query(store, "claiming partitions",
-                "WITH claimed AS ("
-                "  INSERT INTO steward.offsets AS o "
-                "    (consumer_group, topic, partition, next_offset, epoch, owner) "
-                "  SELECT $1, t, p, -2, 1, $4 "
-                "  FROM unnest($2::text[], $3::int[]) AS u(t, p) ORDER BY t, p "
-                "  ON CONFLICT (consumer_group, topic, partition) DO UPDATE "
-                "    SET epoch = o.epoch + 1, owner = excluded.owner, updated_at = now() "
-                "  RETURNING topic, partition, next_offset, epoch), "
-                "logged AS ("
-                "  INSERT INTO steward.ownership_log "
-                "    (consumer_group, topic, partition, action, replica, epoch, next_offset) "
-                "  SELECT $1, topic, partition, 'claim', $4, epoch, next_offset FROM claimed) "
-                "SELECT topic, partition, next_offset, epoch FROM claimed",
-                4, params, &cls, errstr, errstr_size);
+    res = db_query(store->conn, "claiming partitions",
+                   "WITH claimed AS ("
+                   "  INSERT INTO steward.offsets AS o "
+                   "    (consumer_group, topic, partition, next_offset, epoch, owner) "
+                   "  SELECT $1, t, p, -2, 1, $4 "
+                   "  FROM unnest($2::text[], $3::int[]) AS u(t, p) ORDER BY t, p "
+                   "  ON CONFLICT (consumer_group, topic, partition) DO UPDATE "
+                   "    SET epoch = o.epoch + 1, owner = excluded.owner, updated_at = now() "
+                   "  RETURNING topic, partition, next_offset, epoch), "
+                   "logged AS ("
+                   "  INSERT INTO steward.ownership_log "
+                   "    (consumer_group, topic, partition, action, replica, epoch, next_offset) "
+                   "  SELECT $1, topic, partition, 'claim', $4, epoch, next_offset FROM claimed) "
+                   "SELECT topic, partition, next_offset, epoch FROM claimed",
+                   4, params, &cls, errstr, errstr_size);
     if (res == NULL)
         goto done;
     for (int row = 0; row < PQntuples(res); row++) {
@@ -543,12 +521,12 @@ static err_class_t batch_fence(batch_t *b, char *errstr, size_t errstr_size)
         b->parts[i].fenced = true; /* until its row says otherwise */
     }
     const char *params[3] = {b->store->group, pgarr_text(&topics), pgarr_text(&partitions)};
-    PGresult *res = query(b->store, "checking partition ownership",
-                          "SELECT topic, partition, epoch FROM steward.offsets "
-                          "WHERE consumer_group = $1 AND (topic, partition) IN "
-                          "  (SELECT * FROM unnest($2::text[], $3::int[])) "
-                          "ORDER BY topic, partition FOR UPDATE",
-                          3, params, &cls, errstr, errstr_size);
+    PGresult *res = db_query(b->store->conn, "checking partition ownership",
+                             "SELECT topic, partition, epoch FROM steward.offsets "
+                             "WHERE consumer_group = $1 AND (topic, partition) IN "
+                             "  (SELECT * FROM unnest($2::text[], $3::int[])) "
+                             "ORDER BY topic, partition FOR UPDATE",
+                             3, params, &cls, errstr, errstr_size);
     pgarr_free(&topics);
     pgarr_free(&partitions);
     if (res == NULL)
@@ -645,17 +623,17 @@ static err_class_t batch_lock_and_read(batch_t *b, char *errstr, size_t errstr_s
     }
 
     /* Hash order is the one global order every transaction locks in. */
-    res = query(b->store, "locking instances",
-                "SELECT count(pg_advisory_xact_lock(h)) FROM ("
-                "  SELECT DISTINCT hashtextextended(p || chr(31) || k, 0) AS h "
-                "  FROM unnest($1::text[], $2::text[]) AS u(p, k) ORDER BY h OFFSET 0) s",
-                2, params, &cls, errstr, errstr_size);
+    res = db_query(b->store->conn, "locking instances",
+                   "SELECT count(pg_advisory_xact_lock(h)) FROM ("
+                   "  SELECT DISTINCT hashtextextended(p || chr(31) || k, 0) AS h "
+                   "  FROM unnest($1::text[], $2::text[]) AS u(p, k) ORDER BY h OFFSET 0) s",
+                   2, params, &cls, errstr, errstr_size);
     if (res == NULL)
         goto done;
     PQclear(res);
 
-    res = query(b->store, "reading instances", read_instances_sql, 2, params, &cls, errstr,
-                errstr_size);
+    res = db_query(b->store->conn, "reading instances", read_instances_sql, 2, params, &cls, errstr,
+                   errstr_size);
     if (res == NULL)
         goto done;
     for (int row = 0; row < PQntuples(res); row++) {
@@ -726,12 +704,12 @@ static err_class_t batch_read_seen(batch_t *b, char *errstr, size_t errstr_size)
         cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
         goto done;
     }
-    res = query(b->store, "reading judged event ids",
-                "SELECT DISTINCT u.p, u.k, u.e "
-                "FROM unnest($1::text[], $2::text[], $3::text[]) AS u(p, k, e) "
-                "CROSS JOIN LATERAL (SELECT 1 FROM steward.history h WHERE h.process = u.p "
-                "  AND h.key = u.k AND h.event_id = u.e LIMIT 1) judged",
-                3, params, &cls, errstr, errstr_size);
+    res = db_query(b->store->conn, "reading judged event ids",
+                   "SELECT DISTINCT u.p, u.k, u.e "
+                   "FROM unnest($1::text[], $2::text[], $3::text[]) AS u(p, k, e) "
+                   "CROSS JOIN LATERAL (SELECT 1 FROM steward.history h WHERE h.process = u.p "
+                   "  AND h.key = u.k AND h.event_id = u.e LIMIT 1) judged",
+                   3, params, &cls, errstr, errstr_size);
     if (res == NULL)
         goto done;
     for (int row = 0; row < PQntuples(res); row++) {
@@ -761,15 +739,15 @@ static err_class_t batch_read_parked(batch_t *b, char *errstr, size_t errstr_siz
     }
     const char *params[2] = {pgarr_text(&processes), pgarr_text(&keys)};
     PGresult *res =
-        query(b->store, "reading parked events",
-              "SELECT p.id, p.process, p.key, p.event_id, p.event_type, p.topic, p.partition, "
-              "  p.\"offset\", (extract(epoch FROM p.event_time) * 1000)::bigint, "
-              "  p.payload::text "
-              "FROM unnest($1::text[], $2::text[]) AS u(pr, k) "
-              "CROSS JOIN LATERAL (SELECT * FROM steward.parked "
-              "  WHERE process = u.pr AND key = u.k FOR UPDATE) p "
-              "ORDER BY p.process, p.key, p.event_time, p.id",
-              2, params, &cls, errstr, errstr_size);
+        db_query(b->store->conn, "reading parked events",
+                 "SELECT p.id, p.process, p.key, p.event_id, p.event_type, p.topic, p.partition, "
+                 "  p.\"offset\", (extract(epoch FROM p.event_time) * 1000)::bigint, "
+                 "  p.payload::text "
+                 "FROM unnest($1::text[], $2::text[]) AS u(pr, k) "
+                 "CROSS JOIN LATERAL (SELECT * FROM steward.parked "
+                 "  WHERE process = u.pr AND key = u.k FOR UPDATE) p "
+                 "ORDER BY p.process, p.key, p.event_time, p.id",
+                 2, params, &cls, errstr, errstr_size);
     pgarr_free(&processes);
     pgarr_free(&keys);
     if (res == NULL)
@@ -1165,8 +1143,8 @@ static err_class_t bulk(batch_t *b, const char *what, const char *sql, pgarr_t *
     }
     for (size_t i = 0; i < n_extra; i++)
         params[n_arrays + i] = extra[i];
-    PGresult *res =
-        query(b->store, what, sql, (int) (n_arrays + n_extra), params, &cls, errstr, errstr_size);
+    PGresult *res = db_query(b->store->conn, what, sql, (int) (n_arrays + n_extra), params, &cls,
+                             errstr, errstr_size);
     if (res != NULL && affected != NULL)
         *affected = atoll(PQcmdTuples(res));
     PQclear(res);
@@ -1259,8 +1237,8 @@ static err_class_t batch_write(batch_t *b, char *errstr, size_t errstr_size)
                 cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
         }
         if (cls == ERR_OK) {
-            PGresult *res = query(b->store, "advancing offsets", write_offsets_sql, 6, params, &cls,
-                                  errstr, errstr_size);
+            PGresult *res = db_query(b->store->conn, "advancing offsets", write_offsets_sql, 6,
+                                     params, &cls, errstr, errstr_size);
             if (res != NULL)
                 updated = atoll(PQcmdTuples(res));
             PQclear(res);
@@ -1333,7 +1311,7 @@ err_class_t store_apply_batch(store_t *store, const decode_input_t *msgs, size_t
 
 done:
     if (cls != ERR_OK)
-        rollback(store);
+        db_rollback(store->conn);
     batch_free(&b);
     return cls;
 }
@@ -1382,8 +1360,8 @@ err_class_t store_expire_parked(store_t *store, size_t *expired, char *errstr, s
     if ((cls = db_exec(store->conn, "starting parked expiry", "BEGIN", 0, NULL, errstr,
                        errstr_size)) != ERR_OK)
         return cls;
-    res = query(store, "expiring parked events", expire_parked_sql, 2, params, &cls, errstr,
-                errstr_size);
+    res = db_query(store->conn, "expiring parked events", expire_parked_sql, 2, params, &cls,
+                   errstr, errstr_size);
     if (res == NULL)
         goto fail;
     for (int row = 0; row < PQntuples(res); row++) {
@@ -1429,6 +1407,6 @@ err_class_t store_expire_parked(store_t *store, size_t *expired, char *errstr, s
 fail:
     *expired = 0;
     alert_batch_clear(&alerts);
-    rollback(store);
+    db_rollback(store->conn);
     return cls;
 }
