@@ -32,6 +32,7 @@
 #define EVENT_NAME_MAX_LEN 255
 #define TOPIC_MAX_LEN      249 /* Kafka's own limit */
 #define RETRY_MAX_LIMIT    1000
+#define POINTER_MAX_LEN    256
 #define FILE_MAX_BYTES     (4 * 1024 * 1024)
 #define DEFAULT_REORDER_MS (5 * 60 * 1000)
 
@@ -366,6 +367,13 @@ static bool check_pointer(loader_t *ld, const char *text, const char *p)
                 "e.g. '/order_id'");
         return false;
     }
+    /* Pointers are copied into PTR_MAX buffers and printed in rejection
+     * details; nothing real needs more than a few dozen characters. */
+    if (strlen(text) > POINTER_MAX_LEN) {
+        problem(ld, p, "bad JSON pointer: %zu characters, over the limit of %d", strlen(text),
+                POINTER_MAX_LEN);
+        return false;
+    }
     if (!jsonptr_valid(text, err, sizeof err)) {
         problem(ld, p, "bad JSON pointer '%s': %s", text, err);
         return false;
@@ -416,6 +424,10 @@ static int get_duration(loader_t *ld, json_t *obj, const char *ptr, const char *
     }
     if (ms == 0 && !zero_ok) {
         problem(ld, p, "bad duration '%s': %s must be longer than zero", text, name);
+        return -1;
+    }
+    if (ms > DEF_MAX_DURATION_MS) {
+        problem(ld, p, "bad duration '%s': %s may be at most 36525d (100 years)", text, name);
         return -1;
     }
     *ms_out = ms;

@@ -21,6 +21,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/*
+ * The longest duration a definition may declare (deadlines, reorder
+ * window): 100 years. An instance's deadline is its event time plus this,
+ * stored as a PostgreSQL timestamptz; with event times capped at the year
+ * 9999 (decode.h) the sum stays far inside timestamptz's range (294276 AD)
+ * and inside an int64 of milliseconds. Longer "deadlines" are mistakes.
+ */
+#define DEF_MAX_DURATION_MS (36525LL * 86400000LL)
+
 typedef enum def_mode {
     DEF_MODE_SHADOW = 0, /* observe and alert; emit nothing */
     DEF_MODE_ACTIVE,     /* also emit each step's command, retry, compensate */

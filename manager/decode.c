@@ -6,6 +6,7 @@
 #include "definitions/jsonptr.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,10 @@ static const char *const reason_names[DECODE_N_REASONS] = {
     "missing_key",
     "invalid_key",
     "invalid_time",
+    "invalid_id",
+    "invalid_header",
+    "database_refused",
+    "unknown_type",
 };
 
 const char *decode_reason_name(decode_reason_t reason)
@@ -93,6 +98,75 @@ static int nesting_depth(const char *s, size_t len, int limit)
     return deepest;
 }
 
+bool decode_time_in_range(int64_t ms)
+{
+    return ms >= DECODE_MIN_TIME_MS && ms <= DECODE_MAX_TIME_MS;
+}
+
+/*
+ * A copy of the JSON text in which every integer literal beyond int64
+ * gets a ".0", so that jansson reads it as a real (the nearest double)
+ * instead of refusing the whole message; every other integer stays an
+ * integer. Returns a new buffer (free it) and its length, or NULL.
+ */
+static char *widen_big_integers(const char *s, size_t len, size_t *out_len)
+{
+    char *out = malloc(len + len / 2 + 3); /* at worst ".0" after every 2 bytes */
+    size_t o = 0;
+    bool in_string = false;
+
+    if (out == NULL)
+        return NULL;
+    for (size_t i = 0; i < len;) {
+        char c = s[i];
+        if (in_string) {
+            out[o++] = c;
+            if (c == '\\' && i + 1 < len)
+                out[o++] = s[++i];
+            else if (c == '"')
+                in_string = false;
+            i++;
+        } else if (c == '"') {
+            in_string = true;
+            out[o++] = s[i++];
+        } else if (c == '-' || (c >= '0' && c <= '9')) {
+            size_t start = i, digits = 0;
+            bool integer = true;
+            if (s[i] == '-')
+                i++;
+            while (i < len && (isdigit((unsigned char) s[i]) || s[i] == '.' || s[i] == 'e' ||
+                               s[i] == 'E' || s[i] == '+' || s[i] == '-')) {
+                if (isdigit((unsigned char) s[i]))
+                    digits++;
+                else
+                    integer = false;
+                i++;
+            }
+            memcpy(out + o, s + start, i - start);
+            o += i - start;
+            if (integer && digits >= 19) {
+                char buf[32];
+                bool fits = false;
+                if (i - start < sizeof buf) {
+                    memcpy(buf, s + start, i - start);
+                    buf[i - start] = '\0';
+                    errno = 0;
+                    (void) strtoll(buf, NULL, 10);
+                    fits = errno != ERANGE;
+                }
+                if (!fits) {
+                    out[o++] = '.';
+                    out[o++] = '0';
+                }
+            }
+        } else {
+            out[o++] = s[i++];
+        }
+    }
+    *out_len = o;
+    return out;
+}
+
 static const decode_header_t *find_header(const decode_input_t *in, const char *name)
 {
     for (size_t i = 0; i < in->n_headers; i++) {
@@ -147,9 +221,15 @@ static decode_reason_t check_ce(decode_message_t *out, const char *specversion, 
         snprintf(detail, detail_size, "CloudEvent without its required attribute '%s'", missing);
         return DECODE_INVALID_CLOUDEVENT;
     }
-    int64_t ignored;
-    if (out->ce_time != NULL && !decode_parse_time(out->ce_time, &ignored)) {
+    int64_t ms;
+    if (out->ce_time != NULL && !decode_parse_time(out->ce_time, &ms)) {
         snprintf(detail, detail_size, "CloudEvent time '%.60s' is not an RFC 3339 timestamp",
+                 out->ce_time);
+        return DECODE_INVALID_TIME;
+    }
+    if (out->ce_time != NULL && !decode_time_in_range(ms)) {
+        snprintf(detail, detail_size,
+                 "CloudEvent time '%.60s' is outside the years 0001 to 9999 Steward accepts",
                  out->ce_time);
         return DECODE_INVALID_TIME;
     }
@@ -204,9 +284,42 @@ static decode_reason_t structured_ce(decode_message_t *out, char *detail, size_t
     return DECODE_OK;
 }
 
+/*
+ * The CloudEvents attribute headers become text columns (event ids,
+ * types, times): each must be UTF-8 without NUL bytes and at most
+ * DECODE_MAX_HEADER_BYTES, or PostgreSQL refuses the whole batch.
+ */
+static decode_reason_t check_ce_headers(const decode_input_t *in, char *detail, size_t detail_size)
+{
+    static const char *const names[] = {"ce_specversion", "ce_type", "ce_id",
+                                        "ce_source",      "ce_time", "ce_subject"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const decode_header_t *h = find_header(in, names[i]);
+        if (h == NULL || h->value == NULL)
+            continue;
+        if (h->len > DECODE_MAX_HEADER_BYTES) {
+            snprintf(detail, detail_size, "header %s is %zu bytes, over the limit of %d", names[i],
+                     h->len, DECODE_MAX_HEADER_BYTES);
+            return DECODE_INVALID_HEADER;
+        }
+        if (memchr(h->value, 0, h->len) != NULL) {
+            snprintf(detail, detail_size, "header %s holds a NUL byte", names[i]);
+            return DECODE_INVALID_HEADER;
+        }
+        if (!decode_utf8_valid(h->value, h->len)) {
+            snprintf(detail, detail_size, "header %s is not valid UTF-8", names[i]);
+            return DECODE_INVALID_HEADER;
+        }
+    }
+    return DECODE_OK;
+}
+
 static decode_reason_t binary_ce(const decode_input_t *in, decode_message_t *out, char *detail,
                                  size_t detail_size)
 {
+    decode_reason_t bad = check_ce_headers(in, detail, detail_size);
+    if (bad != DECODE_OK)
+        return bad;
     char *specversion = header_string(find_header(in, "ce_specversion"));
 
     out->cloudevent = true;
@@ -247,6 +360,15 @@ decode_reason_t decode_message(const decode_input_t *in, const decode_limits_t *
         return DECODE_TOO_DEEP;
     }
     out->value = json_loadb(in->value, in->value_len, JSON_REJECT_DUPLICATES, &jerr);
+    if (out->value == NULL && json_error_code(&jerr) == json_error_numeric_overflow) {
+        /* An integer beyond 64 bits somewhere in the event: read it as a
+         * real rather than refuse the event for a field nobody may read. */
+        size_t wide_len;
+        char *wide = widen_big_integers(in->value, in->value_len, &wide_len);
+        if (wide != NULL)
+            out->value = json_loadb(wide, wide_len, JSON_REJECT_DUPLICATES, &jerr);
+        free(wide);
+    }
     if (out->value == NULL) {
         snprintf(detail, detail_size, "invalid JSON at line %d column %d: %s", jerr.line,
                  jerr.column, jerr.text);
@@ -370,6 +492,7 @@ decode_reason_t decode_envelope(const decode_message_t *msg, const decode_input_
 {
     const def_event_t *ev = &def->events[event];
     json_t *key = jsonptr_get(msg->data, ev->key_pointer);
+    decode_reason_t reason = DECODE_OK;
 
     memset(out, 0, sizeof *out);
     if (key == NULL || json_is_null(key)) {
@@ -379,6 +502,12 @@ decode_reason_t decode_envelope(const decode_message_t *msg, const decode_input_
     if (!json_is_string(key) || json_string_length(key) == 0) {
         snprintf(detail, detail_size, "%s's correlation key at %s is not a non-empty string",
                  ev->name, ev->key_pointer);
+        return DECODE_INVALID_KEY;
+    }
+    if (json_string_length(key) > DECODE_MAX_KEY_BYTES) {
+        snprintf(detail, detail_size,
+                 "%s's correlation key at %s is %zu bytes, over the limit of %d", ev->name,
+                 ev->key_pointer, json_string_length(key), DECODE_MAX_KEY_BYTES);
         return DECODE_INVALID_KEY;
     }
 
@@ -397,6 +526,13 @@ decode_reason_t decode_envelope(const decode_message_t *msg, const decode_input_
                0) {
         out->id = NULL;
     }
+    if (out->id != NULL && strlen(out->id) > DECODE_MAX_ID_BYTES) {
+        snprintf(detail, detail_size, "%s's event id%s is %zu bytes, over the limit of %d",
+                 ev->name, msg->cloudevent ? " (CloudEvents source#id)" : "", strlen(out->id),
+                 DECODE_MAX_ID_BYTES);
+        reason = DECODE_INVALID_ID;
+        goto fail;
+    }
 
     /* Time: what the producer says, else when Kafka took it. */
     const char *time_text = msg->ce_time;
@@ -409,21 +545,31 @@ decode_reason_t decode_envelope(const decode_message_t *msg, const decode_input_
         if (!decode_parse_time(time_text, &out->time_ms)) {
             snprintf(detail, detail_size, "%s's time '%.60s' is not an RFC 3339 timestamp",
                      ev->name, time_text);
-            free(out->id);
-            out->id = NULL;
-            return DECODE_INVALID_TIME;
+            reason = DECODE_INVALID_TIME;
+            goto fail;
         }
     } else if (time_value != NULL && json_is_integer(time_value)) {
         out->time_ms = json_integer_value(time_value);
     } else if (time_value != NULL) {
         snprintf(detail, detail_size, "%s's time at %s is neither RFC 3339 text nor epoch ms",
                  ev->name, def->time_pointer);
-        free(out->id);
-        out->id = NULL;
-        return DECODE_INVALID_TIME;
+        reason = DECODE_INVALID_TIME;
+        goto fail;
     } else {
         out->time_ms = in->timestamp_ms >= 0 ? in->timestamp_ms : 0;
     }
+    if (!decode_time_in_range(out->time_ms)) {
+        snprintf(detail, detail_size,
+                 "%s's time %" PRId64 " ms%s is outside the years 0001 to 9999 Steward accepts",
+                 ev->name, out->time_ms, time_value != NULL || time_text != NULL ? "" : " (Kafka)");
+        reason = DECODE_INVALID_TIME;
+        goto fail;
+    }
     out->key = strdup(json_string_value(key));
     return DECODE_OK;
+
+fail:
+    free(out->id);
+    out->id = NULL;
+    return reason;
 }

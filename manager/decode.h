@@ -33,7 +33,14 @@ typedef enum decode_reason {
     DECODE_MISSING_TYPE,       /* no ce_type and nothing at the type pointer */
     DECODE_MISSING_KEY,        /* nothing at the correlation key's pointer */
     DECODE_INVALID_KEY,        /* the key is not a non-empty string */
-    DECODE_INVALID_TIME,       /* an event time that is not RFC 3339 or epoch ms */
+    DECODE_INVALID_TIME,       /* an event time that is not RFC 3339 or epoch ms, or is
+                                  outside DECODE_MIN_TIME_MS..DECODE_MAX_TIME_MS */
+    DECODE_INVALID_ID,         /* an event id over DECODE_MAX_ID_BYTES */
+    DECODE_INVALID_HEADER,     /* a CloudEvents header that is not UTF-8, holds a NUL
+                                  byte or is over DECODE_MAX_HEADER_BYTES */
+    DECODE_DATABASE_REFUSED,   /* passed decode, but PostgreSQL refused its content */
+    DECODE_UNKNOWN_TYPE,       /* no loaded definition declares its type on its topic
+                                  (recorded only with intake.record_unknown) */
     DECODE_N_REASONS
 } decode_reason_t;
 
@@ -67,6 +74,35 @@ typedef struct decode_limits {
 
 #define DECODE_DEFAULT_MAX_BYTES (1024 * 1024)
 #define DECODE_DEFAULT_MAX_DEPTH 64
+
+/*
+ * What PostgreSQL can store, checked here so that no message reaches the
+ * database with something it refuses (which would fail its whole batch).
+ *
+ * Key and id: history and parked index (process, key, event_id), and a
+ * btree index entry must fit in a third of a page (2704 bytes with 8 kB
+ * pages); a process name is at most 63 bytes, so 1024 + 1024 + 63 plus
+ * tuple overhead leaves room. Keys that long are never meant: the limit
+ * only catches garbage. The id of a CloudEvent is "source#id", and the
+ * limit is on that whole string.
+ *
+ * Headers: the CloudEvents attributes read from headers become text
+ * columns, so they must be UTF-8 without NUL bytes; their size is capped
+ * like the id, which is made of two of them.
+ *
+ * Times: the years 0001 to 9999 of RFC 3339, in epoch milliseconds.
+ * PostgreSQL's timestamptz reaches 294276 AD, so a time in this range
+ * plus the longest deadline a definition may declare (DEF_MAX_DURATION_MS,
+ * 100 years) still fits, and the sums cannot overflow an int64.
+ */
+#define DECODE_MAX_KEY_BYTES    1024
+#define DECODE_MAX_ID_BYTES     1024
+#define DECODE_MAX_HEADER_BYTES 1024
+#define DECODE_MIN_TIME_MS      (-62135596800000LL) /* 0001-01-01T00:00:00Z */
+#define DECODE_MAX_TIME_MS      253402300799999LL   /* 9999-12-31T23:59:59.999Z */
+
+/* True if `ms` is an event time Steward accepts (see above). */
+bool decode_time_in_range(int64_t ms);
 
 /* A message that passed decode_message(). */
 typedef struct decode_message {

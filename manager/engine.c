@@ -14,6 +14,29 @@ static const char *const outcome_names[ENGINE_N_OUTCOMES] = {
     "started", "advanced", "duplicate", "parked", "unexpected", "late", "violation",
 };
 
+/*
+ * Time sums that cannot overflow. Decode only lets event times of the
+ * years 0001-9999 through and check caps deadlines at 100 years, so these
+ * never bind in practice; they keep a time that slipped past those checks
+ * from becoming undefined behaviour. A result never equals
+ * ENGINE_NO_DEADLINE (INT64_MIN).
+ */
+static int64_t time_add(int64_t a, int64_t b)
+{
+    int64_t sum;
+    if (__builtin_add_overflow(a, b, &sum))
+        return b > 0 ? INT64_MAX : INT64_MIN + 1;
+    return sum == INT64_MIN ? INT64_MIN + 1 : sum;
+}
+
+static int64_t time_sub(int64_t a, int64_t b)
+{
+    int64_t diff;
+    if (__builtin_sub_overflow(a, b, &diff))
+        return b < 0 ? INT64_MAX : INT64_MIN + 1;
+    return diff == INT64_MIN ? INT64_MIN + 1 : diff;
+}
+
 const char *engine_outcome_name(engine_outcome_t outcome)
 {
     return outcome < ENGINE_N_OUTCOMES ? outcome_names[outcome] : "unknown";
@@ -118,8 +141,9 @@ static void enter(const def_t *def, engine_instance_t *inst, long state, int64_t
     inst->state_entered_ms = at_ms;
     inst->overdue = false;
     inst->attempt = 0;
-    inst->deadline_ms =
-        st->terminal == NULL && st->deadline_ms > 0 ? at_ms + st->deadline_ms : ENGINE_NO_DEADLINE;
+    inst->deadline_ms = st->terminal == NULL && st->deadline_ms > 0
+                            ? time_add(at_ms, st->deadline_ms)
+                            : ENGINE_NO_DEADLINE;
 }
 
 static engine_result_t result_of(engine_outcome_t outcome, long from, long to)
@@ -141,7 +165,7 @@ static engine_result_t start(const def_t *def, engine_instance_t *inst, const en
     inst->started_ms = ev->time_ms;
     inst->state_entered_ms = ev->time_ms;
     inst->process_deadline_ms =
-        def->deadline_ms > 0 ? ev->time_ms + def->deadline_ms : ENGINE_NO_DEADLINE;
+        def->deadline_ms > 0 ? time_add(ev->time_ms, def->deadline_ms) : ENGINE_NO_DEADLINE;
     inst->events_applied = 1;
     if (inst->vars == NULL)
         inst->vars = json_object();
@@ -182,7 +206,7 @@ static engine_result_t judge(const def_t *def, engine_instance_t *inst, const en
         if (inst->overdue && inst->deadline_ms != ENGINE_NO_DEADLINE) {
             /* Late, not lost: say by how much, for the record and the resolve. */
             char late[32];
-            duration_format(ev->time_ms - inst->deadline_ms, late, sizeof late);
+            duration_format(time_sub(ev->time_ms, inst->deadline_ms), late, sizeof late);
             snprintf(r.detail, sizeof r.detail, "arrived %s after the deadline of %s", late,
                      st->name);
         }

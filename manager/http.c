@@ -330,6 +330,17 @@ static void write_counters(prom_t *p)
     counter(p, "steward_events_read_total", "Kafka messages consumed.", &metrics.events_read);
     counter(p, "steward_events_ignored_total",
             "Events of a type no loaded process declares, skipped.", &metrics.events_ignored);
+    metrics_unknown_t *unknown = NULL;
+    size_t n_unknown = metrics_unknown_types(&unknown);
+    prom_family(p, "steward_events_undeclared_total", "counter",
+                "Events no loaded process declares, by topic and type (the first 1000 pairs; "
+                "later ones as \"other\").");
+    for (size_t i = 0; i < n_unknown; i++)
+        prom_sample_int(
+            p, "steward_events_undeclared_total",
+            (const char *const[]){"topic", unknown[i].topic, "type", unknown[i].type, NULL},
+            unknown[i].count);
+    free(unknown);
 
     prom_family(p, "steward_events_judged_total", "counter",
                 "Events judged against an instance, by outcome (as steward.history records it).");

@@ -340,6 +340,144 @@ static void commit_to_kafka(intake_t *in, const store_partition_t *parts, size_t
 }
 
 /*
+ * store_apply_batch(), retrying conflicts at once and lost connections
+ * with backoff until it commits, fails otherwise or intake is told to stop.
+ */
+static err_class_t apply_retrying(intake_t *in, const decode_input_t *msgs, size_t n,
+                                  store_partition_t *parts, size_t n_parts,
+                                  store_batch_stats_t *stats, char *errstr, size_t errstr_size)
+{
+    int backoff = 100;
+    err_class_t cls;
+
+    for (;;) {
+        cls = store_apply_batch(in->store, msgs, n, parts, n_parts, stats, errstr, errstr_size);
+        if (cls == ERR_OK || cls == ERR_FATAL || cls == ERR_INVALID || *in->stop)
+            return cls;
+        metrics_add(&metrics.batches_retried, 1);
+        LOG_LIMITED(LOG_LEVEL_WARN, "batch-retry", 5000, "batch not committed; retrying", "error",
+                    errstr, "class", err_class_name(cls));
+        if (cls == ERR_TRANSIENT) {
+            nap(in, backoff);
+            backoff = backoff < 10000 ? backoff * 2 : 10000;
+            store_reconnect(in->store, errstr, errstr_size);
+        }
+    }
+}
+
+/* store_refuse_message(), retried like apply_retrying(). */
+static err_class_t refuse_retrying(intake_t *in, const decode_input_t *msg, store_partition_t *part,
+                                   const char *detail, char *errstr, size_t errstr_size)
+{
+    int backoff = 100;
+    err_class_t cls;
+
+    for (;;) {
+        cls = store_refuse_message(in->store, msg, part, detail, errstr, errstr_size);
+        if (cls == ERR_OK || cls == ERR_FATAL || cls == ERR_INVALID || *in->stop)
+            return cls;
+        if (cls == ERR_TRANSIENT) {
+            nap(in, backoff);
+            backoff = backoff < 10000 ? backoff * 2 : 10000;
+            store_reconnect(in->store, errstr, errstr_size);
+        }
+    }
+}
+
+/*
+ * Applies msgs[lo, hi) alone: the progress of each partition among them
+ * goes to the offset after its last message there, watermarks unchanged
+ * (the next batch moves them). Fenced partitions are marked in `parts`.
+ * A part PostgreSQL refuses is halved until the one message it refuses is
+ * found; that message is recorded in steward.rejected (database_refused)
+ * with the database's words. Parts commit in order, each with its own
+ * offsets, so every message is committed exactly once.
+ */
+static err_class_t apply_range(intake_t *in, const decode_input_t *msgs, size_t lo, size_t hi,
+                               store_partition_t *parts, size_t n_parts, store_batch_stats_t *stats,
+                               char *errstr, size_t errstr_size)
+{
+    store_partition_t *sub = calloc(n_parts + 1, sizeof *sub);
+    size_t n_sub = 0;
+    store_batch_stats_t part_stats = {0};
+    err_class_t cls;
+
+    if (sub == NULL)
+        return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    for (size_t i = 0; i < n_parts; i++) {
+        int64_t next = -1;
+        for (size_t m = lo; m < hi; m++) {
+            if (msgs[m].partition == parts[i].partition &&
+                strcmp(msgs[m].topic, parts[i].topic) == 0)
+                next = msgs[m].offset + 1;
+        }
+        if (next < 0 || parts[i].fenced)
+            continue;
+        sub[n_sub] = parts[i];
+        sub[n_sub].next_offset = next;
+        sub[n_sub].watermark_ms = -1;
+        sub[n_sub].fenced = false;
+        n_sub++;
+    }
+    if (n_sub == 0) { /* every partition of the part is fenced: nothing of it is ours */
+        free(sub);
+        return ERR_OK;
+    }
+
+    cls = apply_retrying(in, msgs + lo, hi - lo, sub, n_sub, &part_stats, errstr, errstr_size);
+    if (cls == ERR_INVALID && hi - lo == 1) {
+        char detail[512], offset[24];
+        snprintf(detail, sizeof detail, "%s", errstr);
+        snprintf(offset, sizeof offset, "%" PRId64, msgs[lo].offset);
+        LOG_WARN("the database refused a message; recorded in steward.rejected", "topic",
+                 msgs[lo].topic, "offset", offset, "error", detail);
+        cls = refuse_retrying(in, &msgs[lo], &sub[0], detail, errstr, errstr_size);
+        if (cls == ERR_OK && !sub[0].fenced)
+            part_stats.messages = 1;
+    } else if (cls == ERR_INVALID) {
+        size_t mid = lo + (hi - lo) / 2;
+        free(sub);
+        cls = apply_range(in, msgs, lo, mid, parts, n_parts, stats, errstr, errstr_size);
+        if (cls == ERR_OK)
+            cls = apply_range(in, msgs, mid, hi, parts, n_parts, stats, errstr, errstr_size);
+        return cls;
+    }
+    if (cls == ERR_OK) {
+        stats->messages += part_stats.messages;
+        for (size_t k = 0; k < n_sub; k++) {
+            for (size_t i = 0; sub[k].fenced && i < n_parts; i++) {
+                if (parts[i].partition == sub[k].partition &&
+                    strcmp(parts[i].topic, sub[k].topic) == 0)
+                    parts[i].fenced = true;
+            }
+        }
+    }
+    free(sub);
+    return cls;
+}
+
+/*
+ * The batch was refused for what some message carried (ERR_INVALID from
+ * the store): applies it in parts to find that message, then moves the
+ * watermarks with an empty batch. Intake never stops for one message.
+ */
+static err_class_t isolate(intake_t *in, const decode_input_t *msgs, size_t n,
+                           store_partition_t *parts, size_t n_parts, store_batch_stats_t *stats,
+                           char *errstr, size_t errstr_size)
+{
+    char count[24];
+    snprintf(count, sizeof count, "%zu", n);
+    LOG_WARN("the database refused the batch for a message's content; applying it in parts to "
+             "find the message",
+             "messages", count, "error", errstr);
+    memset(stats, 0, sizeof *stats);
+    err_class_t cls = apply_range(in, msgs, 0, n, parts, n_parts, stats, errstr, errstr_size);
+    if (cls == ERR_INVALID) /* an empty batch refused: not a message's doing */
+        cls = ERR_FATAL;
+    return cls;
+}
+
+/*
  * Applies the pending batch (possibly empty: a heartbeat that moves the
  * watermarks of caught-up partitions). Retries conflicts at once and lost
  * connections with backoff until it commits or intake is told to stop.
@@ -352,7 +490,6 @@ static err_class_t flush(intake_t *in, char *errstr, size_t errstr_size)
     store_partition_t *parts = calloc(in->n_owned + 1, sizeof *parts);
     store_batch_stats_t stats;
     err_class_t cls = ERR_OK;
-    int backoff = 100;
 
     if (inputs == NULL || headers == NULL || parts == NULL) {
         cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
@@ -364,19 +501,9 @@ static err_class_t flush(intake_t *in, char *errstr, size_t errstr_size)
         goto done;
 
     int64_t started = clock_monotonic_ms();
-    for (;;) {
-        cls = store_apply_batch(in->store, inputs, n, parts, n_parts, &stats, errstr, errstr_size);
-        if (cls == ERR_OK || cls == ERR_FATAL || cls == ERR_INVALID || *in->stop)
-            break;
-        metrics_add(&metrics.batches_retried, 1);
-        LOG_LIMITED(LOG_LEVEL_WARN, "batch-retry", 5000, "batch not committed; retrying", "error",
-                    errstr, "class", err_class_name(cls));
-        if (cls == ERR_TRANSIENT) {
-            nap(in, backoff);
-            backoff = backoff < 10000 ? backoff * 2 : 10000;
-            store_reconnect(in->store, errstr, errstr_size);
-        }
-    }
+    cls = apply_retrying(in, inputs, n, parts, n_parts, &stats, errstr, errstr_size);
+    if (cls == ERR_INVALID) /* some message's content: find it, commit the rest */
+        cls = isolate(in, inputs, n, parts, n_parts, &stats, errstr, errstr_size);
     if (cls != ERR_OK)
         goto done;
 
@@ -598,7 +725,9 @@ err_class_t intake_run(intake_t *in, volatile sig_atomic_t *stop, char *errstr, 
             } else {
                 rd_kafka_timestamp_type_t tstype;
                 int64_t ts = rd_kafka_message_timestamp(m, &tstype);
-                if (ts > o->max_ts)
+                /* A producer sets the timestamp: one PostgreSQL cannot
+                 * store must not become the partition's watermark. */
+                if (ts > o->max_ts && decode_time_in_range(ts))
                     o->max_ts = ts;
                 o->next = m->offset + 1;
                 if (in->n_pending == 0)

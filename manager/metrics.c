@@ -86,3 +86,69 @@ size_t metrics_partition_lags(metrics_lag_t **out)
     pthread_mutex_unlock(&lag_lock);
     return n;
 }
+
+/* The undeclared-type table: written by intake after each batch with such
+ * messages, read by each scrape. Bounded, so a producer inventing types
+ * cannot grow it without end. */
+static pthread_mutex_t unknown_lock = PTHREAD_MUTEX_INITIALIZER;
+static metrics_unknown_t *unknowns;
+static size_t n_unknowns, cap_unknowns;
+
+bool metrics_count_unknown(const char *topic, const char *type, int64_t now_ms,
+                           int64_t log_every_ms)
+{
+    char cut[256];
+    bool report = false;
+
+    snprintf(cut, sizeof cut, "%s", type != NULL ? type : "(none)");
+    pthread_mutex_lock(&unknown_lock);
+    size_t i = 0;
+    while (i < n_unknowns && (strcmp(unknowns[i].type, cut) != 0 ||
+                              strncmp(unknowns[i].topic, topic, sizeof unknowns[i].topic) != 0))
+        i++;
+    if (i == n_unknowns && n_unknowns >= METRICS_MAX_UNKNOWN) {
+        topic = "other";
+        snprintf(cut, sizeof cut, "other");
+        i = 0;
+        while (i < n_unknowns &&
+               (strcmp(unknowns[i].type, cut) != 0 || strcmp(unknowns[i].topic, topic) != 0))
+            i++;
+    }
+    if (i == n_unknowns && n_unknowns == cap_unknowns) {
+        size_t cap = cap_unknowns > 0 ? cap_unknowns * 2 : 16;
+        metrics_unknown_t *grown = realloc(unknowns, cap * sizeof *grown);
+        if (grown == NULL) { /* a metric is not worth failing for */
+            pthread_mutex_unlock(&unknown_lock);
+            return false;
+        }
+        unknowns = grown;
+        cap_unknowns = cap;
+    }
+    if (i == n_unknowns) {
+        memset(&unknowns[i], 0, sizeof unknowns[i]);
+        snprintf(unknowns[i].topic, sizeof unknowns[i].topic, "%s", topic);
+        snprintf(unknowns[i].type, sizeof unknowns[i].type, "%s", cut);
+        n_unknowns++;
+    }
+    unknowns[i].count++;
+    if (unknowns[i].logged_ms == 0 || now_ms - unknowns[i].logged_ms >= log_every_ms) {
+        unknowns[i].logged_ms = now_ms > 0 ? now_ms : 1;
+        report = true;
+    }
+    pthread_mutex_unlock(&unknown_lock);
+    return report;
+}
+
+size_t metrics_unknown_types(metrics_unknown_t **out)
+{
+    size_t n = 0;
+
+    *out = NULL;
+    pthread_mutex_lock(&unknown_lock);
+    if (n_unknowns > 0 && (*out = malloc(n_unknowns * sizeof **out)) != NULL) {
+        memcpy(*out, unknowns, n_unknowns * sizeof **out);
+        n = n_unknowns;
+    }
+    pthread_mutex_unlock(&unknown_lock);
+    return n;
+}

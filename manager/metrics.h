@@ -17,6 +17,7 @@
 #include "manager/routes.h"
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -85,5 +86,30 @@ typedef struct metrics_lag {
  * out of memory returns 0 with *out NULL. Any thread; takes the mutex.
  */
 size_t metrics_partition_lags(metrics_lag_t **out);
+
+/* How many distinct (topic, type) pairs of undeclared events are counted
+ * apart; later ones are counted under topic and type "other". */
+#define METRICS_MAX_UNKNOWN 1000
+
+typedef struct metrics_unknown {
+    char topic[256]; /* Kafka topic names have at most 249 characters */
+    char type[256];  /* cut to 255 bytes; "(none)" when no type could be read */
+    long long count;
+    int64_t logged_ms; /* when it was last reported for logging; 0: never */
+} metrics_unknown_t;
+
+/*
+ * Counts a message whose type no loaded definition declares on its topic
+ * (type NULL: none could be read; an undeclared topic). Returns true when
+ * this pair was never reported or last reported log_every_ms or more
+ * before now_ms (a monotonic clock): the caller logs it then, so each type
+ * is logged once per interval. Any thread; takes a mutex.
+ */
+bool metrics_count_unknown(const char *topic, const char *type, int64_t now_ms,
+                           int64_t log_every_ms);
+
+/* A copy of the undeclared-type table into *out (free() it; NULL when
+ * empty). Returns how many entries. Any thread; takes the mutex. */
+size_t metrics_unknown_types(metrics_unknown_t **out);
 
 #endif

@@ -22,6 +22,7 @@
 #include "manager/store.h"
 
 #include "manager/alerts.h"
+#include "manager/clock.h"
 #include "manager/db.h"
 #include "manager/defcache.h"
 #include "manager/engine.h"
@@ -43,6 +44,9 @@ struct store {
     const def_set_t *defs; /* borrowed */
     defcache_t *versions;  /* the versions instances run on */
     route_table_t *routes; /* borrowed */
+    bool record_unknown;   /* a rejected row for each message of an undeclared type */
+    store_reject_hook_t reject_hook;
+    void *reject_arg;
 };
 
 /* A parked event, read from steward.parked or parked in this batch. */
@@ -91,7 +95,7 @@ typedef struct rows {
         p_payload, p_expires;
     pgarr_t p_delete;
     pgarr_t r_topic, r_partition, r_offset, r_process, r_reason, r_detail, r_value, r_headers,
-        r_time, r_epoch;
+        r_time, r_epoch, r_key;
     size_t n_rejected;
     pgarr_t i_process, i_key, i_version, i_state, i_status, i_started, i_entered, i_deadline,
         i_pdeadline, i_next, i_overdue, i_poverdue, i_attempt, i_vars, i_applied;
@@ -112,7 +116,7 @@ static void rows_free(rows_t *rows)
         &rows->i_process,    &rows->i_key,      &rows->i_version,    &rows->i_state,
         &rows->i_status,     &rows->i_started,  &rows->i_entered,    &rows->i_deadline,
         &rows->i_pdeadline,  &rows->i_next,     &rows->i_overdue,    &rows->i_attempt,
-        &rows->i_vars,       &rows->i_applied,  &rows->i_poverdue,
+        &rows->i_vars,       &rows->i_applied,  &rows->i_poverdue,   &rows->r_key,
     };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         pgarr_free(all[i]);
@@ -139,6 +143,7 @@ store_t *store_new(const store_config_t *cfg, const def_set_t *defs, char *errst
     store->limits = cfg->limits;
     store->defs = defs;
     store->routes = cfg->routes;
+    store->record_unknown = cfg->record_unknown;
     store->versions = defcache_new(defs);
     if (store->conninfo == NULL || store->group == NULL || store->replica == NULL ||
         store->versions == NULL) {
@@ -316,6 +321,9 @@ err_class_t store_release(store_t *store, const store_partition_t *parts, size_t
 
 /* ---- the batch ------------------------------------------------------------ */
 
+/* How often the same undeclared (topic, type) is logged, at most. */
+#define STORE_UNKNOWN_LOG_MS 60000
+
 typedef struct batch {
     store_t *store;
     const decode_input_t *msgs;
@@ -335,6 +343,15 @@ typedef struct batch {
     long long outcome_counts[ENGINE_N_OUTCOMES];
     long long reject_counts[DECODE_N_REASONS];
     store_batch_stats_t stats;
+    const char **msg_type; /* per message: the type no process declares, when ignored */
+    bool bare;             /* rejected rows without key, value and headers (see
+                              store_refuse_message()) */
+    struct rejection {
+        size_t msg;
+        const char *process, *detail; /* borrowed from the batch */
+        decode_reason_t reason;
+    } * rejections; /* what the reject hook hears once committed */
+    size_t n_rejections, cap_rejections;
 } batch_t;
 
 static void slot_clear(slot_t *slot)
@@ -364,6 +381,8 @@ static void batch_free(batch_t *b)
     free(b->msg_reason);
     free(b->msg_detail);
     free(b->msg_part);
+    free(b->msg_type);
+    free(b->rejections);
     free(b->items);
     free(b->slots);
     rows_free(&b->rows);
@@ -478,6 +497,8 @@ static err_class_t batch_route(batch_t *b, char *errstr, size_t errstr_size)
             if (type == NULL)
                 continue;
             typed = true;
+            if (b->msg_type[m] == NULL)
+                b->msg_type[m] = type;
             long event = declared_event(def, type, in->topic);
             if (event < 0)
                 continue;
@@ -499,6 +520,8 @@ static err_class_t batch_route(batch_t *b, char *errstr, size_t errstr_size)
             item->reject = decode_envelope(msg, in, def, (size_t) event, &item->env,
                                            item->reject_detail, sizeof item->reject_detail);
         }
+        if (!listened)
+            b->msg_type[m] = msg->ce_type; /* an undeclared topic: the type if known */
         if (listened && !typed) {
             snprintf(b->msg_detail[m], sizeof b->msg_detail[m],
                      "no ce_type header and no event type at the definitions' type pointer");
@@ -507,6 +530,36 @@ static err_class_t batch_route(batch_t *b, char *errstr, size_t errstr_size)
         }
     }
     return ERR_OK;
+}
+
+/*
+ * db_query() for the batch's statements, which also tells content the
+ * database refuses apart: SQLSTATE class 22 (data exception: a value out
+ * of range, bad encoding, invalid JSON text) and 54 (program limit
+ * exceeded: an index row too large) come from what some message carried,
+ * not from the database's state, so they are ERR_INVALID.
+ */
+static PGresult *batch_query(batch_t *b, const char *what, const char *sql, int nparams,
+                             const char *const *params, err_class_t *cls, char *errstr,
+                             size_t errstr_size)
+{
+    PGconn *conn = b->store->conn;
+    PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+    *cls = db_result_class(res, conn);
+    if (*cls == ERR_OK)
+        return res;
+    const char *state = res != NULL ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    if (*cls == ERR_FATAL && state != NULL &&
+        (strncmp(state, "22", 2) == 0 || strncmp(state, "54", 2) == 0))
+        *cls = ERR_INVALID;
+    const char *msg = res != NULL ? PQresultErrorMessage(res) : PQerrorMessage(conn);
+    if (msg == NULL || *msg == '\0')
+        msg = PQerrorMessage(conn);
+    err_set(*cls, errstr, errstr_size, "%s: %.*s%s%s%s", what, (int) strcspn(msg, "\n"), msg,
+            state != NULL ? " (SQLSTATE " : "", state != NULL ? state : "",
+            state != NULL ? ")" : "");
+    PQclear(res);
+    return NULL;
 }
 
 /* Locks the batch's offsets rows and marks partitions whose epoch moved on. */
@@ -521,12 +574,12 @@ static err_class_t batch_fence(batch_t *b, char *errstr, size_t errstr_size)
         b->parts[i].fenced = true; /* until its row says otherwise */
     }
     const char *params[3] = {b->store->group, pgarr_text(&topics), pgarr_text(&partitions)};
-    PGresult *res = db_query(b->store->conn, "checking partition ownership",
-                             "SELECT topic, partition, epoch FROM steward.offsets "
-                             "WHERE consumer_group = $1 AND (topic, partition) IN "
-                             "  (SELECT * FROM unnest($2::text[], $3::int[])) "
-                             "ORDER BY topic, partition FOR UPDATE",
-                             3, params, &cls, errstr, errstr_size);
+    PGresult *res = batch_query(b, "checking partition ownership",
+                                "SELECT topic, partition, epoch FROM steward.offsets "
+                                "WHERE consumer_group = $1 AND (topic, partition) IN "
+                                "  (SELECT * FROM unnest($2::text[], $3::int[])) "
+                                "ORDER BY topic, partition FOR UPDATE",
+                                3, params, &cls, errstr, errstr_size);
     pgarr_free(&topics);
     pgarr_free(&partitions);
     if (res == NULL)
@@ -623,17 +676,17 @@ static err_class_t batch_lock_and_read(batch_t *b, char *errstr, size_t errstr_s
     }
 
     /* Hash order is the one global order every transaction locks in. */
-    res = db_query(b->store->conn, "locking instances",
-                   "SELECT count(pg_advisory_xact_lock(h)) FROM ("
-                   "  SELECT DISTINCT hashtextextended(p || chr(31) || k, 0) AS h "
-                   "  FROM unnest($1::text[], $2::text[]) AS u(p, k) ORDER BY h OFFSET 0) s",
-                   2, params, &cls, errstr, errstr_size);
+    res = batch_query(b, "locking instances",
+                      "SELECT count(pg_advisory_xact_lock(h)) FROM ("
+                      "  SELECT DISTINCT hashtextextended(p || chr(31) || k, 0) AS h "
+                      "  FROM unnest($1::text[], $2::text[]) AS u(p, k) ORDER BY h OFFSET 0) s",
+                      2, params, &cls, errstr, errstr_size);
     if (res == NULL)
         goto done;
     PQclear(res);
 
-    res = db_query(b->store->conn, "reading instances", read_instances_sql, 2, params, &cls, errstr,
-                   errstr_size);
+    res = batch_query(b, "reading instances", read_instances_sql, 2, params, &cls, errstr,
+                      errstr_size);
     if (res == NULL)
         goto done;
     for (int row = 0; row < PQntuples(res); row++) {
@@ -704,12 +757,12 @@ static err_class_t batch_read_seen(batch_t *b, char *errstr, size_t errstr_size)
         cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
         goto done;
     }
-    res = db_query(b->store->conn, "reading judged event ids",
-                   "SELECT DISTINCT u.p, u.k, u.e "
-                   "FROM unnest($1::text[], $2::text[], $3::text[]) AS u(p, k, e) "
-                   "CROSS JOIN LATERAL (SELECT 1 FROM steward.history h WHERE h.process = u.p "
-                   "  AND h.key = u.k AND h.event_id = u.e LIMIT 1) judged",
-                   3, params, &cls, errstr, errstr_size);
+    res = batch_query(b, "reading judged event ids",
+                      "SELECT DISTINCT u.p, u.k, u.e "
+                      "FROM unnest($1::text[], $2::text[], $3::text[]) AS u(p, k, e) "
+                      "CROSS JOIN LATERAL (SELECT 1 FROM steward.history h WHERE h.process = u.p "
+                      "  AND h.key = u.k AND h.event_id = u.e LIMIT 1) judged",
+                      3, params, &cls, errstr, errstr_size);
     if (res == NULL)
         goto done;
     for (int row = 0; row < PQntuples(res); row++) {
@@ -738,16 +791,16 @@ static err_class_t batch_read_parked(batch_t *b, char *errstr, size_t errstr_siz
         pgarr_add(&keys, b->slots[i].key);
     }
     const char *params[2] = {pgarr_text(&processes), pgarr_text(&keys)};
-    PGresult *res =
-        db_query(b->store->conn, "reading parked events",
-                 "SELECT p.id, p.process, p.key, p.event_id, p.event_type, p.topic, p.partition, "
-                 "  p.\"offset\", (extract(epoch FROM p.event_time) * 1000)::bigint, "
-                 "  p.payload::text "
-                 "FROM unnest($1::text[], $2::text[]) AS u(pr, k) "
-                 "CROSS JOIN LATERAL (SELECT * FROM steward.parked "
-                 "  WHERE process = u.pr AND key = u.k FOR UPDATE) p "
-                 "ORDER BY p.process, p.key, p.event_time, p.id",
-                 2, params, &cls, errstr, errstr_size);
+    PGresult *res = batch_query(
+        b, "reading parked events",
+        "SELECT p.id, p.process, p.key, p.event_id, p.event_type, p.topic, p.partition, "
+        "  p.\"offset\", (extract(epoch FROM p.event_time) * 1000)::bigint, "
+        "  p.payload::text "
+        "FROM unnest($1::text[], $2::text[]) AS u(pr, k) "
+        "CROSS JOIN LATERAL (SELECT * FROM steward.parked "
+        "  WHERE process = u.pr AND key = u.k FOR UPDATE) p "
+        "ORDER BY p.process, p.key, p.event_time, p.id",
+        2, params, &cls, errstr, errstr_size);
     pgarr_free(&processes);
     pgarr_free(&keys);
     if (res == NULL)
@@ -937,6 +990,21 @@ static err_class_t judge_item(batch_t *b, item_t *item, char *errstr, size_t err
     return ERR_OK;
 }
 
+/* bytes as a new JSON string of hex digits (NULL when out of memory). */
+static json_t *hex_string(const void *bytes, size_t len)
+{
+    char *hex = malloc(2 * len + 1);
+    json_t *str = NULL;
+    for (size_t k = 0; hex != NULL && k < len; k++)
+        sprintf(hex + 2 * k, "%02x", ((const unsigned char *) bytes)[k]);
+    if (hex != NULL) {
+        hex[2 * len] = '\0';
+        str = json_string(hex);
+    }
+    free(hex);
+    return str;
+}
+
 /* The message's headers as a JSON array, values as text when they are
  * UTF-8 and as hex otherwise. Returns a new string (free it). */
 static char *headers_json(const decode_input_t *in)
@@ -944,20 +1012,18 @@ static char *headers_json(const decode_input_t *in)
     json_t *arr = json_array();
     for (size_t i = 0; i < in->n_headers; i++) {
         const decode_header_t *h = &in->headers[i];
-        json_t *obj = json_pack("{s:s}", "name", h->name);
+        /* A header name is bytes too: text only when it is UTF-8. */
+        json_t *obj = json_object();
+        if (decode_utf8_valid((const unsigned char *) h->name, strlen(h->name)))
+            json_object_set_new(obj, "name", json_string(h->name));
+        else
+            json_object_set_new(obj, "name_hex", hex_string(h->name, strlen(h->name)));
         if (h->value == NULL) {
             json_object_set_new(obj, "value", json_null());
         } else if (decode_utf8_valid(h->value, h->len) && memchr(h->value, 0, h->len) == NULL) {
             json_object_set_new(obj, "value", json_stringn(h->value, h->len));
         } else {
-            char *hex = malloc(2 * h->len + 1);
-            for (size_t k = 0; hex != NULL && k < h->len; k++)
-                sprintf(hex + 2 * k, "%02x", ((const unsigned char *) h->value)[k]);
-            if (hex != NULL) {
-                hex[2 * h->len] = '\0';
-                json_object_set_new(obj, "value_hex", json_string(hex));
-            }
-            free(hex);
+            json_object_set_new(obj, "value_hex", hex_string(h->value, h->len));
         }
         json_array_append_new(arr, obj);
     }
@@ -971,7 +1037,22 @@ static void add_rejected(batch_t *b, size_t m, const char *process, decode_reaso
 {
     rows_t *rows = &b->rows;
     const decode_input_t *in = &b->msgs[m];
-    char *headers = headers_json(in);
+    char *headers = b->bare ? NULL : headers_json(in);
+
+    if (b->n_rejections == b->cap_rejections) {
+        size_t cap = b->cap_rejections ? b->cap_rejections * 2 : 8;
+        struct rejection *grown = realloc(b->rejections, cap * sizeof *grown);
+        if (grown != NULL) {
+            b->rejections = grown;
+            b->cap_rejections = cap;
+        }
+    }
+    if (b->n_rejections < b->cap_rejections)
+        b->rejections[b->n_rejections++] = (struct rejection){m, process, detail, reason};
+    if (in->key != NULL && !b->bare)
+        pgarr_add_hex(&rows->r_key, in->key, in->key_len);
+    else
+        pgarr_add(&rows->r_key, NULL);
 
     pgarr_add(&rows->r_topic, in->topic);
     pgarr_add_int(&rows->r_partition, in->partition);
@@ -979,9 +1060,12 @@ static void add_rejected(batch_t *b, size_t m, const char *process, decode_reaso
     pgarr_add(&rows->r_process, process);
     pgarr_add(&rows->r_reason, decode_reason_name(reason));
     pgarr_add(&rows->r_detail, detail);
-    pgarr_add_hex(&rows->r_value, in->value, in->value_len);
+    if (in->value != NULL && !b->bare)
+        pgarr_add_hex(&rows->r_value, in->value, in->value_len);
+    else
+        pgarr_add(&rows->r_value, NULL);
     pgarr_add(&rows->r_headers, headers);
-    if (in->timestamp_ms >= 0)
+    if (in->timestamp_ms >= 0 && decode_time_in_range(in->timestamp_ms))
         pgarr_add_int(&rows->r_time, in->timestamp_ms);
     else
         pgarr_add(&rows->r_time, NULL);
@@ -1017,8 +1101,15 @@ static void batch_collect(batch_t *b)
             add_rejected(b, m, NULL, b->msg_reason[m], b->msg_detail[m]);
             continue;
         }
-        if (first == item)
+        if (first == item) {
             b->stats.ignored++;
+            if (b->store->record_unknown) {
+                snprintf(b->msg_detail[m], sizeof b->msg_detail[m],
+                         "no loaded definition declares type '%.100s' on topic %s",
+                         b->msg_type[m] != NULL ? b->msg_type[m] : "(none)", b->msgs[m].topic);
+                add_rejected(b, m, NULL, DECODE_UNKNOWN_TYPE, b->msg_detail[m]);
+            }
+        }
         for (size_t i = first; i < item; i++) {
             if (b->items[i].reject != DECODE_OK)
                 add_rejected(b, m, b->items[i].latest->process, b->items[i].reject,
@@ -1091,13 +1182,13 @@ static const char write_parked_sql[] =
 
 static const char write_rejected_sql[] =
     "INSERT INTO steward.rejected (consumer_group, topic, partition, \"offset\", process, "
-    "  reason, detail, value, headers, kafka_time, replica, epoch) "
-    "SELECT $11, tp, pa, o, pr, r, d, decode(v, 'hex'), h::jsonb, to_timestamp(kt / 1000.0), $12, "
-    "ep "
+    "  reason, detail, value, headers, kafka_time, replica, epoch, message_key) "
+    "SELECT $12, tp, pa, o, pr, r, d, decode(v, 'hex'), h::jsonb, to_timestamp(kt / 1000.0), $13, "
+    "ep, decode(mk, 'hex') "
     "FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[], $5::text[], "
     "$6::text[], "
-    "  $7::text[], $8::text[], $9::bigint[], $10::bigint[]) "
-    "  AS u(tp, pa, o, pr, r, d, v, h, kt, ep)";
+    "  $7::text[], $8::text[], $9::bigint[], $10::bigint[], $11::text[]) "
+    "  AS u(tp, pa, o, pr, r, d, v, h, kt, ep, mk)";
 
 static const char write_instances_sql[] =
     "INSERT INTO steward.instances AS i (process, key, version, state, status, started_at, "
@@ -1143,8 +1234,8 @@ static err_class_t bulk(batch_t *b, const char *what, const char *sql, pgarr_t *
     }
     for (size_t i = 0; i < n_extra; i++)
         params[n_arrays + i] = extra[i];
-    PGresult *res = db_query(b->store->conn, what, sql, (int) (n_arrays + n_extra), params, &cls,
-                             errstr, errstr_size);
+    PGresult *res =
+        batch_query(b, what, sql, (int) (n_arrays + n_extra), params, &cls, errstr, errstr_size);
     if (res != NULL && affected != NULL)
         *affected = atoll(PQcmdTuples(res));
     PQclear(res);
@@ -1191,8 +1282,8 @@ static err_class_t batch_write(batch_t *b, char *errstr, size_t errstr_size)
     if (r->n_rejected > 0) {
         pgarr_t *cols[] = {&r->r_topic,  &r->r_partition, &r->r_offset, &r->r_process,
                            &r->r_reason, &r->r_detail,    &r->r_value,  &r->r_headers,
-                           &r->r_time,   &r->r_epoch};
-        if ((cls = bulk(b, "recording rejected messages", write_rejected_sql, cols, 10,
+                           &r->r_time,   &r->r_epoch,     &r->r_key};
+        if ((cls = bulk(b, "recording rejected messages", write_rejected_sql, cols, 11,
                         group_replica, 2, NULL, errstr, errstr_size)) != ERR_OK)
             return cls;
     }
@@ -1237,8 +1328,8 @@ static err_class_t batch_write(batch_t *b, char *errstr, size_t errstr_size)
                 cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
         }
         if (cls == ERR_OK) {
-            PGresult *res = db_query(b->store->conn, "advancing offsets", write_offsets_sql, 6,
-                                     params, &cls, errstr, errstr_size);
+            PGresult *res = batch_query(b, "advancing offsets", write_offsets_sql, 6, params, &cls,
+                                        errstr, errstr_size);
             if (res != NULL)
                 updated = atoll(PQcmdTuples(res));
             PQclear(res);
@@ -1252,6 +1343,88 @@ static err_class_t batch_write(batch_t *b, char *errstr, size_t errstr_size)
     pgarr_free(&next);
     pgarr_free(&watermark);
     pgarr_free(&epochs);
+    return cls;
+}
+
+/* After COMMIT: count and log undeclared types, tell the reject hook. */
+static void batch_committed(batch_t *b)
+{
+    int64_t now = clock_monotonic_ms();
+    size_t item = 0;
+
+    for (size_t m = 0; m < b->n_msgs; m++) {
+        size_t first = item;
+        while (item < b->n_items && b->items[item].msg == m)
+            item++;
+        if (msg_fenced(b, m) || b->msg_reason[m] != DECODE_OK || first != item)
+            continue;
+        const char *type = b->msg_type[m];
+        if (metrics_count_unknown(b->msgs[m].topic, type, now, STORE_UNKNOWN_LOG_MS))
+            LOG_WARN("no loaded definition declares this event type on this topic: ignored "
+                     "(logged once a minute per type)",
+                     "topic", b->msgs[m].topic, "type", type != NULL ? type : "(none)");
+    }
+    for (size_t i = 0; b->store->reject_hook != NULL && i < b->n_rejections; i++) {
+        const struct rejection *r = &b->rejections[i];
+        b->store->reject_hook(b->store->reject_arg, &b->msgs[r->msg], r->process,
+                              decode_reason_name(r->reason), r->detail);
+    }
+}
+
+void store_set_reject_hook(store_t *store, store_reject_hook_t hook, void *arg)
+{
+    store->reject_hook = hook;
+    store->reject_arg = arg;
+}
+
+err_class_t store_refuse_message(store_t *store, const decode_input_t *msg, store_partition_t *part,
+                                 const char *detail, char *errstr, size_t errstr_size)
+{
+    err_class_t cls = ERR_OK;
+
+    if (PQstatus(store->conn) != CONNECTION_OK)
+        return err_set(ERR_TRANSIENT, errstr, errstr_size, "the database connection is lost");
+    /* Twice at most: if even the rejected row is refused (its headers or
+     * detail), record the message by its position alone. */
+    for (int bare = 0; bare < 2; bare++) {
+        batch_t b = {.store = store,
+                     .msgs = msg,
+                     .n_msgs = 1,
+                     .parts = part,
+                     .n_parts = 1,
+                     .bare = bare != 0};
+        b.decoded = calloc(1, sizeof *b.decoded);
+        b.msg_reason = calloc(1, sizeof *b.msg_reason);
+        b.msg_detail = calloc(1, sizeof *b.msg_detail);
+        b.msg_part = calloc(1, sizeof *b.msg_part);
+        b.msg_type = calloc(1, sizeof *b.msg_type);
+        if (b.decoded == NULL || b.msg_reason == NULL || b.msg_detail == NULL ||
+            b.msg_part == NULL || b.msg_type == NULL) {
+            batch_free(&b);
+            return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+        }
+        b.msg_reason[0] = DECODE_DATABASE_REFUSED;
+        snprintf(b.msg_detail[0], sizeof b.msg_detail[0], "%s", detail);
+        if ((cls = db_exec(store->conn, "starting the refusal", "BEGIN", 0, NULL, errstr,
+                           errstr_size)) == ERR_OK &&
+            (cls = batch_fence(&b, errstr, errstr_size)) == ERR_OK) {
+            batch_collect(&b);
+            if ((cls = batch_write(&b, errstr, errstr_size)) == ERR_OK)
+                cls = db_exec(store->conn, "committing the refusal", "COMMIT", 0, NULL, errstr,
+                              errstr_size);
+        }
+        if (cls == ERR_OK) {
+            for (size_t i = 0; i < DECODE_N_REASONS; i++)
+                metrics_add(&metrics.rejected[i], b.reject_counts[i]);
+            metrics_add(&metrics.batches_committed, 1);
+            batch_committed(&b);
+        } else {
+            db_rollback(store->conn);
+        }
+        batch_free(&b);
+        if (cls != ERR_INVALID)
+            break;
+    }
     return cls;
 }
 
@@ -1271,7 +1444,9 @@ err_class_t store_apply_batch(store_t *store, const decode_input_t *msgs, size_t
     b.msg_reason = calloc(n_msgs + 1, sizeof *b.msg_reason);
     b.msg_detail = calloc(n_msgs + 1, sizeof *b.msg_detail);
     b.msg_part = calloc(n_msgs + 1, sizeof *b.msg_part);
-    if (b.decoded == NULL || b.msg_reason == NULL || b.msg_detail == NULL || b.msg_part == NULL) {
+    b.msg_type = calloc(n_msgs + 1, sizeof *b.msg_type);
+    if (b.decoded == NULL || b.msg_reason == NULL || b.msg_detail == NULL || b.msg_part == NULL ||
+        b.msg_type == NULL) {
         cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
         goto done;
     }
@@ -1308,6 +1483,7 @@ err_class_t store_apply_batch(store_t *store, const decode_input_t *msgs, size_t
     b.stats.judged = b.rows.n_history;
     b.stats.rejected = b.rows.n_rejected;
     *stats = b.stats;
+    batch_committed(&b);
 
 done:
     if (cls != ERR_OK)

@@ -34,6 +34,8 @@ typedef struct store_config {
     const char *replica;  /* this process's name in history and ownership_log */
     decode_limits_t limits;
     route_table_t *routes; /* who hears of sequence alerts and resolves; borrowed */
+    bool record_unknown;   /* also a rejected row (reason unknown_type) for each message no
+                              loaded definition declares */
 } store_config_t;
 
 /*
@@ -108,11 +110,42 @@ typedef struct store_batch_stats {
  * too, to advance their watermark. A partition another replica claimed
  * since is marked fenced and its messages are left alone; the rest commit.
  * On ERR_CONFLICT or ERR_TRANSIENT nothing was committed and the same
- * batch may be applied again.
+ * batch may be applied again. ERR_INVALID means PostgreSQL refused what
+ * some message carried (SQLSTATE class 22, data exception, or 54, program
+ * limit exceeded): nothing was committed, and the same batch would fail
+ * again; apply parts of it to find the message, and record that one with
+ * store_refuse_message(). errstr then holds the database's own words.
+ *
+ * Messages no loaded definition declares are counted per (topic, type) in
+ * the metrics and logged at most once a minute per type, once committed.
  */
 err_class_t store_apply_batch(store_t *store, const decode_input_t *msgs, size_t n_msgs,
                               store_partition_t *parts, size_t n_parts, store_batch_stats_t *stats,
                               char *errstr, size_t errstr_size);
+
+/*
+ * Records one message PostgreSQL refused (see store_apply_batch()) in
+ * steward.rejected with reason database_refused and `detail` (the
+ * database's error), and moves `part` (its partition, next_offset the
+ * offset after it) past it, in one transaction. If the rejected row is
+ * refused too, it is written again without key, value and headers.
+ * Returns as store_apply_batch() does; part->fenced says whether another
+ * replica owns the partition now (then nothing was written).
+ */
+err_class_t store_refuse_message(store_t *store, const decode_input_t *msg, store_partition_t *part,
+                                 const char *detail, char *errstr, size_t errstr_size);
+
+/*
+ * Called once per rejected row after its batch committed, on the thread
+ * that applied the batch: the message (borrowed for the call), the process
+ * that rejected it (NULL: every process), the reason's name and the detail.
+ * What intake mirrors to the dead-letter topic.
+ */
+typedef void (*store_reject_hook_t)(void *arg, const decode_input_t *msg, const char *process,
+                                    const char *reason, const char *detail);
+
+/* Sets the reject hook (NULL: none). */
+void store_set_reject_hook(store_t *store, store_reject_hook_t hook, void *arg);
 
 /*
  * Judges parked events whose reorder window has passed: once every
