@@ -232,6 +232,8 @@ static int serve(const config_t *cfg, const char *replica, run_ctx_t *ctx)
         .batch_max = (size_t) cfg->batch_size,
         .batch_ms = (int) cfg->batch_ms,
         .limits = {(size_t) cfg->max_message_bytes, DECODE_DEFAULT_MAX_DEPTH},
+        .record_unknown = cfg->record_unknown,
+        .dead_letter_topic = cfg->dead_letter_topic,
         .kafka_props = (const char *const *) cfg->kafka_props,
         .n_kafka_props = cfg->n_kafka_props,
         .routes = routes,

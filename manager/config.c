@@ -12,12 +12,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 typedef enum config_type {
     CONFIG_STRING,
     CONFIG_INT,
     CONFIG_DURATION,
     CONFIG_LOG_LEVEL,
+    CONFIG_BOOL, /* true/false, 1/0, yes/no, on/off */
 } config_type_t;
 
 typedef struct config_key {
@@ -41,6 +43,8 @@ static const config_key_t config_keys[] = {
     {"intake.batch_size", CONFIG_INT, OFF(batch_size), 1, 100000, "STEWARD_BATCH_SIZE"},
     {"intake.batch_ms", CONFIG_DURATION, OFF(batch_ms), 1, 60000, "STEWARD_BATCH_MS"},
     {"intake.max_message_bytes", CONFIG_INT, OFF(max_message_bytes), 64, 100 * 1024 * 1024, NULL},
+    {"intake.record_unknown", CONFIG_BOOL, OFF(record_unknown), 0, 0, NULL},
+    {"intake.dead_letter_topic", CONFIG_STRING, OFF(dead_letter_topic), 0, 0, NULL},
     {"scheduler.interval", CONFIG_DURATION, OFF(scheduler_interval_ms), 10, 3600000, NULL},
     {"scheduler.grace", CONFIG_DURATION, OFF(grace_ms), 0, 86400000, NULL},
     {"scheduler.blind_after", CONFIG_DURATION, OFF(blind_after_ms), 1000, 86400000, NULL},
@@ -164,6 +168,17 @@ static err_class_t set_value(config_t *cfg, const config_key_t *key, const char 
         *(int64_t *) field = ms;
         return ERR_OK;
     }
+    case CONFIG_BOOL:
+        if (strcasecmp(value, "true") == 0 || strcmp(value, "1") == 0 ||
+            strcasecmp(value, "yes") == 0 || strcasecmp(value, "on") == 0)
+            *(bool *) field = true;
+        else if (strcasecmp(value, "false") == 0 || strcmp(value, "0") == 0 ||
+                 strcasecmp(value, "no") == 0 || strcasecmp(value, "off") == 0)
+            *(bool *) field = false;
+        else
+            return err_set(ERR_INVALID, errstr, errstr_size, "%s: '%s' is not true or false",
+                           key->name, value);
+        return ERR_OK;
     case CONFIG_LOG_LEVEL:
         if (!log_parse_level(value, (log_level_t *) field))
             return err_set(ERR_INVALID, errstr, errstr_size,

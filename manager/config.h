@@ -16,6 +16,7 @@
 #include "manager/log.h"
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,6 +34,8 @@ typedef struct config {
     long batch_size;
     int64_t batch_ms;
     long max_message_bytes;
+    bool record_unknown;     /* a rejected row (unknown_type) for undeclared events too */
+    char *dead_letter_topic; /* rejected messages are also produced here; NULL or "": off */
 
     int64_t scheduler_interval_ms; /* how often deadlines are looked for */
     int64_t grace_ms;              /* a deadline is judged this long after the watermark

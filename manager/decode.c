@@ -298,9 +298,11 @@ static decode_reason_t check_ce_headers(const decode_input_t *in, char *detail, 
         if (h == NULL || h->value == NULL)
             continue;
         if (h->len > DECODE_MAX_HEADER_BYTES) {
-            snprintf(detail, detail_size, "header %s is %zu bytes, over the limit of %d", names[i],
-                     h->len, DECODE_MAX_HEADER_BYTES);
-            return DECODE_INVALID_HEADER;
+            /* ce_id and ce_source make the event id: name that limit */
+            bool id = strcmp(names[i], "ce_id") == 0 || strcmp(names[i], "ce_source") == 0;
+            snprintf(detail, detail_size, "header %s is %zu bytes, over the %s limit of %d",
+                     names[i], h->len, id ? "event id" : "header", DECODE_MAX_HEADER_BYTES);
+            return id ? DECODE_INVALID_ID : DECODE_INVALID_HEADER;
         }
         if (memchr(h->value, 0, h->len) != NULL) {
             snprintf(detail, detail_size, "header %s holds a NUL byte", names[i]);

@@ -52,6 +52,9 @@ struct intake {
     char failure_text[512];
 
     bool reachable; /* the last metadata request was answered */
+
+    rd_kafka_t *dlq; /* the dead-letter producer; NULL when off */
+    char *dlq_topic;
 };
 
 static owned_t *find_owned(intake_t *in, const char *topic, int32_t partition)
@@ -547,6 +550,106 @@ done:
     return cls;
 }
 
+/* ---- the dead-letter topic -------------------------------------------------- */
+
+static bool set_conf(rd_kafka_conf_t *conf, const char *name, const char *value, char *errstr,
+                     size_t errstr_size);
+
+static void on_dlq_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    (void) rk;
+    (void) opaque;
+    if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR)
+        LOG_LIMITED(LOG_LEVEL_WARN, "dlq-delivery", 5000,
+                    "a rejected message could not be copied to the dead-letter topic (it stays "
+                    "in steward.rejected)",
+                    "error", rd_kafka_err2str(m->err));
+}
+
+/*
+ * The reject hook: copies a rejected message to the dead-letter topic
+ * with its key, value and headers, plus Kafka Connect's error headers
+ * (__connect.errors.topic, .partition, .offset, .exception.class.name =
+ * the reason, .exception.message = the detail) and steward.process when
+ * only one process rejected it. Runs on the intake thread after COMMIT.
+ */
+static void to_dead_letter(void *arg, const decode_input_t *msg, const char *process,
+                           const char *reason, const char *detail)
+{
+    intake_t *in = arg;
+    rd_kafka_headers_t *hdrs = rd_kafka_headers_new(msg->n_headers + 6);
+    char partition[16], offset[24];
+
+    for (size_t i = 0; i < msg->n_headers; i++)
+        rd_kafka_header_add(hdrs, msg->headers[i].name, -1, msg->headers[i].value,
+                            (ssize_t) msg->headers[i].len);
+    snprintf(partition, sizeof partition, "%" PRId32, msg->partition);
+    snprintf(offset, sizeof offset, "%" PRId64, msg->offset);
+    rd_kafka_header_add(hdrs, "__connect.errors.topic", -1, msg->topic, -1);
+    rd_kafka_header_add(hdrs, "__connect.errors.partition", -1, partition, -1);
+    rd_kafka_header_add(hdrs, "__connect.errors.offset", -1, offset, -1);
+    rd_kafka_header_add(hdrs, "__connect.errors.exception.class.name", -1, reason, -1);
+    rd_kafka_header_add(hdrs, "__connect.errors.exception.message", -1, detail ? detail : "", -1);
+    if (process != NULL)
+        rd_kafka_header_add(hdrs, "steward.process", -1, process, -1);
+
+    rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        err = rd_kafka_producev(in->dlq, RD_KAFKA_V_TOPIC(in->dlq_topic),
+                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                RD_KAFKA_V_KEY(msg->key, msg->key_len),
+                                RD_KAFKA_V_VALUE((void *) msg->value, msg->value_len),
+                                RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
+        if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL)
+            break;
+        rd_kafka_poll(in->dlq, 1000); /* make room, once */
+    }
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        rd_kafka_headers_destroy(hdrs); /* not taken on failure */
+        LOG_LIMITED(LOG_LEVEL_WARN, "dlq-produce", 5000,
+                    "a rejected message could not be copied to the dead-letter topic (it stays "
+                    "in steward.rejected)",
+                    "error", rd_kafka_err2str(err));
+    }
+    rd_kafka_poll(in->dlq, 0);
+}
+
+/* Creates the dead-letter producer with the consumer's brokers and
+ * properties. Returns false with the reason in errstr. */
+static bool dlq_new(intake_t *in, const intake_config_t *cfg, char *errstr, size_t errstr_size)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    char kerr[512];
+
+    if (!set_conf(conf, "bootstrap.servers", cfg->brokers, errstr, errstr_size) ||
+        !set_conf(conf, "acks", "all", errstr, errstr_size)) {
+        rd_kafka_conf_destroy(conf);
+        return false;
+    }
+    for (size_t i = 0; i < cfg->n_kafka_props; i++) {
+        const char *eq = strchr(cfg->kafka_props[i], '=');
+        char *name =
+            eq != NULL ? strndup(cfg->kafka_props[i], (size_t) (eq - cfg->kafka_props[i])) : NULL;
+        /* The consumer's security settings apply here too; a property a
+         * producer cannot take is skipped, not fatal. */
+        if (name != NULL)
+            (void) rd_kafka_conf_set(conf, name, eq + 1, kerr, sizeof kerr);
+        free(name);
+    }
+    rd_kafka_conf_set_log_cb(conf, on_log);
+    rd_kafka_conf_set_dr_msg_cb(conf, on_dlq_delivery);
+    in->dlq = rd_kafka_new(RD_KAFKA_PRODUCER, conf, kerr, sizeof kerr);
+    if (in->dlq == NULL) {
+        rd_kafka_conf_destroy(conf);
+        err_set(ERR_INVALID, errstr, errstr_size, "cannot create the dead-letter producer: %s",
+                kerr);
+        return false;
+    }
+    in->dlq_topic = strdup(cfg->dead_letter_topic);
+    store_set_reject_hook(in->store, to_dead_letter, in);
+    return true;
+}
+
 /* ---- setup and the loop ----------------------------------------------------- */
 
 static bool set_conf(rd_kafka_conf_t *conf, const char *name, const char *value, char *errstr,
@@ -599,7 +702,8 @@ intake_t *intake_new(const intake_config_t *cfg, const def_set_t *defs, err_clas
         goto fail;
     }
 
-    store_config_t scfg = {cfg->conninfo, cfg->group, cfg->replica, cfg->limits, cfg->routes};
+    store_config_t scfg = {cfg->conninfo, cfg->group,  cfg->replica,
+                           cfg->limits,   cfg->routes, cfg->record_unknown};
     in->store = store_new(&scfg, defs, errstr, errstr_size);
     if (in->store == NULL) {
         *cls = ERR_TRANSIENT;
@@ -607,6 +711,11 @@ intake_t *intake_new(const intake_config_t *cfg, const def_set_t *defs, err_clas
     }
     if ((*cls = store_register_definitions(in->store, errstr, errstr_size)) != ERR_OK)
         goto fail;
+    if (cfg->dead_letter_topic != NULL && *cfg->dead_letter_topic != '\0' &&
+        !dlq_new(in, cfg, errstr, errstr_size)) {
+        *cls = ERR_INVALID;
+        goto fail;
+    }
 
     conf = rd_kafka_conf_new();
     char client_id[128];
@@ -760,6 +869,8 @@ err_class_t intake_run(intake_t *in, volatile sig_atomic_t *stop, char *errstr, 
                 LOG_LIMITED(LOG_LEVEL_WARN, "expire", 10000, "cannot expire parked events yet",
                             "error", errstr);
             last_tick = now;
+            if (in->dlq != NULL)
+                rd_kafka_poll(in->dlq, 0);
             if (cls == ERR_OK && in->on_tick != NULL)
                 in->on_tick(in, in->tick_arg);
         }
@@ -833,6 +944,11 @@ void intake_free(intake_t *in)
         rd_kafka_message_destroy(in->pending[i]);
     if (in->rk != NULL)
         rd_kafka_destroy(in->rk);
+    if (in->dlq != NULL) {
+        rd_kafka_flush(in->dlq, 5000); /* the copies still queued, briefly */
+        rd_kafka_destroy(in->dlq);
+    }
+    free(in->dlq_topic);
     store_free(in->store);
     clear_owned(in);
     free(in->pending);

@@ -34,6 +34,12 @@ typedef struct intake_config {
     size_t batch_max;     /* messages per transaction, at most */
     int batch_ms;         /* how long a batch may gather, at most */
     decode_limits_t limits;
+    bool record_unknown; /* a rejected row (unknown_type) for undeclared events too */
+    /* Every rejected message is also produced to this topic once its batch
+     * committed (at least once: a crash between the commit and the produce
+     * loses nothing in steward.rejected but may skip or repeat the copy).
+     * NULL or "": off. */
+    const char *dead_letter_topic;
     /* Extra librdkafka properties, as "name=value" strings; may be NULL. */
     const char *const *kafka_props;
     size_t n_kafka_props;

@@ -552,7 +552,8 @@ static PGresult *batch_query(batch_t *b, const char *what, const char *sql, int 
     if (*cls == ERR_FATAL && state != NULL &&
         (strncmp(state, "22", 2) == 0 || strncmp(state, "54", 2) == 0))
         *cls = ERR_INVALID;
-    const char *msg = res != NULL ? PQresultErrorMessage(res) : PQerrorMessage(conn);
+    /* The server's own sentence, without libpq's "ERROR:  " prefix. */
+    const char *msg = res != NULL ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
     if (msg == NULL || *msg == '\0')
         msg = PQerrorMessage(conn);
     err_set(*cls, errstr, errstr_size, "%s: %.*s%s%s%s", what, (int) strcspn(msg, "\n"), msg,
