@@ -114,6 +114,41 @@ START_TEST(test_usage)
 }
 END_TEST
 
+/* Deadlines the daemon could not store (timestamp out of range) or add
+ * (int64 overflow) are refused by check, with the JSON path named. */
+START_TEST(test_deadlines_the_daemon_cannot_run)
+{
+    static const char *const too_long[] = {"200000000d", "106751991167d", "36526d"};
+    for (size_t i = 0; i < sizeof too_long / sizeof too_long[0]; i++) {
+        char to[64], line[256];
+        snprintf(to, sizeof to, "\"deadline\": \"%s\"", too_long[i]);
+        char *file = example_with("\"deadline\": \"15m\"", to);
+        tl_output_t o = check(file, NULL, NULL);
+        ck_assert_msg(o.status == 2, "%s: exit %d", too_long[i], o.status);
+        snprintf(line, sizeof line,
+                 "%s: /states/awaiting_payment/deadline: bad duration '%s': deadline may be at "
+                 "most 36525d (100 years)",
+                 file, too_long[i]);
+        ck_assert_msg(tl_contains(o.err, line), "stderr:\n%s", o.err);
+        tl_output_free(&o);
+        free(file);
+    }
+    /* The process deadline too; 100 years itself passes. */
+    char *file = example_with("\"deadline\": \"10d\"", "\"deadline\": \"106751991167d\"");
+    tl_output_t o = check(file, NULL, NULL);
+    ck_assert_int_eq(o.status, 2);
+    ck_assert_msg(tl_contains(o.err, "/deadline: bad duration '106751991167d'"), "stderr:\n%s",
+                  o.err);
+    tl_output_free(&o);
+    free(file);
+    file = example_with("\"deadline\": \"10d\"", "\"deadline\": \"36525d\"");
+    o = check(file, NULL, NULL);
+    ck_assert_msg(o.status == 0, "exit %d; stderr:\n%s", o.status, o.err);
+    tl_output_free(&o);
+    free(file);
+}
+END_TEST
+
 Suite *check_cli_suite(void);
 Suite *check_cli_suite(void)
 {
@@ -123,6 +158,7 @@ Suite *check_cli_suite(void)
     tcase_add_test(tc, test_typo_in_transition);
     tcase_add_test(tc, test_problems_in_several_files);
     tcase_add_test(tc, test_usage);
+    tcase_add_test(tc, test_deadlines_the_daemon_cannot_run);
     suite_add_tcase(s, tc);
     return s;
 }

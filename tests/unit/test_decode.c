@@ -277,6 +277,178 @@ START_TEST(reason_names)
     ck_assert_str_eq(decode_reason_name(DECODE_TOMBSTONE), "tombstone");
     ck_assert_str_eq(decode_reason_name(DECODE_UNSUPPORTED_SPECVERSION), "unsupported_specversion");
     ck_assert_str_eq(decode_reason_name(DECODE_INVALID_TIME), "invalid_time");
+    ck_assert_str_eq(decode_reason_name(DECODE_INVALID_ID), "invalid_id");
+    ck_assert_str_eq(decode_reason_name(DECODE_INVALID_HEADER), "invalid_header");
+    ck_assert_str_eq(decode_reason_name(DECODE_DATABASE_REFUSED), "database_refused");
+    ck_assert_str_eq(decode_reason_name(DECODE_UNKNOWN_TYPE), "unknown_type");
+    for (int i = 0; i < DECODE_N_REASONS; i++)
+        ck_assert_str_ne(decode_reason_name(i), "unknown");
+}
+END_TEST
+
+/* Limits that let the values below through as a whole. */
+static decode_reason_t judge_large(const decode_input_t *in)
+{
+    static const decode_limits_t large = {1 << 20, 8};
+    decode_message_clear(&msg);
+    return decode_message(in, &large, &msg, detail, sizeof detail);
+}
+
+static decode_reason_t envelope_of(const char *value)
+{
+    decode_input_t in = input("orders", value);
+    decode_envelope_clear(&env);
+    ck_assert_int_eq(judge_large(&in), DECODE_OK);
+    return decode_envelope(&msg, &in, def, 0, &env, detail, sizeof detail);
+}
+
+START_TEST(keys_and_ids_over_the_limits)
+{
+    char value[8192], big[3001];
+
+    memset(big, 'k', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    snprintf(value, sizeof value, "{\"kind\":\"Placed\",\"order_id\":\"%.*s\"}",
+             DECODE_MAX_KEY_BYTES, big);
+    ck_assert_int_eq(envelope_of(value), DECODE_OK); /* at the limit: fine */
+    snprintf(value, sizeof value, "{\"kind\":\"Placed\",\"order_id\":\"%.*s\"}", 2800, big);
+    ck_assert_int_eq(envelope_of(value), DECODE_INVALID_KEY);
+    ck_assert_msg(strstr(detail, "2800 bytes, over the limit of 1024") != NULL, "detail: %s",
+                  detail);
+    ck_assert_ptr_null(env.key);
+    ck_assert_ptr_null(env.id);
+
+    snprintf(value, sizeof value, "{\"kind\":\"Placed\",\"order_id\":\"O\",\"event_id\":\"%s\"}",
+             big);
+    ck_assert_int_eq(envelope_of(value), DECODE_INVALID_ID);
+    ck_assert_msg(strstr(detail, "3000 bytes") != NULL, "detail: %s", detail);
+    ck_assert_ptr_null(env.id);
+
+    /* A CloudEvent's id is source#id: two headers within their limit can
+     * still make an id over it. */
+    char half[700];
+    memset(half, 'h', sizeof half - 1);
+    half[sizeof half - 1] = '\0';
+    decode_header_t headers[] = {{"ce_specversion", "1.0", 3},
+                                 {"ce_type", "Placed", 6},
+                                 {"ce_id", half, strlen(half)},
+                                 {"ce_source", half, strlen(half)}};
+    decode_input_t in = input("orders", "{\"order_id\":\"O\"}");
+    in.headers = headers;
+    in.n_headers = 4;
+    ck_assert_int_eq(judge_large(&in), DECODE_OK);
+    ck_assert_int_eq(decode_envelope(&msg, &in, def, 0, &env, detail, sizeof detail),
+                     DECODE_INVALID_ID);
+    ck_assert_msg(strstr(detail, "source#id") != NULL, "detail: %s", detail);
+
+    headers[2].value = big;
+    headers[2].len = 3000;
+    ck_assert_int_eq(judge_large(&in), DECODE_INVALID_ID);
+    ck_assert_msg(strstr(detail, "ce_id is 3000 bytes") != NULL, "detail: %s", detail);
+}
+END_TEST
+
+START_TEST(cloudevents_headers_must_be_text)
+{
+    decode_header_t headers[] = {{"ce_specversion", "1.0", 3},
+                                 {"ce_type", "Placed", 6},
+                                 {"ce_id", "A-1", 3},
+                                 {"ce_source", "shop\xff", 5}};
+    decode_input_t in = input("orders", "{\"order_id\":\"O\"}");
+    in.headers = headers;
+    in.n_headers = 4;
+    ck_assert_int_eq(judge_large(&in), DECODE_INVALID_HEADER);
+    ck_assert_msg(strstr(detail, "ce_source is not valid UTF-8") != NULL, "detail: %s", detail);
+
+    headers[3].value = "sh\0p";
+    headers[3].len = 4;
+    ck_assert_int_eq(judge_large(&in), DECODE_INVALID_HEADER);
+    ck_assert_msg(strstr(detail, "ce_source holds a NUL byte") != NULL, "detail: %s", detail);
+
+    char big[1100];
+    memset(big, 't', sizeof big);
+    headers[3] = (decode_header_t){"ce_source", "shop", 4};
+    headers[1] = (decode_header_t){"ce_type", big, sizeof big};
+    ck_assert_int_eq(judge_large(&in), DECODE_INVALID_HEADER);
+    ck_assert_msg(strstr(detail, "ce_type is 1100 bytes") != NULL, "detail: %s", detail);
+}
+END_TEST
+
+START_TEST(times_outside_what_postgresql_stores)
+{
+    ck_assert_int_eq(envelope_of("{\"kind\":\"Placed\",\"order_id\":\"O\",\"at\":1e16}"),
+                     DECODE_INVALID_TIME); /* a real: not epoch ms at all */
+    ck_assert_int_eq(
+        envelope_of("{\"kind\":\"Placed\",\"order_id\":\"O\",\"at\":10000000000000000}"),
+        DECODE_INVALID_TIME);
+    ck_assert_msg(strstr(detail, "outside the years 0001 to 9999") != NULL, "detail: %s", detail);
+    ck_assert_ptr_null(env.id);
+    ck_assert_int_eq(
+        envelope_of("{\"kind\":\"Placed\",\"order_id\":\"O\",\"at\":9223372036854775000}"),
+        DECODE_INVALID_TIME);
+    ck_assert_int_eq(
+        envelope_of("{\"kind\":\"Placed\",\"order_id\":\"O\",\"at\":-9223372036854775000}"),
+        DECODE_INVALID_TIME);
+    ck_assert_int_eq(
+        envelope_of("{\"kind\":\"Placed\",\"order_id\":\"O\",\"at\":\"0000-12-31T23:59:59Z\"}"),
+        DECODE_INVALID_TIME);
+    /* The edges themselves are fine. */
+    ck_assert_int_eq(envelope_of("{\"kind\":\"Placed\",\"order_id\":\"O\",\"at\":253402300799999}"),
+                     DECODE_OK);
+    ck_assert_int_eq(
+        envelope_of("{\"kind\":\"Placed\",\"order_id\":\"O\",\"at\":\"0001-01-01T00:00:00Z\"}"),
+        DECODE_OK);
+    ck_assert_int_eq(env.time_ms, DECODE_MIN_TIME_MS);
+    decode_envelope_clear(&env);
+
+    /* A Kafka timestamp a producer set out of range, when there is no other time. */
+    decode_input_t in = input("orders", "{\"kind\":\"Placed\",\"order_id\":\"O\"}");
+    in.timestamp_ms = 10000000000000000LL;
+    ck_assert_int_eq(judge_large(&in), DECODE_OK);
+    ck_assert_int_eq(decode_envelope(&msg, &in, def, 0, &env, detail, sizeof detail),
+                     DECODE_INVALID_TIME);
+    ck_assert_msg(strstr(detail, "(Kafka)") != NULL, "detail: %s", detail);
+
+    /* A CloudEvent's time, in RFC 3339 but before the year 1. */
+    decode_header_t headers[] = {{"ce_specversion", "1.0", 3},
+                                 {"ce_type", "Placed", 6},
+                                 {"ce_id", "A-1", 3},
+                                 {"ce_source", "shop", 4},
+                                 {"ce_time", "0000-06-01T00:00:00Z", 20}};
+    in.headers = headers;
+    in.n_headers = 5;
+    ck_assert_int_eq(judge_large(&in), DECODE_INVALID_TIME);
+}
+END_TEST
+
+START_TEST(integers_beyond_64_bits_become_reals)
+{
+    decode_input_t in = input("orders", "{\"kind\":\"Placed\",\"order_id\":\"O\","
+                                        "\"big\":123456789012345678901234567890,"
+                                        "\"neg\":-99999999999999999999,\"small\":42,"
+                                        "\"edge\":9223372036854775807,"
+                                        "\"text\":\"123456789012345678901234567890\","
+                                        "\"list\":[1, 18446744073709551616]}");
+    ck_assert_int_eq(judge_large(&in), DECODE_OK);
+    json_t *big = json_object_get(msg.data, "big");
+    ck_assert(json_is_real(big));
+    ck_assert(json_real_value(big) > 1.2e29 && json_real_value(big) < 1.3e29);
+    ck_assert(json_is_real(json_object_get(msg.data, "neg")));
+    ck_assert(json_is_integer(json_object_get(msg.data, "small")));
+    ck_assert_int_eq(json_integer_value(json_object_get(msg.data, "small")), 42);
+    ck_assert(json_is_integer(json_object_get(msg.data, "edge")));
+    ck_assert_str_eq(json_string_value(json_object_get(msg.data, "text")),
+                     "123456789012345678901234567890");
+    ck_assert(json_is_real(json_array_get(json_object_get(msg.data, "list"), 1)));
+    ck_assert_int_eq(decode_envelope(&msg, &in, def, 0, &env, detail, sizeof detail), DECODE_OK);
+
+    /* Beyond a double too: still invalid JSON. */
+    char huge[600] = "{\"kind\":\"Placed\",\"x\":";
+    size_t len = strlen(huge);
+    memset(huge + len, '9', 400);
+    strcpy(huge + len + 400, "}");
+    in = input("orders", huge);
+    ck_assert_int_eq(judge_large(&in), DECODE_INVALID_JSON);
 }
 END_TEST
 
@@ -295,6 +467,10 @@ Suite *decode_suite(void)
     tcase_add_test(tc, rfc3339_times);
     tcase_add_test(tc, times_format_back_to_what_they_parse_from);
     tcase_add_test(tc, reason_names);
+    tcase_add_test(tc, keys_and_ids_over_the_limits);
+    tcase_add_test(tc, cloudevents_headers_must_be_text);
+    tcase_add_test(tc, times_outside_what_postgresql_stores);
+    tcase_add_test(tc, integers_beyond_64_bits_become_reals);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -237,6 +237,18 @@ START_TEST(outcome_names_match_the_schema)
 }
 END_TEST
 
+/* A time that slipped past decode's range cannot make the deadline sums
+ * overflow (undefined behaviour, which UBSan in the test build aborts on). */
+START_TEST(deadlines_saturate_instead_of_overflowing)
+{
+    engine_result_t r = apply("OrderPlaced", "e1", INT64_MAX - 1000);
+    ck_assert_int_eq(r.outcome, ENGINE_STARTED);
+    ck_assert_int_eq(inst.deadline_ms, INT64_MAX);
+    ck_assert_int_eq(inst.process_deadline_ms, INT64_MAX);
+    ck_assert_int_eq(engine_next_deadline(def, &inst), INT64_MAX);
+}
+END_TEST
+
 Suite *engine_suite(void)
 {
     Suite *s = suite_create("engine");
@@ -255,6 +267,7 @@ Suite *engine_suite(void)
     tcase_add_test(tc, next_deadline_is_the_earlier_unjudged_one);
     tcase_add_test(tc, missing_capture_is_noted_not_fatal);
     tcase_add_test(tc, outcome_names_match_the_schema);
+    tcase_add_test(tc, deadlines_saturate_instead_of_overflowing);
     suite_add_tcase(s, tc);
     return s;
 }
