@@ -5,6 +5,7 @@
 #include "definitions/duration.h"
 #include "manager/cli.h"
 #include "manager/db.h"
+#include "manager/decode.h"
 #include "manager/err.h"
 #include "manager/query.h"
 
@@ -28,8 +29,9 @@ static const char *str(const json_t *obj, const char *name)
     return value != NULL ? value : "-";
 }
 
-static void print_text(const json_t *inst)
+static void print_text(json_t *inst)
 {
+    decode_json_printable(inst); /* keys and details came from producers */
     char in_state[32], to_deadline[32];
     json_t *ms_to_deadline = json_object_get(inst, "ms_to_deadline");
     char *vars = json_dumps(json_object_get(inst, "vars"), JSON_COMPACT | JSON_SORT_KEYS);

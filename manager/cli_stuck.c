@@ -5,6 +5,7 @@
 #include "definitions/duration.h"
 #include "manager/cli.h"
 #include "manager/db.h"
+#include "manager/decode.h"
 #include "manager/err.h"
 #include "manager/query.h"
 
@@ -21,8 +22,9 @@ static const char stuck_usage[] =
     "  --json                the same as one JSON object\n"
     "  --database CONNINFO   libpq connection string ($STEWARD_DATABASE_URL)\n";
 
-static void print_text(const json_t *doc)
+static void print_text(json_t *doc)
 {
+    decode_json_printable(doc); /* keys and summaries came from producers */
     json_t *groups = json_object_get(doc, "groups");
     if (json_array_size(groups) == 0) {
         printf("nothing stuck: no open alerts\n");

@@ -575,3 +575,73 @@ fail:
     out->id = NULL;
     return reason;
 }
+
+/* A new string: s with its control characters escaped (see decode.h);
+ * NULL when s has none or memory is short. */
+static char *printable(const char *s)
+{
+    size_t need = 0;
+    bool any = false;
+    for (const unsigned char *p = (const unsigned char *) s; *p; p++) {
+        if (*p < 0x20 || *p == 0x7f) {
+            need += 4, any = true;
+        } else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+            need += 6, any = true, p++;
+        } else {
+            need++;
+        }
+    }
+    char *out = any ? malloc(need + 1) : NULL;
+    if (out == NULL)
+        return NULL;
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *) s; *p; p++) {
+        if (*p < 0x20 || *p == 0x7f) {
+            o += (size_t) snprintf(out + o, need + 1 - o, "\\x%02x", *p);
+        } else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+            o += (size_t) snprintf(out + o, need + 1 - o, "\\u%04x", p[1]);
+            p++;
+        } else {
+            out[o++] = (char) *p;
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
+void decode_json_printable(json_t *value)
+{
+    if (json_is_string(value)) {
+        char *safe = printable(json_string_value(value));
+        if (safe != NULL)
+            json_string_set(value, safe);
+        free(safe);
+    } else if (json_is_array(value)) {
+        for (size_t i = 0; i < json_array_size(value); i++)
+            decode_json_printable(json_array_get(value, i));
+    } else if (json_is_object(value)) {
+        /* Keys cannot be changed in place: collect the ones to rename,
+         * then rename them outside the iteration. */
+        const char *name;
+        json_t *member;
+        json_t *renames = json_array();
+        json_object_foreach(value, name, member)
+        {
+            decode_json_printable(member);
+            char *safe = printable(name);
+            if (safe != NULL)
+                json_array_append_new(renames, json_string(name));
+            free(safe);
+        }
+        for (size_t i = 0; i < json_array_size(renames); i++) {
+            const char *old_name = json_string_value(json_array_get(renames, i));
+            char *safe = printable(old_name);
+            if (safe != NULL) {
+                json_object_set(value, safe, json_object_get(value, old_name));
+                json_object_del(value, old_name);
+            }
+            free(safe);
+        }
+        json_decref(renames);
+    }
+}

@@ -160,6 +160,17 @@ bool decode_parse_time(const char *text, int64_t *ms_out);
  * ("2026-11-29T21:06:03.250Z"). Returns buf. */
 char *decode_format_time(int64_t ms, char *buf, size_t buf_size);
 
+/*
+ * Makes every string in `value` (recursively, in place; object keys too)
+ * safe to print on a terminal: control characters (C0, DEL and the C1
+ * range U+0080-U+009F, which include ESC and CSI) become visible escapes
+ * such as "\x1b" and "\u009b". What came from a message (keys, types,
+ * details) is printed by `steward stuck` and `inspect`; an escape sequence
+ * in a key must not drive the operator's terminal. JSON output needs none
+ * of this: jansson escapes control characters itself.
+ */
+void decode_json_printable(json_t *value);
+
 /* True if buf[0..len) is well-formed UTF-8 (no overlongs, no surrogates). */
 bool decode_utf8_valid(const unsigned char *buf, size_t len);
 

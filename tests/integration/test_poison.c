@@ -249,6 +249,39 @@ START_TEST(test_poison_two_replicas)
     ck_assert_int_eq(
         scalar_long(conn, "SELECT count(*) FROM steward.instances WHERE key = 'B1'", NULL), 1);
 
+    /* A key with a terminal escape sequence, printed by stuck and inspect:
+     * a second start event opens a sequence alert for it. */
+    rk = producer_new();
+    static const char esc_placed[] =
+        "{\"type\":\"OrderPlaced\",\"id\":\"e%d\",\"order_id\":\"E\\u001b]0;owned\\u0007"
+        "\\u001b[31m\",\"at\":\"2026-11-30T10:00:00Z\"}";
+    for (int i = 1; i <= 2; i++) {
+        snprintf(value, sizeof value, esc_placed, i);
+        produce(rk, topic, 1, NULL, value, NULL, 0);
+    }
+    ck_assert_int_eq(rd_kafka_flush(rk, 30000), RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_destroy(rk);
+    if (!tl_db_wait(conn, "SELECT count(*) FROM steward.alerts WHERE key LIKE 'E%'", 0, NULL, "1",
+                    30, &last)) {
+        tl_print_tail(log_a, 4000);
+        ck_abort_msg("no sequence alert for the escaped key (%s)", last);
+    }
+    const char *stuck_argv[] = {NULL, "stuck", "--database", url, NULL};
+    o = tl_steward(stuck_argv, NULL);
+    ck_assert_msg(o.status == 0, "stuck: %s", o.err);
+    ck_assert_msg(strchr(o.out, '\x1b') == NULL && strchr(o.out, '\x07') == NULL,
+                  "stuck printed raw control characters");
+    ck_assert_msg(tl_contains(o.out, "E\\x1b]0;owned\\x07\\x1b[31m"), "stuck:\n%s", o.out);
+    tl_output_free(&o);
+    const char *inspect_argv[] = {NULL,         "inspect", "poison", "E\x1b]0;owned\x07\x1b[31m",
+                                  "--database", url,       NULL};
+    o = tl_steward(inspect_argv, NULL);
+    ck_assert_msg(o.status == 0, "inspect: %s", o.err);
+    ck_assert_msg(strchr(o.out, '\x1b') == NULL && strchr(o.out, '\x07') == NULL,
+                  "inspect printed raw control characters");
+    ck_assert_msg(tl_contains(o.out, "poison E\\x1b]0;owned\\x07\\x1b[31m"), "inspect:\n%s", o.out);
+    tl_output_free(&o);
+
     ck_assert_int_eq(tl_stop(pid_a, SIGTERM, 30), 0);
     ck_assert_int_eq(tl_stop(pid_b, SIGTERM, 30), 0);
     PQfinish(conn);

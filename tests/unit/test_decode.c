@@ -452,6 +452,22 @@ START_TEST(integers_beyond_64_bits_become_reals)
 }
 END_TEST
 
+START_TEST(control_characters_made_printable)
+{
+    json_t *doc = json_pack("{s:s, s:[s, s], s:{s:s}}", "key", "K\x1b]0;owned\x07-1", "list",
+                            "plain", "csi\xc2\x9b" "2J", "nested", "a\x1b", "tab\there");
+    decode_json_printable(doc);
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "key")), "K\\x1b]0;owned\\x07-1");
+    ck_assert_str_eq(json_string_value(json_array_get(json_object_get(doc, "list"), 0)), "plain");
+    ck_assert_str_eq(json_string_value(json_array_get(json_object_get(doc, "list"), 1)),
+                     "csi\\u009b2J");
+    json_t *nested = json_object_get(doc, "nested");
+    ck_assert_ptr_null(json_object_get(nested, "a\x1b"));
+    ck_assert_str_eq(json_string_value(json_object_get(nested, "a\\x1b")), "tab\\x09here");
+    json_decref(doc);
+}
+END_TEST
+
 Suite *decode_suite(void)
 {
     Suite *s = suite_create("decode");
@@ -471,6 +487,7 @@ Suite *decode_suite(void)
     tcase_add_test(tc, cloudevents_headers_must_be_text);
     tcase_add_test(tc, times_outside_what_postgresql_stores);
     tcase_add_test(tc, integers_beyond_64_bits_become_reals);
+    tcase_add_test(tc, control_characters_made_printable);
     suite_add_tcase(s, tc);
     return s;
 }
