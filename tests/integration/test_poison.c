@@ -294,12 +294,172 @@ START_TEST(test_poison_two_replicas)
 }
 END_TEST
 
+/* The value of header `name` of m as a new string; NULL when absent. */
+static char *header_of(const rd_kafka_message_t *m, const char *name)
+{
+    rd_kafka_headers_t *hdrs = NULL;
+    const void *value;
+    size_t size;
+    if (rd_kafka_message_headers(m, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+        rd_kafka_header_get_last(hdrs, name, &value, &size) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return NULL;
+    return strndup(value, size);
+}
+
+/*
+ * intake.dead_letter_topic copies each rejected message with Kafka
+ * Connect's error headers; intake.record_unknown adds a rejected row for an
+ * event no definition declares.
+ */
+START_TEST(test_dead_letters_and_unknown_types)
+{
+    char *topic = tl_unique("poison.dl.");
+    char *dlq = tl_unique("poison.dlq.");
+    const char *topics[2] = {topic, dlq};
+    tl_kafka_create_topics(topics, 2, 1);
+
+    char definition[2048];
+    snprintf(definition, sizeof definition, definition_template, topic);
+    char *dir = strdup(tl_tmpdir());
+    free(tl_write_file(dir, "poison.json", definition));
+    char *log = tl_write_file(tl_tmpdir(), "dl.log", "");
+    const char *url = tl_db_create("poison_dl");
+    const char *margv[] = {NULL, "migrate", "--database", url, NULL};
+    tl_output_t o = tl_steward(margv, NULL);
+    ck_assert_msg(o.status == 0, "migrate: %s", o.err);
+    tl_output_free(&o);
+    PGconn *conn = tl_db_connect(url);
+    tl_db_exec(conn, refuse_sql);
+
+    rd_kafka_t *rk = producer_new();
+    good_events(rk, topic, 0, 1); /* offset 0 */
+    produce(rk, topic, 0, NULL, "{\"type\":\"OrderCancelled\",\"order_id\":\"U1\"}", NULL,
+            0); /* 1 */
+    produce(rk, topic, 0, NULL,
+            "{\"type\":\"OrderPlaced\",\"id\":\"r1\",\"order_id\":\"refuse-me\","
+            "\"at\":\"2026-11-30T10:00:00Z\"}",
+            NULL, 0); /* 2 */
+    char value[2048], long_key[1201];
+    memset(long_key, 'k', sizeof long_key - 1);
+    long_key[sizeof long_key - 1] = '\0';
+    snprintf(value, sizeof value, "{\"type\":\"OrderPlaced\",\"order_id\":\"%s\"}", long_key);
+    header_t trace[] = {{"traceparent", "00-abc-def-01", 13}};
+    produce(rk, topic, 0, "kafka-key-1", value, trace, 1); /* 3 */
+    ck_assert_int_eq(rd_kafka_flush(rk, 30000), RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_destroy(rk);
+
+    char *group = tl_unique("poison_dl");
+    char dlq_set[300];
+    snprintf(dlq_set, sizeof dlq_set, "intake.dead_letter_topic=%s", dlq);
+    const char *argv[] = {NULL,
+                          "run",
+                          "--brokers",
+                          tl_kafka_brokers(),
+                          "--database",
+                          url,
+                          "--definitions",
+                          dir,
+                          "--group",
+                          group,
+                          "--batch-ms",
+                          "20",
+                          "--set",
+                          "http.listen=",
+                          "--set",
+                          "intake.record_unknown=true",
+                          "--set",
+                          dlq_set,
+                          NULL};
+    int pid = tl_steward_spawn(argv, NULL, log);
+    const char *params[1] = {group};
+    char *last = NULL;
+    if (!tl_db_wait(conn,
+                    "SELECT coalesce(sum(next_offset), 0) FROM steward.offsets "
+                    "WHERE consumer_group = $1 AND next_offset >= 0",
+                    1, params, "4", 60, &last)) {
+        tl_print_tail(log, 4000);
+        ck_abort_msg("committed %s of 4 messages (the log above)", last);
+    }
+    char *rows =
+        tl_db_scalar(conn,
+                     "SELECT string_agg(\"offset\" || ':' || reason, ',' ORDER BY \"offset\") "
+                     "FROM steward.rejected",
+                     0, NULL);
+    ck_assert_str_eq(rows, "1:unknown_type,2:database_refused,3:invalid_key");
+    free(rows);
+    ck_assert_int_eq(scalar_long(conn,
+                                 "SELECT count(*) FROM steward.rejected WHERE reason = "
+                                 "'unknown_type' AND detail LIKE '%OrderCancelled%'",
+                                 NULL),
+                     1);
+
+    /* The dead-letter topic holds the same three, with where they came from. */
+    char kerr[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    ck_assert(rd_kafka_conf_set(conf, "bootstrap.servers", tl_kafka_brokers(), kerr, sizeof kerr) ==
+              RD_KAFKA_CONF_OK);
+    ck_assert(rd_kafka_conf_set(conf, "group.id", group, kerr, sizeof kerr) == RD_KAFKA_CONF_OK);
+    rd_kafka_t *consumer = rd_kafka_new(RD_KAFKA_CONSUMER, conf, kerr, sizeof kerr);
+    ck_assert_msg(consumer != NULL, "consumer: %s", kerr);
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(list, dlq, 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    ck_assert_int_eq(rd_kafka_assign(consumer, list), RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_topic_partition_list_destroy(list);
+    char seen[256] = "";
+    int n = 0;
+    for (int polls = 0; polls < 300 && n < 3; polls++) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(consumer, 100);
+        if (m == NULL)
+            continue;
+        if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            char *reason = header_of(m, "__connect.errors.exception.class.name");
+            char *offset = header_of(m, "__connect.errors.offset");
+            char *src = header_of(m, "__connect.errors.topic");
+            ck_assert_ptr_nonnull(reason);
+            ck_assert_ptr_nonnull(offset);
+            ck_assert_str_eq(src, topic);
+            size_t len = strlen(seen);
+            snprintf(seen + len, sizeof seen - len, "%s%s:%s", n ? "," : "", offset, reason);
+            if (strcmp(reason, "invalid_key") == 0) {
+                ck_assert_int_eq((int) m->key_len, 11);
+                ck_assert(memcmp(m->key, "kafka-key-1", 11) == 0);
+                ck_assert_int_eq((int) m->len, (int) strlen(value));
+                char *tp = header_of(m, "traceparent");
+                ck_assert_str_eq(tp, "00-abc-def-01");
+                free(tp);
+                char *msg = header_of(m, "__connect.errors.exception.message");
+                ck_assert_msg(tl_contains(msg, "over the limit of 1024"), "message: %s", msg);
+                free(msg);
+            }
+            free(reason);
+            free(offset);
+            free(src);
+            n++;
+        }
+        rd_kafka_message_destroy(m);
+    }
+    rd_kafka_consumer_close(consumer);
+    rd_kafka_destroy(consumer);
+    ck_assert_str_eq(seen, "1:unknown_type,2:database_refused,3:invalid_key");
+
+    ck_assert_int_eq(tl_stop(pid, SIGTERM, 30), 0);
+    PQfinish(conn);
+    free(last);
+    free(group);
+    free(log);
+    free(dir);
+    free(dlq);
+    free(topic);
+}
+END_TEST
+
 Suite *poison_suite(void)
 {
     Suite *s = suite_create("poison");
     TCase *tc = tcase_create("poison");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_poison_two_replicas);
+    tcase_add_test(tc, test_dead_letters_and_unknown_types);
     suite_add_tcase(s, tc);
     return s;
 }
