@@ -414,15 +414,17 @@ static err_class_t apply_range(intake_t *in, const decode_input_t *msgs, size_t 
                 strcmp(msgs[m].topic, parts[i].topic) == 0)
                 next = msgs[m].offset + 1;
         }
-        if (next < 0 || parts[i].fenced)
+        if (next < 0)
             continue;
+        /* A partition found fenced stays in: the store needs an entry for
+         * each message's partition, and finds it fenced again. */
         sub[n_sub] = parts[i];
         sub[n_sub].next_offset = next;
         sub[n_sub].watermark_ms = -1;
         sub[n_sub].fenced = false;
         n_sub++;
     }
-    if (n_sub == 0) { /* every partition of the part is fenced: nothing of it is ours */
+    if (n_sub == 0) { /* no messages: nothing to apply */
         free(sub);
         return ERR_OK;
     }
