@@ -658,6 +658,17 @@ START_TEST(test_bad_duration)
     json_t *doc = without("/states/awaiting_dispatch/deadline");
     put(doc, "/deadline", "\"ten days\"");
     EXPECT_ONLY(doc, "/deadline", "bad duration 'ten days'");
+    def_problems_clear(&problems);
+    /* Longer than the daemon can store or add: refused, at 100 years. */
+    EXPECT_ONLY(with("/states/awaiting_payment/deadline", "\"200000000d\""),
+                "/states/awaiting_payment/deadline", "bad duration '200000000d'",
+                "at most 36525d (100 years)");
+    def_problems_clear(&problems);
+    EXPECT_ONLY(with("/deadline", "\"106751991167d\""), "/deadline", "at most 36525d");
+    def_problems_clear(&problems);
+    EXPECT_ONLY(with("/reorder_window", "\"36525d1ms\""), "/reorder_window", "at most 36525d");
+    def_problems_clear(&problems);
+    def_free(expect_valid(with("/deadline", "\"36525d\"")));
 }
 END_TEST
 
@@ -676,6 +687,12 @@ START_TEST(test_bad_pointer)
                 "bad JSON pointer 'occurred_at'");
     def_problems_clear(&problems);
     EXPECT_ONLY(with("/key", "7"), "/key", "expected a JSON pointer string", "an integer");
+    def_problems_clear(&problems);
+    char long_ptr[300] = "\"/";
+    memset(long_ptr + 2, 'a', 257);
+    strcpy(long_ptr + 259, "\"");
+    EXPECT_ONLY(with("/key", long_ptr), "/key", "bad JSON pointer", "258 characters",
+                "limit of 256");
 }
 END_TEST
 
