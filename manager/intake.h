@@ -71,8 +71,11 @@ intake_t *intake_new(const intake_config_t *cfg, const def_set_t *defs, err_clas
 /*
  * Consumes until *stop becomes non-zero (a signal handler sets it), then
  * finishes the batch in hand, leaves the group and returns ERR_OK. Lost
- * database connections and conflicts are retried here; anything else that
- * stops consumption is returned with the reason in errstr.
+ * database connections and conflicts are retried here. A batch PostgreSQL
+ * refuses for what one message carries is applied in halves until that
+ * message is found; it goes to steward.rejected (database_refused) and the
+ * rest commits: no message stops consumption. Anything else that does is
+ * returned with the reason in errstr.
  */
 err_class_t intake_run(intake_t *intake, volatile sig_atomic_t *stop, char *errstr,
                        size_t errstr_size);
