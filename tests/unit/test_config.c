@@ -79,6 +79,10 @@ START_TEST(bad_values_are_named)
     REFUSED("\"log_level\": \"loud\"", "log_level: 'loud' is not one of");
     REFUSED("\"scheduler\": {\"blind_after\": \"1ms\"}", "scheduler.blind_after: '1ms' is outside");
     REFUSED("\"group\": [1]", "group: expected a string or a number");
+    REFUSED("\"intake\": {\"record_unknown\": \"maybe\"}",
+            "intake.record_unknown: 'maybe' is not true or false");
+    REFUSED("\"intake\": {\"record_unknown\": 2}",
+            "intake.record_unknown: '2' is not true or false");
 }
 END_TEST
 
