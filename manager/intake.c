@@ -477,8 +477,28 @@ static err_class_t isolate(intake_t *in, const decode_input_t *msgs, size_t n,
              "messages", count, "error", errstr);
     memset(stats, 0, sizeof *stats);
     err_class_t cls = apply_range(in, msgs, 0, n, parts, n_parts, stats, errstr, errstr_size);
-    if (cls == ERR_INVALID) /* an empty batch refused: not a message's doing */
+    if (cls == ERR_INVALID) /* a single message's refusal refused too: not its doing */
         cls = ERR_FATAL;
+    if (cls != ERR_OK)
+        return cls;
+
+    /* The parts left watermarks alone; move them now, offsets unchanged. */
+    store_partition_t *marks = calloc(n_parts + 1, sizeof *marks);
+    store_batch_stats_t ignored;
+    if (marks == NULL)
+        return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    for (size_t i = 0; i < n_parts; i++) {
+        marks[i] = parts[i];
+        marks[i].next_offset = -1;
+        marks[i].fenced = false;
+    }
+    cls = apply_retrying(in, msgs, 0, marks, n_parts, &ignored, errstr, errstr_size);
+    free(marks);
+    if (cls == ERR_INVALID) {
+        LOG_WARN("watermarks not moved after a refused message; the next batch moves them", "error",
+                 errstr);
+        cls = ERR_OK;
+    }
     return cls;
 }
 
