@@ -495,8 +495,8 @@ static err_class_t isolate(intake_t *in, const decode_input_t *msgs, size_t n,
     cls = apply_retrying(in, msgs, 0, marks, n_parts, &ignored, errstr, errstr_size);
     free(marks);
     if (cls == ERR_INVALID) {
-        LOG_WARN("watermarks not moved after a refused message; the next batch moves them", "error",
-                 errstr);
+        LOG_LIMITED(LOG_LEVEL_WARN, "watermark-refused", 10000,
+                    "watermarks not moved: the database refused them", "error", errstr);
         cls = ERR_OK;
     }
     return cls;
