@@ -3,7 +3,8 @@
  * end: steward run on the real broker and PostgreSQL.
  *
  *   lateness      a completion 2 s late in a one-hour catch-up is recorded
- *                 as late (late_by_ms) although no deadline was judged yet
+ *                 as late (late_by_ms), though read before the scheduler
+ *                 could judge its deadline
  *   unloadable    600 due instances on a recorded version that no longer
  *                 loads: the healthy instance beside them is alerted, one
  *                 alert names the version, SIGTERM stops steward at once
