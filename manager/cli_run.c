@@ -246,7 +246,9 @@ static int serve(const config_t *cfg, const char *replica, run_ctx_t *ctx)
                            cfg->grace_ms,
                            cfg->blind_after_ms,
                            cfg->blind_owner,
-                           0};
+                           0,
+                           replica,
+                           cfg->unowned_after_ms};
     notifier_config_t ncfg = {cfg->database, cfg->notifier_interval_ms, cfg->http_timeout_ms,
                               cfg->max_backoff_ms, cfg->alertmanager_resend_ms};
 

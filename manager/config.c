@@ -49,6 +49,7 @@ static const config_key_t config_keys[] = {
     {"scheduler.grace", CONFIG_DURATION, OFF(grace_ms), 0, 86400000, NULL},
     {"scheduler.blind_after", CONFIG_DURATION, OFF(blind_after_ms), 1000, 86400000, NULL},
     {"scheduler.blind_owner", CONFIG_STRING, OFF(blind_owner), 0, 0, NULL},
+    {"scheduler.unowned_after", CONFIG_DURATION, OFF(unowned_after_ms), 1000, 86400000, NULL},
     {"notifier.interval", CONFIG_DURATION, OFF(notifier_interval_ms), 10, 3600000, NULL},
     {"notifier.timeout", CONFIG_DURATION, OFF(http_timeout_ms), 100, 600000, NULL},
     {"notifier.max_backoff", CONFIG_DURATION, OFF(max_backoff_ms), 100, 86400000, NULL},
@@ -75,6 +76,7 @@ config_t *config_new(void)
     cfg->scheduler_interval_ms = 1000;
     cfg->grace_ms = 1000;
     cfg->blind_after_ms = 120000;
+    cfg->unowned_after_ms = 15000;
     cfg->blind_owner = strdup("steward");
     cfg->notifier_interval_ms = 500;
     cfg->http_timeout_ms = 10000;

@@ -42,6 +42,7 @@ typedef struct config {
                                       passes it, for clock skew between producers */
     int64_t blind_after_ms;        /* a partition unread this long opens a blind alert */
     char *blind_owner;             /* the team a blind alert pages */
+    int64_t unowned_after_ms;      /* a partition no live replica owns this long opens it too */
 
     int64_t notifier_interval_ms;
     int64_t http_timeout_ms;        /* one delivery attempt, at most */

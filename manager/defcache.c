@@ -9,10 +9,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A version that cannot be loaded, and why. */
+typedef struct unloadable {
+    char *process;
+    int version;
+    char *why;
+} unloadable_t;
+
 struct defcache {
     const def_set_t *loaded; /* borrowed */
     def_t **recorded;        /* owned */
     size_t n_recorded;
+    unloadable_t *failed; /* owned */
+    size_t n_failed;
 };
 
 defcache_t *defcache_new(const def_set_t *defs)
@@ -30,6 +39,11 @@ void defcache_free(defcache_t *cache)
     for (size_t i = 0; i < cache->n_recorded; i++)
         def_free(cache->recorded[i]);
     free(cache->recorded);
+    for (size_t i = 0; i < cache->n_failed; i++) {
+        free(cache->failed[i].process);
+        free(cache->failed[i].why);
+    }
+    free(cache->failed);
     free(cache);
 }
 
@@ -43,8 +57,32 @@ const def_set_t *defcache_loaded(const defcache_t *cache)
     return cache->loaded;
 }
 
-const def_t *defcache_get(defcache_t *cache, PGconn *conn, const char *process, int version)
+/* Remembers that (process, version) cannot load; returns the reason as
+ * kept (or a static text when out of memory). */
+static const char *remember_failure(defcache_t *cache, const char *process, int version,
+                                    const char *why)
 {
+    unloadable_t *grown = realloc(cache->failed, (cache->n_failed + 1) * sizeof *grown);
+    if (grown == NULL)
+        return "out of memory";
+    cache->failed = grown;
+    unloadable_t *u = &cache->failed[cache->n_failed];
+    u->process = strdup(process);
+    u->version = version;
+    u->why = strdup(why);
+    if (u->process == NULL || u->why == NULL) {
+        free(u->process);
+        free(u->why);
+        return "out of memory";
+    }
+    cache->n_failed++;
+    return u->why;
+}
+
+const def_t *defcache_find(defcache_t *cache, PGconn *conn, const char *process, int version,
+                           const char **why)
+{
+    *why = NULL;
     const def_t *def = def_set_find(cache->loaded, process, version);
     if (def != NULL)
         return def;
@@ -53,16 +91,31 @@ const def_t *defcache_get(defcache_t *cache, PGconn *conn, const char *process, 
             strcmp(cache->recorded[i]->process, process) == 0)
             return cache->recorded[i];
     }
+    for (size_t i = 0; i < cache->n_failed; i++) {
+        if (cache->failed[i].version == version && strcmp(cache->failed[i].process, process) == 0) {
+            *why = cache->failed[i].why;
+            return NULL;
+        }
+    }
 
-    char vtext[16];
+    char vtext[16], reason[512];
     snprintf(vtext, sizeof vtext, "%d", version);
     const char *params[2] = {process, vtext};
     PGresult *res = PQexecParams(conn,
                                  "SELECT document::text FROM steward.definitions "
                                  "WHERE process = $1 AND version = $2::int",
                                  2, NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) == 0) {
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         PQclear(res);
+        return NULL; /* the database, not the version: ask again next time */
+    }
+    if (PQntuples(res) == 0) {
+        PQclear(res);
+        snprintf(reason, sizeof reason, "version %d of %s is not recorded in steward.definitions",
+                 version, process);
+        LOG_ERROR("an instance's definition version is not recorded", "process", process, "version",
+                  vtext);
+        *why = remember_failure(cache, process, version, reason);
         return NULL;
     }
     def_problems_t problems = {0};
@@ -70,9 +123,13 @@ const def_t *defcache_get(defcache_t *cache, PGconn *conn, const char *process, 
     def_t *loaded = def_load_json(doc, strlen(doc), "steward.definitions", &problems);
     PQclear(res);
     if (loaded == NULL) {
+        const char *problem = problems.n > 0 ? problems.items[0].message : "it does not validate";
+        snprintf(reason, sizeof reason, "version %d of %s no longer loads: %s", version, process,
+                 problem);
         LOG_ERROR("a recorded definition version no longer loads", "process", process, "version",
-                  vtext, "problem", problems.n > 0 ? problems.items[0].message : NULL);
+                  vtext, "problem", problem);
         def_problems_clear(&problems);
+        *why = remember_failure(cache, process, version, reason);
         return NULL;
     }
     def_t **grown = realloc(cache->recorded, (cache->n_recorded + 1) * sizeof *grown);
@@ -83,4 +140,10 @@ const def_t *defcache_get(defcache_t *cache, PGconn *conn, const char *process, 
     cache->recorded = grown;
     cache->recorded[cache->n_recorded++] = loaded;
     return loaded;
+}
+
+const def_t *defcache_get(defcache_t *cache, PGconn *conn, const char *process, int version)
+{
+    const char *why;
+    return defcache_find(cache, conn, process, version, &why);
 }

@@ -1,7 +1,10 @@
 /*
  * defcache - the definition version an instance runs on. Instances keep
  * the version they started with, so a version no longer in the loaded
- * files is read back from steward.definitions and kept here.
+ * files is read back from steward.definitions and kept here. A version
+ * that cannot be loaded (not recorded, or its recorded document no longer
+ * validates) is remembered too, with the reason: a recorded document never
+ * changes, so asking again would only cost a query per instance.
  *
  * One cache per thread: it is not locked.
  */
@@ -29,5 +32,14 @@ const def_set_t *defcache_loaded(const defcache_t *cache);
  * reason is logged).
  */
 const def_t *defcache_get(defcache_t *cache, PGconn *conn, const char *process, int version);
+
+/*
+ * As defcache_get(), and says why not. On NULL, *why is the reason the
+ * version can never be loaded (borrowed until defcache_free(); the failure
+ * is remembered and logged once), or NULL when the database could not be
+ * asked (transient: nothing is remembered; try again later).
+ */
+const def_t *defcache_find(defcache_t *cache, PGconn *conn, const char *process, int version,
+                           const char **why);
 
 #endif

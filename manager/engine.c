@@ -152,6 +152,7 @@ static engine_result_t result_of(engine_outcome_t outcome, long from, long to)
     r.outcome = outcome;
     r.from_state = from;
     r.to_state = to;
+    r.late_by_ms = 0;
     r.detail[0] = '\0';
     return r;
 }
@@ -175,6 +176,15 @@ static engine_result_t start(const def_t *def, engine_instance_t *inst, const en
             ev->data, r.detail, sizeof r.detail);
     enter(def, inst, (long) def->start_state, ev->time_ms);
     return r;
+}
+
+/* How long after `deadline_ms` the time `at_ms` lies; 0 when not after it
+ * or there is no deadline. */
+static int64_t late_by(int64_t at_ms, int64_t deadline_ms)
+{
+    if (deadline_ms == ENGINE_NO_DEADLINE || at_ms <= deadline_ms)
+        return 0;
+    return time_sub(at_ms, deadline_ms);
 }
 
 /* The judgement shared by a first arrival and a replay. */
@@ -203,12 +213,24 @@ static engine_result_t judge(const def_t *def, engine_instance_t *inst, const en
     const def_transition_t *t = def_transition(def, (size_t) from, (size_t) ev->event);
     if (t != NULL) {
         engine_result_t r = result_of(ENGINE_ADVANCED, from, (long) t->to);
-        if (inst->overdue && inst->deadline_ms != ENGINE_NO_DEADLINE) {
-            /* Late, not lost: say by how much, for the record and the resolve. */
-            char late[32];
-            duration_format(time_sub(ev->time_ms, inst->deadline_ms), late, sizeof late);
-            snprintf(r.detail, sizeof r.detail, "arrived %s after the deadline of %s", late,
-                     st->name);
+        /* Late, not lost: judged from the event's own time, so a step that
+         * ends after its deadline is late whether the scheduler saw the
+         * deadline pass or not (in a catch-up it usually has not). */
+        int64_t late = late_by(ev->time_ms, inst->deadline_ms);
+        const char *missed = st->name;
+        if (def->states[t->to].terminal != NULL) {
+            int64_t process_late = late_by(ev->time_ms, inst->process_deadline_ms);
+            if (process_late > late) {
+                late = process_late;
+                missed = "the process";
+            }
+        }
+        if (late > 0) {
+            char text[32];
+            duration_format(late, text, sizeof text);
+            r.late_by_ms = late;
+            snprintf(r.detail, sizeof r.detail, "arrived %s after the deadline of %s", text,
+                     missed);
         }
         capture(inst->vars, event->captures, event->n_captures, ev->data, r.detail,
                 sizeof r.detail);

@@ -73,8 +73,13 @@ typedef struct engine_event {
 /* What judging one event did. */
 typedef struct engine_result {
     engine_outcome_t outcome;
-    long from_state;  /* -1 when the instance did not exist */
-    long to_state;    /* -1 when it still does not */
+    long from_state; /* -1 when the instance did not exist */
+    long to_state;   /* -1 when it still does not */
+    /* advanced: how long after the deadline it ended the event's time lies
+     * (the state's, and on reaching a terminal state also the process's;
+     * the larger); 0 when on time or there was none. Judged from the event's
+     * time alone, whether or not the scheduler got there first. */
+    int64_t late_by_ms;
     char detail[256]; /* why, for history; "" when nothing to say */
 } engine_result_t;
 

@@ -751,7 +751,13 @@ intake_t *intake_new(const intake_config_t *cfg, const def_set_t *defs, err_clas
         !set_conf(conf, "enable.auto.offset.store", "false", errstr, errstr_size) ||
         !set_conf(conf, "auto.offset.reset", "earliest", errstr, errstr_size) ||
         !set_conf(conf, "partition.assignment.strategy", "range", errstr, errstr_size) ||
-        !set_conf(conf, "topic.metadata.refresh.interval.ms", "10000", errstr, errstr_size)) {
+        !set_conf(conf, "topic.metadata.refresh.interval.ms", "10000", errstr, errstr_size) ||
+        /* A replica that dies is noticed in 6 s (librdkafka's default is
+         * 45 s), and its partitions taken over within about 10 s: until
+         * then the process watermark, and every deadline, waits for them.
+         * `kafka` properties in the config override both. */
+        !set_conf(conf, "session.timeout.ms", "6000", errstr, errstr_size) ||
+        !set_conf(conf, "heartbeat.interval.ms", "2000", errstr, errstr_size)) {
         *cls = ERR_INVALID;
         goto fail;
     }

@@ -14,7 +14,21 @@
  * steward.process_watermarks). A consumer catching up on a backlog
  * therefore raises no false alerts. If intake stops advancing a partition
  * for longer than blind_after, one `blind` alert says which, and resolves
- * when intake reads again.
+ * when intake reads again. The same alert names a partition that has had
+ * no live owner for unowned_after: each replica's scheduler stamps
+ * steward.replicas every pass, so a replica that died before the group
+ * noticed leaves partitions owned by a name no one has seen.
+ *
+ * An instance the scheduler cannot judge (its definition version does not
+ * load, or its state is not in that version) is set aside: taken out of
+ * the due scan with the reason in steward.instances.suspended, and one
+ * `blind` alert per process and version names the version and the reason;
+ * it resolves once no such instance is left open.
+ *
+ * Deadlines wait for the watermark of the topics that matter now: those of
+ * the versions a replica loaded (marked current in steward.definitions by
+ * its scheduler at start and after a reload) and of versions with open
+ * instances.
  *
  * In shadow mode a missed deadline opens an alert and marks the instance
  * overdue; nothing else changes. One scheduler per process, on its own
@@ -41,14 +55,17 @@ typedef struct sched_config {
     int64_t grace_ms;    /* judged this long after the watermark passes a deadline */
     int64_t blind_after_ms;
     const char *blind_owner;
-    int64_t until_ms; /* a replay's end: deadlines are judged up to it at most; 0 none */
+    int64_t until_ms;         /* a replay's end: deadlines are judged up to it at most; 0 none */
+    const char *replica;      /* stamped in steward.replicas each pass; NULL: none */
+    int64_t unowned_after_ms; /* a partition without a live owner this long is blind; 0: never */
 } sched_config_t;
 
 typedef struct sched_stats {
-    size_t judged;   /* instances whose deadline was judged */
-    size_t opened;   /* alerts opened */
-    size_t resolved; /* alerts resolved (blind) */
-    bool blind;      /* some partition is not being read */
+    size_t judged;    /* instances whose deadline was judged */
+    size_t opened;    /* alerts opened */
+    size_t resolved;  /* alerts resolved (blind) */
+    size_t set_aside; /* instances taken out of the due scan: not judgeable */
+    bool blind;       /* some partition is not being read */
 } sched_stats_t;
 
 /*
@@ -68,9 +85,10 @@ void sched_set_definitions(sched_t *s, const def_set_t *defs, route_table_t *rou
 /* One pass: every due deadline, then the blind check. */
 err_class_t sched_tick(sched_t *s, sched_stats_t *stats, char *errstr, size_t errstr_size);
 
-/* Passes every interval until *stop is set; reconnects after a lost
- * connection; takes up reloaded definitions and routes from `cur` between
- * passes. Logs what it cannot do and goes on. */
+/* Passes every interval until *stop is set (every loop of a pass checks it
+ * too, so a pass ends early on stop); reconnects after a lost connection;
+ * takes up reloaded definitions and routes from `cur` between passes. Logs
+ * what it cannot do and goes on. */
 void sched_run(sched_t *s, volatile sig_atomic_t *stop, gen_current_t *cur);
 
 #endif

@@ -89,8 +89,8 @@ typedef struct item {
 /* The columns of the rows a batch writes. */
 typedef struct rows {
     pgarr_t h_process, h_key, h_version, h_event_id, h_event_type, h_topic, h_partition, h_offset,
-        h_time, h_from, h_to, h_outcome, h_replayed, h_detail, h_epoch;
-    size_t n_history;
+        h_time, h_from, h_to, h_outcome, h_replayed, h_detail, h_epoch, h_late;
+    size_t n_history, n_late;
     pgarr_t p_process, p_key, p_event_id, p_event_type, p_topic, p_partition, p_offset, p_time,
         p_payload, p_expires;
     pgarr_t p_delete;
@@ -117,10 +117,11 @@ static void rows_free(rows_t *rows)
         &rows->i_status,     &rows->i_started,  &rows->i_entered,    &rows->i_deadline,
         &rows->i_pdeadline,  &rows->i_next,     &rows->i_overdue,    &rows->i_attempt,
         &rows->i_vars,       &rows->i_applied,  &rows->i_poverdue,   &rows->r_key,
+        &rows->h_late,
     };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         pgarr_free(all[i]);
-    rows->n_history = rows->n_rejected = 0;
+    rows->n_history = rows->n_late = rows->n_rejected = 0;
 }
 
 /* Compact, with 15 significant digits: what a double keeps of the decimal a
@@ -854,6 +855,12 @@ static void add_history(batch_t *b, const slot_t *slot, const char *event_id,
     pgarr_add_bool(&rows->h_replayed, replayed);
     pgarr_add(&rows->h_detail, r->detail[0] ? r->detail : NULL);
     pgarr_add_int(&rows->h_epoch, epoch);
+    if (r->late_by_ms > 0) {
+        pgarr_add_int(&rows->h_late, r->late_by_ms);
+        rows->n_late++;
+    } else {
+        pgarr_add(&rows->h_late, NULL);
+    }
     rows->n_history++;
     b->outcome_counts[r->outcome]++;
 }
@@ -1162,16 +1169,32 @@ static void batch_collect(batch_t *b)
     }
 }
 
-static const char write_history_sql[] =
-    "INSERT INTO steward.history (process, key, version, event_id, event_type, topic, "
-    "  partition, \"offset\", event_time, from_state, to_state, outcome, replayed, detail, "
-    "  replica, epoch) "
-    "SELECT p, k, v, e, t, tp, pa, o, to_timestamp(et / 1000.0), fs, ts, oc, rp, d, $16, ep "
-    "FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], "
-    "  $7::int[], $8::bigint[], $9::bigint[], $10::text[], $11::text[], $12::text[], "
-    "  $13::bool[], $14::text[], $15::bigint[]) WITH ORDINALITY "
-    "  AS u(p, k, v, e, t, tp, pa, o, et, fs, ts, oc, rp, d, ep, n) "
-    "ORDER BY n";
+#define WRITE_HISTORY_INSERT                                                                       \
+    "INSERT INTO steward.history (process, key, version, event_id, event_type, topic, "            \
+    "  partition, \"offset\", event_time, from_state, to_state, outcome, replayed, detail, "       \
+    "  replica, epoch, late_by_ms) "                                                               \
+    "SELECT p, k, v, e, t, tp, pa, o, to_timestamp(et / 1000.0), fs, ts, oc, rp, d, $17, ep, lb "  \
+    "FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], "          \
+    "  $7::int[], $8::bigint[], $9::bigint[], $10::text[], $11::text[], $12::text[], "             \
+    "  $13::bool[], $14::text[], $15::bigint[], $16::bigint[]) WITH ORDINALITY "                   \
+    "  AS u(p, k, v, e, t, tp, pa, o, et, fs, ts, oc, rp, d, ep, lb, n) "                          \
+    "ORDER BY n "
+
+static const char write_history_sql[] = WRITE_HISTORY_INSERT;
+
+/* The same, when some event is late: it also records its lateness on the
+ * open deadline alert of the step it ends, measured from that alert's
+ * deadline, before the batch resolves it. */
+static const char write_late_history_sql[] =
+    "WITH h AS (" WRITE_HISTORY_INSERT
+    "RETURNING process, key, from_state, event_time, late_by_ms) "
+    "UPDATE steward.alerts a "
+    "SET late_by_ms = "
+    "  greatest(1, (extract(epoch FROM h.event_time - a.deadline_at) * 1000)::bigint) "
+    "FROM h "
+    "WHERE h.late_by_ms IS NOT NULL AND a.resolved_at IS NULL AND a.kind = 'deadline' "
+    "  AND a.process = h.process AND a.key = h.key AND a.state = h.from_state "
+    "  AND h.event_time > a.deadline_at";
 
 static const char write_parked_sql[] =
     "INSERT INTO steward.parked (process, key, event_id, event_type, topic, partition, "
@@ -1208,7 +1231,8 @@ static const char write_instances_sql[] =
     "  process_deadline_at = excluded.process_deadline_at, "
     "  next_deadline_at = excluded.next_deadline_at, overdue = excluded.overdue, "
     "  process_overdue = excluded.process_overdue, attempt = excluded.attempt, "
-    "  vars = excluded.vars, events_applied = excluded.events_applied, updated_at = now()";
+    "  vars = excluded.vars, events_applied = excluded.events_applied, suspended = NULL, "
+    "  updated_at = now()";
 
 static const char write_offsets_sql[] =
     "UPDATE steward.offsets o SET "
@@ -1254,9 +1278,10 @@ static err_class_t batch_write(batch_t *b, char *errstr, size_t errstr_size)
         pgarr_t *cols[] = {&r->h_process,    &r->h_key,    &r->h_version,   &r->h_event_id,
                            &r->h_event_type, &r->h_topic,  &r->h_partition, &r->h_offset,
                            &r->h_time,       &r->h_from,   &r->h_to,        &r->h_outcome,
-                           &r->h_replayed,   &r->h_detail, &r->h_epoch};
-        if ((cls = bulk(b, "writing history", write_history_sql, cols, 15, replica, 1, NULL, errstr,
-                        errstr_size)) != ERR_OK)
+                           &r->h_replayed,   &r->h_detail, &r->h_epoch,     &r->h_late};
+        if ((cls = bulk(b, "writing history",
+                        r->n_late > 0 ? write_late_history_sql : write_history_sql, cols, 16,
+                        replica, 1, NULL, errstr, errstr_size)) != ERR_OK)
             return cls;
     }
     if (r->p_process.n > 0) {

@@ -338,6 +338,14 @@ START_TEST(stall_pages_once_and_the_late_event_resolves_it)
                                "resolution FROM steward.alerts WHERE key = $1",
                                1, params);
     ck_assert_msg(tl_contains(alert, "deadline true PaymentCaptured arrived"), "alert: %s", alert);
+    /* How late, as a field: on the history row and on the alert it resolved. */
+    char *late = tl_db_scalar(w.conn,
+                              "SELECT (h.late_by_ms > 0)::text || ' ' || (a.late_by_ms > 0)::text "
+                              "FROM steward.history h JOIN steward.alerts a USING (key) "
+                              "WHERE h.key = $1 AND h.event_type = 'PaymentCaptured'",
+                              1, params);
+    ck_assert_msg(late != NULL && strcmp(late, "true true") == 0, "late_by_ms: %s", late);
+    free(late);
     /* The routing key is a secret: never in the log. */
     char *log = tl_read_file(w.log);
     ck_assert_msg(!tl_contains(log, "R0UTINGKEYSECRET"), "the routing key was logged");

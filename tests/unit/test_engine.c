@@ -216,6 +216,68 @@ START_TEST(next_deadline_is_the_earlier_unjudged_one)
 }
 END_TEST
 
+START_TEST(late_step_is_judged_from_event_time_without_the_scheduler)
+{
+    apply("OrderPlaced", "e1", T0);
+    /* awaiting_payment: 15m. The scheduler has not judged it (not overdue). */
+    ck_assert(!inst.overdue);
+    engine_result_t r = apply("PaymentCaptured", "e2", T0 + 15 * MIN + 2000);
+
+    ck_assert_int_eq(r.outcome, ENGINE_ADVANCED);
+    ck_assert_int_eq(r.late_by_ms, 2000);
+    ck_assert_msg(strstr(r.detail, "arrived 2s after the deadline of awaiting_payment") != NULL,
+                  "detail: %s", r.detail);
+    ck_assert_str_eq(state_name(inst.state), "awaiting_stock");
+}
+END_TEST
+
+START_TEST(step_on_time_or_at_the_deadline_is_not_late)
+{
+    apply("OrderPlaced", "e1", T0);
+    engine_result_t r = apply("PaymentCaptured", "e2", T0 + 15 * MIN);
+    ck_assert_int_eq(r.outcome, ENGINE_ADVANCED);
+    ck_assert_int_eq(r.late_by_ms, 0);
+    ck_assert_str_eq(r.detail, "");
+    r = apply("StockReserved", "e3", T0 + 16 * MIN);
+    ck_assert_int_eq(r.late_by_ms, 0);
+}
+END_TEST
+
+START_TEST(late_is_the_same_whether_or_not_judged_overdue)
+{
+    apply("OrderPlaced", "e1", T0);
+    inst.overdue = true; /* the scheduler got there first */
+    engine_result_t r = apply("PaymentCaptured", "e2", T0 + 20 * MIN);
+    ck_assert_int_eq(r.late_by_ms, 5 * MIN);
+}
+END_TEST
+
+START_TEST(terminal_step_after_the_process_deadline_is_late)
+{
+    apply("OrderPlaced", "e1", T0);
+    apply("PaymentCaptured", "e2", T0 + MIN);
+    apply("StockReserved", "e3", T0 + 2 * MIN);
+    /* Entered awaiting_dispatch at T0+2m (deadline 2d); the process's is 10d
+     * from T0. Dispatched 11 days in: later than both; the larger counts. */
+    inst.deadline_ms = T0 + 10 * DAY + HOUR; /* state deadline just after the process's */
+    engine_result_t r = apply("ShipmentDispatched", "e4", T0 + 11 * DAY);
+    ck_assert_int_eq(r.outcome, ENGINE_ADVANCED);
+    ck_assert_int_eq(r.late_by_ms, DAY);
+    ck_assert_msg(strstr(r.detail, "after the deadline of the process") != NULL, "detail: %s",
+                  r.detail);
+}
+END_TEST
+
+START_TEST(lateness_saturates_instead_of_overflowing)
+{
+    apply("OrderPlaced", "e1", T0);
+    inst.deadline_ms = INT64_MIN + 1;
+    /* To a terminal state, so no new deadline is computed from the time. */
+    engine_result_t r = apply("PaymentDeclined", "e2", INT64_MAX - 1);
+    ck_assert_int_eq(r.late_by_ms, INT64_MAX);
+}
+END_TEST
+
 START_TEST(missing_capture_is_noted_not_fatal)
 {
     engine_event_t ev = event("OrderPlaced", "e1", T0, "{\"order_id\":\"O1\"}");
@@ -265,6 +327,11 @@ Suite *engine_suite(void)
     tcase_add_test(tc, second_start_event_never_resets);
     tcase_add_test(tc, time_in_a_state_never_runs_back);
     tcase_add_test(tc, next_deadline_is_the_earlier_unjudged_one);
+    tcase_add_test(tc, late_step_is_judged_from_event_time_without_the_scheduler);
+    tcase_add_test(tc, step_on_time_or_at_the_deadline_is_not_late);
+    tcase_add_test(tc, late_is_the_same_whether_or_not_judged_overdue);
+    tcase_add_test(tc, terminal_step_after_the_process_deadline_is_late);
+    tcase_add_test(tc, lateness_saturates_instead_of_overflowing);
     tcase_add_test(tc, missing_capture_is_noted_not_fatal);
     tcase_add_test(tc, outcome_names_match_the_schema);
     tcase_add_test(tc, deadlines_saturate_instead_of_overflowing);

@@ -1,0 +1,427 @@
+/*
+ * test_sched - lateness, failover and a scheduler that cannot wedge, end to
+ * end: steward run on the real broker and PostgreSQL.
+ *
+ *   lateness      a completion 2 s late in a one-hour catch-up is recorded
+ *                 as late (late_by_ms), though read before the scheduler
+ *                 could judge its deadline
+ *   unloadable    600 due instances on a recorded version that no longer
+ *                 loads: the healthy instance beside them is alerted, one
+ *                 alert names the version, SIGTERM stops steward at once
+ *   retired_topic a new version drops a topic nobody produces to any more:
+ *                 deadlines on the new version still fire
+ *   failover      two replicas, one SIGKILLed: every stall is alerted within
+ *                 its deadline + 15 s (the survivor takes over in time)
+ *   unowned       the same with the takeover held off (a 45 s session): the
+ *                 blind alert names the partitions without a live owner
+ */
+#include "testlib.h"
+
+#include <check.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct world {
+    char *prefix; /* topic prefix, unique per test */
+    char *group;
+    const char *db_url;
+    PGconn *conn;
+    char *dir;
+    char *log;
+    char *def_text; /* the filled alert_order definition, version 1 */
+    int pids[2];
+} world_t;
+
+static world_t w;
+
+static char *fill_template(const char *path, const char *prefix, const char *d1, const char *d2)
+{
+    char *text = tl_read_file(path);
+    size_t cap = strlen(text) + 4096, len = 0;
+    char *out = calloc(1, cap);
+    for (const char *p = text; *p;) {
+        const char *with = strncmp(p, "@P@", 3) == 0    ? prefix
+                           : strncmp(p, "@D1@", 4) == 0 ? d1
+                           : strncmp(p, "@D2@", 4) == 0 ? d2
+                                                        : NULL;
+        if (with != NULL) {
+            len += (size_t) snprintf(out + len, cap - len, "%s", with);
+            p += p[2] == '@' ? 3 : 4;
+        } else {
+            out[len++] = *p++;
+        }
+    }
+    free(text);
+    return out;
+}
+
+static char *topic(const char *name)
+{
+    char *t = NULL;
+    ck_assert_int_ge(asprintf(&t, "%s%s", w.prefix, name), 0);
+    return t;
+}
+
+/* Topics (those named in `topics`, NULL: all three), the definition text
+ * and a migrated database. */
+static void world_init(const char *name, const char *d1, const char *d2, int partitions,
+                       const char *const *topics)
+{
+    memset(&w, 0, sizeof w);
+    char *base = tl_unique(name);
+    ck_assert_int_ge(asprintf(&w.prefix, "%s.", base), 0);
+    w.group = base;
+    w.db_url = tl_db_create(name);
+    w.conn = tl_db_connect(w.db_url);
+    w.dir = strdup(tl_tmpdir());
+    w.log = tl_write_file(w.dir, "steward.log", "");
+
+    char *tpl = tl_source_path("tests/data/definitions/alert_order.json.in");
+    w.def_text = fill_template(tpl, w.prefix, d1, d2);
+    free(tpl);
+
+    static const char *const all[] = {"orders", "payments", "shipping", NULL};
+    char *names[3];
+    size_t n = 0;
+    for (const char *const *t = topics != NULL ? topics : all; *t != NULL; t++)
+        names[n++] = topic(*t);
+    tl_kafka_create_topics((const char *const *) names, n, partitions);
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    const char *argv[] = {NULL, "migrate", "--database", w.db_url, NULL};
+    tl_output_t o = tl_steward(argv, NULL);
+    ck_assert_msg(o.status == 0, "migrate: %s", o.err);
+    tl_output_free(&o);
+}
+
+/* Writes config.json with the definition file `def_file` (in w.dir) and
+ * `kafka` properties (a JSON object, taken). */
+static void world_config(const char *def_file, const char *unowned_after, json_t *kafka)
+{
+    char defs[1024], path[1024];
+    snprintf(defs, sizeof defs, "%s/%s", w.dir, def_file);
+    json_object_set_new(kafka, "topic.metadata.refresh.interval.ms", json_string("1000"));
+    json_t *cfg =
+        json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s}, s:{s:s, s:s, s:s}, s:{s:s}, "
+                  "s:{s:[{s:s}]}, s:s, s:o}",
+                  "brokers", tl_kafka_brokers(), "database", w.db_url, "definitions", defs, "group",
+                  w.group, "scheduler", "interval", "200ms", "grace", "200ms", "blind_after", "1m",
+                  "unowned_after", unowned_after, "notifier", "interval", "100ms", "timeout", "2s",
+                  "max_backoff", "1s", "http", "listen", "", "routes", "default", "type", "log",
+                  "log_level", "info", "kafka", kafka);
+    snprintf(path, sizeof path, "%s/config.json", w.dir);
+    ck_assert_int_eq(json_dump_file(cfg, path, JSON_INDENT(2)), 0);
+    json_decref(cfg);
+}
+
+static int world_start(const char *replica)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/config.json", w.dir);
+    const char *argv[] = {NULL, "run", "--config", path, "--replica", replica, NULL};
+    return tl_steward_spawn(argv, NULL, w.log);
+}
+
+static void teardown(void)
+{
+    for (int i = 0; i < 2; i++) {
+        if (w.pids[i] > 0)
+            tl_stop(w.pids[i], SIGKILL, 10);
+    }
+    PQfinish(w.conn);
+    free(w.def_text);
+}
+
+static void wait_sql(const char *sql, const char *expected, int timeout_s, const char *what)
+{
+    char *last = NULL;
+    if (!tl_db_wait(w.conn, sql, 0, NULL, expected, timeout_s, &last)) {
+        tl_print_tail(w.log, 6000);
+        ck_abort_msg("%s: got %s, expected %s (steward's log above)", what, last, expected);
+    }
+}
+
+static long scalar_long(const char *sql)
+{
+    char *v = tl_db_scalar(w.conn, sql, 0, NULL);
+    long n = v != NULL ? atol(v) : -1;
+    free(v);
+    return n;
+}
+
+static void send_event(tl_producer_t *p, const char *name, int partition, const char *type,
+                       const char *key, long long ts)
+{
+    char value[256], *t = topic(name);
+    snprintf(value, sizeof value, "{\"type\":\"%s\",\"id\":\"%s-%s\",\"order_id\":\"%s\"}", type,
+             type, key, key);
+    tl_produce(p, t, partition, value, -1, NULL, ts);
+    free(t);
+}
+
+/* Waits until `n` partitions of the group are claimed by `owners` distinct replicas. */
+static void wait_claimed(int n, int owners)
+{
+    char sql[512], expected[32];
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) || ' ' || count(DISTINCT owner) FROM steward.offsets "
+             "WHERE consumer_group = '%s'",
+             w.group);
+    snprintf(expected, sizeof expected, "%d %d", n, owners);
+    wait_sql(sql, expected, 60, "partitions claimed");
+}
+
+/* ---- lateness ------------------------------------------------------------------ */
+
+START_TEST(late_completion_in_a_catch_up_is_recorded_as_late)
+{
+    world_init("lateness", "1m", "1m", 1, NULL);
+    free(tl_write_file(w.dir, "alert_order.json", w.def_text));
+    world_config("alert_order.json", "15s", json_object());
+
+    /* An hour of orders, one a minute, each paid after 30 s and shipped
+     * after 50 s; L is paid 62 s after it was placed: 2 s past the
+     * one-minute deadline, and shipped on time after that. */
+    long long now = (long long) time(NULL) * 1000, t0 = now - 3600 * 1000LL;
+    tl_producer_t *p = tl_producer_new();
+    long messages = 0;
+    for (int i = 0; i < 58; i++) {
+        char key[16];
+        long long placed = t0 + i * 60000LL;
+        bool late = i == 29;
+        snprintf(key, sizeof key, late ? "L" : "K%02d", i);
+        send_event(p, "orders", 0, "OrderPlaced", key, placed);
+        send_event(p, "payments", 0, "PaymentCaptured", key, placed + (late ? 62000 : 30000));
+        send_event(p, "shipping", 0, "ShipmentDispatched", key, placed + (late ? 80000 : 50000));
+        messages += 3;
+    }
+    tl_producer_free(p);
+
+    /* Consumed in one go, after the fact. */
+    w.pids[0] = world_start("late-a");
+    char sql[512], total[32];
+    snprintf(sql, sizeof sql,
+             "SELECT coalesce(sum(next_offset), 0) FROM steward.offsets WHERE consumer_group = "
+             "'%s' AND next_offset >= 0",
+             w.group);
+    snprintf(total, sizeof total, "%ld", messages);
+    wait_sql(sql, total, 60, "the backlog consumed");
+    wait_sql("SELECT count(*) FROM steward.instances WHERE status = 'success'", "58", 30,
+             "every order completed");
+
+    char *late = tl_db_scalar(w.conn,
+                              "SELECT outcome || ' ' || late_by_ms || ' ' || detail "
+                              "FROM steward.history WHERE key = 'L' "
+                              "AND event_type = 'PaymentCaptured' AND outcome <> 'parked'",
+                              0, NULL);
+    ck_assert_msg(tl_contains(late, "advanced 2000 arrived 2s after the deadline of "
+                                    "awaiting_payment"),
+                  "history: %s", late);
+    free(late);
+    /* Nothing else was late. */
+    ck_assert_int_eq(
+        scalar_long("SELECT count(*) FROM steward.history WHERE late_by_ms IS NOT NULL"), 1);
+}
+END_TEST
+
+/* ---- unloadable ---------------------------------------------------------------- */
+
+START_TEST(unloadable_version_is_set_aside_and_the_healthy_instance_alerted)
+{
+    world_init("unloadable", "2s", "1h", 1, NULL);
+    free(tl_write_file(w.dir, "alert_order.json", w.def_text));
+    world_config("alert_order.json", "15s", json_object());
+
+    /* Version 7 recorded by some earlier steward, which this one cannot
+     * load (no states), and 600 instances on it, all long past their
+     * deadline. */
+    tl_db_exec(w.conn, "INSERT INTO steward.definitions (process, version, mode, document, "
+                       "checksum) VALUES ('alert_order', 7, 'shadow', "
+                       "'{\"process\": \"alert_order\", \"version\": 7}', 'x')");
+    tl_db_exec(w.conn,
+               "INSERT INTO steward.instances (process, key, version, state, started_at, "
+               "state_entered_at, deadline_at, next_deadline_at) "
+               "SELECT 'alert_order', 'BAD' || g, 7, 'awaiting_payment', now() - interval '2h', "
+               "now() - interval '2h', now() - interval '1h', now() - interval '1h' "
+               "FROM generate_series(1, 600) g");
+
+    w.pids[0] = world_start("unloadable-a");
+    wait_claimed(3, 1);
+    tl_producer_t *p = tl_producer_new();
+    send_event(p, "orders", -1, "OrderPlaced", "GOOD", 0);
+    tl_producer_free(p);
+
+    wait_sql("SELECT count(*) FROM steward.alerts WHERE kind = 'deadline' AND key = 'GOOD'", "1",
+             20, "the healthy instance alerted");
+    wait_sql("SELECT count(*) FROM steward.instances WHERE suspended IS NOT NULL "
+             "AND next_deadline_at IS NULL",
+             "600", 10, "the unloadable instances set aside");
+    ck_assert_int_eq(scalar_long("SELECT count(*) FROM steward.alerts WHERE kind = 'deadline'"), 1);
+    ck_assert_int_eq(
+        scalar_long(
+            "SELECT count(*) FROM steward.alerts WHERE dedup_key LIKE 'steward:unloadable%'"),
+        1);
+    char *summary = tl_db_scalar(
+        w.conn, "SELECT summary FROM steward.alerts WHERE dedup_key LIKE 'steward:unloadable%'", 0,
+        NULL);
+    ck_assert_msg(tl_contains(summary, "alert_order on version 7") &&
+                      tl_contains(summary, "no longer loads"),
+                  "summary: %s", summary);
+    free(summary);
+    /* The failed load was remembered: read and logged once, not per row. */
+    char *log = tl_read_file(w.log);
+    const char *needle = "a recorded definition version no longer loads";
+    int times = 0;
+    for (const char *at = strstr(log, needle); at != NULL; at = strstr(at + 1, needle))
+        times++;
+    free(log);
+    ck_assert_int_eq(times, 1);
+
+    time_t asked = time(NULL);
+    ck_assert_int_eq(tl_stop(w.pids[0], SIGTERM, 20), 0);
+    w.pids[0] = 0;
+    ck_assert_int_le(time(NULL) - asked, 10);
+}
+END_TEST
+
+/* ---- retired topic -------------------------------------------------------------- */
+
+START_TEST(deadlines_fire_after_a_new_version_drops_a_topic)
+{
+    /* The shipping topic is never created: only version 1 read it. */
+    static const char *const topics[] = {"orders", "payments", NULL};
+    world_init("retired", "2s", "1h", 1, topics);
+
+    /* Version 1 was recorded by an earlier steward; no instance runs on it. */
+    const char *params[1] = {w.def_text};
+    PQclear(PQexecParams(w.conn,
+                         "INSERT INTO steward.definitions (process, version, mode, document, "
+                         "checksum) VALUES ('alert_order', 1, 'shadow', $1::jsonb, "
+                         "md5(($1::jsonb)::text))",
+                         1, NULL, params, NULL, NULL, 0));
+    ck_assert_int_eq(scalar_long("SELECT count(*) FROM steward.definitions"), 1);
+
+    /* Version 2: paid is done; no dispatch step, no shipping topic. */
+    json_t *doc = json_loads(w.def_text, 0, NULL);
+    ck_assert_ptr_nonnull(doc);
+    json_object_set_new(doc, "version", json_integer(2));
+    json_object_del(json_object_get(doc, "events"), "ShipmentDispatched");
+    json_t *states = json_object_get(doc, "states");
+    json_object_del(states, "awaiting_dispatch");
+    json_object_set_new(json_object_get(states, "awaiting_payment"), "on",
+                        json_pack("{s:s}", "PaymentCaptured", "completed"));
+    char path[1200];
+    snprintf(path, sizeof path, "%s/alert_order.v2.json", w.dir);
+    ck_assert_int_eq(json_dump_file(doc, path, 0), 0);
+    json_decref(doc);
+    world_config("alert_order.v2.json", "15s", json_object());
+
+    w.pids[0] = world_start("retired-a");
+    wait_claimed(2, 1);
+    tl_producer_t *p = tl_producer_new();
+    send_event(p, "orders", -1, "OrderPlaced", "V2", 0);
+    tl_producer_free(p);
+    wait_sql("SELECT version FROM steward.instances WHERE key = 'V2'", "2", 30, "V2 started");
+    wait_sql("SELECT count(*) FROM steward.alerts WHERE kind = 'deadline' AND key = 'V2'", "1", 20,
+             "the deadline on version 2 alerted");
+    ck_assert_int_eq(scalar_long("SELECT count(*) FROM steward.definitions WHERE current"), 1);
+}
+END_TEST
+
+/* ---- failover ------------------------------------------------------------------- */
+
+/* Two replicas owning a partition of each topic each; the one owning
+ * orders[0] is SIGKILLed. Returns the index of the survivor in w.pids. */
+static int kill_one_of_two(void)
+{
+    w.pids[0] = world_start("fo-a");
+    w.pids[1] = world_start("fo-b");
+    wait_claimed(6, 2);
+    char *owner = tl_db_scalar(w.conn,
+                               "SELECT owner FROM steward.offsets WHERE topic LIKE '%orders' "
+                               "AND partition = 0",
+                               0, NULL);
+    int victim = strcmp(owner, "fo-a") == 0 ? 0 : 1;
+    free(owner);
+    ck_assert_int_eq(tl_stop(w.pids[victim], SIGKILL, 10), 128 + SIGKILL);
+    w.pids[victim] = 0;
+    return 1 - victim;
+}
+
+START_TEST(stalls_are_alerted_within_deadline_plus_15s_after_a_replica_dies)
+{
+    world_init("failover", "3s", "1h", 2, NULL);
+    free(tl_write_file(w.dir, "alert_order.json", w.def_text));
+    world_config("alert_order.json", "15s", json_object());
+    kill_one_of_two();
+
+    /* Orders on both partitions, none ever paid. */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    tl_producer_t *p = tl_producer_new();
+    for (int i = 0; i < 20; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "F%02d", i);
+        send_event(p, "orders", i % 2, "OrderPlaced", key, 0);
+    }
+    tl_producer_free(p);
+    wait_sql("SELECT count(*) FROM steward.alerts WHERE kind = 'deadline'", "20", 3 + 15,
+             "every stall alerted within deadline + 15 s");
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    fprintf(stderr, "failover: every stall alerted %.1f s after the orders\n",
+            (double) (t1.tv_sec - t0.tv_sec) + (double) (t1.tv_nsec - t0.tv_nsec) / 1e9);
+}
+END_TEST
+
+START_TEST(partitions_without_a_live_owner_open_the_blind_alert)
+{
+    world_init("unowned", "1h", "1h", 2, NULL);
+    free(tl_write_file(w.dir, "alert_order.json", w.def_text));
+    /* The group notices the death only after 45 s (the user's setting
+     * beats Steward's default); the blind alert must not wait for that. */
+    world_config("alert_order.json", "3s", json_pack("{s:s}", "session.timeout.ms", "45000"));
+    kill_one_of_two();
+    char *victim = tl_db_scalar(w.conn,
+                                "SELECT owner FROM steward.offsets WHERE topic LIKE '%orders' "
+                                "AND partition = 0",
+                                0, NULL);
+
+    wait_sql("SELECT count(*) FROM steward.alerts WHERE kind = 'blind' AND resolved_at IS NULL",
+             "1", 15, "the blind alert");
+    char *summary =
+        tl_db_scalar(w.conn, "SELECT summary FROM steward.alerts WHERE kind = 'blind'", 0, NULL);
+    char expected[64];
+    snprintf(expected, sizeof expected, "has no live owner (last %s)", victim);
+    ck_assert_msg(tl_contains(summary, expected), "summary: %s", summary);
+    /* The partitions are still the dead replica's: no takeover yet. */
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM steward.offsets WHERE owner = '%s'", victim);
+    ck_assert_int_eq(scalar_long(sql), 3);
+    free(summary);
+    free(victim);
+}
+END_TEST
+
+#define SCHED_SUITE(name, test)                                                                    \
+    Suite *name##_suite(void)                                                                      \
+    {                                                                                              \
+        Suite *s = suite_create(#name);                                                            \
+        TCase *tc = tcase_create(#name);                                                           \
+        tcase_set_timeout(tc, 180);                                                                \
+        tcase_add_checked_fixture(tc, NULL, teardown);                                             \
+        tcase_add_test(tc, test);                                                                  \
+        suite_add_tcase(s, tc);                                                                    \
+        return s;                                                                                  \
+    }
+
+SCHED_SUITE(lateness, late_completion_in_a_catch_up_is_recorded_as_late)
+SCHED_SUITE(unloadable, unloadable_version_is_set_aside_and_the_healthy_instance_alerted)
+SCHED_SUITE(retired_topic, deadlines_fire_after_a_new_version_drops_a_topic)
+SCHED_SUITE(failover, stalls_are_alerted_within_deadline_plus_15s_after_a_replica_dies)
+SCHED_SUITE(unowned, partitions_without_a_live_owner_open_the_blind_alert)
