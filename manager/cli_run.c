@@ -245,8 +245,9 @@ static int serve(const config_t *cfg, const char *replica, run_ctx_t *ctx)
                            cfg->blind_after_ms,
                            cfg->blind_owner,
                            0};
-    notifier_config_t ncfg = {cfg->database, cfg->notifier_interval_ms, cfg->http_timeout_ms,
-                              cfg->max_backoff_ms, cfg->alertmanager_resend_ms};
+    notifier_config_t ncfg = {
+        cfg->database,       cfg->notifier_interval_ms,   cfg->http_timeout_ms,
+        cfg->max_backoff_ms, cfg->alertmanager_resend_ms, cfg->max_retry_after_ms};
 
     intake_t *intake = intake_new(&icfg, defs, &cls, errstr, sizeof errstr);
     if (intake == NULL) {

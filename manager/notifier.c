@@ -5,11 +5,14 @@
 
 #include "manager/clock.h"
 #include "manager/db.h"
+#include "manager/decode.h"
 #include "manager/log.h"
 #include "manager/metrics.h"
 #include "manager/payload.h"
+#include "manager/pgarr.h"
 
 #include <curl/curl.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,18 +20,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define NOTIFIER_BATCH 20
-#define RESPONSE_KEEP  512 /* bytes of a response body kept as the error */
-
-struct notifier {
-    PGconn *conn;
-    char *conninfo;
-    CURL *curl;
-    route_table_t *routes; /* borrowed */
-    int64_t interval_ms, timeout_ms, max_backoff_ms, resend_ms;
-    int64_t last_resend_ms;
-    unsigned int seed; /* jitter */
-};
+#define NOTIFIER_BATCH  20  /* rows claimed per sink per look */
+#define SINK_IN_FLIGHT  8   /* concurrent transfers per sink */
+#define RESPONSE_KEEP   512 /* bytes of a response body kept as the error */
+#define LEASE_MARGIN_MS 5000
 
 typedef enum verdict {
     VERDICT_DELIVERED,
@@ -40,9 +35,47 @@ typedef enum verdict {
 typedef struct attempt {
     verdict_t verdict;
     long status;            /* 0 when no response */
-    int64_t retry_after_ms; /* from a Retry-After header; -1 when none */
+    int64_t retry_after_ms; /* from a Retry-After header, capped; -1 when none */
     char error[RESPONSE_KEEP + 128];
 } attempt_t;
+
+typedef struct response {
+    char body[RESPONSE_KEEP + 1];
+    size_t len;
+    int64_t retry_after_ms;
+    int64_t max_retry_after_ms;
+} response_t;
+
+/*
+ * One HTTP request in flight: an outbox row's attempt, or (row_id empty)
+ * an Alertmanager refresh. It owns copies of everything it needs, so a
+ * reload that frees the routes mid-flight does not pull them away.
+ */
+typedef struct transfer {
+    struct transfer *next;
+    CURL *easy;
+    struct curl_slist *headers;
+    char *body;
+    char *sink;       /* its name */
+    sink_type_t type; /* for the metrics */
+    char row_id[24];  /* "" for a refresh */
+    char alert_id[24];
+    char event[16];
+    int attempts;
+    response_t response;
+    char curl_error[CURL_ERROR_SIZE];
+} transfer_t;
+
+struct notifier {
+    PGconn *conn;
+    char *conninfo;
+    CURLM *multi;
+    route_table_t *routes; /* borrowed */
+    int64_t interval_ms, timeout_ms, max_backoff_ms, resend_ms, max_retry_after_ms;
+    int64_t last_resend_ms, last_claim_ms;
+    unsigned int seed;     /* jitter */
+    transfer_t *in_flight; /* every transfer added to multi */
+};
 
 notifier_t *notifier_new(const notifier_config_t *cfg, route_table_t *routes, char *errstr,
                          size_t errstr_size)
@@ -58,9 +91,12 @@ notifier_t *notifier_new(const notifier_config_t *cfg, route_table_t *routes, ch
     n->timeout_ms = cfg->timeout_ms;
     n->max_backoff_ms = cfg->max_backoff_ms;
     n->resend_ms = cfg->alertmanager_resend_ms;
+    n->max_retry_after_ms =
+        cfg->max_retry_after_ms > 0 ? cfg->max_retry_after_ms : NOTIFIER_MAX_RETRY_AFTER_MS;
+    n->last_claim_ms = INT64_MIN / 2;
     n->seed = (unsigned int) clock_wall_ms() ^ (unsigned int) getpid();
-    n->curl = curl_easy_init();
-    if (n->conninfo == NULL || n->curl == NULL) {
+    n->multi = curl_multi_init();
+    if (n->conninfo == NULL || n->multi == NULL) {
         err_set(ERR_FATAL, errstr, errstr_size, "cannot set up the HTTP client");
         notifier_free(n);
         return NULL;
@@ -73,14 +109,33 @@ notifier_t *notifier_new(const notifier_config_t *cfg, route_table_t *routes, ch
     return n;
 }
 
+static void transfer_free(notifier_t *n, transfer_t *t)
+{
+    if (t->easy != NULL) {
+        curl_multi_remove_handle(n->multi, t->easy);
+        curl_easy_cleanup(t->easy);
+    }
+    curl_slist_free_all(t->headers);
+    free(t->body);
+    free(t->sink);
+    free(t);
+}
+
 void notifier_free(notifier_t *n)
 {
     if (n == NULL)
         return;
+    /* Transfers cut short here were never recorded: their lease runs out
+     * and the rows are sent again (at least once). */
+    while (n->in_flight != NULL) {
+        transfer_t *t = n->in_flight;
+        n->in_flight = t->next;
+        transfer_free(n, t);
+    }
     if (n->conn != NULL)
         PQfinish(n->conn);
-    if (n->curl != NULL)
-        curl_easy_cleanup(n->curl);
+    if (n->multi != NULL)
+        curl_multi_cleanup(n->multi);
     free(n->conninfo);
     free(n);
 }
@@ -90,13 +145,55 @@ void notifier_set_routes(notifier_t *n, route_table_t *routes)
     n->routes = routes;
 }
 
-/* ---- HTTP ------------------------------------------------------------------- */
+size_t notifier_in_flight(const notifier_t *n)
+{
+    size_t count = 0;
+    for (const transfer_t *t = n->in_flight; t != NULL; t = t->next)
+        count++;
+    return count;
+}
 
-typedef struct response {
-    char body[RESPONSE_KEEP + 1];
+/* ---- Retry-After ---------------------------------------------------------------- */
+
+int64_t notifier_parse_retry_after(const char *value, int64_t now_ms, int64_t cap_ms)
+{
+    char text[128];
     size_t len;
-    int64_t retry_after_ms;
-} response_t;
+
+    if (value == NULL || cap_ms < 0)
+        return -1;
+    while (*value == ' ' || *value == '\t')
+        value++;
+    len = strcspn(value, "\r\n");
+    while (len > 0 && (value[len - 1] == ' ' || value[len - 1] == '\t'))
+        len--;
+    if (len == 0 || len >= sizeof text)
+        return -1;
+    memcpy(text, value, len);
+    text[len] = '\0';
+
+    if (strspn(text, "0123456789") == len) {
+        /* delta-seconds: any number of digits; past the cap is the cap. */
+        int64_t secs = 0;
+        for (size_t i = 0; i < len; i++) {
+            secs = secs * 10 + (text[i] - '0');
+            if (secs > cap_ms / 1000 + 1)
+                return cap_ms;
+        }
+        return secs * 1000 < cap_ms ? secs * 1000 : cap_ms;
+    }
+    time_t when = curl_getdate(text, NULL); /* RFC 7231 HTTP-date, and its older forms */
+    if (when == (time_t) -1)
+        return -1;
+    if ((int64_t) when > (INT64_MAX - 999) / 1000)
+        return cap_ms;
+    int64_t delay = (int64_t) when * 1000 - now_ms;
+    if (delay < 0)
+        return 0;
+    return delay < cap_ms ? delay : cap_ms;
+}
+
+/* ---- HTTP ------------------------------------------------------------------- */
 
 static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 {
@@ -113,54 +210,83 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
     response_t *r = arg;
     size_t n = size * nmemb;
     if (n > 12 && strncasecmp(data, "Retry-After:", 12) == 0) {
-        /* Seconds; an HTTP-date is left to our own backoff. */
-        char *end;
-        long secs = strtol(data + 12, &end, 10);
-        if (end != data + 12 && secs >= 0)
-            r->retry_after_ms = (int64_t) secs * 1000;
+        char value[128];
+        size_t len = n - 12 < sizeof value - 1 ? n - 12 : sizeof value - 1;
+        memcpy(value, data + 12, len);
+        value[len] = '\0';
+        r->retry_after_ms =
+            notifier_parse_retry_after(value, clock_wall_ms(), r->max_retry_after_ms);
     }
     return n;
 }
 
-/* POSTs body to url. The URL is a secret: it never reaches a message. */
-static attempt_t post(notifier_t *n, const char *url, const char *body)
+/*
+ * Starts a POST of body (taken) to url on the multi handle. The URL is a
+ * secret: it never reaches a message. Returns the transfer, or NULL when
+ * out of memory (body freed).
+ */
+static transfer_t *post_start(notifier_t *n, const char *url, char *body, const char *sink,
+                              sink_type_t type)
+{
+    transfer_t *t = calloc(1, sizeof *t);
+    if (t == NULL) {
+        free(body);
+        return NULL;
+    }
+    t->body = body;
+    t->sink = strdup(sink);
+    t->type = type;
+    t->response.retry_after_ms = -1;
+    t->response.max_retry_after_ms = n->max_retry_after_ms;
+    t->headers = curl_slist_append(NULL, "Content-Type: application/json");
+    t->easy = curl_easy_init();
+    if (t->sink == NULL || t->headers == NULL || t->easy == NULL) {
+        transfer_free(n, t);
+        return NULL;
+    }
+    curl_easy_setopt(t->easy, CURLOPT_URL, url);
+    curl_easy_setopt(t->easy, CURLOPT_POSTFIELDS, t->body);
+    curl_easy_setopt(t->easy, CURLOPT_HTTPHEADER, t->headers);
+    curl_easy_setopt(t->easy, CURLOPT_TIMEOUT_MS, (long) n->timeout_ms);
+    curl_easy_setopt(t->easy, CURLOPT_CONNECTTIMEOUT_MS, (long) n->timeout_ms);
+    curl_easy_setopt(t->easy, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(t->easy, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(t->easy, CURLOPT_WRITEDATA, &t->response);
+    curl_easy_setopt(t->easy, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(t->easy, CURLOPT_HEADERDATA, &t->response);
+    curl_easy_setopt(t->easy, CURLOPT_ERRORBUFFER, t->curl_error);
+    curl_easy_setopt(t->easy, CURLOPT_USERAGENT, "steward/" STEWARD_VERSION);
+    curl_easy_setopt(t->easy, CURLOPT_PRIVATE, t);
+    if (curl_multi_add_handle(n->multi, t->easy) != CURLM_OK) {
+        curl_easy_cleanup(t->easy);
+        t->easy = NULL;
+        transfer_free(n, t);
+        return NULL;
+    }
+    t->next = n->in_flight;
+    n->in_flight = t;
+    return t;
+}
+
+/* What a finished transfer came to. */
+static attempt_t post_result(transfer_t *t, CURLcode rc)
 {
     attempt_t a = {.verdict = VERDICT_RETRY, .retry_after_ms = -1};
-    response_t r = {.retry_after_ms = -1};
-    struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: application/json");
-    char curl_error[CURL_ERROR_SIZE] = "";
-
-    curl_easy_reset(n->curl);
-    curl_easy_setopt(n->curl, CURLOPT_URL, url);
-    curl_easy_setopt(n->curl, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(n->curl, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(n->curl, CURLOPT_TIMEOUT_MS, (long) n->timeout_ms);
-    curl_easy_setopt(n->curl, CURLOPT_CONNECTTIMEOUT_MS, (long) n->timeout_ms);
-    curl_easy_setopt(n->curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(n->curl, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(n->curl, CURLOPT_WRITEDATA, &r);
-    curl_easy_setopt(n->curl, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(n->curl, CURLOPT_HEADERDATA, &r);
-    curl_easy_setopt(n->curl, CURLOPT_ERRORBUFFER, curl_error);
-    curl_easy_setopt(n->curl, CURLOPT_USERAGENT, "steward/" STEWARD_VERSION);
-
-    CURLcode rc = curl_easy_perform(n->curl);
-    curl_slist_free_all(headers);
     if (rc != CURLE_OK) {
         /* curl_easy_strerror, not the error buffer: the latter may quote the URL. */
         snprintf(a.error, sizeof a.error, "network: %s", curl_easy_strerror(rc));
         return a;
     }
-    curl_easy_getinfo(n->curl, CURLINFO_RESPONSE_CODE, &a.status);
-    a.retry_after_ms = r.retry_after_ms;
+    curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &a.status);
+    a.retry_after_ms = t->response.retry_after_ms;
     if (a.status >= 200 && a.status < 300) {
         a.verdict = VERDICT_DELIVERED;
     } else if (a.status == 429 || a.status >= 500 || a.status == 408) {
         a.verdict = VERDICT_RETRY;
-        snprintf(a.error, sizeof a.error, "HTTP %ld: %s", a.status, r.body);
+        snprintf(a.error, sizeof a.error, "HTTP %ld: %s", a.status, t->response.body);
     } else {
         a.verdict = VERDICT_FAILED;
-        snprintf(a.error, sizeof a.error, "HTTP %ld: %s", a.status, r.body);
+        snprintf(a.error, sizeof a.error, "HTTP %ld: %s", a.status, t->response.body);
     }
     return a;
 }
@@ -174,10 +300,12 @@ static const char claim_sql[] =
     "  SELECT c.id FROM steward.outbox c "
     "  WHERE c.kind = 'notification' AND c.delivered_at IS NULL AND c.failed_at IS NULL "
     "    AND c.next_attempt_at <= now() "
+    "    AND (CASE WHEN $4::bool THEN c.destination <> ALL($2::text[]) "
+    "         ELSE c.destination = ANY($2::text[]) END) "
     "    AND NOT EXISTS (SELECT 1 FROM steward.outbox e "
     "      WHERE e.alert_id = c.alert_id AND e.destination = c.destination AND e.id < c.id "
     "        AND e.delivered_at IS NULL AND e.failed_at IS NULL) "
-    "  ORDER BY c.id LIMIT 20 FOR UPDATE SKIP LOCKED) "
+    "  ORDER BY c.id LIMIT $3::int FOR UPDATE SKIP LOCKED) "
     "RETURNING o.id, o.destination, o.payload->>'event', o.attempts, a.id, a.kind, a.process, "
     "  a.key, a.state, a.owner, a.summary, a.details::text, a.dedup_key, "
     "  to_char(a.opened_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
@@ -212,49 +340,64 @@ static payload_alert_t read_alert(const PGresult *res, int row, int first, json_
     };
 }
 
-/* The log sink: one JSON line through the logger. */
-static attempt_t deliver_log(const sink_t *sink, const payload_alert_t *a, bool resolve)
+/*
+ * The log sink: one JSON line on stderr, written whatever log_level says
+ * (a page is not a diagnostic), with one write(2) so it never interleaves
+ * with the logger's lines. Delivered only once the whole line is written.
+ */
+static attempt_t deliver_log(const sink_t *sink, const payload_alert_t *a, bool resolve,
+                             int64_t now_ms)
 {
     attempt_t result = {.verdict = VERDICT_DELIVERED, .retry_after_ms = -1};
-    if (resolve)
-        LOG_WARN("alert resolved", "sink", sink->name, "kind", a->kind, "process", a->process,
-                 "key", a->key, "state", a->state, "owner", a->owner, "summary", a->summary,
-                 "resolution", a->resolution, "dedup_key", a->dedup_key);
-    else
-        LOG_WARN("alert", "sink", sink->name, "kind", a->kind, "process", a->process, "key", a->key,
-                 "state", a->state, "owner", a->owner, "summary", a->summary, "dedup_key",
-                 a->dedup_key);
-    return result;
-}
-
-static attempt_t deliver(notifier_t *n, const sink_t *sink, const payload_alert_t *a, bool resolve)
-{
-    char *body = NULL;
-    char url[2048];
-
-    switch (sink->type) {
-    case SINK_LOG:
-        return deliver_log(sink, a, resolve);
-    case SINK_WEBHOOK:
-        body = payload_webhook(a, resolve);
-        snprintf(url, sizeof url, "%s", sink->url);
-        break;
-    case SINK_PAGERDUTY:
-        body = payload_pagerduty(sink, a, resolve);
-        snprintf(url, sizeof url, "%s", sink->url);
-        break;
-    case SINK_ALERTMANAGER:
-        body = payload_alertmanager(sink, a, 1, clock_wall_ms(), n->resend_ms);
-        snprintf(url, sizeof url, "%s/api/v2/alerts", sink->url);
-        break;
+    char ts[40];
+    char *summary = payload_summary(a, now_ms);
+    json_t *line = json_object();
+    decode_format_time(now_ms, ts, sizeof ts);
+    json_object_set_new(line, "ts", json_string(ts));
+    json_object_set_new(line, "level", json_string("alert"));
+    json_object_set_new(line, "msg", json_string(resolve ? "alert resolved" : "alert"));
+    const char *fields[][2] = {
+        {"sink", sink->name},
+        {"kind", a->kind},
+        {"process", a->process},
+        {"key", a->key},
+        {"state", a->state},
+        {"owner", a->owner},
+        {"summary", summary != NULL ? summary : a->summary},
+        {"resolution", resolve ? a->resolution : NULL},
+        {"dedup_key", a->dedup_key},
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        if (fields[i][1] != NULL || strcmp(fields[i][0], "resolution") != 0 || resolve)
+            json_object_set_new(line, fields[i][0],
+                                fields[i][1] != NULL ? json_string(fields[i][1]) : json_null());
     }
-    if (body == NULL) {
-        attempt_t oom = {.verdict = VERDICT_RETRY, .retry_after_ms = -1};
-        snprintf(oom.error, sizeof oom.error, "out of memory building the body");
-        return oom;
+    free(summary);
+    char *text = json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(line);
+    char *out = NULL;
+    if (text == NULL || asprintf(&out, "%s\n", text) < 0)
+        out = NULL;
+    free(text);
+    if (out == NULL) {
+        result.verdict = VERDICT_RETRY;
+        snprintf(result.error, sizeof result.error, "out of memory building the log line");
+        return result;
     }
-    attempt_t result = post(n, url, body);
-    free(body);
+    size_t len = strlen(out), done = 0;
+    while (done < len) {
+        ssize_t w = write(STDERR_FILENO, out + done, len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            result.verdict = VERDICT_RETRY;
+            snprintf(result.error, sizeof result.error, "writing to stderr: %s",
+                     w < 0 ? strerror(errno) : "nothing written");
+            break;
+        }
+        done += (size_t) w;
+    }
+    free(out);
     return result;
 }
 
@@ -296,66 +439,178 @@ static err_class_t record(notifier_t *n, const char *id, const attempt_t *a, int
     return db_exec(n->conn, "recording a delivery", sql, nparams, params, errstr, errstr_size);
 }
 
-static err_class_t deliver_due(notifier_t *n, notifier_stats_t *stats, int *claimed, char *errstr,
-                               size_t errstr_size)
+/* Logs, counts and records the outcome of one row's attempt. */
+static err_class_t finish(notifier_t *n, notifier_stats_t *stats, const char *row_id,
+                          const char *destination, sink_type_t type, const char *event,
+                          const char *alert_id, int attempts, const attempt_t *a, char *errstr,
+                          size_t errstr_size)
 {
-    char lease[24];
-    /* Long enough for one attempt per row of the batch, so no other
-     * replica picks a row up while this one is still posting it. */
-    snprintf(lease, sizeof lease, "%" PRId64, n->timeout_ms * (NOTIFIER_BATCH + 1) + 5000);
-    const char *params[1] = {lease};
-    PGresult *res = PQexecParams(n->conn, claim_sql, 1, NULL, params, NULL, NULL, 0);
-    err_class_t cls = db_result_class(res, n->conn);
-
-    *claimed = 0;
-    if (cls != ERR_OK) {
-        err_set(cls, errstr, errstr_size, "claiming notifications: %s", PQerrorMessage(n->conn));
-        PQclear(res);
-        return cls;
+    char attempt_text[16];
+    snprintf(attempt_text, sizeof attempt_text, "%d", attempts);
+    switch (a->verdict) {
+    case VERDICT_DELIVERED:
+        stats->delivered++;
+        LOG_DEBUG("notification delivered", "sink", destination, "event", event, "alert", alert_id,
+                  "attempts", attempt_text);
+        break;
+    case VERDICT_RETRY:
+        stats->retried++;
+        LOG_LIMITED(LOG_LEVEL_WARN, "notify-retry", 10000, "notification not delivered; will retry",
+                    "sink", destination, "event", event, "attempts", attempt_text, "error",
+                    a->error);
+        break;
+    case VERDICT_FAILED:
+        stats->failed++;
+        LOG_ERROR("notification refused; not retried", "sink", destination, "event", event, "alert",
+                  alert_id, "error", a->error);
+        break;
     }
+    metrics_add(&metrics.notifications[type][a->verdict], 1);
+    return record(n, row_id, a, attempts, errstr, errstr_size);
+}
+
+/*
+ * Claims up to `limit` due rows (for the sinks named in `names`, or with
+ * `others` for every destination not named) and starts each: the log sink
+ * at once, HTTP sinks as transfers. *claimed receives how many.
+ */
+static err_class_t claim_and_start(notifier_t *n, pgarr_t *names, bool others, int limit,
+                                   notifier_stats_t *stats, int *claimed, char *errstr,
+                                   size_t errstr_size)
+{
+    char lease[24], limit_text[16];
+    /* One attempt long, with a margin: no other replica takes a row up
+     * while this one is still posting it. */
+    snprintf(lease, sizeof lease, "%" PRId64, n->timeout_ms + LEASE_MARGIN_MS);
+    snprintf(limit_text, sizeof limit_text, "%d", limit);
+    const char *params[4] = {lease, pgarr_text(names), limit_text, others ? "t" : "f"};
+    err_class_t cls;
+    *claimed = 0;
+    if (params[1] == NULL)
+        return err_set(ERR_TRANSIENT, errstr, errstr_size, "claiming notifications: out of memory");
+    PGresult *res = db_query(n->conn, "claiming notifications", claim_sql, 4, params, &cls, errstr,
+                             errstr_size);
+    if (res == NULL)
+        return cls;
     *claimed = PQntuples(res);
+    int64_t now = clock_wall_ms();
     for (int row = 0; row < *claimed && cls == ERR_OK; row++) {
         const char *id = PQgetvalue(res, row, 0), *destination = PQgetvalue(res, row, 1);
-        const char *event = PQgetvalue(res, row, 2);
+        const char *event = PQgetvalue(res, row, 2), *alert_id = PQgetvalue(res, row, 4);
         int attempts = atoi(PQgetvalue(res, row, 3)) + 1;
+        bool resolve = strcmp(event, "resolve") == 0;
         json_t *details;
         payload_alert_t alert = read_alert(res, row, 4, &details);
         const sink_t *sink = route_find_sink(n->routes, destination);
-        attempt_t a;
+        attempt_t a = {.verdict = VERDICT_RETRY, .retry_after_ms = -1};
+        char *body = NULL, url[2048];
 
         if (sink == NULL) {
-            a = (attempt_t){.verdict = VERDICT_FAILED, .retry_after_ms = -1};
+            a.verdict = VERDICT_FAILED;
             snprintf(a.error, sizeof a.error,
                      "no sink named %s in the current routes (the config changed)", destination);
+        } else if (sink->type == SINK_LOG) {
+            a = deliver_log(sink, &alert, resolve, now);
         } else {
-            a = deliver(n, sink, &alert, strcmp(event, "resolve") == 0);
+            switch (sink->type) {
+            case SINK_WEBHOOK:
+                body = payload_webhook(&alert, resolve, now);
+                snprintf(url, sizeof url, "%s", sink->url);
+                break;
+            case SINK_PAGERDUTY:
+                body = payload_pagerduty(sink, &alert, resolve, now);
+                snprintf(url, sizeof url, "%s", sink->url);
+                break;
+            default:
+                body = payload_alertmanager(sink, &alert, 1, now, n->resend_ms);
+                snprintf(url, sizeof url, "%s/api/v2/alerts", sink->url);
+                break;
+            }
+            transfer_t *t = body != NULL ? post_start(n, url, body, sink->name, sink->type) : NULL;
+            if (t != NULL) {
+                snprintf(t->row_id, sizeof t->row_id, "%s", id);
+                snprintf(t->alert_id, sizeof t->alert_id, "%s", alert_id);
+                snprintf(t->event, sizeof t->event, "%s", event);
+                t->attempts = attempts;
+                json_decref(details);
+                continue; /* recorded when it completes */
+            }
+            snprintf(a.error, sizeof a.error, "out of memory starting the request");
         }
         json_decref(details);
-
-        char attempt_text[16];
-        snprintf(attempt_text, sizeof attempt_text, "%d", attempts);
-        switch (a.verdict) {
-        case VERDICT_DELIVERED:
-            stats->delivered++;
-            LOG_DEBUG("notification delivered", "sink", destination, "event", event, "alert",
-                      PQgetvalue(res, row, 4), "attempts", attempt_text);
-            break;
-        case VERDICT_RETRY:
-            stats->retried++;
-            LOG_LIMITED(LOG_LEVEL_WARN, "notify-retry", 10000,
-                        "notification not delivered; will retry", "sink", destination, "event",
-                        event, "attempts", attempt_text, "error", a.error);
-            break;
-        case VERDICT_FAILED:
-            stats->failed++;
-            LOG_ERROR("notification refused; not retried", "sink", destination, "event", event,
-                      "alert", PQgetvalue(res, row, 4), "error", a.error);
-            break;
-        }
-        metrics_add(&metrics.notifications[sink != NULL ? sink->type : SINK_LOG][a.verdict], 1);
-        cls = record(n, id, &a, attempts, errstr, errstr_size);
+        cls = finish(n, stats, id, destination, sink != NULL ? sink->type : SINK_LOG, event,
+                     alert_id, attempts, &a, errstr, errstr_size);
     }
     PQclear(res);
+    return cls;
+}
+
+/*
+ * Looks for due rows, sink by sink: a sink with SINK_IN_FLIGHT transfers
+ * open is not given more, so a sink that hangs holds only its own rows.
+ * Rows naming a sink the routes no longer have are claimed too, and failed.
+ */
+static err_class_t claim_due(notifier_t *n, notifier_stats_t *stats, char *errstr,
+                             size_t errstr_size)
+{
+    size_t n_sinks = route_sink_count(n->routes);
+    pgarr_t all = {0};
+    err_class_t cls = ERR_OK;
+    int claimed;
+
+    for (size_t s = 0; s < n_sinks && cls == ERR_OK; s++) {
+        const sink_t *sink = route_sink_at(n->routes, s);
+        pgarr_add(&all, sink->name);
+        do {
+            int busy = 0;
+            for (const transfer_t *t = n->in_flight; t != NULL; t = t->next)
+                busy += t->row_id[0] != '\0' && strcmp(t->sink, sink->name) == 0;
+            int room = sink->type == SINK_LOG ? NOTIFIER_BATCH : SINK_IN_FLIGHT - busy;
+            if (room <= 0)
+                break;
+            pgarr_t one = {0};
+            pgarr_add(&one, sink->name);
+            cls = claim_and_start(n, &one, false, room < NOTIFIER_BATCH ? room : NOTIFIER_BATCH,
+                                  stats, &claimed, errstr, errstr_size);
+            pgarr_free(&one);
+        } while (cls == ERR_OK && claimed > 0 && route_sink_at(n->routes, s)->type == SINK_LOG);
+    }
+    if (cls == ERR_OK)
+        cls = claim_and_start(n, &all, true, NOTIFIER_BATCH, stats, &claimed, errstr, errstr_size);
+    pgarr_free(&all);
+    return cls;
+}
+
+/* Records every transfer that finished; refreshes are only logged. */
+static err_class_t reap(notifier_t *n, notifier_stats_t *stats, char *errstr, size_t errstr_size)
+{
+    CURLMsg *msg;
+    int left;
+    err_class_t cls = ERR_OK;
+    while ((msg = curl_multi_info_read(n->multi, &left)) != NULL) {
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        transfer_t *t = NULL;
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **) &t);
+        attempt_t a = post_result(t, msg->data.result);
+        for (transfer_t **p = &n->in_flight; *p != NULL; p = &(*p)->next) {
+            if (*p == t) {
+                *p = t->next;
+                break;
+            }
+        }
+        if (t->row_id[0] != '\0') {
+            err_class_t c = finish(n, stats, t->row_id, t->sink, t->type, t->event, t->alert_id,
+                                   t->attempts, &a, errstr, errstr_size);
+            if (cls == ERR_OK)
+                cls = c;
+        } else if (a.verdict != VERDICT_DELIVERED) {
+            LOG_LIMITED(LOG_LEVEL_WARN, "am-resend", 60000,
+                        "could not refresh open alerts in Alertmanager", "sink", t->sink, "error",
+                        a.error);
+        }
+        transfer_free(n, t);
+    }
     return cls;
 }
 
@@ -411,12 +666,11 @@ static err_class_t resend_open(notifier_t *n, char *errstr, size_t errstr_size)
         char url[2048];
         char *body = payload_alertmanager(sink, alerts, count, clock_wall_ms(), n->resend_ms);
         snprintf(url, sizeof url, "%s/api/v2/alerts", sink->url);
-        attempt_t a = body != NULL ? post(n, url, body) : (attempt_t){.verdict = VERDICT_RETRY};
-        free(body);
-        if (a.verdict != VERDICT_DELIVERED)
+        /* A transfer like any other: an Alertmanager that hangs holds no page. */
+        if (body == NULL || post_start(n, url, body, sink->name, sink->type) == NULL)
             LOG_LIMITED(LOG_LEVEL_WARN, "am-resend", 60000,
                         "could not refresh open alerts in Alertmanager", "sink", sink->name,
-                        "error", a.error);
+                        "error", "out of memory");
     }
     for (int row = 0; row < rows && details != NULL; row++)
         json_decref(details[row]);
@@ -426,10 +680,11 @@ static err_class_t resend_open(notifier_t *n, char *errstr, size_t errstr_size)
     return ERR_OK;
 }
 
-err_class_t notifier_tick(notifier_t *n, notifier_stats_t *stats, char *errstr, size_t errstr_size)
+err_class_t notifier_tick(notifier_t *n, int64_t wait_ms, notifier_stats_t *stats, char *errstr,
+                          size_t errstr_size)
 {
     err_class_t cls = ERR_OK;
-    int claimed;
+    int running;
 
     memset(stats, 0, sizeof *stats);
     if (PQstatus(n->conn) != CONNECTION_OK) {
@@ -437,14 +692,25 @@ err_class_t notifier_tick(notifier_t *n, notifier_stats_t *stats, char *errstr, 
         if ((n->conn = db_connect(n->conninfo, "steward notifier", errstr, errstr_size)) == NULL)
             return ERR_TRANSIENT;
     }
-    do {
-        cls = deliver_due(n, stats, &claimed, errstr, errstr_size);
-    } while (cls == ERR_OK && claimed == NOTIFIER_BATCH);
-    if (cls == ERR_OK && clock_wall_ms() - n->last_resend_ms >= n->resend_ms) {
-        n->last_resend_ms = clock_wall_ms();
-        cls = resend_open(n, errstr, errstr_size);
+    int64_t now = clock_wall_ms();
+    if (now - n->last_claim_ms >= n->interval_ms) {
+        n->last_claim_ms = now;
+        cls = claim_due(n, stats, errstr, errstr_size);
     }
-    return cls;
+    if (cls == ERR_OK && now - n->last_resend_ms >= n->resend_ms) {
+        n->last_resend_ms = now;
+        bool refreshing = false;
+        for (const transfer_t *t = n->in_flight; t != NULL && !refreshing; t = t->next)
+            refreshing = t->row_id[0] == '\0';
+        if (!refreshing) /* one refresh at a time per sink is plenty */
+            cls = resend_open(n, errstr, errstr_size);
+    }
+    curl_multi_perform(n->multi, &running);
+    if (wait_ms > 0)
+        curl_multi_poll(n->multi, NULL, 0, (int) wait_ms, NULL);
+    curl_multi_perform(n->multi, &running);
+    err_class_t reaped = reap(n, stats, errstr, errstr_size);
+    return cls != ERR_OK ? cls : reaped;
 }
 
 void notifier_run(notifier_t *n, volatile sig_atomic_t *stop, int64_t drain_ms, gen_current_t *cur)
@@ -458,21 +724,24 @@ void notifier_run(notifier_t *n, volatile sig_atomic_t *stop, int64_t drain_ms, 
         notifier_stats_t stats;
         if (gen_refresh(cur, &held))
             notifier_set_routes(n, held->routes);
-        err_class_t cls = notifier_tick(n, &stats, errstr, sizeof errstr);
+        /* Transfers in flight carry their own copies, so the old routes may go. */
+        err_class_t cls = notifier_tick(n, 50, &stats, errstr, sizeof errstr);
         if (cls != ERR_OK)
             LOG_LIMITED(LOG_LEVEL_WARN, "notifier-tick", 10000, "notifier pass failed; retrying",
                         "error", errstr, "class", err_class_name(cls));
         if (*stop) {
-            /* One more pass happened after the stop; keep going only while
-             * it delivered something and the bound allows. */
-            if (drain_until < 0)
+            /* One more look at the outbox after the stop; then keep going
+             * while something is in flight or was just delivered, within
+             * the bound. */
+            if (drain_until < 0) {
                 drain_until = clock_wall_ms() + drain_ms;
-            if (stats.delivered == 0 || clock_wall_ms() >= drain_until)
+                n->last_claim_ms = INT64_MIN / 2;
+                continue;
+            }
+            if ((stats.delivered == 0 && notifier_in_flight(n) == 0) ||
+                clock_wall_ms() >= drain_until)
                 break;
-            continue;
         }
-        for (int64_t slept = 0; slept < n->interval_ms && !*stop; slept += 50)
-            usleep(50 * 1000);
     }
     gen_release(held);
 }

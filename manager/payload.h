@@ -9,6 +9,11 @@
  *   alertmanager  API v2: a list of alerts with labels, annotations,
  *                 startsAt and endsAt
  *
+ * The summary a sink gets is payload_summary(): the stored text with the
+ * time the step has been stalled, recomputed at `now_ms`, so a page sent
+ * or re-sent an hour late says an hour. Fields with a size limit at the
+ * sink are cut on a UTF-8 character boundary.
+ *
  * Each function returns a new string (free it), or NULL when out of memory.
  */
 #ifndef STEWARD_PAYLOAD_H
@@ -38,8 +43,21 @@ typedef struct payload_alert {
     const json_t *details; /* may be NULL */
 } payload_alert_t;
 
-char *payload_webhook(const payload_alert_t *alert, bool resolve);
-char *payload_pagerduty(const sink_t *sink, const payload_alert_t *alert, bool resolve);
+/* PagerDuty's limits (Events API v2), in bytes. */
+#define PAYLOAD_PD_SUMMARY_MAX 1024
+#define PAYLOAD_PD_FIELD_MAX   255
+
+/*
+ * The alert's summary as sent at now_ms: when details carry "since" (the
+ * RFC 3339 time the step was entered, as the stored summary quotes it) and
+ * "since_ms", " (DURATION ago)" follows that time in the text, DURATION
+ * rounded by duration_format_rounded(); otherwise the stored summary.
+ */
+char *payload_summary(const payload_alert_t *alert, int64_t now_ms);
+
+char *payload_webhook(const payload_alert_t *alert, bool resolve, int64_t now_ms);
+char *payload_pagerduty(const sink_t *sink, const payload_alert_t *alert, bool resolve,
+                        int64_t now_ms);
 
 /*
  * Alertmanager alerts: an open one ends at now + 4 resend intervals (so it
