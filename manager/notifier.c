@@ -3,6 +3,7 @@
  */
 #include "manager/notifier.h"
 
+#include "manager/alerts.h"
 #include "manager/clock.h"
 #include "manager/db.h"
 #include "manager/decode.h"
@@ -62,6 +63,10 @@ typedef struct transfer {
     char alert_id[24];
     char event[16];
     int attempts;
+    char **group_rows; /* a grouped page: every row it carries (row_id is the first) */
+    int *group_attempts;
+    size_t n_group;
+    char *group_key;
     response_t response;
     char curl_error[CURL_ERROR_SIZE];
 } transfer_t;
@@ -72,6 +77,7 @@ struct notifier {
     CURLM *multi;
     route_table_t *routes; /* borrowed */
     int64_t interval_ms, timeout_ms, max_backoff_ms, resend_ms, max_retry_after_ms;
+    int64_t group_window_ms;
     int64_t last_resend_ms, last_claim_ms;
     unsigned int seed;     /* jitter */
     transfer_t *in_flight; /* every transfer added to multi */
@@ -93,6 +99,7 @@ notifier_t *notifier_new(const notifier_config_t *cfg, route_table_t *routes, ch
     n->resend_ms = cfg->alertmanager_resend_ms;
     n->max_retry_after_ms =
         cfg->max_retry_after_ms > 0 ? cfg->max_retry_after_ms : NOTIFIER_MAX_RETRY_AFTER_MS;
+    n->group_window_ms = cfg->group_window_ms;
     n->last_claim_ms = INT64_MIN / 2;
     n->seed = (unsigned int) clock_wall_ms() ^ (unsigned int) getpid();
     n->multi = curl_multi_init();
@@ -116,6 +123,11 @@ static void transfer_free(notifier_t *n, transfer_t *t)
         curl_easy_cleanup(t->easy);
     }
     curl_slist_free_all(t->headers);
+    for (size_t i = 0; i < t->n_group; i++)
+        free(t->group_rows[i]);
+    free(t->group_rows);
+    free(t->group_attempts);
+    free(t->group_key);
     free(t->body);
     free(t->sink);
     free(t);
@@ -302,6 +314,9 @@ static const char claim_sql[] =
     "    AND c.next_attempt_at <= now() "
     "    AND (CASE WHEN $4::bool THEN c.destination <> ALL($2::text[]) "
     "         ELSE c.destination = ANY($2::text[]) END) "
+    /* with a group window, sequence triggers go out as groups (group_sql) */
+    "    AND NOT ($5::bigint > 0 AND c.payload->>'event' = 'trigger' AND EXISTS ("
+    "      SELECT 1 FROM steward.alerts g WHERE g.id = c.alert_id AND g.kind = 'sequence')) "
     "    AND NOT EXISTS (SELECT 1 FROM steward.outbox e "
     "      WHERE e.alert_id = c.alert_id AND e.destination = c.destination AND e.id < c.id "
     "        AND e.delivered_at IS NULL AND e.failed_at IS NULL) "
@@ -312,6 +327,56 @@ static const char claim_sql[] =
     "  to_char(a.resolved_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
     "  a.resolution, "
     "  to_char(a.deadline_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')";
+
+/*
+ * The sequence triggers of one (process, state) pending for one sink, once
+ * the oldest of them has waited the group window: the storm so far, sent
+ * as one page. Same columns as claim_sql.
+ */
+static const char group_sql[] =
+    "WITH due AS ("
+    "  SELECT a.process, a.state FROM steward.outbox c JOIN steward.alerts a ON a.id = c.alert_id "
+    "  WHERE c.kind = 'notification' AND c.destination = $2 AND c.delivered_at IS NULL "
+    "    AND c.failed_at IS NULL AND c.next_attempt_at <= now() "
+    "    AND c.payload->>'event' = 'trigger' AND a.kind = 'sequence' "
+    "  GROUP BY a.process, a.state "
+    "  HAVING min(c.created_at) <= now() - $3::bigint * interval '1 millisecond' "
+    "  ORDER BY min(c.id) LIMIT 1) "
+    "UPDATE steward.outbox o SET next_attempt_at = now() + $1::bigint * interval '1 millisecond' "
+    "FROM steward.alerts a "
+    "WHERE a.id = o.alert_id AND o.id IN ("
+    "  SELECT c.id FROM steward.outbox c JOIN steward.alerts ca ON ca.id = c.alert_id "
+    "  JOIN due d ON d.process = ca.process AND d.state IS NOT DISTINCT FROM ca.state "
+    "  WHERE c.kind = 'notification' AND c.destination = $2 AND c.delivered_at IS NULL "
+    "    AND c.failed_at IS NULL AND c.next_attempt_at <= now() "
+    "    AND c.payload->>'event' = 'trigger' AND ca.kind = 'sequence' "
+    "  ORDER BY c.id LIMIT $4::int FOR UPDATE OF c SKIP LOCKED) "
+    "RETURNING o.id, o.destination, o.payload->>'event', o.attempts, a.id, a.kind, a.process, "
+    "  a.key, a.state, a.owner, a.summary, a.details::text, a.dedup_key, "
+    "  to_char(a.opened_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
+    "  to_char(a.resolved_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
+    "  a.resolution, "
+    "  to_char(a.deadline_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')";
+
+/*
+ * For a sequence alert's resolve (row $3): the group its trigger went out
+ * in, and how many reasons there are to stay quiet: alerts of the group
+ * still open, and later resolves of the group (the last one speaks, so
+ * alerts resolved together resolve the page once).
+ */
+static const char group_of_sql[] =
+    "SELECT t.payload->>'group', "
+    "  (SELECT count(*) FROM steward.outbox m JOIN steward.alerts ma ON ma.id = m.alert_id "
+    "   WHERE m.destination = t.destination AND m.payload->>'event' = 'trigger' "
+    "     AND m.payload->>'group' = t.payload->>'group' AND ma.resolved_at IS NULL) + "
+    "  (SELECT count(*) FROM steward.outbox r JOIN steward.outbox m ON m.alert_id = r.alert_id "
+    "     AND m.destination = r.destination AND m.payload->>'event' = 'trigger' "
+    "     AND m.payload->>'group' = t.payload->>'group' "
+    "   WHERE r.destination = t.destination AND r.payload->>'event' = 'resolve' "
+    "     AND r.id > $3::bigint) "
+    "FROM steward.outbox t WHERE t.alert_id = $1 AND t.destination = $2 "
+    "  AND t.payload->>'event' = 'trigger' AND t.payload ? 'group' "
+    "ORDER BY t.id DESC LIMIT 1";
 
 static const char *nullable(const PGresult *res, int row, int col)
 {
@@ -469,78 +534,225 @@ static err_class_t finish(notifier_t *n, notifier_stats_t *stats, const char *ro
     return record(n, row_id, a, attempts, errstr, errstr_size);
 }
 
+static bool sink_groups(const notifier_t *n, const sink_t *sink)
+{
+    /* Alertmanager groups by itself; the log sink writes every alert. */
+    return n->group_window_ms > 0 && (sink->type == SINK_PAGERDUTY || sink->type == SINK_WEBHOOK);
+}
+
+/*
+ * For the resolve (row row_id) of a sequence alert whose trigger went out
+ * in a group: *group_key (new) is the group's dedup key and *open > 0 when
+ * this resolve is not the one to send (see group_of_sql). *group_key NULL
+ * when the trigger went out alone.
+ */
+static err_class_t group_of(notifier_t *n, const char *row_id, const char *alert_id,
+                            const char *destination, char **group_key, long *open, char *errstr,
+                            size_t errstr_size)
+{
+    const char *params[3] = {alert_id, destination, row_id};
+    err_class_t cls;
+    *group_key = NULL;
+    *open = 0;
+    PGresult *res = db_query(n->conn, "finding a page's group", group_of_sql, 3, params, &cls,
+                             errstr, errstr_size);
+    if (res == NULL)
+        return cls;
+    if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0)) {
+        *group_key = strdup(PQgetvalue(res, 0, 0));
+        *open = atol(PQgetvalue(res, 0, 1));
+    }
+    PQclear(res);
+    return ERR_OK;
+}
+
+/* Starts (or, for the log sink, delivers) the claimed row `row` of res. */
+static err_class_t start_row(notifier_t *n, PGresult *res, int row, int64_t now,
+                             notifier_stats_t *stats, char *errstr, size_t errstr_size)
+{
+    const char *id = PQgetvalue(res, row, 0), *destination = PQgetvalue(res, row, 1);
+    const char *event = PQgetvalue(res, row, 2), *alert_id = PQgetvalue(res, row, 4);
+    int attempts = atoi(PQgetvalue(res, row, 3)) + 1;
+    bool resolve = strcmp(event, "resolve") == 0;
+    json_t *details;
+    payload_alert_t alert = read_alert(res, row, 4, &details);
+    const sink_t *sink = route_find_sink(n->routes, destination);
+    attempt_t a = {.verdict = VERDICT_RETRY, .retry_after_ms = -1};
+    char *body = NULL, url[2048], *group_key = NULL;
+    err_class_t cls = ERR_OK;
+
+    if (sink == NULL) {
+        a.verdict = VERDICT_FAILED;
+        snprintf(a.error, sizeof a.error,
+                 "no sink named %s in the current routes (the config changed)", destination);
+    } else if (sink->type == SINK_LOG) {
+        a = deliver_log(sink, &alert, resolve, now);
+    } else {
+        long open = 0;
+        if (resolve && alert.kind != NULL && strcmp(alert.kind, "sequence") == 0 &&
+            (cls = group_of(n, id, alert_id, destination, &group_key, &open, errstr,
+                            errstr_size)) != ERR_OK) {
+            json_decref(details);
+            return cls;
+        }
+        if (group_key != NULL && open > 0) {
+            /* The group's page stays open while any of its alerts is. */
+            json_decref(details);
+            free(group_key);
+            a.verdict = VERDICT_DELIVERED;
+            return finish(n, stats, id, destination, sink->type, event, alert_id, attempts, &a,
+                          errstr, errstr_size);
+        }
+        if (group_key != NULL)
+            alert.dedup_key = group_key;
+        switch (sink->type) {
+        case SINK_WEBHOOK:
+            body = payload_webhook(&alert, resolve, now);
+            snprintf(url, sizeof url, "%s", sink->url);
+            break;
+        case SINK_PAGERDUTY:
+            body = payload_pagerduty(sink, &alert, resolve, now);
+            snprintf(url, sizeof url, "%s", sink->url);
+            break;
+        default:
+            body = payload_alertmanager(sink, &alert, 1, now, n->resend_ms);
+            snprintf(url, sizeof url, "%s/api/v2/alerts", sink->url);
+            break;
+        }
+        free(group_key);
+        transfer_t *t = body != NULL ? post_start(n, url, body, sink->name, sink->type) : NULL;
+        if (t != NULL) {
+            snprintf(t->row_id, sizeof t->row_id, "%s", id);
+            snprintf(t->alert_id, sizeof t->alert_id, "%s", alert_id);
+            snprintf(t->event, sizeof t->event, "%s", event);
+            t->attempts = attempts;
+            json_decref(details);
+            return ERR_OK; /* recorded when it completes */
+        }
+        snprintf(a.error, sizeof a.error, "out of memory starting the request");
+    }
+    json_decref(details);
+    return finish(n, stats, id, destination, sink != NULL ? sink->type : SINK_LOG, event, alert_id,
+                  attempts, &a, errstr, errstr_size);
+}
+
 /*
  * Claims up to `limit` due rows (for the sinks named in `names`, or with
  * `others` for every destination not named) and starts each: the log sink
- * at once, HTTP sinks as transfers. *claimed receives how many.
+ * at once, HTTP sinks as transfers. window_ms > 0 leaves sequence triggers
+ * to claim_group(). *claimed receives how many.
  */
 static err_class_t claim_and_start(notifier_t *n, pgarr_t *names, bool others, int limit,
-                                   notifier_stats_t *stats, int *claimed, char *errstr,
-                                   size_t errstr_size)
+                                   int64_t window_ms, notifier_stats_t *stats, int *claimed,
+                                   char *errstr, size_t errstr_size)
 {
-    char lease[24], limit_text[16];
+    char lease[24], limit_text[16], window[24];
     /* One attempt long, with a margin: no other replica takes a row up
      * while this one is still posting it. */
     snprintf(lease, sizeof lease, "%" PRId64, n->timeout_ms + LEASE_MARGIN_MS);
     snprintf(limit_text, sizeof limit_text, "%d", limit);
-    const char *params[4] = {lease, pgarr_text(names), limit_text, others ? "t" : "f"};
+    snprintf(window, sizeof window, "%" PRId64, window_ms);
+    const char *params[5] = {lease, pgarr_text(names), limit_text, others ? "t" : "f", window};
     err_class_t cls;
     *claimed = 0;
     if (params[1] == NULL)
         return err_set(ERR_TRANSIENT, errstr, errstr_size, "claiming notifications: out of memory");
-    PGresult *res = db_query(n->conn, "claiming notifications", claim_sql, 4, params, &cls, errstr,
+    PGresult *res = db_query(n->conn, "claiming notifications", claim_sql, 5, params, &cls, errstr,
                              errstr_size);
     if (res == NULL)
         return cls;
     *claimed = PQntuples(res);
     int64_t now = clock_wall_ms();
-    for (int row = 0; row < *claimed && cls == ERR_OK; row++) {
-        const char *id = PQgetvalue(res, row, 0), *destination = PQgetvalue(res, row, 1);
-        const char *event = PQgetvalue(res, row, 2), *alert_id = PQgetvalue(res, row, 4);
-        int attempts = atoi(PQgetvalue(res, row, 3)) + 1;
-        bool resolve = strcmp(event, "resolve") == 0;
-        json_t *details;
-        payload_alert_t alert = read_alert(res, row, 4, &details);
-        const sink_t *sink = route_find_sink(n->routes, destination);
-        attempt_t a = {.verdict = VERDICT_RETRY, .retry_after_ms = -1};
-        char *body = NULL, url[2048];
+    for (int row = 0; row < *claimed && cls == ERR_OK; row++)
+        cls = start_row(n, res, row, now, stats, errstr, errstr_size);
+    PQclear(res);
+    return cls;
+}
 
-        if (sink == NULL) {
-            a.verdict = VERDICT_FAILED;
-            snprintf(a.error, sizeof a.error,
-                     "no sink named %s in the current routes (the config changed)", destination);
-        } else if (sink->type == SINK_LOG) {
-            a = deliver_log(sink, &alert, resolve, now);
-        } else {
-            switch (sink->type) {
-            case SINK_WEBHOOK:
-                body = payload_webhook(&alert, resolve, now);
-                snprintf(url, sizeof url, "%s", sink->url);
-                break;
-            case SINK_PAGERDUTY:
-                body = payload_pagerduty(sink, &alert, resolve, now);
-                snprintf(url, sizeof url, "%s", sink->url);
-                break;
-            default:
-                body = payload_alertmanager(sink, &alert, 1, now, n->resend_ms);
-                snprintf(url, sizeof url, "%s/api/v2/alerts", sink->url);
-                break;
-            }
-            transfer_t *t = body != NULL ? post_start(n, url, body, sink->name, sink->type) : NULL;
-            if (t != NULL) {
-                snprintf(t->row_id, sizeof t->row_id, "%s", id);
-                snprintf(t->alert_id, sizeof t->alert_id, "%s", alert_id);
-                snprintf(t->event, sizeof t->event, "%s", event);
-                t->attempts = attempts;
-                json_decref(details);
-                continue; /* recorded when it completes */
-            }
-            snprintf(a.error, sizeof a.error, "out of memory starting the request");
-        }
-        json_decref(details);
-        cls = finish(n, stats, id, destination, sink != NULL ? sink->type : SINK_LOG, event,
-                     alert_id, attempts, &a, errstr, errstr_size);
+/*
+ * Claims the next due group of sequence triggers for `sink` and starts it
+ * as one page (a group of one as a plain page). *claimed: rows claimed.
+ */
+static err_class_t claim_group(notifier_t *n, const sink_t *sink, notifier_stats_t *stats,
+                               int *claimed, char *errstr, size_t errstr_size)
+{
+    char lease[24], window[24], limit[16];
+    snprintf(lease, sizeof lease, "%" PRId64, n->timeout_ms + LEASE_MARGIN_MS);
+    snprintf(window, sizeof window, "%" PRId64, n->group_window_ms);
+    snprintf(limit, sizeof limit, "%d", PAYLOAD_GROUP_KEYS);
+    const char *params[4] = {lease, sink->name, window, limit};
+    err_class_t cls;
+    *claimed = 0;
+    PGresult *res = db_query(n->conn, "claiming a group of notifications", group_sql, 4, params,
+                             &cls, errstr, errstr_size);
+    if (res == NULL)
+        return cls;
+    int rows = *claimed = PQntuples(res);
+    int64_t now = clock_wall_ms();
+    if (rows == 1) {
+        cls = start_row(n, res, 0, now, stats, errstr, errstr_size);
+        PQclear(res);
+        return cls;
     }
+    if (rows == 0) {
+        PQclear(res);
+        return ERR_OK;
+    }
+    payload_alert_t *alerts = calloc((size_t) rows, sizeof *alerts);
+    json_t **details = calloc((size_t) rows, sizeof *details);
+    char **ids = calloc((size_t) rows, sizeof *ids);
+    int *attempts = calloc((size_t) rows, sizeof *attempts);
+    char *identity = NULL, group_key[ALERT_DEDUP_SIZE];
+    transfer_t *t = NULL;
+    if (alerts != NULL && details != NULL && ids != NULL && attempts != NULL) {
+        for (int row = 0; row < rows; row++) {
+            alerts[row] = read_alert(res, row, 4, &details[row]);
+            ids[row] = strdup(PQgetvalue(res, row, 0));
+            attempts[row] = atoi(PQgetvalue(res, row, 3)) + 1;
+        }
+        /* Named by its first alert: a retry of the same storm keeps it. */
+        if (asprintf(&identity, "steward:sequence_group:%s:%s:%lld",
+                     alerts[0].process ? alerts[0].process : "",
+                     alerts[0].state ? alerts[0].state : "", alerts[0].id) < 0)
+            identity = NULL;
+        if (identity != NULL) {
+            alert_dedup_key(ALERT_SEQUENCE, identity, group_key, sizeof group_key);
+            char *body = payload_group(sink, alerts, (size_t) rows, group_key, now);
+            char url[2048];
+            snprintf(url, sizeof url, "%s", sink->url);
+            t = body != NULL ? post_start(n, url, body, sink->name, sink->type) : NULL;
+        }
+    }
+    if (t != NULL) {
+        snprintf(t->row_id, sizeof t->row_id, "%s", PQgetvalue(res, 0, 0));
+        snprintf(t->alert_id, sizeof t->alert_id, "%s", PQgetvalue(res, 0, 4));
+        snprintf(t->event, sizeof t->event, "trigger");
+        t->attempts = attempts[0];
+        t->group_rows = ids;
+        t->group_attempts = attempts;
+        t->n_group = (size_t) rows;
+        t->group_key = strdup(group_key);
+        ids = NULL; /* now owned by t */
+        attempts = NULL;
+        char count[16];
+        snprintf(count, sizeof count, "%d", rows);
+        LOG_INFO("sequence alerts grouped into one page", "sink", sink->name, "process",
+                 alerts[0].process, "state", alerts[0].state, "alerts", count);
+    } else {
+        /* Out of memory: the lease runs out and the rows are claimed again. */
+        cls = err_set(ERR_TRANSIENT, errstr, errstr_size, "grouping notifications: out of memory");
+    }
+    for (int row = 0; row < rows; row++) {
+        if (details != NULL)
+            json_decref(details[row]);
+        if (ids != NULL)
+            free(ids[row]);
+    }
+    free(identity);
+    free(alerts);
+    free(details);
+    free(ids);
+    free(attempts);
     PQclear(res);
     return cls;
 }
@@ -560,6 +772,7 @@ static err_class_t claim_due(notifier_t *n, notifier_stats_t *stats, char *errst
 
     for (size_t s = 0; s < n_sinks && cls == ERR_OK; s++) {
         const sink_t *sink = route_sink_at(n->routes, s);
+        bool groups = sink_groups(n, sink);
         pgarr_add(&all, sink->name);
         do {
             int busy = 0;
@@ -568,16 +781,43 @@ static err_class_t claim_due(notifier_t *n, notifier_stats_t *stats, char *errst
             int room = sink->type == SINK_LOG ? NOTIFIER_BATCH : SINK_IN_FLIGHT - busy;
             if (room <= 0)
                 break;
+            if (groups) {
+                cls = claim_group(n, sink, stats, &claimed, errstr, errstr_size);
+                if (cls != ERR_OK || claimed > 0)
+                    continue; /* one transfer more: look at the room again */
+            }
             pgarr_t one = {0};
             pgarr_add(&one, sink->name);
             cls = claim_and_start(n, &one, false, room < NOTIFIER_BATCH ? room : NOTIFIER_BATCH,
-                                  stats, &claimed, errstr, errstr_size);
+                                  groups ? n->group_window_ms : 0, stats, &claimed, errstr,
+                                  errstr_size);
             pgarr_free(&one);
-        } while (cls == ERR_OK && claimed > 0 && route_sink_at(n->routes, s)->type == SINK_LOG);
+            if (sink->type != SINK_LOG)
+                break;
+        } while (cls == ERR_OK && claimed > 0);
     }
     if (cls == ERR_OK)
-        cls = claim_and_start(n, &all, true, NOTIFIER_BATCH, stats, &claimed, errstr, errstr_size);
+        cls =
+            claim_and_start(n, &all, true, NOTIFIER_BATCH, 0, stats, &claimed, errstr, errstr_size);
     pgarr_free(&all);
+    return cls;
+}
+
+/* Marks the rows of a delivered group with its dedup key, for their resolves. */
+static err_class_t tag_group(notifier_t *n, const transfer_t *t, char *errstr, size_t errstr_size)
+{
+    pgarr_t ids = {0};
+    for (size_t i = 0; i < t->n_group; i++)
+        pgarr_add(&ids, t->group_rows[i]);
+    const char *params[2] = {pgarr_text(&ids), t->group_key};
+    err_class_t cls =
+        params[0] == NULL
+            ? err_set(ERR_TRANSIENT, errstr, errstr_size, "recording a group: out of memory")
+            : db_exec(n->conn, "recording a group",
+                      "UPDATE steward.outbox SET payload = payload || jsonb_build_object('group', "
+                      "$2::text) WHERE id = ANY($1::bigint[])",
+                      2, params, errstr, errstr_size);
+    pgarr_free(&ids);
     return cls;
 }
 
@@ -599,7 +839,19 @@ static err_class_t reap(notifier_t *n, notifier_stats_t *stats, char *errstr, si
                 break;
             }
         }
-        if (t->row_id[0] != '\0') {
+        if (t->n_group > 0) {
+            for (size_t i = 0; i < t->n_group; i++) {
+                err_class_t c = finish(n, stats, t->group_rows[i], t->sink, t->type, t->event,
+                                       t->alert_id, t->group_attempts[i], &a, errstr, errstr_size);
+                if (cls == ERR_OK)
+                    cls = c;
+            }
+            if (a.verdict == VERDICT_DELIVERED) {
+                err_class_t c = tag_group(n, t, errstr, errstr_size);
+                if (cls == ERR_OK)
+                    cls = c;
+            }
+        } else if (t->row_id[0] != '\0') {
             err_class_t c = finish(n, stats, t->row_id, t->sink, t->type, t->event, t->alert_id,
                                    t->attempts, &a, errstr, errstr_size);
             if (cls == ERR_OK)

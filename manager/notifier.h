@@ -17,6 +17,14 @@
  * flight per sink, so a sink that hangs until the timeout holds only its
  * own rows. The log sink writes at once, whatever the log level.
  *
+ * Page storms are grouped: with a group window, the sequence triggers of
+ * one process and state bound for one pagerduty or webhook sink wait until
+ * the oldest has waited the window, then go out as one page listing the
+ * keys (every alert and outbox row still exists; each row is marked
+ * delivered with the group's dedup key). The group's page is resolved with
+ * the last of its alerts. Alertmanager groups by itself and the log sink
+ * writes every alert, so neither is grouped here.
+ *
  * Delivery is at least once: a crash between the POST and its record sends
  * it again, which PagerDuty's dedup_key and Alertmanager's label identity
  * absorb. One notifier per process, on its own thread and connection.
@@ -41,6 +49,7 @@ typedef struct notifier_config {
     int64_t max_backoff_ms;
     int64_t alertmanager_resend_ms;
     int64_t max_retry_after_ms; /* the longest Retry-After honoured; 0: the default */
+    int64_t group_window_ms;    /* sequence triggers grouped over this long; 0: never */
 } notifier_config_t;
 
 #define NOTIFIER_MAX_RETRY_AFTER_MS 300000

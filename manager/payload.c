@@ -122,6 +122,71 @@ char *payload_pagerduty(const sink_t *sink, const payload_alert_t *a, bool resol
     return dump(doc);
 }
 
+char *payload_group(const sink_t *sink, const payload_alert_t *alerts, size_t n,
+                    const char *group_key, int64_t now_ms)
+{
+    const payload_alert_t *first = &alerts[0];
+    json_t *keys = json_array(), *ids = json_array();
+    char summary[PAYLOAD_PD_SUMMARY_MAX + 1];
+    size_t len = 0;
+
+    len += (size_t) snprintf(summary, sizeof summary, "%zu events out of sequence: %s in %s: ", n,
+                             first->process != NULL ? first->process : "?",
+                             first->state != NULL ? first->state : "no state");
+    for (size_t i = 0; i < n; i++) {
+        const char *key = alerts[i].key != NULL ? alerts[i].key : "";
+        json_array_append_new(ids, json_integer(alerts[i].id));
+        if (i < PAYLOAD_GROUP_KEYS) {
+            char cut[PAYLOAD_PD_FIELD_MAX + 1];
+            json_array_append_new(
+                keys, json_string(utf8_cut(key, PAYLOAD_PD_FIELD_MAX, "...", cut, sizeof cut)));
+        }
+        if (len < sizeof summary)
+            len +=
+                (size_t) snprintf(summary + len, sizeof summary - len, "%s%s", i ? ", " : "", key);
+    }
+    if (len < sizeof summary)
+        snprintf(summary + len, sizeof summary - len, "; owner %s",
+                 first->owner != NULL ? first->owner : "?");
+    /* snprintf may have cut through a character: cut again on a boundary. */
+    char clean[PAYLOAD_PD_SUMMARY_MAX + 1];
+    utf8_cut(summary, PAYLOAD_PD_SUMMARY_MAX, "...", clean, sizeof clean);
+
+    payload_alert_t group = *first;
+    group.summary = clean;
+    group.key = NULL;
+    group.dedup_key = group_key;
+    json_t *details =
+        json_pack("{s:O, s:O, s:I}", "keys", keys, "alert_ids", ids, "count", (json_int_t) n);
+    group.details = details;
+    json_t *doc = json_object();
+    if (sink->type == SINK_PAGERDUTY) {
+        json_object_set_new(doc, "routing_key", json_string(sink->routing_key));
+        json_object_set_new(doc, "event_action", json_string("trigger"));
+        json_object_set_new(doc, "dedup_key", json_string(group_key));
+        json_t *payload = json_object();
+        json_object_set_new(payload, "summary", json_string(clean));
+        set_cut(payload, "source", "steward", PAYLOAD_PD_FIELD_MAX);
+        json_object_set_new(payload, "severity", json_string(sink->severity));
+        set_text(payload, "timestamp", first->opened_at);
+        set_cut(payload, "component", first->process, PAYLOAD_PD_FIELD_MAX);
+        set_cut(payload, "group", first->state, PAYLOAD_PD_FIELD_MAX);
+        set_text(payload, "class", first->kind);
+        json_object_set_new(payload, "custom_details", alert_object(&group, now_ms));
+        json_object_set_new(doc, "payload", payload);
+    } else {
+        json_object_set_new(doc, "version", json_integer(1));
+        json_object_set_new(doc, "event", json_string("trigger"));
+        json_object_set_new(doc, "alert", alert_object(&group, now_ms));
+        json_object_set_new(doc, "group",
+                            json_pack("{s:I, s:O}", "count", (json_int_t) n, "keys", keys));
+    }
+    json_decref(details);
+    json_decref(keys);
+    json_decref(ids);
+    return dump(doc);
+}
+
 const char *payload_alertname(const char *kind)
 {
     if (kind == NULL)

@@ -59,6 +59,20 @@ char *payload_webhook(const payload_alert_t *alert, bool resolve, int64_t now_ms
 char *payload_pagerduty(const sink_t *sink, const payload_alert_t *alert, bool resolve,
                         int64_t now_ms);
 
+/* Keys listed by name in a grouped page; the rest are counted. */
+#define PAYLOAD_GROUP_KEYS 100
+
+/*
+ * One page for a storm: n (>= 1) sequence alerts of one process and state,
+ * sent to a pagerduty or webhook sink as one trigger under group_key (the
+ * dedup key of the group). The summary counts them and lists the keys that
+ * fit; the body lists up to PAYLOAD_GROUP_KEYS keys and every alert id.
+ * Webhook: the usual body whose "alert" is the group (dedup_key group_key,
+ * details.keys, details.alert_ids) plus "group": {"count", "keys"}.
+ */
+char *payload_group(const sink_t *sink, const payload_alert_t *alerts, size_t n,
+                    const char *group_key, int64_t now_ms);
+
 /*
  * Alertmanager alerts: an open one ends at now + 4 resend intervals (so it
  * resolves by itself if Steward stops re-sending it), a resolved one at its

@@ -946,6 +946,86 @@ START_TEST(alerts_are_written_only_in_a_transaction)
 }
 END_TEST
 
+/* A storm of sequence alerts of one process and state: one page listing
+ * the keys, every alert kept, and one resolve when the last one resolves. */
+START_TEST(page_storms_are_grouped)
+{
+    rcv_t *r = rcv_new();
+    world_init("storm", "1h", "1h", 1, NULL);
+    char routes[1024];
+    snprintf(routes, sizeof routes,
+             "{\"shipping\":[{\"type\":\"webhook\",\"name\":\"hook\",\"url\":\"%s/hook\"}],"
+             "\"default\":[{\"type\":\"log\"}]}",
+             rcv_url(r));
+    world_config(routes, "1m");
+    world_config_set("notifier", "group_window", json_string("5s"));
+    w.pids[0] = world_start();
+    world_wait_claimed(1);
+
+    /* Five instances in awaiting_dispatch each get a second payment: an
+     * event no later state accepts, so a sequence alert each. */
+    tl_producer_t *p = tl_producer_new();
+    for (int i = 0; i < 5; i++) {
+        char key[32], value[256], *t = topic("payments");
+        snprintf(key, sizeof key, "STORM-%d", i);
+        send_event(p, "orders", "OrderPlaced", key, 0);
+        send_event(p, "payments", "PaymentCaptured", key, 0);
+        snprintf(value, sizeof value,
+                 "{\"type\":\"PaymentCaptured\",\"id\":\"again-%s\",\"order_id\":\"%s\"}", key,
+                 key);
+        tl_produce(p, t, -1, value, -1, NULL, 0);
+        free(t);
+    }
+    tl_producer_free(p);
+    wait_sql("SELECT count(*) FROM steward.alerts WHERE kind = 'sequence'", "5", 30,
+             "five sequence alerts");
+    wait_sql("SELECT count(*) FROM steward.outbox WHERE delivered_at IS NOT NULL", "5", 30,
+             "every trigger row delivered");
+    ck_assert_int_eq(rcv_count(r), 1);
+    json_t *page = request_json(r, 0, NULL);
+    ck_assert_str_eq(json_string_value(json_object_get(page, "event")), "trigger");
+    json_t *group = json_object_get(page, "group");
+    ck_assert_int_eq(json_integer_value(json_object_get(group, "count")), 5);
+    json_t *keys = json_object_get(group, "keys");
+    ck_assert_int_eq(json_array_size(keys), 5);
+    const char *summary =
+        json_string_value(json_object_get(json_object_get(page, "alert"), "summary"));
+    for (int i = 0; i < 5; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "STORM-%d", i);
+        ck_assert_msg(tl_contains(summary, key), "%s not in: %s", key, summary);
+    }
+    char *group_key =
+        strdup(json_string_value(json_object_get(json_object_get(page, "alert"), "dedup_key")));
+    json_decref(page);
+    ck_assert_int_eq(scalar_long("SELECT count(DISTINCT payload->>'group') FROM steward.outbox "
+                                 "WHERE payload ? 'group'"),
+                     1);
+
+    /* They finish: the alerts resolve, and the group's page resolves once. */
+    p = tl_producer_new();
+    for (int i = 0; i < 5; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "STORM-%d", i);
+        send_event(p, "shipping", "ShipmentDispatched", key, 0);
+    }
+    tl_producer_free(p);
+    wait_sql("SELECT count(*) FROM steward.outbox WHERE payload->>'event' = 'resolve' AND "
+             "delivered_at IS NOT NULL",
+             "5", 30, "every resolve row recorded");
+    ck_assert_msg(rcv_wait(r, 2, 10000), "no resolve sent");
+    json_t *resolve = request_json(r, 1, NULL);
+    ck_assert_str_eq(json_string_value(json_object_get(resolve, "event")), "resolve");
+    ck_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(resolve, "alert"), "dedup_key")),
+        group_key);
+    json_decref(resolve);
+    ck_assert_int_eq(rcv_count(r), 2);
+    free(group_key);
+    rcv_free(r);
+}
+END_TEST
+
 /* A suite of one test, with the world torn down after it. */
 #define WORLD_SUITE(name, test)                                                                    \
     Suite *name##_suite(void)                                                                      \
@@ -970,6 +1050,7 @@ WORLD_SUITE(hanging, hanging_webhook_delays_no_other_sink)
 WORLD_SUITE(retryafter, retry_after_is_capped)
 WORLD_SUITE(sinkinsert, sighup_sink_insert_keeps_pending_pages)
 WORLD_SUITE(alerttx, alerts_are_written_only_in_a_transaction)
+WORLD_SUITE(storm, page_storms_are_grouped)
 
 Suite *blind_suite(void)
 {
