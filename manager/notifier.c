@@ -775,6 +775,7 @@ static err_class_t claim_due(notifier_t *n, notifier_stats_t *stats, char *errst
         const sink_t *sink = route_sink_at(n->routes, s);
         bool groups = sink_groups(n, sink);
         pgarr_add(&all, sink->name);
+        int passes = 0; /* bounded, so a log backlog does not stall the transfers */
         do {
             int busy = 0;
             for (const transfer_t *t = n->in_flight; t != NULL; t = t->next)
@@ -795,7 +796,7 @@ static err_class_t claim_due(notifier_t *n, notifier_stats_t *stats, char *errst
             pgarr_free(&one);
             if (sink->type != SINK_LOG)
                 break;
-        } while (cls == ERR_OK && claimed > 0);
+        } while (cls == ERR_OK && claimed > 0 && ++passes < 10);
     }
     if (cls == ERR_OK)
         cls =
