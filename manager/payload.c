@@ -166,7 +166,11 @@ char *payload_group(const sink_t *sink, const payload_alert_t *alerts, size_t n,
         json_object_set_new(doc, "dedup_key", json_string(group_key));
         json_t *payload = json_object();
         json_object_set_new(payload, "summary", json_string(clean));
-        set_cut(payload, "source", "steward", PAYLOAD_PD_FIELD_MAX);
+        char *source = NULL;
+        if (asprintf(&source, "steward/%s", first->process != NULL ? first->process : "intake") < 0)
+            source = NULL;
+        set_cut(payload, "source", source != NULL ? source : "steward", PAYLOAD_PD_FIELD_MAX);
+        free(source);
         json_object_set_new(payload, "severity", json_string(sink->severity));
         set_text(payload, "timestamp", first->opened_at);
         set_cut(payload, "component", first->process, PAYLOAD_PD_FIELD_MAX);

@@ -168,6 +168,49 @@ START_TEST(summary_duration_is_computed_at_send_time)
 }
 END_TEST
 
+/* A storm as one page: every key counted, the summary within PagerDuty's limit. */
+START_TEST(group_page_lists_the_keys)
+{
+    enum { N = 150 };
+    payload_alert_t a[N];
+    char keys[N][64];
+    for (int i = 0; i < N; i++) {
+        a[i] = alert(NULL);
+        a[i].kind = "sequence";
+        a[i].id = 1000 + i;
+        snprintf(keys[i], sizeof keys[i], "ORD-\xc3\xa9%03d", i);
+        a[i].key = keys[i];
+    }
+    json_t *t = parse(payload_group(&pd, a, N, "steward:sequence:g:abc", NOW));
+    ck_assert_str_eq(str(t, "dedup_key"), "steward:sequence:g:abc");
+    ck_assert_str_eq(str(t, "event_action"), "trigger");
+    const char *summary = str(t, "payload.summary");
+    ck_assert_ptr_nonnull(summary);
+    ck_assert_uint_le(strlen(summary), PAYLOAD_PD_SUMMARY_MAX);
+    ck_assert_msg(strncmp(summary,
+                          "150 events out of sequence: order_fulfilment in "
+                          "awaiting_dispatch: ORD-\xc3\xa9"
+                          "000, ORD-\xc3\xa9"
+                          "001",
+                          80) == 0,
+                  "%s", summary);
+    json_t *details = json_object_get(
+        json_object_get(json_object_get(t, "payload"), "custom_details"), "details");
+    ck_assert_int_eq(json_integer_value(json_object_get(details, "count")), N);
+    ck_assert_int_eq(json_array_size(json_object_get(details, "keys")), PAYLOAD_GROUP_KEYS);
+    ck_assert_int_eq(json_array_size(json_object_get(details, "alert_ids")), N);
+    json_decref(t);
+
+    sink_t hook = {.name = "hook", .type = SINK_WEBHOOK, .url = "http://h", .severity = "error"};
+    t = parse(payload_group(&hook, a, 3, "steward:sequence:g:abc", NOW));
+    ck_assert_str_eq(str(t, "event"), "trigger");
+    ck_assert_str_eq(str(t, "alert.dedup_key"), "steward:sequence:g:abc");
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(t, "group"), "count")), 3);
+    ck_assert_int_eq(json_array_size(json_object_get(json_object_get(t, "group"), "keys")), 3);
+    json_decref(t);
+}
+END_TEST
+
 START_TEST(alertmanager_open_and_resolved)
 {
     payload_alert_t a[2] = {alert(NULL), alert(NULL)};
@@ -228,6 +271,7 @@ Suite *payload_suite(void)
     tcase_add_test(tc, pagerduty_summary_is_cut_at_1024);
     tcase_add_test(tc, pagerduty_summary_is_cut_on_a_character_boundary);
     tcase_add_test(tc, summary_duration_is_computed_at_send_time);
+    tcase_add_test(tc, group_page_lists_the_keys);
     tcase_add_test(tc, alertmanager_open_and_resolved);
     tcase_add_test(tc, webhook_shape);
     suite_add_tcase(s, tc);
