@@ -6,6 +6,7 @@
 #include "manager/db.h"
 #include "manager/log.h"
 #include "manager/sha256.h"
+#include "manager/utf8.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,12 +51,15 @@ void alert_batch_open(alert_batch_t *b, alert_kind_t kind, const char *process, 
     char *text = details != NULL ? json_dumps(details, JSON_COMPACT) : NULL;
     char dedup_key[ALERT_DEDUP_SIZE];
     alert_dedup_key(kind, identity, dedup_key, sizeof dedup_key);
+    /* Callers build summaries in fixed buffers: a cut through a character
+     * would make PostgreSQL refuse the whole transaction. */
+    char *whole = summary != NULL ? strndup(summary, utf8_whole_len(summary)) : NULL;
     pgarr_add(&b->o_kind, alert_kind_name(kind));
     pgarr_add(&b->o_process, process);
     pgarr_add(&b->o_key, key);
     pgarr_add(&b->o_state, state);
     pgarr_add(&b->o_owner, owner);
-    pgarr_add(&b->o_summary, summary);
+    pgarr_add(&b->o_summary, whole != NULL ? whole : summary);
     pgarr_add(&b->o_details, text != NULL ? text : "{}");
     pgarr_add(&b->o_dedup, dedup_key);
     if (deadline_ms >= 0)
@@ -63,6 +67,7 @@ void alert_batch_open(alert_batch_t *b, alert_kind_t kind, const char *process, 
     else
         pgarr_add(&b->o_deadline, NULL);
     free(text);
+    free(whole);
 }
 
 void alert_batch_resolve(alert_batch_t *b, alert_kind_t kind, const char *process, const char *key,

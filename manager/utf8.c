@@ -51,3 +51,20 @@ char *utf8_cut(const char *text, size_t max_bytes, const char *ellipsis, char *b
     buf[keep] = '\0';
     return buf;
 }
+
+size_t utf8_whole_len(const char *text)
+{
+    const unsigned char *p = (const unsigned char *) text;
+    size_t len = strlen(text), back = 0;
+    /* Up to three continuation bytes, then the lead byte they belong to. */
+    while (back < 3 && back < len && (p[len - 1 - back] & 0xC0) == 0x80)
+        back++;
+    if (back == len)
+        return len;
+    unsigned char lead = p[len - 1 - back];
+    size_t need = (lead & 0xE0) == 0xC0   ? 2
+                  : (lead & 0xF0) == 0xE0 ? 3
+                  : (lead & 0xF8) == 0xF0 ? 4
+                                          : 1;
+    return need > back + 1 ? len - 1 - back : len;
+}

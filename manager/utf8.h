@@ -26,4 +26,11 @@ size_t utf8_prefix_len(const char *text, size_t max_bytes);
 char *utf8_cut(const char *text, size_t max_bytes, const char *ellipsis, char *buf,
                size_t buf_size);
 
+/*
+ * The length of text without a multibyte sequence cut short at its end
+ * (what snprintf() into a fixed buffer can leave): the text's length when
+ * its last character is whole.
+ */
+size_t utf8_whole_len(const char *text);
+
 #endif

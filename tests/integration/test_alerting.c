@@ -750,6 +750,30 @@ START_TEST(long_keys_with_a_common_prefix_are_both_paged)
     json_decref(second);
     wait_sql("SELECT count(*) FROM steward.outbox WHERE delivered_at IS NOT NULL", "2", 30,
              "both pages recorded as delivered");
+
+    /* A key of 300 two-byte characters: the sequence alert's summary is
+     * built in a 512-byte buffer and cut inside a character. The alert is
+     * still written (the cut is made whole), not refused by PostgreSQL. */
+    char wide[700] = "";
+    for (int i = 0; i < 300; i++)
+        strcat(wide, "\xc3\xa9");
+    p = tl_producer_new();
+    send_long(p, "orders", "OrderPlaced", wide);
+    send_long(p, "payments", "PaymentCaptured", wide);
+    char *value = NULL, *t = topic("payments");
+    ck_assert_int_ge(asprintf(&value,
+                              "{\"type\":\"PaymentCaptured\",\"id\":\"again\",\"order_id\":\"%s\"}",
+                              wide),
+                     0);
+    tl_produce(p, t, -1, value, -1, NULL, 0);
+    free(value);
+    free(t);
+    tl_producer_free(p);
+    wait_sql("SELECT count(*) FROM steward.alerts WHERE kind = 'sequence'", "1", 30,
+             "the sequence alert of the multibyte key");
+    ck_assert_int_le(scalar_long("SELECT octet_length(summary) FROM steward.alerts WHERE kind = "
+                                 "'sequence'"),
+                     511);
     rcv_free(r);
 }
 END_TEST

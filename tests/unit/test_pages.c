@@ -89,6 +89,14 @@ START_TEST(utf8_cuts_between_characters)
                      "\xc3\xa9\xc3\xa9...");
     ck_assert_str_eq(utf8_cut("short", 7, "...", buf, sizeof buf), "short");
     ck_assert_str_eq(utf8_cut("exactly", 7, "...", buf, sizeof buf), "exactly");
+    /* what snprintf() into a short buffer leaves: the partial character goes */
+    ck_assert_uint_eq(utf8_whole_len("ab\xe2\x82"), 2);
+    ck_assert_uint_eq(utf8_whole_len("ab\xe2\x82\xac"), 5);
+    ck_assert_uint_eq(utf8_whole_len("\xc3"), 0);
+    ck_assert_uint_eq(utf8_whole_len("\xf0\x9f\x93"), 0);
+    ck_assert_uint_eq(utf8_whole_len("x\xf0\x9f\x93\xa6"), 5);
+    ck_assert_uint_eq(utf8_whole_len("abc"), 3);
+    ck_assert_uint_eq(utf8_whole_len(""), 0);
 }
 END_TEST
 
