@@ -995,6 +995,7 @@ void notifier_run(notifier_t *n, volatile sig_atomic_t *stop, int64_t drain_ms, 
             if ((stats.delivered == 0 && notifier_in_flight(n) == 0) ||
                 clock_wall_ms() >= drain_until)
                 break;
+            n->last_claim_ms = INT64_MIN / 2; /* while draining, look every step */
         }
     }
     gen_release(held);
