@@ -19,6 +19,7 @@
 typedef struct route {
     char *team;
     const sink_t **sinks; /* borrowed from the table's sink list */
+    char **legacy;        /* "TEAM.TYPE.INDEX" of each unnamed sink, else NULL */
     size_t n;
 } route_t;
 
@@ -67,6 +68,9 @@ void route_table_free(route_table_t *t)
     for (size_t i = 0; i < t->n_sinks; i++)
         sink_clear(&t->sinks[i]);
     for (size_t i = 0; i < t->n_routes; i++) {
+        for (size_t k = 0; k < t->routes[i].n && t->routes[i].legacy != NULL; k++)
+            free(t->routes[i].legacy[k]);
+        free(t->routes[i].legacy);
         free(t->routes[i].team);
         free(t->routes[i].sinks);
     }
@@ -256,6 +260,9 @@ route_table_t *route_table_new(const json_t *routes, char *errstr, size_t errstr
         route_t *r = &t->routes[t->n_routes++];
         r->team = strdup(team);
         r->sinks = calloc(json_array_size(list), sizeof *r->sinks);
+        r->legacy = calloc(json_array_size(list), sizeof *r->legacy);
+        if (r->team == NULL || r->sinks == NULL || r->legacy == NULL)
+            goto fail;
         size_t i;
         json_t *entry;
         json_array_foreach(list, i, entry)
@@ -289,6 +296,11 @@ route_table_t *route_table_new(const json_t *routes, char *errstr, size_t errstr
                 sink = &t->sinks[k];
                 break;
             }
+            /* The name an unnamed sink had before names were derived, so
+             * pages queued by an older Steward still find their sink. */
+            if (json_object_get(entry, "name") == NULL &&
+                asprintf(&r->legacy[r->n], "%s.%s.%zu", team, sink_type_name(sink->type), i) < 0)
+                r->legacy[r->n] = NULL;
             r->sinks[r->n++] = sink;
         }
         if (strcmp(team, "default") == 0)
@@ -332,6 +344,12 @@ const sink_t *route_find_sink(const route_table_t *t, const char *name)
     for (size_t i = 0; i < t->n_sinks; i++) {
         if (strcmp(t->sinks[i].name, name) == 0)
             return &t->sinks[i];
+    }
+    for (size_t i = 0; i < t->n_routes; i++) {
+        for (size_t k = 0; k < t->routes[i].n; k++) {
+            if (t->routes[i].legacy[k] != NULL && strcmp(t->routes[i].legacy[k], name) == 0)
+                return t->routes[i].sinks[k];
+        }
     }
     return NULL;
 }

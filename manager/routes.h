@@ -64,7 +64,12 @@ void route_table_free(route_table_t *table); /* NULL is a no-op */
  */
 const sink_t *const *route_sinks(route_table_t *table, const char *team, size_t *n);
 
-/* The sink called `name`, borrowed; NULL when the config has none by that name. */
+/*
+ * The sink called `name`, borrowed; NULL when the config has none by that
+ * name. An unnamed sink also answers to "TEAM.TYPE.INDEX", the name older
+ * versions gave it by position, so pages queued before an upgrade are
+ * delivered; new pages never use it.
+ */
 const sink_t *route_find_sink(const route_table_t *table, const char *name);
 
 /* Every sink of the table, for walks (the Alertmanager refresh). */

@@ -180,6 +180,11 @@ START_TEST(sink_names_do_not_depend_on_position)
     ck_assert_str_eq(found->url, "http://a/1");
     ck_assert_msg(strncmp(old_name, "webhook-", 8) == 0 && strlen(old_name) == 20, "%s", old_name);
     ck_assert_ptr_null(strstr(old_name, "http"));
+    /* rows queued by an older Steward name the sink by position */
+    found = route_find_sink(before, "ops.webhook.0");
+    ck_assert_ptr_nonnull(found);
+    ck_assert_str_eq(found->url, "http://a/1");
+    ck_assert_ptr_null(route_find_sink(before, "ops.webhook.1"));
     route_table_free(before);
     route_table_free(after);
 
