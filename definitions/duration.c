@@ -137,3 +137,28 @@ char *duration_format(int64_t ms, char *buf, size_t buf_size)
     }
     return buf;
 }
+
+char *duration_format_rounded(int64_t ms, char *buf, size_t buf_size)
+{
+    uint64_t mag = ms < 0 ? (uint64_t) 0 - (uint64_t) ms : (uint64_t) ms;
+    if (buf == NULL || buf_size == 0 || mag < 1000)
+        return duration_format(ms, buf, buf_size);
+
+    /* Round to the unit below the largest one that fits (to whole seconds
+     * below a minute): 1m0.212s reads "1m", 3d4h31m reads "3d5h". */
+    size_t largest = 0;
+    while ((uint64_t) units[largest].ms > mag)
+        largest++;
+    uint64_t step = (uint64_t) units[largest + 1 < 4 ? largest + 1 : 3].ms;
+    uint64_t rounded = mag / step * step;
+    if (mag - rounded >= step / 2 && rounded <= (uint64_t) INT64_MAX - step)
+        rounded += step;
+    if (rounded > (uint64_t) INT64_MAX)
+        rounded = mag / step * step;
+    size_t len = 0;
+    if (ms < 0)
+        len = (size_t) snprintf(buf, buf_size, "-");
+    if (len < buf_size)
+        duration_format((int64_t) rounded, buf + len, buf_size - len);
+    return buf;
+}

@@ -23,4 +23,12 @@ bool duration_parse(const char *text, int64_t *ms_out, char *errstr, size_t errs
  */
 char *duration_format(int64_t ms, char *buf, size_t buf_size);
 
+/*
+ * Formats `ms` for people reading a page: like duration_format(), but the
+ * second unit is rounded and nothing below it shown ("1m" for 1m212ms,
+ * "3d5h" for 3d4h31m, "45s" for 45.4s); under a second, milliseconds
+ * ("250ms"). Returns buf.
+ */
+char *duration_format_rounded(int64_t ms, char *buf, size_t buf_size);
+
 #endif

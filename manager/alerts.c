@@ -5,6 +5,8 @@
 
 #include "manager/db.h"
 #include "manager/log.h"
+#include "manager/sha256.h"
+#include "manager/utf8.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,17 +19,47 @@ const char *alert_kind_name(alert_kind_t kind)
     return (size_t) kind < sizeof kind_names / sizeof kind_names[0] ? kind_names[kind] : "?";
 }
 
+char *alert_dedup_key(alert_kind_t kind, const char *identity, char *out, size_t out_size)
+{
+    char hex[SHA256_HEX_SIZE], readable[41], prefix[32];
+    const char *name = alert_kind_name(kind);
+    size_t n = 0;
+
+    sha256_hex(identity, strlen(identity), hex);
+    snprintf(prefix, sizeof prefix, "steward:%s:", name);
+    const unsigned char *p = (const unsigned char *) identity;
+    if (strncmp(identity, prefix, strlen(prefix)) == 0)
+        p += strlen(prefix);
+    /* One '_' per character, not per byte, so a multibyte key reads as
+     * many marks as it has characters. */
+    for (; *p != '\0' && n < 40; p++) {
+        if ((*p & 0xC0) == 0x80)
+            continue;
+        bool plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                     (*p >= '0' && *p <= '9') || strchr("._:-", *p) != NULL;
+        readable[n++] = plain ? (char) *p : '_';
+    }
+    readable[n] = '\0';
+    snprintf(out, out_size, "steward:%s:%s:%s", name, readable, hex);
+    return out;
+}
+
 void alert_batch_open(alert_batch_t *b, alert_kind_t kind, const char *process, const char *key,
                       const char *state, const char *owner, const char *summary,
-                      const json_t *details, const char *dedup_key, int64_t deadline_ms)
+                      const json_t *details, const char *identity, int64_t deadline_ms)
 {
     char *text = details != NULL ? json_dumps(details, JSON_COMPACT) : NULL;
+    char dedup_key[ALERT_DEDUP_SIZE];
+    alert_dedup_key(kind, identity, dedup_key, sizeof dedup_key);
+    /* Callers build summaries in fixed buffers: a cut through a character
+     * would make PostgreSQL refuse the whole transaction. */
+    char *whole = summary != NULL ? strndup(summary, utf8_whole_len(summary)) : NULL;
     pgarr_add(&b->o_kind, alert_kind_name(kind));
     pgarr_add(&b->o_process, process);
     pgarr_add(&b->o_key, key);
     pgarr_add(&b->o_state, state);
     pgarr_add(&b->o_owner, owner);
-    pgarr_add(&b->o_summary, summary);
+    pgarr_add(&b->o_summary, whole != NULL ? whole : summary);
     pgarr_add(&b->o_details, text != NULL ? text : "{}");
     pgarr_add(&b->o_dedup, dedup_key);
     if (deadline_ms >= 0)
@@ -35,6 +67,7 @@ void alert_batch_open(alert_batch_t *b, alert_kind_t kind, const char *process, 
     else
         pgarr_add(&b->o_deadline, NULL);
     free(text);
+    free(whole);
 }
 
 void alert_batch_resolve(alert_batch_t *b, alert_kind_t kind, const char *process, const char *key,
@@ -47,9 +80,12 @@ void alert_batch_resolve(alert_batch_t *b, alert_kind_t kind, const char *proces
     pgarr_add(&b->r_resolution, resolution);
 }
 
-void alert_batch_resolve_key(alert_batch_t *b, const char *dedup_key, const char *resolution)
+void alert_batch_resolve_key(alert_batch_t *b, alert_kind_t kind, const char *identity,
+                             const char *resolution)
 {
-    pgarr_add(&b->k_dedup, dedup_key);
+    char dedup_key[ALERT_DEDUP_SIZE];
+    pgarr_add(&b->k_dedup, alert_dedup_key(kind, identity, dedup_key, sizeof dedup_key));
+    pgarr_add(&b->k_legacy, identity);
     pgarr_add(&b->k_resolution, resolution);
 }
 
@@ -60,10 +96,10 @@ bool alert_batch_empty(const alert_batch_t *b)
 
 void alert_batch_clear(alert_batch_t *b)
 {
-    pgarr_t *all[] = {&b->o_kind,     &b->o_process,    &b->o_key,     &b->o_state,
-                      &b->o_owner,    &b->o_summary,    &b->o_details, &b->o_dedup,
-                      &b->o_deadline, &b->r_process,    &b->r_key,     &b->r_kind,
-                      &b->r_state,    &b->r_resolution, &b->k_dedup,   &b->k_resolution};
+    pgarr_t *all[] = {&b->o_kind,    &b->o_process,   &b->o_key,   &b->o_state,      &b->o_owner,
+                      &b->o_summary, &b->o_details,   &b->o_dedup, &b->o_deadline,   &b->r_process,
+                      &b->r_key,     &b->r_kind,      &b->r_state, &b->r_resolution, &b->k_dedup,
+                      &b->k_legacy,  &b->k_resolution};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         pgarr_free(all[i]);
 }
@@ -87,8 +123,8 @@ static const char resolve_sql[] =
 
 static const char resolve_key_sql[] =
     "UPDATE steward.alerts a SET resolved_at = now(), resolution = u.r "
-    "FROM unnest($1::text[], $2::text[]) AS u(dk, r) "
-    "WHERE a.resolved_at IS NULL AND a.dedup_key = u.dk "
+    "FROM unnest($1::text[], $2::text[], $3::text[]) AS u(dk, lg, r) "
+    "WHERE a.resolved_at IS NULL AND (a.dedup_key = u.dk OR a.dedup_key = u.lg) "
     "RETURNING a.id, a.owner, a.kind, a.summary";
 
 static const char outbox_sql[] =
@@ -149,6 +185,13 @@ err_class_t alert_batch_write(PGconn *conn, alert_batch_t *b, route_table_t *rou
     err_class_t cls = ERR_OK;
     PGresult *res;
 
+    if (!alert_batch_empty(b) && PQtransactionStatus(conn) != PQTRANS_INTRANS) {
+        /* Autocommit would let an alert commit without its outbox rows. */
+        return err_set(ERR_FATAL, errstr, errstr_size,
+                       "alerts must be written inside the transaction of the change that "
+                       "caused them (a bug in Steward: the connection is not in a "
+                       "transaction)");
+    }
     if (b->o_kind.n > 0) {
         pgarr_t *cols[] = {&b->o_kind,    &b->o_process, &b->o_key,   &b->o_state,   &b->o_owner,
                            &b->o_summary, &b->o_details, &b->o_dedup, &b->o_deadline};
@@ -167,8 +210,8 @@ err_class_t alert_batch_write(PGconn *conn, alert_batch_t *b, route_table_t *rou
         PQclear(res);
     }
     if (b->k_dedup.n > 0) {
-        pgarr_t *cols[] = {&b->k_dedup, &b->k_resolution};
-        if ((res = run(conn, "resolving alerts", resolve_key_sql, cols, 2, &cls, errstr,
+        pgarr_t *cols[] = {&b->k_dedup, &b->k_legacy, &b->k_resolution};
+        if ((res = run(conn, "resolving alerts", resolve_key_sql, cols, 3, &cls, errstr,
                        errstr_size)) == NULL)
             goto done;
         fan_out(res, "resolve", routes, &dest, &ids, &events, counts, false);

@@ -249,8 +249,10 @@ static int serve(const config_t *cfg, const char *replica, run_ctx_t *ctx)
                            0,
                            replica,
                            cfg->unowned_after_ms};
-    notifier_config_t ncfg = {cfg->database, cfg->notifier_interval_ms, cfg->http_timeout_ms,
-                              cfg->max_backoff_ms, cfg->alertmanager_resend_ms};
+    notifier_config_t ncfg = {
+        cfg->database,       cfg->notifier_interval_ms,   cfg->http_timeout_ms,
+        cfg->max_backoff_ms, cfg->alertmanager_resend_ms, cfg->max_retry_after_ms,
+        cfg->group_window_ms};
 
     intake_t *intake = intake_new(&icfg, defs, &cls, errstr, sizeof errstr);
     if (intake == NULL) {

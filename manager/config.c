@@ -53,6 +53,8 @@ static const config_key_t config_keys[] = {
     {"notifier.interval", CONFIG_DURATION, OFF(notifier_interval_ms), 10, 3600000, NULL},
     {"notifier.timeout", CONFIG_DURATION, OFF(http_timeout_ms), 100, 600000, NULL},
     {"notifier.max_backoff", CONFIG_DURATION, OFF(max_backoff_ms), 100, 86400000, NULL},
+    {"notifier.max_retry_after", CONFIG_DURATION, OFF(max_retry_after_ms), 1000, 86400000, NULL},
+    {"notifier.group_window", CONFIG_DURATION, OFF(group_window_ms), 0, 3600000, NULL},
     {"notifier.alertmanager_resend", CONFIG_DURATION, OFF(alertmanager_resend_ms), 1000, 3600000,
      NULL},
     {"http.listen", CONFIG_STRING, OFF(http_listen), 0, 0, "STEWARD_HTTP_LISTEN"},
@@ -81,6 +83,8 @@ config_t *config_new(void)
     cfg->notifier_interval_ms = 500;
     cfg->http_timeout_ms = 10000;
     cfg->max_backoff_ms = 300000;
+    cfg->max_retry_after_ms = 300000;
+    cfg->group_window_ms = 30000;
     cfg->alertmanager_resend_ms = 60000;
     cfg->routes = json_pack("{s:[{s:s}]}", "default", "type", "log");
     cfg->http_listen = strdup("127.0.0.1:9464");

@@ -47,6 +47,8 @@ typedef struct config {
     int64_t notifier_interval_ms;
     int64_t http_timeout_ms;        /* one delivery attempt, at most */
     int64_t max_backoff_ms;         /* the longest wait between attempts */
+    int64_t max_retry_after_ms;     /* the longest Retry-After a sink is obeyed for */
+    int64_t group_window_ms;        /* sequence pages grouped over this long; 0: off */
     int64_t alertmanager_resend_ms; /* open alerts are re-posted this often */
 
     json_t *routes; /* team -> list of sinks; validated by routes.c */

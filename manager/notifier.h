@@ -6,10 +6,24 @@
  * sink. The notifier leases due rows (FOR UPDATE SKIP LOCKED, so replicas
  * never send the same row at once), posts them, and records the outcome:
  * delivered; retried with exponential backoff and jitter after a network
- * error, a 429 (honouring Retry-After) or a 5xx; failed, with the response
- * body, after any other 4xx. Rows are never deleted, delivered or not. The
+ * error, a 429 or a 5xx (a Retry-After, in seconds or as an HTTP date, is
+ * honoured up to max_retry_after); failed, with the response body, after
+ * any other 4xx. Rows are never deleted, delivered or not. The
  * notifications of one alert to one sink go in order: a resolve never
  * overtakes its trigger.
+ *
+ * Sinks are delivered independently: every HTTP attempt is a transfer on
+ * one libcurl multi handle, claimed sink by sink with at most a few in
+ * flight per sink, so a sink that hangs until the timeout holds only its
+ * own rows. The log sink writes at once, whatever the log level.
+ *
+ * Page storms are grouped: with a group window, the sequence triggers of
+ * one process and state bound for one pagerduty or webhook sink wait until
+ * the oldest has waited the window, then go out as one page listing the
+ * keys (every alert and outbox row still exists; each row is marked
+ * delivered with the group's dedup key). The group's page is resolved with
+ * the last of its alerts. Alertmanager groups by itself and the log sink
+ * writes every alert, so neither is grouped here.
  *
  * Delivery is at least once: a crash between the POST and its record sends
  * it again, which PagerDuty's dedup_key and Alertmanager's label identity
@@ -34,7 +48,11 @@ typedef struct notifier_config {
     int64_t timeout_ms;  /* one HTTP attempt */
     int64_t max_backoff_ms;
     int64_t alertmanager_resend_ms;
+    int64_t max_retry_after_ms; /* the longest Retry-After honoured; 0: the default */
+    int64_t group_window_ms;    /* sequence triggers grouped over this long; 0: never */
 } notifier_config_t;
+
+#define NOTIFIER_MAX_RETRY_AFTER_MS 300000
 
 typedef struct notifier_stats {
     size_t delivered;
@@ -49,8 +67,25 @@ void notifier_free(notifier_t *n); /* NULL is a no-op */
 
 void notifier_set_routes(notifier_t *n, route_table_t *routes);
 
-/* One pass over the due outbox rows (and the Alertmanager refresh when due). */
-err_class_t notifier_tick(notifier_t *n, notifier_stats_t *stats, char *errstr, size_t errstr_size);
+/*
+ * One step: claims and starts the due outbox rows when an interval has
+ * passed since the last look (and the Alertmanager refresh when due),
+ * waits up to wait_ms for transfers, and records those that finished.
+ * stats counts what was recorded in this step. Runs on the notifier's
+ * thread only.
+ */
+err_class_t notifier_tick(notifier_t *n, int64_t wait_ms, notifier_stats_t *stats, char *errstr,
+                          size_t errstr_size);
+
+/* How many HTTP transfers are open. */
+size_t notifier_in_flight(const notifier_t *n);
+
+/*
+ * The wait a Retry-After header value asks for, in ms: delta-seconds (any
+ * number of digits) or an HTTP-date (a past date is 0), capped at cap_ms.
+ * -1 when the value is neither. Pure; now_ms is the current wall time.
+ */
+int64_t notifier_parse_retry_after(const char *value, int64_t now_ms, int64_t cap_ms);
 
 /*
  * Passes every interval until *stop is set; then keeps delivering for at

@@ -3,9 +3,12 @@
  */
 #include "manager/payload.h"
 
+#include "definitions/duration.h"
 #include "manager/decode.h"
+#include "manager/utf8.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -15,7 +18,31 @@ static void set_text(json_t *obj, const char *key, const char *value)
     json_object_set_new(obj, key, value != NULL ? json_string(value) : json_null());
 }
 
-static json_t *alert_object(const payload_alert_t *a)
+char *payload_summary(const payload_alert_t *a, int64_t now_ms)
+{
+    const char *summary = a->summary != NULL ? a->summary : "";
+    const json_t *since_ms = a->details != NULL ? json_object_get(a->details, "since_ms") : NULL;
+    const char *since =
+        a->details != NULL ? json_string_value(json_object_get(a->details, "since")) : NULL;
+    const char *at = since != NULL && *since != '\0' ? strstr(summary, since) : NULL;
+    if (!json_is_integer(since_ms) || at == NULL)
+        return strdup(summary);
+
+    char ago[48], text[32];
+    int64_t since_value = (int64_t) json_integer_value(since_ms);
+    duration_format_rounded(now_ms >= since_value ? now_ms - since_value : 0, text, sizeof text);
+    snprintf(ago, sizeof ago, " (%s ago)", text);
+    size_t head = (size_t) (at - summary) + strlen(since);
+    char *out = malloc(strlen(summary) + strlen(ago) + 1);
+    if (out == NULL)
+        return NULL;
+    memcpy(out, summary, head);
+    strcpy(out + head, ago);
+    strcat(out, summary + head);
+    return out;
+}
+
+static json_t *alert_object(const payload_alert_t *a, int64_t now_ms)
 {
     json_t *obj = json_object();
     json_object_set_new(obj, "id", json_integer(a->id));
@@ -24,7 +51,9 @@ static json_t *alert_object(const payload_alert_t *a)
     set_text(obj, "key", a->key);
     set_text(obj, "state", a->state);
     set_text(obj, "owner", a->owner);
-    set_text(obj, "summary", a->summary);
+    char *summary = payload_summary(a, now_ms);
+    set_text(obj, "summary", summary != NULL ? summary : a->summary);
+    free(summary);
     set_text(obj, "dedup_key", a->dedup_key);
     set_text(obj, "deadline_at", a->deadline_at);
     set_text(obj, "opened_at", a->opened_at);
@@ -42,40 +71,123 @@ static char *dump(json_t *doc)
     return text;
 }
 
-char *payload_webhook(const payload_alert_t *a, bool resolve)
+char *payload_webhook(const payload_alert_t *a, bool resolve, int64_t now_ms)
 {
     json_t *doc = json_object();
     json_object_set_new(doc, "version", json_integer(1));
     json_object_set_new(doc, "event", json_string(resolve ? "resolve" : "trigger"));
-    json_object_set_new(doc, "alert", alert_object(a));
+    json_object_set_new(doc, "alert", alert_object(a, now_ms));
     return dump(doc);
 }
 
-char *payload_pagerduty(const sink_t *sink, const payload_alert_t *a, bool resolve)
+/* Sets key to value cut to max bytes on a character boundary; null when NULL. */
+static void set_cut(json_t *obj, const char *key, const char *value, size_t max)
+{
+    char buf[PAYLOAD_PD_SUMMARY_MAX + 1];
+    if (value == NULL) {
+        json_object_set_new(obj, key, json_null());
+        return;
+    }
+    json_object_set_new(obj, key, json_string(utf8_cut(value, max, "...", buf, sizeof buf)));
+}
+
+char *payload_pagerduty(const sink_t *sink, const payload_alert_t *a, bool resolve, int64_t now_ms)
 {
     json_t *doc = json_object();
     json_object_set_new(doc, "routing_key", json_string(sink->routing_key));
     json_object_set_new(doc, "event_action", json_string(resolve ? "resolve" : "trigger"));
     json_object_set_new(doc, "dedup_key", json_string(a->dedup_key));
     if (!resolve) {
-        /* PagerDuty truncates summaries at 1024 characters; cut cleanly. */
-        char summary[1025];
-        snprintf(summary, sizeof summary, "%s", a->summary);
-        char source[256];
-        snprintf(source, sizeof source, "steward/%s", a->process != NULL ? a->process : "intake");
-        json_t *details = alert_object(a);
-        json_object_del(details, "summary");
+        /* PagerDuty refuses a summary over 1,024 bytes, and json_string()
+         * refuses invalid UTF-8: cut on a character boundary. The whole
+         * text stays in custom_details. */
+        char *summary = payload_summary(a, now_ms);
+        char *source = NULL;
+        if (asprintf(&source, "steward/%s", a->process != NULL ? a->process : "intake") < 0)
+            source = NULL;
+        json_t *details = alert_object(a, now_ms);
         json_t *payload = json_object();
-        json_object_set_new(payload, "summary", json_string(summary));
-        json_object_set_new(payload, "source", json_string(source));
+        set_cut(payload, "summary", summary != NULL ? summary : a->summary, PAYLOAD_PD_SUMMARY_MAX);
+        set_cut(payload, "source", source != NULL ? source : "steward", PAYLOAD_PD_FIELD_MAX);
+        free(summary);
+        free(source);
         json_object_set_new(payload, "severity", json_string(sink->severity));
         set_text(payload, "timestamp", a->opened_at);
-        set_text(payload, "component", a->process);
-        set_text(payload, "group", a->state);
+        set_cut(payload, "component", a->process, PAYLOAD_PD_FIELD_MAX);
+        set_cut(payload, "group", a->state, PAYLOAD_PD_FIELD_MAX);
         set_text(payload, "class", a->kind);
         json_object_set_new(payload, "custom_details", details);
         json_object_set_new(doc, "payload", payload);
     }
+    return dump(doc);
+}
+
+char *payload_group(const sink_t *sink, const payload_alert_t *alerts, size_t n,
+                    const char *group_key, int64_t now_ms)
+{
+    const payload_alert_t *first = &alerts[0];
+    json_t *keys = json_array(), *ids = json_array();
+    char summary[PAYLOAD_PD_SUMMARY_MAX + 1];
+    size_t len = 0;
+
+    len += (size_t) snprintf(summary, sizeof summary, "%zu events out of sequence: %s in %s: ", n,
+                             first->process != NULL ? first->process : "?",
+                             first->state != NULL ? first->state : "no state");
+    for (size_t i = 0; i < n; i++) {
+        const char *key = alerts[i].key != NULL ? alerts[i].key : "";
+        json_array_append_new(ids, json_integer(alerts[i].id));
+        if (i < PAYLOAD_GROUP_KEYS) {
+            char cut[PAYLOAD_PD_FIELD_MAX + 1];
+            json_array_append_new(
+                keys, json_string(utf8_cut(key, PAYLOAD_PD_FIELD_MAX, "...", cut, sizeof cut)));
+        }
+        if (len < sizeof summary)
+            len +=
+                (size_t) snprintf(summary + len, sizeof summary - len, "%s%s", i ? ", " : "", key);
+    }
+    if (len < sizeof summary)
+        snprintf(summary + len, sizeof summary - len, "; owner %s",
+                 first->owner != NULL ? first->owner : "?");
+    /* snprintf may have cut through a character: cut again on a boundary. */
+    char clean[PAYLOAD_PD_SUMMARY_MAX + 1];
+    utf8_cut(summary, PAYLOAD_PD_SUMMARY_MAX, "...", clean, sizeof clean);
+
+    payload_alert_t group = *first;
+    group.summary = clean;
+    group.key = NULL;
+    group.dedup_key = group_key;
+    json_t *details =
+        json_pack("{s:O, s:O, s:I}", "keys", keys, "alert_ids", ids, "count", (json_int_t) n);
+    group.details = details;
+    json_t *doc = json_object();
+    if (sink->type == SINK_PAGERDUTY) {
+        json_object_set_new(doc, "routing_key", json_string(sink->routing_key));
+        json_object_set_new(doc, "event_action", json_string("trigger"));
+        json_object_set_new(doc, "dedup_key", json_string(group_key));
+        json_t *payload = json_object();
+        json_object_set_new(payload, "summary", json_string(clean));
+        char *source = NULL;
+        if (asprintf(&source, "steward/%s", first->process != NULL ? first->process : "intake") < 0)
+            source = NULL;
+        set_cut(payload, "source", source != NULL ? source : "steward", PAYLOAD_PD_FIELD_MAX);
+        free(source);
+        json_object_set_new(payload, "severity", json_string(sink->severity));
+        set_text(payload, "timestamp", first->opened_at);
+        set_cut(payload, "component", first->process, PAYLOAD_PD_FIELD_MAX);
+        set_cut(payload, "group", first->state, PAYLOAD_PD_FIELD_MAX);
+        set_text(payload, "class", first->kind);
+        json_object_set_new(payload, "custom_details", alert_object(&group, now_ms));
+        json_object_set_new(doc, "payload", payload);
+    } else {
+        json_object_set_new(doc, "version", json_integer(1));
+        json_object_set_new(doc, "event", json_string("trigger"));
+        json_object_set_new(doc, "alert", alert_object(&group, now_ms));
+        json_object_set_new(doc, "group",
+                            json_pack("{s:I, s:O}", "count", (json_int_t) n, "keys", keys));
+    }
+    json_decref(details);
+    json_decref(keys);
+    json_decref(ids);
     return dump(doc);
 }
 
@@ -114,7 +226,9 @@ char *payload_alertmanager(const sink_t *sink, const payload_alert_t *alerts, si
         json_object_set_new(labels, "team", json_string(a->owner));
         json_object_set_new(labels, "severity", json_string(sink->severity));
         json_object_set_new(labels, "kind", json_string(a->kind));
-        json_object_set_new(annotations, "summary", json_string(a->summary));
+        char *summary = payload_summary(a, now_ms);
+        set_text(annotations, "summary", summary != NULL ? summary : a->summary);
+        free(summary);
         json_object_set_new(annotations, "dedup_key", json_string(a->dedup_key));
         if (a->resolution != NULL)
             json_object_set_new(annotations, "resolution", json_string(a->resolution));

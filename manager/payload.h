@@ -9,6 +9,11 @@
  *   alertmanager  API v2: a list of alerts with labels, annotations,
  *                 startsAt and endsAt
  *
+ * The summary a sink gets is payload_summary(): the stored text with the
+ * time the step has been stalled, recomputed at `now_ms`, so a page sent
+ * or re-sent an hour late says an hour. Fields with a size limit at the
+ * sink are cut on a UTF-8 character boundary.
+ *
  * Each function returns a new string (free it), or NULL when out of memory.
  */
 #ifndef STEWARD_PAYLOAD_H
@@ -38,8 +43,35 @@ typedef struct payload_alert {
     const json_t *details; /* may be NULL */
 } payload_alert_t;
 
-char *payload_webhook(const payload_alert_t *alert, bool resolve);
-char *payload_pagerduty(const sink_t *sink, const payload_alert_t *alert, bool resolve);
+/* PagerDuty's limits (Events API v2), in bytes. */
+#define PAYLOAD_PD_SUMMARY_MAX 1024
+#define PAYLOAD_PD_FIELD_MAX   255
+
+/*
+ * The alert's summary as sent at now_ms: when details carry "since" (the
+ * RFC 3339 time the step was entered, as the stored summary quotes it) and
+ * "since_ms", " (DURATION ago)" follows that time in the text, DURATION
+ * rounded by duration_format_rounded(); otherwise the stored summary.
+ */
+char *payload_summary(const payload_alert_t *alert, int64_t now_ms);
+
+char *payload_webhook(const payload_alert_t *alert, bool resolve, int64_t now_ms);
+char *payload_pagerduty(const sink_t *sink, const payload_alert_t *alert, bool resolve,
+                        int64_t now_ms);
+
+/* Keys listed by name in a grouped page; the rest are counted. */
+#define PAYLOAD_GROUP_KEYS 100
+
+/*
+ * One page for a storm: n (>= 1) sequence alerts of one process and state,
+ * sent to a pagerduty or webhook sink as one trigger under group_key (the
+ * dedup key of the group). The summary counts them and lists the keys that
+ * fit; the body lists up to PAYLOAD_GROUP_KEYS keys and every alert id.
+ * Webhook: the usual body whose "alert" is the group (dedup_key group_key,
+ * details.keys, details.alert_ids) plus "group": {"count", "keys"}.
+ */
+char *payload_group(const sink_t *sink, const payload_alert_t *alerts, size_t n,
+                    const char *group_key, int64_t now_ms);
 
 /*
  * Alertmanager alerts: an open one ends at now + 4 resend intervals (so it

@@ -6,6 +6,7 @@
 #include "definitions/def.h"
 #include "manager/config.h"
 #include "manager/log.h"
+#include "manager/sha256.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -18,6 +19,7 @@
 typedef struct route {
     char *team;
     const sink_t **sinks; /* borrowed from the table's sink list */
+    char **legacy;        /* "TEAM.TYPE.INDEX" of each unnamed sink, else NULL */
     size_t n;
 } route_t;
 
@@ -39,17 +41,36 @@ const char *sink_type_name(sink_type_t type)
     return (size_t) type < sizeof type_names / sizeof type_names[0] ? type_names[type] : "?";
 }
 
+static void sink_clear(sink_t *sink)
+{
+    free(sink->name);
+    free(sink->url);
+    free(sink->routing_key);
+    free(sink->severity);
+    memset(sink, 0, sizeof *sink);
+}
+
+static bool same_text(const char *a, const char *b)
+{
+    return (a == NULL && b == NULL) || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+static bool same_sink(const sink_t *a, const sink_t *b)
+{
+    return a->type == b->type && same_text(a->url, b->url) &&
+           same_text(a->routing_key, b->routing_key) && same_text(a->severity, b->severity);
+}
+
 void route_table_free(route_table_t *t)
 {
     if (t == NULL)
         return;
-    for (size_t i = 0; i < t->n_sinks; i++) {
-        free(t->sinks[i].name);
-        free(t->sinks[i].url);
-        free(t->sinks[i].routing_key);
-        free(t->sinks[i].severity);
-    }
+    for (size_t i = 0; i < t->n_sinks; i++)
+        sink_clear(&t->sinks[i]);
     for (size_t i = 0; i < t->n_routes; i++) {
+        for (size_t k = 0; k < t->routes[i].n && t->routes[i].legacy != NULL; k++)
+            free(t->routes[i].legacy[k]);
+        free(t->routes[i].legacy);
         free(t->routes[i].team);
         free(t->routes[i].sinks);
     }
@@ -130,11 +151,20 @@ static bool parse_sink(sink_t *sink, const json_t *obj, const char *team, size_t
     }
     sink->type = (sink_type_t) t;
 
-    const char *name = json_string_value(json_object_get(obj, "name"));
-    if (name != NULL)
+    json_t *name_value = json_object_get(obj, "name");
+    const char *name = json_string_value(name_value);
+    if (name_value != NULL) {
+        size_t len = name != NULL ? strlen(name) : 0;
+        if (name == NULL || len == 0 || len > ROUTE_NAME_MAX ||
+            strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+                len) {
+            err_set(ERR_INVALID, errstr, errstr_size,
+                    "%s.name: expected 1 to %d letters, digits, '.', '_' or '-'", where,
+                    ROUTE_NAME_MAX);
+            return false;
+        }
         sink->name = strdup(name);
-    else if (asprintf(&sink->name, "%s.%s.%zu", team, type, idx) < 0)
-        sink->name = NULL;
+    }
     sink->url = secret_member(obj, "url", where, &bad, errstr, errstr_size);
     if (!bad)
         sink->routing_key = secret_member(obj, "routing_key", where, &bad, errstr, errstr_size);
@@ -142,6 +172,20 @@ static bool parse_sink(sink_t *sink, const json_t *obj, const char *team, size_t
     sink->severity = strdup(severity != NULL ? severity : "error");
     if (bad)
         return false;
+    if (sink->name == NULL) {
+        /* Derived from what the sink is, never from where it is listed, so
+         * adding or moving a sink leaves the others' names (and the outbox
+         * rows that name them) alone. The secrets enter only the hash. */
+        char *what = NULL, hex[SHA256_HEX_SIZE];
+        if (asprintf(&what, "%s\n%s\n%s\n%s", type, sink->url ? sink->url : "",
+                     sink->routing_key ? sink->routing_key : "",
+                     sink->severity ? sink->severity : "") < 0)
+            return false;
+        sha256_hex(what, strlen(what), hex);
+        free(what);
+        if (asprintf(&sink->name, "%s-%.12s", type, hex) < 0)
+            sink->name = NULL;
+    }
 
     switch (sink->type) {
     case SINK_WEBHOOK:
@@ -216,6 +260,9 @@ route_table_t *route_table_new(const json_t *routes, char *errstr, size_t errstr
         route_t *r = &t->routes[t->n_routes++];
         r->team = strdup(team);
         r->sinks = calloc(json_array_size(list), sizeof *r->sinks);
+        r->legacy = calloc(json_array_size(list), sizeof *r->legacy);
+        if (r->team == NULL || r->sinks == NULL || r->legacy == NULL)
+            goto fail;
         size_t i;
         json_t *entry;
         json_array_foreach(list, i, entry)
@@ -223,15 +270,37 @@ route_table_t *route_table_new(const json_t *routes, char *errstr, size_t errstr
             sink_t *sink = &t->sinks[t->n_sinks++];
             if (!parse_sink(sink, entry, team, i, errstr, errstr_size))
                 goto fail;
+            /* One name, one sink: the same sink listed for several teams is
+             * shared; a name given to two different sinks is refused. */
             for (size_t k = 0; k + 1 < t->n_sinks; k++) {
-                if (strcmp(t->sinks[k].name, sink->name) == 0) {
+                if (strcmp(t->sinks[k].name, sink->name) != 0)
+                    continue;
+                if (!same_sink(&t->sinks[k], sink)) {
                     err_set(ERR_INVALID, errstr, errstr_size,
                             "routes.%s[%zu].name: '%s' names another sink too; names must be "
                             "unique",
                             team, i, sink->name);
                     goto fail;
                 }
+                for (size_t j = 0; j < r->n; j++) {
+                    if (r->sinks[j] == &t->sinks[k]) {
+                        err_set(ERR_INVALID, errstr, errstr_size,
+                                "routes.%s[%zu]: the same sink ('%s') is listed twice; each "
+                                "page would be sent twice",
+                                team, i, sink->name);
+                        goto fail;
+                    }
+                }
+                sink_clear(sink);
+                t->n_sinks--;
+                sink = &t->sinks[k];
+                break;
             }
+            /* The name an unnamed sink had before names were derived, so
+             * pages queued by an older Steward still find their sink. */
+            if (json_object_get(entry, "name") == NULL &&
+                asprintf(&r->legacy[r->n], "%s.%s.%zu", team, sink_type_name(sink->type), i) < 0)
+                r->legacy[r->n] = NULL;
             r->sinks[r->n++] = sink;
         }
         if (strcmp(team, "default") == 0)
@@ -275,6 +344,12 @@ const sink_t *route_find_sink(const route_table_t *t, const char *name)
     for (size_t i = 0; i < t->n_sinks; i++) {
         if (strcmp(t->sinks[i].name, name) == 0)
             return &t->sinks[i];
+    }
+    for (size_t i = 0; i < t->n_routes; i++) {
+        for (size_t k = 0; k < t->routes[i].n; k++) {
+            if (t->routes[i].legacy[k] != NULL && strcmp(t->routes[i].legacy[k], name) == 0)
+                return t->routes[i].sinks[k];
+        }
     }
     return NULL;
 }

@@ -8,6 +8,15 @@
  * with no route of its own falls back to the `default` route, which must
  * exist, and the fallback is logged once per team.
  *
+ * Every sink has a name, and the outbox names the sink of each pending
+ * page by it, so a reload finds the same sink again. A sink given a `name`
+ * keeps it whatever else changes; one without is named from what it is
+ * ("webhook-" and 12 hex digits of a hash of its type, URL, routing key and
+ * severity), so inserting or moving sinks never renames another, though a
+ * changed URL is a new sink. The same sink listed for several teams is one
+ * sink; a name given to two different sinks is refused, and so is a sink
+ * listed twice in one route.
+ *
  * A route table is immutable after route_table_new() except for that
  * once-per-team memory, which a mutex guards: any thread may use it.
  * Routing keys and URLs are secrets: nothing here logs them.
@@ -28,8 +37,10 @@ typedef enum sink_type {
     SINK_ALERTMANAGER,
 } sink_type_t;
 
+#define ROUTE_NAME_MAX 64 /* characters of a sink's name */
+
 typedef struct sink {
-    char *name; /* unique; what the outbox and logs name it by */
+    char *name; /* unique; what the outbox and logs name it by; stable across reloads */
     sink_type_t type;
     char *url;         /* webhook: required; pagerduty: the Events API endpoint;
                           alertmanager: its base URL */
@@ -53,7 +64,12 @@ void route_table_free(route_table_t *table); /* NULL is a no-op */
  */
 const sink_t *const *route_sinks(route_table_t *table, const char *team, size_t *n);
 
-/* The sink called `name`, borrowed; NULL when the config has none by that name. */
+/*
+ * The sink called `name`, borrowed; NULL when the config has none by that
+ * name. An unnamed sink also answers to "TEAM.TYPE.INDEX", the name older
+ * versions gave it by position, so pages queued before an upgrade are
+ * delivered; new pages never use it.
+ */
 const sink_t *route_find_sink(const route_table_t *table, const char *name);
 
 /* Every sink of the table, for walks (the Alertmanager refresh). */

@@ -141,48 +141,57 @@ static const char mark_sql[] =
     "FROM unnest($2::text[], $3::bool[], $4::bool[], $5::bigint[]) AS u(k, o, po, n) "
     "WHERE i.process = $1 AND i.key = u.k";
 
-/* Opens the alert of one missed deadline. */
+/*
+ * Opens the alert of one missed deadline. The stored summary says since
+ * when the instance waits, as an absolute time: a duration frozen here
+ * would be wrong by the time a catch-up page is (re)sent. The notifier adds
+ * the duration at send time from details.since_ms.
+ */
 static void alert_deadline(alert_batch_t *alerts, const def_t *def, const char *key,
                            const engine_instance_t *inst, bool process_wide, int64_t watermark_ms)
 {
     const def_state_t *st = &def->states[inst->state];
-    char expected[512], in_state[32], limit[32], overdue[32], deadline_at[40], entered_at[40];
-    char summary[1024], dedup[512];
+    char expected[512], limit[32], deadline_at[40], entered_at[40], since_at[40];
+    char summary[1024], *identity = NULL;
     json_t *events = json_array();
 
     expected_events(def, (size_t) inst->state, expected, sizeof expected, events);
     int64_t deadline = process_wide ? inst->process_deadline_ms : inst->deadline_ms;
+    int64_t since = process_wide ? inst->started_ms : inst->state_entered_ms;
     const char *owner = process_wide ? def->owner : def_state_owner(def, (size_t) inst->state);
-    duration_format(watermark_ms - (process_wide ? inst->started_ms : inst->state_entered_ms),
-                    in_state, sizeof in_state);
     duration_format(process_wide ? def->deadline_ms : st->deadline_ms, limit, sizeof limit);
-    duration_format(watermark_ms - deadline, overdue, sizeof overdue);
     decode_format_time(deadline, deadline_at, sizeof deadline_at);
     decode_format_time(inst->state_entered_ms, entered_at, sizeof entered_at);
+    decode_format_time(since, since_at, sizeof since_at);
 
+    int made;
     if (process_wide) {
         snprintf(summary, sizeof summary,
-                 "%s %s not finished after %s (process deadline %s): in %s, expected %s; "
+                 "%s %s not finished, started %s, process deadline %s: in %s, expected %s; "
                  "owner %s",
-                 def->process, key, in_state, limit, st->name, expected, owner);
-        snprintf(dedup, sizeof dedup, "steward:process_deadline:%s:%s:%" PRId64, def->process, key,
-                 inst->started_ms);
+                 def->process, key, since_at, limit, st->name, expected, owner);
+        made = asprintf(&identity, "steward:process_deadline:%s:%s:%" PRId64, def->process, key,
+                        inst->started_ms);
     } else {
         snprintf(summary, sizeof summary,
-                 "%s %s stalled in %s for %s (deadline %s): expected %s; "
-                 "owner %s",
-                 def->process, key, st->name, in_state, limit, expected, owner);
-        snprintf(dedup, sizeof dedup, "steward:deadline:%s:%s:%s:%" PRId64, def->process, key,
-                 st->name, inst->state_entered_ms);
+                 "%s %s stalled in %s since %s, deadline %s: expected %s; owner %s", def->process,
+                 key, st->name, since_at, limit, expected, owner);
+        made = asprintf(&identity, "steward:deadline:%s:%s:%s:%" PRId64, def->process, key,
+                        st->name, inst->state_entered_ms);
     }
+    if (made < 0)
+        identity = NULL;
     json_t *details =
-        json_pack("{s:s, s:s, s:s, s:o, s:s, s:s, s:s, s:s, s:I, s:i}", "process", def->process,
-                  "key", key, "state", st->name, "expected", events, "deadline", limit,
-                  "deadline_at", deadline_at, "entered_at", entered_at, "owner", owner,
-                  "overdue_ms", (json_int_t) (watermark_ms - deadline), "version", def->version);
+        json_pack("{s:s, s:s, s:s, s:o, s:s, s:s, s:s, s:s, s:I, s:i, s:s, s:I}", "process",
+                  def->process, "key", key, "state", st->name, "expected", events, "deadline",
+                  limit, "deadline_at", deadline_at, "entered_at", entered_at, "owner", owner,
+                  "overdue_ms", (json_int_t) (watermark_ms - deadline), "version", def->version,
+                  "since", since_at, "since_ms", (json_int_t) since);
     alert_batch_open(alerts, process_wide ? ALERT_PROCESS_DEADLINE : ALERT_DEADLINE, def->process,
-                     key, st->name, owner, summary, details, dedup, deadline);
+                     key, st->name, owner, summary, details, made >= 0 ? identity : summary,
+                     deadline);
     json_decref(details);
+    free(identity);
 }
 
 static const char suspend_sql[] =
@@ -384,8 +393,10 @@ static const char stale_sql[] =
 
 /* Open `unloadable` alerts whose version has no instance set aside any more. */
 static const char unloadable_done_sql[] =
-    "SELECT a.dedup_key FROM steward.alerts a "
-    "WHERE a.resolved_at IS NULL AND a.kind = 'blind' AND a.dedup_key LIKE 'steward:unloadable:%' "
+    "SELECT 'steward:unloadable:' || a.process || ':' || (a.details->>'version') "
+    "FROM steward.alerts a "
+    "WHERE a.resolved_at IS NULL AND a.kind = 'blind' AND a.process IS NOT NULL "
+    "  AND a.details ? 'version' "
     "  AND NOT EXISTS (SELECT 1 FROM steward.instances i WHERE i.process = a.process "
     "    AND i.version = (a.details->>'version')::int "
     "    AND i.suspended IS NOT NULL AND i.status = 'active')";
@@ -474,14 +485,14 @@ static err_class_t check_blind(sched_t *s, sched_stats_t *stats, char *errstr, s
         json_decref(details);
         stats->blind = true;
     } else {
-        alert_batch_resolve_key(&alerts, dedup, "intake reads every partition again");
+        alert_batch_resolve_key(&alerts, ALERT_BLIND, dedup, "intake reads every partition again");
     }
 
     if ((res = db_query(s->conn, "finding versions no longer set aside", unloadable_done_sql, 0,
                         NULL, &cls, errstr, errstr_size)) == NULL)
         goto fail;
     for (int row = 0; row < PQntuples(res); row++)
-        alert_batch_resolve_key(&alerts, PQgetvalue(res, row, 0),
+        alert_batch_resolve_key(&alerts, ALERT_BLIND, PQgetvalue(res, row, 0),
                                 "no open instance of the version is set aside any more");
     PQclear(res);
     res = NULL;

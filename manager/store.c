@@ -905,18 +905,19 @@ static void note_alerts(batch_t *b, const slot_t *slot, const engine_result_t *r
         long state = slot->inst.exists ? slot->inst.state : -1;
         const char *owner = state >= 0 ? def_state_owner(def, (size_t) state) : def->owner;
         const char *state_name = state >= 0 ? def->states[state].name : NULL;
-        char dedup[512];
+        char *dedup = NULL; /* the whole identity: the dedup key is derived from it */
         snprintf(text, sizeof text, "%s %s out of sequence%s%s: %s; owner %s", slot->process,
                  slot->key, state_name ? " in " : "", state_name ? state_name : "", r->detail,
                  owner);
-        snprintf(dedup, sizeof dedup, "steward:sequence:%s:%s:%s", slot->process, slot->key,
-                 event_id);
+        if (asprintf(&dedup, "steward:sequence:%s:%s:%s", slot->process, slot->key, event_id) < 0)
+            dedup = NULL;
         json_t *details = json_pack("{s:s, s:s, s:s?, s:s, s:s, s:s}", "process", slot->process,
                                     "key", slot->key, "state", state_name, "event_type", type,
                                     "event_id", event_id, "detail", r->detail);
         alert_batch_open(&b->alerts, ALERT_SEQUENCE, slot->process, slot->key, state_name, owner,
-                         text, details, dedup, -1);
+                         text, details, dedup != NULL ? dedup : text, -1);
         json_decref(details);
+        free(dedup);
     }
 }
 
@@ -1579,16 +1580,18 @@ err_class_t store_expire_parked(store_t *store, size_t *expired, char *errstr, s
         const char *owner = def == NULL ? "default"
                             : st >= 0   ? def_state_owner(def, (size_t) st)
                                         : def->owner;
-        char summary[512], dedup[512];
+        char summary[512], *dedup = NULL; /* the whole identity */
         snprintf(summary, sizeof summary, "%s %s out of sequence%s%s: %s (%s); owner %s", process,
                  key, state ? " in " : "", state ? state : "", detail, type, owner);
-        snprintf(dedup, sizeof dedup, "steward:sequence:%s:%s:%s", process, key, event_id);
+        if (asprintf(&dedup, "steward:sequence:%s:%s:%s", process, key, event_id) < 0)
+            dedup = NULL;
         json_t *details =
             json_pack("{s:s, s:s, s:s?, s:s, s:s, s:s}", "process", process, "key", key, "state",
                       state, "event_type", type, "event_id", event_id, "detail", detail);
         alert_batch_open(&alerts, ALERT_SEQUENCE, process, key, state, owner, summary, details,
-                         dedup, -1);
+                         dedup != NULL ? dedup : summary, -1);
         json_decref(details);
+        free(dedup);
     }
     *expired = (size_t) PQntuples(res);
     PQclear(res);

@@ -16,6 +16,8 @@
  *               a new version, new instances start on it and old ones keep
  *               theirs
  */
+#include "manager/alerts.h"
+#include "manager/routes.h"
 #include "receiver.h"
 #include "testlib.h"
 
@@ -698,6 +700,364 @@ START_TEST(sighup_reloads_only_what_is_valid)
 }
 END_TEST
 
+/* ---- pages: every page arrives, on time --------------------------------------- */
+
+/* Produces an OrderPlaced (or another type) for a key of any length. */
+static void send_long(tl_producer_t *p, const char *name, const char *type, const char *key)
+{
+    char *value = NULL, *t = topic(name);
+    ck_assert_int_ge(asprintf(&value, "{\"type\":\"%s\",\"id\":\"%s-%s\",\"order_id\":\"%s\"}",
+                              type, type, key, key),
+                     0);
+    tl_produce(p, t, -1, value, -1, NULL, 0);
+    free(value);
+    free(t);
+}
+
+/* Two stalls whose keys share a 600-character prefix: two alerts, two pages. */
+START_TEST(long_keys_with_a_common_prefix_are_both_paged)
+{
+    rcv_t *r = rcv_new();
+    world_init("longkeys", "1s", "1h", 1, NULL);
+    char routes[1024];
+    snprintf(routes, sizeof routes,
+             "{\"payments\":[{\"type\":\"pagerduty\",\"name\":\"pd\",\"routing_key\":\"RK\","
+             "\"url\":\"%s/v2/enqueue\"}],\"default\":[{\"type\":\"log\"}]}",
+             rcv_url(r));
+    world_config(routes, "1m");
+    w.pids[0] = world_start();
+    world_wait_claimed(1);
+
+    char a[700], b[700];
+    memset(a, 'K', 600);
+    a[600] = '\0';
+    strcpy(b, a);
+    strcat(a, "-first");
+    strcat(b, "-second");
+    tl_producer_t *p = tl_producer_new();
+    send_long(p, "orders", "OrderPlaced", a);
+    send_long(p, "orders", "OrderPlaced", b);
+    tl_producer_free(p);
+
+    wait_sql("SELECT count(*) FROM steward.alerts WHERE kind = 'deadline'", "2", 30,
+             "two deadline alerts");
+    ck_assert_msg(rcv_wait(r, 2, 30000), "two pages expected, got %zu", rcv_count(r));
+    json_t *first = request_json(r, 0, NULL), *second = request_json(r, 1, NULL);
+    const char *k1 = json_string_value(json_object_get(first, "dedup_key"));
+    const char *k2 = json_string_value(json_object_get(second, "dedup_key"));
+    ck_assert_str_ne(k1, k2);
+    ck_assert_uint_le(strlen(k1), 255); /* PagerDuty's limit */
+    ck_assert_uint_le(strlen(k2), 255);
+    /* the page says since when, and for how long as of sending */
+    const char *summary =
+        json_string_value(json_object_get(json_object_get(first, "payload"), "summary"));
+    ck_assert_msg(tl_contains(summary, "stalled in awaiting_payment since 20") &&
+                      tl_contains(summary, " ago), deadline 1s"),
+                  "summary: %s", summary);
+    json_decref(first);
+    json_decref(second);
+    wait_sql("SELECT count(*) FROM steward.outbox WHERE delivered_at IS NOT NULL", "2", 30,
+             "both pages recorded as delivered");
+
+    /* A key of 300 two-byte characters: the sequence alert's summary is
+     * built in a 512-byte buffer and cut inside a character. The alert is
+     * still written (the cut is made whole), not refused by PostgreSQL. */
+    char wide[700] = "";
+    for (int i = 0; i < 300; i++)
+        strcat(wide, "\xc3\xa9");
+    p = tl_producer_new();
+    send_long(p, "orders", "OrderPlaced", wide);
+    send_long(p, "payments", "PaymentCaptured", wide);
+    char *value = NULL, *t = topic("payments");
+    ck_assert_int_ge(asprintf(&value,
+                              "{\"type\":\"PaymentCaptured\",\"id\":\"again\",\"order_id\":\"%s\"}",
+                              wide),
+                     0);
+    tl_produce(p, t, -1, value, -1, NULL, 0);
+    free(value);
+    free(t);
+    tl_producer_free(p);
+    wait_sql("SELECT count(*) FROM steward.alerts WHERE kind = 'sequence'", "1", 30,
+             "the sequence alert of the multibyte key");
+    ck_assert_int_le(scalar_long("SELECT octet_length(summary) FROM steward.alerts WHERE kind = "
+                                 "'sequence'"),
+                     511);
+    rcv_free(r);
+}
+END_TEST
+
+/* With log_level=error and the default route, the page is still written. */
+START_TEST(log_sink_writes_whatever_the_log_level)
+{
+    world_init("loglevel", "1s", "1h", 1, NULL);
+    world_config("{\"default\":[{\"type\":\"log\"}]}", "1m");
+    world_config_set_top("log_level", json_string("error"));
+    w.pids[0] = world_start();
+    world_wait_claimed(1);
+    char *key = tl_unique("LOGLVL-");
+    tl_producer_t *p = tl_producer_new();
+    send_event(p, "orders", "OrderPlaced", key, 0);
+    tl_producer_free(p);
+    wait_sql("SELECT count(*) FROM steward.outbox WHERE delivered_at IS NOT NULL", "1", 30,
+             "the page recorded as delivered");
+    /* Recorded as delivered only after the line was written: it is there. */
+    char *log = tl_read_file(w.log);
+    char needle[256];
+    snprintf(needle, sizeof needle, "\"msg\":\"alert\"");
+    ck_assert_msg(tl_contains(log, needle) && tl_contains(log, key) &&
+                      tl_contains(log, "stalled in awaiting_payment"),
+                  "no page in the log:\n%s", log);
+    free(log);
+    free(key);
+}
+END_TEST
+
+/* A webhook that hangs for 30 s delays no PagerDuty page. */
+START_TEST(hanging_webhook_delays_no_other_sink)
+{
+    rcv_t *hook = rcv_new(), *pd = rcv_new();
+    world_init("hanging", "1s", "1s", 1, NULL);
+    char routes[1024];
+    snprintf(routes, sizeof routes,
+             "{\"payments\":[{\"type\":\"webhook\",\"name\":\"hook\",\"url\":\"%s/hook\"}],"
+             "\"shipping\":[{\"type\":\"pagerduty\",\"name\":\"pd\",\"routing_key\":\"RK\","
+             "\"url\":\"%s/v2/enqueue\"}],\"default\":[{\"type\":\"log\"}]}",
+             rcv_url(hook), rcv_url(pd));
+    world_config(routes, "1m");
+    world_config_set("notifier", "timeout", json_string("40s"));
+    for (int i = 0; i < 10; i++)
+        rcv_push(hook, 200, NULL, NULL, 30000);
+    w.pids[0] = world_start();
+    world_wait_claimed(1);
+
+    /* Stalls in awaiting_payment: the webhook takes them and hangs. */
+    tl_producer_t *p = tl_producer_new();
+    for (int i = 0; i < 3; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "HOOK-%d", i);
+        send_event(p, "orders", "OrderPlaced", key, 0);
+    }
+    tl_producer_free(p);
+    for (int i = 0; i < 300 && rcv_count(hook) < 3; i++)
+        usleep(100 * 1000);
+    ck_assert_msg(rcv_count(hook) >= 1, "the webhook never got its page");
+
+    /* Stalls in awaiting_dispatch, paged through PagerDuty while it hangs. */
+    p = tl_producer_new();
+    for (int i = 0; i < 3; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "PD-%d", i);
+        send_event(p, "orders", "OrderPlaced", key, 0);
+        send_event(p, "payments", "PaymentCaptured", key, 0);
+    }
+    tl_producer_free(p);
+    wait_sql("SELECT count(*) FROM steward.outbox WHERE destination = 'pd' AND "
+             "payload->>'event' = 'trigger' AND delivered_at IS NOT NULL",
+             "3", 20, "the PagerDuty pages delivered while the webhook hangs");
+    ck_assert_int_eq(scalar_long("SELECT count(*) FROM steward.outbox WHERE destination = 'pd' "
+                                 "AND payload->>'event' = 'trigger' AND delivered_at - created_at "
+                                 "< interval '3 seconds'"),
+                     3);
+    /* and the webhook's pages are still in flight, not given up */
+    ck_assert_int_eq(scalar_long("SELECT count(*) FROM steward.outbox WHERE destination = "
+                                 "'hook' AND (delivered_at IS NOT NULL OR failed_at IS NOT NULL)"),
+                     0);
+    rcv_free(hook);
+    rcv_free(pd);
+}
+END_TEST
+
+/* Retry-After: 86400 waits at most notifier.max_retry_after. */
+START_TEST(retry_after_is_capped)
+{
+    rcv_t *r = rcv_new();
+    world_init("retryafter", "1s", "1h", 1, NULL);
+    char routes[1024];
+    snprintf(routes, sizeof routes,
+             "{\"payments\":[{\"type\":\"webhook\",\"name\":\"hook\",\"url\":\"%s/hook\"}],"
+             "\"default\":[{\"type\":\"log\"}]}",
+             rcv_url(r));
+    world_config(routes, "1m");
+    world_config_set("notifier", "max_retry_after", json_string("2s"));
+    rcv_push(r, 429, NULL, "86400", 0);
+    rcv_push(r, 503, NULL, "99999999999999999999", 0);
+    w.pids[0] = world_start();
+    world_wait_claimed(1);
+    tl_producer_t *p = tl_producer_new();
+    send_event(p, "orders", "OrderPlaced", "RA", 0);
+    tl_producer_free(p);
+    wait_outbox("RA", "3 true false");
+    ck_assert_int_eq(rcv_count(r), 3);
+    rcv_free(r);
+}
+END_TEST
+
+/* A sink inserted before another on SIGHUP: the pending page still goes
+ * to the sink it was queued for. */
+START_TEST(sighup_sink_insert_keeps_pending_pages)
+{
+    rcv_t *old_hook = rcv_new(), *new_hook = rcv_new();
+    world_init("sinkinsert", "1s", "1h", 1, NULL);
+    char routes[1024];
+    snprintf(routes, sizeof routes,
+             "{\"payments\":[{\"type\":\"webhook\",\"url\":\"%s/old\"}],"
+             "\"default\":[{\"type\":\"log\"}]}",
+             rcv_url(old_hook));
+    world_config(routes, "1m");
+    rcv_set_down(old_hook, true);
+    w.pids[0] = world_start();
+    world_wait_claimed(1);
+    tl_producer_t *p = tl_producer_new();
+    send_event(p, "orders", "OrderPlaced", "INS", 0);
+    tl_producer_free(p);
+    wait_sql("SELECT o.attempts >= 1 AND o.delivered_at IS NULL FROM steward.outbox o JOIN "
+             "steward.alerts a ON a.id = o.alert_id WHERE a.key = 'INS'",
+             "t", 30, "the page pending while its sink is down");
+    char *destination = tl_db_scalar(w.conn, "SELECT destination FROM steward.outbox", 0, NULL);
+
+    /* A new sink first in the route; the old one second. */
+    snprintf(routes, sizeof routes,
+             "{\"payments\":[{\"type\":\"webhook\",\"url\":\"%s/new\"},"
+             "{\"type\":\"webhook\",\"url\":\"%s/old\"}],\"default\":[{\"type\":\"log\"}]}",
+             rcv_url(new_hook), rcv_url(old_hook));
+    world_config_set_top("routes", json_loads(routes, 0, NULL));
+    kill(w.pids[0], SIGHUP);
+    wait_log("definitions and routes reloaded", 30);
+    rcv_set_down(old_hook, false);
+    wait_sql("SELECT (delivered_at IS NOT NULL) || ' ' || (failed_at IS NOT NULL) FROM "
+             "steward.outbox",
+             "true false", 30, "the pending page delivered");
+    char *after = tl_db_scalar(w.conn, "SELECT destination FROM steward.outbox", 0, NULL);
+    ck_assert_str_eq(after, destination);
+    ck_assert_uint_ge(rcv_count(old_hook), 1);
+    rcv_request_t req = rcv_get(old_hook, rcv_count(old_hook) - 1);
+    ck_assert_str_eq(req.path, "/old");
+    ck_assert_msg(tl_contains(req.body, "\"key\":\"INS\""), "%s", req.body);
+    rcv_request_clear(&req);
+    ck_assert_int_eq(rcv_count(new_hook), 0);
+    free(after);
+    free(destination);
+    rcv_free(old_hook);
+    rcv_free(new_hook);
+}
+END_TEST
+
+/* An alert and its outbox rows only inside a transaction. */
+START_TEST(alerts_are_written_only_in_a_transaction)
+{
+    world_init("alerttx", "1h", "1h", 1, NULL);
+    char err[512];
+    json_t *doc = json_loads("{\"default\":[{\"type\":\"log\",\"name\":\"log\"}]}", 0, NULL);
+    route_table_t *routes = route_table_new(doc, err, sizeof err);
+    json_decref(doc);
+    ck_assert_msg(routes != NULL, "%s", err);
+    alert_batch_t b = {0};
+    alert_counts_t counts = {0};
+    alert_batch_open(&b, ALERT_BLIND, NULL, NULL, NULL, "ops", "blind", NULL, "steward:blind:g",
+                     -1);
+    ck_assert_int_eq(alert_batch_write(w.conn, &b, routes, &counts, err, sizeof err), ERR_FATAL);
+    ck_assert_msg(tl_contains(err, "transaction"), "%s", err);
+    ck_assert_int_eq(scalar_long("SELECT count(*) FROM steward.alerts"), 0);
+
+    tl_db_exec(w.conn, "BEGIN");
+    ck_assert_int_eq(alert_batch_write(w.conn, &b, routes, &counts, err, sizeof err), ERR_OK);
+    tl_db_exec(w.conn, "COMMIT");
+    ck_assert_int_eq(scalar_long("SELECT count(*) FROM steward.alerts"), 1);
+    ck_assert_int_eq(scalar_long("SELECT count(*) FROM steward.outbox"), 1);
+    alert_batch_clear(&b);
+
+    /* resolved by the same identity */
+    alert_batch_resolve_key(&b, ALERT_BLIND, "steward:blind:g", "reads again");
+    tl_db_exec(w.conn, "BEGIN");
+    ck_assert_int_eq(alert_batch_write(w.conn, &b, routes, &counts, err, sizeof err), ERR_OK);
+    tl_db_exec(w.conn, "COMMIT");
+    ck_assert_int_eq(scalar_long("SELECT count(*) FROM steward.alerts WHERE resolved_at IS NULL"),
+                     0);
+    alert_batch_clear(&b);
+    route_table_free(routes);
+}
+END_TEST
+
+/* A storm of sequence alerts of one process and state: one page listing
+ * the keys, every alert kept, and one resolve when the last one resolves. */
+START_TEST(page_storms_are_grouped)
+{
+    rcv_t *r = rcv_new();
+    world_init("storm", "1h", "1h", 1, NULL);
+    char routes[1024];
+    snprintf(routes, sizeof routes,
+             "{\"shipping\":[{\"type\":\"webhook\",\"name\":\"hook\",\"url\":\"%s/hook\"}],"
+             "\"default\":[{\"type\":\"log\"}]}",
+             rcv_url(r));
+    world_config(routes, "1m");
+    world_config_set("notifier", "group_window", json_string("5s"));
+    w.pids[0] = world_start();
+    world_wait_claimed(1);
+
+    /* Five instances in awaiting_dispatch each get a second payment: an
+     * event no later state accepts, so a sequence alert each. */
+    tl_producer_t *p = tl_producer_new();
+    for (int i = 0; i < 5; i++) {
+        char key[32], value[256], *t = topic("payments");
+        snprintf(key, sizeof key, "STORM-%d", i);
+        send_event(p, "orders", "OrderPlaced", key, 0);
+        send_event(p, "payments", "PaymentCaptured", key, 0);
+        snprintf(value, sizeof value,
+                 "{\"type\":\"PaymentCaptured\",\"id\":\"again-%s\",\"order_id\":\"%s\"}", key,
+                 key);
+        tl_produce(p, t, -1, value, -1, NULL, 0);
+        free(t);
+    }
+    tl_producer_free(p);
+    wait_sql("SELECT count(*) FROM steward.alerts WHERE kind = 'sequence'", "5", 30,
+             "five sequence alerts");
+    wait_sql("SELECT count(*) FROM steward.outbox WHERE delivered_at IS NOT NULL", "5", 30,
+             "every trigger row delivered");
+    ck_assert_int_eq(rcv_count(r), 1);
+    json_t *page = request_json(r, 0, NULL);
+    ck_assert_str_eq(json_string_value(json_object_get(page, "event")), "trigger");
+    json_t *group = json_object_get(page, "group");
+    ck_assert_int_eq(json_integer_value(json_object_get(group, "count")), 5);
+    json_t *keys = json_object_get(group, "keys");
+    ck_assert_int_eq(json_array_size(keys), 5);
+    const char *summary =
+        json_string_value(json_object_get(json_object_get(page, "alert"), "summary"));
+    for (int i = 0; i < 5; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "STORM-%d", i);
+        ck_assert_msg(tl_contains(summary, key), "%s not in: %s", key, summary);
+    }
+    char *group_key =
+        strdup(json_string_value(json_object_get(json_object_get(page, "alert"), "dedup_key")));
+    json_decref(page);
+    ck_assert_int_eq(scalar_long("SELECT count(DISTINCT payload->>'group') FROM steward.outbox "
+                                 "WHERE payload ? 'group'"),
+                     1);
+
+    /* They finish: the alerts resolve, and the group's page resolves once. */
+    p = tl_producer_new();
+    for (int i = 0; i < 5; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "STORM-%d", i);
+        send_event(p, "shipping", "ShipmentDispatched", key, 0);
+    }
+    tl_producer_free(p);
+    wait_sql("SELECT count(*) FROM steward.outbox WHERE payload->>'event' = 'resolve' AND "
+             "delivered_at IS NOT NULL",
+             "5", 30, "every resolve row recorded");
+    ck_assert_msg(rcv_wait(r, 2, 10000), "no resolve sent");
+    json_t *resolve = request_json(r, 1, NULL);
+    ck_assert_str_eq(json_string_value(json_object_get(resolve, "event")), "resolve");
+    ck_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(resolve, "alert"), "dedup_key")),
+        group_key);
+    json_decref(resolve);
+    ck_assert_int_eq(rcv_count(r), 2);
+    free(group_key);
+    rcv_free(r);
+}
+END_TEST
+
 /* A suite of one test, with the world torn down after it. */
 #define WORLD_SUITE(name, test)                                                                    \
     Suite *name##_suite(void)                                                                      \
@@ -716,6 +1076,13 @@ WORLD_SUITE(delivery, delivery_retries_waits_and_records_refusals)
 WORLD_SUITE(watermark, backlog_raises_only_the_real_stalls)
 WORLD_SUITE(replicas, two_replicas_alert_each_deadline_once)
 WORLD_SUITE(reload, sighup_reloads_only_what_is_valid)
+WORLD_SUITE(longkeys, long_keys_with_a_common_prefix_are_both_paged)
+WORLD_SUITE(loglevel, log_sink_writes_whatever_the_log_level)
+WORLD_SUITE(hanging, hanging_webhook_delays_no_other_sink)
+WORLD_SUITE(retryafter, retry_after_is_capped)
+WORLD_SUITE(sinkinsert, sighup_sink_insert_keeps_pending_pages)
+WORLD_SUITE(alerttx, alerts_are_written_only_in_a_transaction)
+WORLD_SUITE(storm, page_storms_are_grouped)
 
 Suite *blind_suite(void)
 {

@@ -97,7 +97,7 @@ START_TEST(routes_are_checked)
             "routes.default[0].ulr: unknown key (did you mean 'url'?)");
     REFUSED("\"routes\": {\"default\": []}", "routes.default: expected a non-empty list");
     REFUSED("\"routes\": {\"default\": [{\"type\": \"log\", \"name\": \"a\"}, {\"type\": \"log\", "
-            "\"name\": \"a\"}]}",
+            "\"name\": \"a\", \"severity\": \"info\"}]}",
             "names another sink too");
 }
 END_TEST

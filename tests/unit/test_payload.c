@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define NOW 1795953600000LL /* 2026-11-29T12:00:00Z */
+
 static sink_t pd = {.name = "pd",
                     .type = SINK_PAGERDUTY,
                     .url = "http://x",
@@ -61,7 +63,7 @@ START_TEST(pagerduty_trigger_and_resolve)
 {
     json_t *details = json_pack("{s:s}", "expected", "ShipmentDispatched");
     payload_alert_t a = alert(details);
-    json_t *t = parse(payload_pagerduty(&pd, &a, false));
+    json_t *t = parse(payload_pagerduty(&pd, &a, false, NOW));
     /* Events API v2: routing_key, event_action, dedup_key, payload{summary,
      * source, severity, timestamp, component, group, class, custom_details} */
     ck_assert_str_eq(str(t, "routing_key"), "R0UTING");
@@ -82,7 +84,7 @@ START_TEST(pagerduty_trigger_and_resolve)
     ck_assert_int_eq(json_object_size(t), 4);
     json_decref(t);
 
-    json_t *r = parse(payload_pagerduty(&pd, &a, true));
+    json_t *r = parse(payload_pagerduty(&pd, &a, true, NOW));
     ck_assert_str_eq(str(r, "event_action"), "resolve");
     ck_assert_str_eq(str(r, "dedup_key"), a.dedup_key);
     ck_assert_str_eq(str(r, "routing_key"), "R0UTING");
@@ -99,8 +101,112 @@ START_TEST(pagerduty_summary_is_cut_at_1024)
     long_summary[sizeof long_summary - 1] = '\0';
     payload_alert_t a = alert(NULL);
     a.summary = long_summary;
-    json_t *t = parse(payload_pagerduty(&pd, &a, false));
+    json_t *t = parse(payload_pagerduty(&pd, &a, false, NOW));
     ck_assert_uint_eq(strlen(str(t, "payload.summary")), 1024);
+    json_decref(t);
+}
+END_TEST
+
+/* A summary whose 1,024th byte falls inside a multibyte character. */
+START_TEST(pagerduty_summary_is_cut_on_a_character_boundary)
+{
+    for (size_t pad = 1015; pad < 1024; pad++) {
+        char text[2048];
+        memset(text, 'x', pad);
+        text[pad] = '\0';
+        strcat(text, "\xe2\x82\xac\xf0\x9f\x93\xa6 stalled \xc3\xa9\xc3\xa9\xc3\xa9");
+        payload_alert_t a = alert(NULL);
+        a.summary = text;
+        json_t *t = parse(payload_pagerduty(&pd, &a, false, NOW));
+        const char *summary = str(t, "payload.summary");
+        /* json_string() refuses invalid UTF-8: a split character left no summary at all. */
+        ck_assert_msg(summary != NULL, "pad %zu: no summary", pad);
+        ck_assert_uint_le(strlen(summary), PAYLOAD_PD_SUMMARY_MAX);
+        ck_assert_uint_ge(strlen(summary), PAYLOAD_PD_SUMMARY_MAX - 3 - 3);
+        ck_assert_msg(strncmp(summary + strlen(summary) - 3, "...", 3) == 0, "pad %zu: %s", pad,
+                      summary + pad - 2);
+        /* the whole text is in custom_details */
+        ck_assert_str_eq(
+            str(json_object_get(json_object_get(t, "payload"), "custom_details"), "summary"), text);
+        json_decref(t);
+    }
+}
+END_TEST
+
+/* The page says since when, and for how long as of the send. */
+START_TEST(summary_duration_is_computed_at_send_time)
+{
+    const char *since = "2026-11-29T10:57:57.000Z";
+    json_t *details = json_pack("{s:s, s:I}", "since", since, "since_ms",
+                                (json_int_t) (NOW - (3600000 + 2 * 60000 + 3212)));
+    payload_alert_t a = alert(details);
+    a.summary = "order_fulfilment ORD-1042 stalled in awaiting_dispatch since "
+                "2026-11-29T10:57:57.000Z, deadline 2d: expected ShipmentDispatched";
+    char *text = payload_summary(&a, NOW);
+    ck_assert_str_eq(text, "order_fulfilment ORD-1042 stalled in awaiting_dispatch since "
+                           "2026-11-29T10:57:57.000Z (1h2m ago), deadline 2d: expected "
+                           "ShipmentDispatched");
+    free(text);
+    /* re-sent three days later: recomputed, not frozen */
+    text = payload_summary(&a, NOW + 3 * 86400000LL);
+    ck_assert_msg(strstr(text, "(3d1h ago)") != NULL, "%s", text);
+    free(text);
+    json_t *t = parse(payload_pagerduty(&pd, &a, false, NOW));
+    ck_assert_msg(strstr(str(t, "payload.summary"), "(1h2m ago)") != NULL, "%s",
+                  str(t, "payload.summary"));
+    json_decref(t);
+    t = parse(payload_webhook(&a, false, NOW));
+    ck_assert_msg(strstr(str(t, "alert.summary"), "(1h2m ago)") != NULL, "%s",
+                  str(t, "alert.summary"));
+    json_decref(t);
+    /* without a since, the stored text as it is */
+    payload_alert_t plain = alert(NULL);
+    text = payload_summary(&plain, NOW);
+    ck_assert_str_eq(text, plain.summary);
+    free(text);
+    json_decref(details);
+}
+END_TEST
+
+/* A storm as one page: every key counted, the summary within PagerDuty's limit. */
+START_TEST(group_page_lists_the_keys)
+{
+    enum { N = 150 };
+    payload_alert_t a[N];
+    char keys[N][64];
+    for (int i = 0; i < N; i++) {
+        a[i] = alert(NULL);
+        a[i].kind = "sequence";
+        a[i].id = 1000 + i;
+        snprintf(keys[i], sizeof keys[i], "ORD-\xc3\xa9%03d", i);
+        a[i].key = keys[i];
+    }
+    json_t *t = parse(payload_group(&pd, a, N, "steward:sequence:g:abc", NOW));
+    ck_assert_str_eq(str(t, "dedup_key"), "steward:sequence:g:abc");
+    ck_assert_str_eq(str(t, "event_action"), "trigger");
+    const char *summary = str(t, "payload.summary");
+    ck_assert_ptr_nonnull(summary);
+    ck_assert_uint_le(strlen(summary), PAYLOAD_PD_SUMMARY_MAX);
+    ck_assert_msg(strncmp(summary,
+                          "150 events out of sequence: order_fulfilment in "
+                          "awaiting_dispatch: ORD-\xc3\xa9"
+                          "000, ORD-\xc3\xa9"
+                          "001",
+                          80) == 0,
+                  "%s", summary);
+    json_t *details = json_object_get(
+        json_object_get(json_object_get(t, "payload"), "custom_details"), "details");
+    ck_assert_int_eq(json_integer_value(json_object_get(details, "count")), N);
+    ck_assert_int_eq(json_array_size(json_object_get(details, "keys")), PAYLOAD_GROUP_KEYS);
+    ck_assert_int_eq(json_array_size(json_object_get(details, "alert_ids")), N);
+    json_decref(t);
+
+    sink_t hook = {.name = "hook", .type = SINK_WEBHOOK, .url = "http://h", .severity = "error"};
+    t = parse(payload_group(&hook, a, 3, "steward:sequence:g:abc", NOW));
+    ck_assert_str_eq(str(t, "event"), "trigger");
+    ck_assert_str_eq(str(t, "alert.dedup_key"), "steward:sequence:g:abc");
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(t, "group"), "count")), 3);
+    ck_assert_int_eq(json_array_size(json_object_get(json_object_get(t, "group"), "keys")), 3);
     json_decref(t);
 }
 END_TEST
@@ -140,7 +246,7 @@ END_TEST
 START_TEST(webhook_shape)
 {
     payload_alert_t a = alert(NULL);
-    json_t *t = parse(payload_webhook(&a, false));
+    json_t *t = parse(payload_webhook(&a, false, NOW));
     ck_assert_int_eq(json_integer_value(json_object_get(t, "version")), 1);
     ck_assert_str_eq(str(t, "event"), "trigger");
     json_t *body = json_object_get(t, "alert");
@@ -151,7 +257,7 @@ START_TEST(webhook_shape)
         ck_assert_msg(json_object_get(body, fields[i]) != NULL, "no %s", fields[i]);
     ck_assert(json_is_null(json_object_get(body, "resolved_at")));
     json_decref(t);
-    t = parse(payload_webhook(&a, true));
+    t = parse(payload_webhook(&a, true, NOW));
     ck_assert_str_eq(str(t, "event"), "resolve");
     json_decref(t);
 }
@@ -163,6 +269,9 @@ Suite *payload_suite(void)
     TCase *tc = tcase_create("payload");
     tcase_add_test(tc, pagerduty_trigger_and_resolve);
     tcase_add_test(tc, pagerduty_summary_is_cut_at_1024);
+    tcase_add_test(tc, pagerduty_summary_is_cut_on_a_character_boundary);
+    tcase_add_test(tc, summary_duration_is_computed_at_send_time);
+    tcase_add_test(tc, group_page_lists_the_keys);
     tcase_add_test(tc, alertmanager_open_and_resolved);
     tcase_add_test(tc, webhook_shape);
     suite_add_tcase(s, tc);

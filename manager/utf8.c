@@ -1,0 +1,70 @@
+/*
+ * utf8 - character-boundary cuts; see utf8.h.
+ */
+#include "manager/utf8.h"
+
+#include <stdbool.h>
+#include <string.h>
+
+/* How many bytes the sequence at p takes (1 for anything invalid). */
+static size_t seq_len(const unsigned char *p, size_t avail)
+{
+    size_t n = p[0] < 0x80             ? 1
+               : (p[0] & 0xE0) == 0xC0 ? 2
+               : (p[0] & 0xF0) == 0xE0 ? 3
+               : (p[0] & 0xF8) == 0xF0 ? 4
+                                       : 1;
+    if (n > avail)
+        return 1;
+    for (size_t i = 1; i < n; i++) {
+        if ((p[i] & 0xC0) != 0x80)
+            return 1;
+    }
+    return n;
+}
+
+size_t utf8_prefix_len(const char *text, size_t max_bytes)
+{
+    const unsigned char *p = (const unsigned char *) text;
+    size_t len = strlen(text), at = 0;
+    while (at < len) {
+        size_t n = seq_len(p + at, len - at);
+        if (at + n > max_bytes)
+            break;
+        at += n;
+    }
+    return at;
+}
+
+char *utf8_cut(const char *text, size_t max_bytes, const char *ellipsis, char *buf, size_t buf_size)
+{
+    size_t len = strlen(text), tail = ellipsis != NULL ? strlen(ellipsis) : 0;
+    if (max_bytes >= buf_size)
+        max_bytes = buf_size - 1;
+    bool cut = len > max_bytes;
+    size_t keep = utf8_prefix_len(text, cut && tail < max_bytes ? max_bytes - tail : max_bytes);
+    memcpy(buf, text, keep);
+    if (cut && tail < max_bytes) {
+        memcpy(buf + keep, ellipsis, tail);
+        keep += tail;
+    }
+    buf[keep] = '\0';
+    return buf;
+}
+
+size_t utf8_whole_len(const char *text)
+{
+    const unsigned char *p = (const unsigned char *) text;
+    size_t len = strlen(text), back = 0;
+    /* Up to three continuation bytes, then the lead byte they belong to. */
+    while (back < 3 && back < len && (p[len - 1 - back] & 0xC0) == 0x80)
+        back++;
+    if (back == len)
+        return len;
+    unsigned char lead = p[len - 1 - back];
+    size_t need = (lead & 0xE0) == 0xC0   ? 2
+                  : (lead & 0xF0) == 0xE0 ? 3
+                  : (lead & 0xF8) == 0xF0 ? 4
+                                          : 1;
+    return need > back + 1 ? len - 1 - back : len;
+}
