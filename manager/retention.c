@@ -297,7 +297,7 @@ static long long count_rows(PGconn *conn, const char *name, err_class_t *cls, ch
  */
 typedef struct doomed {
     retention_table_t table;
-    const char *count_sql;
+    const char *count_sql;  /* alerts: $2 the outbox's cutoff, NULL when it keeps all */
     const char *delete_sql; /* $2 the batch size; returns nothing */
 } doomed_t;
 
@@ -318,8 +318,12 @@ static const doomed_t doomed[] = {
      "  SELECT id FROM steward.outbox WHERE (delivered_at IS NOT NULL OR failed_at IS NOT NULL) "
      "    AND coalesce(delivered_at, failed_at) < " CUTOFF " LIMIT $2 FOR UPDATE SKIP LOCKED)"},
     {RETENTION_ALERTS,
+     /* Counted as the pass finds them once the outbox's old rows are gone,
+      * so that a dry run says what the real one removes. */
      "SELECT count(*) FROM steward.alerts a WHERE a.resolved_at IS NOT NULL AND a.resolved_at "
-     "< " CUTOFF "  AND NOT EXISTS (SELECT 1 FROM steward.outbox o WHERE o.alert_id = a.id)",
+     "< " CUTOFF "  AND NOT EXISTS (SELECT 1 FROM steward.outbox o WHERE o.alert_id = a.id "
+     "    AND NOT coalesce(coalesce(o.delivered_at, o.failed_at) "
+     "      < to_timestamp($2::bigint / 1000.0), false))",
      "DELETE FROM steward.alerts WHERE id IN ("
      "  SELECT a.id FROM steward.alerts a WHERE a.resolved_at IS NOT NULL AND a.resolved_at "
      "< " CUTOFF "    AND NOT EXISTS (SELECT 1 FROM steward.outbox o WHERE o.alert_id = a.id) "
@@ -330,19 +334,22 @@ static const doomed_t doomed[] = {
      " LIMIT $2 FOR UPDATE SKIP LOCKED)"},
 };
 
-static err_class_t remove_rows(PGconn *conn, const doomed_t *d, int64_t cutoff_ms, bool dry_run,
-                               volatile sig_atomic_t *stop, long long *rows, char *errstr,
-                               size_t errstr_size)
+static err_class_t remove_rows(PGconn *conn, const doomed_t *d, int64_t cutoff_ms,
+                               int64_t outbox_cutoff_ms, bool dry_run, volatile sig_atomic_t *stop,
+                               long long *rows, char *errstr, size_t errstr_size)
 {
-    char cutoff[32], batch[16], what[96];
+    char cutoff[32], batch[16], outbox_cutoff[32], what[96];
     const char *params[2] = {cutoff, batch};
     err_class_t cls = ERR_OK;
     snprintf(cutoff, sizeof cutoff, "%" PRId64, cutoff_ms);
     snprintf(batch, sizeof batch, "%d", RETENTION_BATCH);
+    snprintf(outbox_cutoff, sizeof outbox_cutoff, "%" PRId64, outbox_cutoff_ms);
 
     if (dry_run) {
+        const char *count_params[2] = {cutoff, outbox_cutoff_ms != 0 ? outbox_cutoff : NULL};
         snprintf(what, sizeof what, "counting old rows of steward.%s", table_names[d->table]);
-        PGresult *res = db_query(conn, what, d->count_sql, 1, params, &cls, errstr, errstr_size);
+        PGresult *res = db_query(conn, what, d->count_sql, d->table == RETENTION_ALERTS ? 2 : 1,
+                                 count_params, &cls, errstr, errstr_size);
         if (res != NULL)
             *rows += strtoll(PQgetvalue(res, 0, 0), NULL, 10);
         PQclear(res);
@@ -437,8 +444,10 @@ err_class_t retention_pass(PGconn *conn, const retention_config_t *cfg, int64_t 
         int64_t keep = cfg->keep_ms[doomed[i].table];
         if (stop != NULL && *stop)
             break;
+        int64_t outbox_keep = cfg->keep_ms[RETENTION_OUTBOX];
         if (keep > 0)
-            cls = remove_rows(conn, &doomed[i], now_ms - keep, dry_run, stop,
+            cls = remove_rows(conn, &doomed[i], now_ms - keep,
+                              outbox_keep > 0 ? now_ms - outbox_keep : 0, dry_run, stop,
                               &out->rows[doomed[i].table], errstr, errstr_size);
     }
     db_rollback(conn);
