@@ -46,7 +46,8 @@ static void print_text(const json_t *doc)
                keep != NULL ? keep : "always", dry ? "would remove" : "removed", rows);
         json_t *dropped = json_object_get(row, "partitions_dropped");
         if (json_array_size(dropped) > 0) {
-            printf(" (%s %zu partitions:", dry ? "dropping" : "dropped", json_array_size(dropped));
+            printf(" (%s %zu partition%s:", dry ? "dropping" : "dropped", json_array_size(dropped),
+                   json_array_size(dropped) == 1 ? "" : "s");
             size_t j;
             json_t *name;
             json_array_foreach(dropped, j, name) printf(" %s", json_string_value(name));
@@ -55,8 +56,8 @@ static void print_text(const json_t *doc)
         printf("\n");
         json_t *created = json_object_get(row, "partitions_created");
         if (json_array_size(created) > 0) {
-            printf("%-14s %s %zu partitions:", "", dry ? "would create" : "created",
-                   json_array_size(created));
+            printf("%-14s %s %zu partition%s:", "", dry ? "would create" : "created",
+                   json_array_size(created), json_array_size(created) == 1 ? "" : "s");
             size_t j;
             json_t *name;
             json_array_foreach(created, j, name) printf(" %s", json_string_value(name));
