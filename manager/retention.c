@@ -230,8 +230,14 @@ static err_class_t create_week(PGconn *conn, int64_t start_ms, char *name, size_
     snprintf(bounds, sizeof bounds, "%s", PQgetvalue(res, 0, 0));
     PQclear(res);
 
+    /* The default partition is locked first: a row inserted into it for
+     * this week after the move would make the attach fail. Inserts that go
+     * to a week's partition do not touch it. */
     if ((cls = db_exec(conn, "starting a partition", "BEGIN", 0, NULL, errstr, errstr_size)) !=
             ERR_OK ||
+        (cls = db_exec(conn, "locking the default history partition",
+                       "LOCK TABLE steward.history_default IN EXCLUSIVE MODE", 0, NULL, errstr,
+                       errstr_size)) != ERR_OK ||
         (cls = exec_on(conn, "creating a history partition",
                        "CREATE TABLE steward.%s (LIKE steward.history INCLUDING DEFAULTS "
                        "INCLUDING CONSTRAINTS INCLUDING STORAGE)%s",
