@@ -13,6 +13,7 @@
 #include "manager/intake.h"
 #include "manager/log.h"
 #include "manager/notifier.h"
+#include "manager/retention.h"
 #include "manager/routes.h"
 #include "manager/scheduler.h"
 #include "schema/migrate.h"
@@ -281,6 +282,9 @@ static int serve(const config_t *cfg, const char *replica, run_ctx_t *ctx)
     ctx->notifier = notifier;
     pthread_create(&sched_thread, NULL, scheduler_main, ctx);
     pthread_create(&notifier_thread, NULL, notifier_main, ctx);
+    retention_loop_t retention = {cfg, &stop_requested};
+    pthread_t retention_thread;
+    pthread_create(&retention_thread, NULL, retention_thread_main, &retention);
 
     char count[16];
     snprintf(count, sizeof count, "%zu", defs->n);
@@ -293,6 +297,7 @@ static int serve(const config_t *cfg, const char *replica, run_ctx_t *ctx)
     stop_requested = 1; /* intake failing stops the others too */
     pthread_join(sched_thread, NULL);
     pthread_join(notifier_thread, NULL);
+    pthread_join(retention_thread, NULL);
     http_free(http);
     intake_free(intake);
     sched_free(sched);

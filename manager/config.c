@@ -20,6 +20,7 @@ typedef enum config_type {
     CONFIG_DURATION,
     CONFIG_LOG_LEVEL,
     CONFIG_BOOL, /* true/false, 1/0, yes/no, on/off */
+    CONFIG_DURATION_OFF, /* a duration, or "off" for 0 */
 } config_type_t;
 
 typedef struct config_key {
@@ -58,11 +59,22 @@ static const config_key_t config_keys[] = {
     {"notifier.alertmanager_resend", CONFIG_DURATION, OFF(alertmanager_resend_ms), 1000, 3600000,
      NULL},
     {"http.listen", CONFIG_STRING, OFF(http_listen), 0, 0, "STEWARD_HTTP_LISTEN"},
+    {"retention.history", CONFIG_DURATION_OFF, OFF(retention_history_ms), 3600000,
+     INT64_C(3650) * 86400000, NULL},
+    {"retention.rejected", CONFIG_DURATION_OFF, OFF(retention_rejected_ms), 3600000,
+     INT64_C(3650) * 86400000, NULL},
+    {"retention.outbox", CONFIG_DURATION_OFF, OFF(retention_outbox_ms), 3600000,
+     INT64_C(3650) * 86400000, NULL},
+    {"retention.alerts", CONFIG_DURATION_OFF, OFF(retention_alerts_ms), 3600000,
+     INT64_C(3650) * 86400000, NULL},
+    {"retention.ownership_log", CONFIG_DURATION_OFF, OFF(retention_ownership_log_ms), 3600000,
+     INT64_C(3650) * 86400000, NULL},
+    {"retention.interval", CONFIG_DURATION_OFF, OFF(retention_interval_ms), 1000, 86400000, NULL},
 };
 
 #define N_KEYS (sizeof config_keys / sizeof config_keys[0])
 
-static const char *const sections[] = {"intake", "scheduler", "notifier", "http"};
+static const char *const sections[] = {"intake", "scheduler", "notifier", "http", "retention"};
 
 config_t *config_new(void)
 {
@@ -88,6 +100,12 @@ config_t *config_new(void)
     cfg->alertmanager_resend_ms = 60000;
     cfg->routes = json_pack("{s:[{s:s}]}", "default", "type", "log");
     cfg->http_listen = strdup("127.0.0.1:9464");
+    cfg->retention_history_ms = 30 * 86400000LL;
+    cfg->retention_rejected_ms = 14 * 86400000LL;
+    cfg->retention_outbox_ms = 7 * 86400000LL;
+    cfg->retention_alerts_ms = 30 * 86400000LL;
+    cfg->retention_ownership_log_ms = 30 * 86400000LL;
+    cfg->retention_interval_ms = 3600000;
     if (cfg->database == NULL || cfg->group == NULL || cfg->blind_owner == NULL ||
         cfg->routes == NULL || cfg->http_listen == NULL) {
         config_free(cfg);
@@ -161,15 +179,22 @@ static err_class_t set_value(config_t *cfg, const config_key_t *key, const char 
         *(long *) field = n;
         return ERR_OK;
     }
+    case CONFIG_DURATION_OFF:
+        if (strcmp(value, "off") == 0) {
+            *(int64_t *) field = 0;
+            return ERR_OK;
+        }
+        /* fall through */
     case CONFIG_DURATION: {
         int64_t ms;
         if (!duration_parse(value, &ms, why, sizeof why))
             return err_set(ERR_INVALID, errstr, errstr_size, "%s: %s", key->name, why);
         if (ms < key->min || ms > key->max) {
             char lo[32], hi[32];
-            return err_set(ERR_INVALID, errstr, errstr_size, "%s: '%s' is outside %s to %s",
+            return err_set(ERR_INVALID, errstr, errstr_size, "%s: '%s' is outside %s to %s%s",
                            key->name, value, duration_format(key->min, lo, sizeof lo),
-                           duration_format(key->max, hi, sizeof hi));
+                           duration_format(key->max, hi, sizeof hi),
+                           key->type == CONFIG_DURATION_OFF ? " (or \"off\")" : "");
         }
         *(int64_t *) field = ms;
         return ERR_OK;

@@ -54,6 +54,14 @@ typedef struct config {
     json_t *routes; /* team -> list of sinks; validated by routes.c */
 
     char *http_listen; /* "127.0.0.1:9464"; "" disables the HTTP server */
+
+    /* How long rows are kept (manager/retention.h); 0 ("off"): forever. */
+    int64_t retention_history_ms;
+    int64_t retention_rejected_ms;
+    int64_t retention_outbox_ms; /* delivered or failed rows */
+    int64_t retention_alerts_ms; /* resolved alerts */
+    int64_t retention_ownership_log_ms;
+    int64_t retention_interval_ms; /* between passes of `steward run`; 0: none */
 } config_t;
 
 /* A configuration holding every default; free with config_free(). */

@@ -27,6 +27,7 @@ static const command_t commands[] = {
     {"report", cli_report, "step latencies, deadline suggestions, volume"},
     {"demo", cli_demo, "the whole story on an embedded Kafka"},
     {"backtest", cli_backtest, "try a definition on the events Kafka retains"},
+    {"prune", cli_prune, "remove what the retention settings say is old"},
 };
 
 static void usage(FILE *out)

@@ -5,6 +5,7 @@
 #include "shadow/report.h"
 
 #include "definitions/duration.h"
+#include "manager/clock.h"
 #include "manager/db.h"
 #include "manager/pgarr.h"
 
@@ -206,7 +207,15 @@ done:
 /*
  * $1 the processes; $2 the window in ms (NULL: all history); $3, $4, $5
  * each defined state's process, name and deadline in ms (NULL: none), in
- * definition order; $6 the ladder.
+ * definition order; $6 the ladder; $7 the recorded_at from which history
+ * is read, in ms (NULL: all history).
+ *
+ * rows_in: with a window, only the history recorded since its start (less
+ * REPORT_RECORDED_SLACK_MS), so the partitions of older weeks are pruned
+ * when the statement is planned. An instance with rows in the window also
+ * needs the row that entered the state its first row there leaves:
+ * rows_before fetches that one row per instance through history_instance,
+ * its event time the running maximum up to it, as moves would have made it.
  *
  * moves: one window pass over the started/advanced rows of each instance
  * (history_instance gives them in order). An entry's time is the running
@@ -226,13 +235,27 @@ static const char report_sql[] =
     "  SELECT l.process, l.state, l.deadline_ms, l.ord "
     "  FROM unnest($3::text[], $4::text[], $5::bigint[]) WITH ORDINALITY "
     "    AS l(process, state, deadline_ms, ord)), "
+    "rows_in AS ("
+    "  SELECT h.id, h.process, h.key, h.from_state, h.to_state, h.event_time "
+    "  FROM steward.history h "
+    "  WHERE h.process = ANY ($1::text[]) AND h.outcome IN ('started', 'advanced') "
+    "    AND ($7::bigint IS NULL OR h.recorded_at >= to_timestamp($7::bigint / 1000.0))), "
+    "rows_before AS ("
+    "  SELECT b.id, f.process, f.key, b.from_state, b.to_state, m.event_time "
+    "  FROM (SELECT process, key, min(id) AS first_id FROM rows_in "
+    "        WHERE $7::bigint IS NOT NULL GROUP BY 1, 2) f "
+    "  CROSS JOIN LATERAL (SELECT h.id, h.from_state, h.to_state FROM steward.history h "
+    "    WHERE h.process = f.process AND h.key = f.key AND h.id < f.first_id "
+    "      AND h.outcome IN ('started', 'advanced') ORDER BY h.id DESC LIMIT 1) b "
+    "  CROSS JOIN LATERAL (SELECT max(h.event_time) AS event_time FROM steward.history h "
+    "    WHERE h.process = f.process AND h.key = f.key AND h.id < f.first_id "
+    "      AND h.outcome IN ('started', 'advanced')) m), "
     "moves AS ("
     "  SELECT h.process, h.to_state AS state, h.from_state IS NULL AS is_start, "
     "    max(h.event_time) OVER w AS entered_at, "
     "    CASE WHEN lead(h.id) OVER w IS NOT NULL "
     "      THEN greatest(max(h.event_time) OVER w, lead(h.event_time) OVER w) END AS left_at "
-    "  FROM steward.history h "
-    "  WHERE h.process = ANY ($1::text[]) AND h.outcome IN ('started', 'advanced') "
+    "  FROM (SELECT * FROM rows_in UNION ALL SELECT * FROM rows_before) h "
     "  WINDOW w AS (PARTITION BY h.process, h.key ORDER BY h.id)), "
     "stays AS ("
     "  SELECT m.process, m.state, m.is_start, m.entered_at, "
@@ -641,9 +664,19 @@ err_class_t report_build(PGconn *conn, const def_t *const *defs, size_t n_defs,
     for (size_t i = 0; i < LADDER_N; i++)
         pgarr_add_int(&steps, ladder[i]);
     snprintf(since, sizeof since, "%lld", (long long) opts->since_ms);
-    const char *params[6] = {pgarr_text(&procs),      opts->since_ms > 0 ? since : NULL,
-                             pgarr_text(&l_process),  pgarr_text(&l_state),
-                             pgarr_text(&l_deadline), pgarr_text(&steps)};
+    /* A window reaching back before 1970 reads everything. */
+    char recorded_from[32];
+    int64_t wall = clock_wall_ms();
+    bool bounded = opts->since_ms > 0 && opts->since_ms < wall - REPORT_RECORDED_SLACK_MS;
+    snprintf(recorded_from, sizeof recorded_from, "%lld",
+             bounded ? (long long) (wall - opts->since_ms - REPORT_RECORDED_SLACK_MS) : 0LL);
+    const char *params[7] = {pgarr_text(&procs),
+                             opts->since_ms > 0 ? since : NULL,
+                             pgarr_text(&l_process),
+                             pgarr_text(&l_state),
+                             pgarr_text(&l_deadline),
+                             pgarr_text(&steps),
+                             bounded ? recorded_from : NULL};
     if (params[0] == NULL || params[2] == NULL || params[3] == NULL || params[4] == NULL ||
         params[5] == NULL) {
         cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
@@ -666,7 +699,7 @@ err_class_t report_build(PGconn *conn, const def_t *const *defs, size_t n_defs,
                        0, NULL, errstr, errstr_size)) != ERR_OK)
         goto done;
 
-    res = PQexecParams(conn, report_sql, 6, NULL, params, NULL, NULL, 0);
+    res = PQexecParams(conn, report_sql, 7, NULL, params, NULL, NULL, 0);
     if ((cls = db_result_class(res, conn)) != ERR_OK) {
         err_set(cls, errstr, errstr_size, "computing the report: %s", PQerrorMessage(conn));
         goto done;

@@ -13,7 +13,9 @@
  *   open       an instance whose row in steward.instances is active in S.
  *   the window the last --since of event time (or all history): entries
  *              count when they entered in it, exits when they left in it,
- *              starts when they started in it.
+ *              starts when they started in it. Only history recorded in
+ *              it (less REPORT_RECORDED_SLACK_MS) is read, plus, per
+ *              instance, the row that entered the state it leaves there.
  *   the period the time the starts in the window cover: from the first to
  *              the last, plus one mean gap between starts. Every "per day"
  *              figure is a count divided by it.
@@ -42,6 +44,10 @@
 #define REPORT_MANY_SAMPLES 1000
 /* The suggested deadline is the percentile times this, rounded up. */
 #define REPORT_MARGIN 1.5
+/* With --since, history is read from the window's start less this, by the
+ * time it was recorded: an event stamped up to this far ahead of the clock
+ * of the steward that recorded it still counts in the window. */
+#define REPORT_RECORDED_SLACK_MS (3600LL * 1000)
 
 typedef struct report_options {
     int64_t since_ms;        /* the window: the last since_ms of event time; 0 for all */

@@ -13,11 +13,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* Tables, a partitioned one counted once, its partitions not. */
 static char *count_tables(PGconn *conn)
 {
     return tl_db_scalar(conn,
-                        "SELECT count(*) FROM information_schema.tables "
-                        "WHERE table_schema = 'steward'",
+                        "SELECT count(*) FROM pg_class c JOIN pg_namespace n "
+                        "ON n.oid = c.relnamespace WHERE n.nspname = 'steward' "
+                        "AND c.relkind IN ('r', 'p') AND NOT c.relispartition",
                         0, NULL);
 }
 
@@ -177,6 +179,112 @@ START_TEST(unreachable_database_fails_without_printing_the_password)
 }
 END_TEST
 
+/* Runs the embedded migrations up to `last` by hand, recorded as the
+ * runner records them: a database an older steward migrated. */
+static void migrate_until(PGconn *conn, int last)
+{
+    tl_db_exec(conn, "CREATE SCHEMA steward; CREATE TABLE steward.schema_versions ("
+                     "  version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,"
+                     "  applied_at timestamptz NOT NULL DEFAULT now())");
+    for (size_t i = 0; i < migrate_n_scripts && migrate_scripts[i].version <= last; i++) {
+        tl_db_exec(conn, migrate_scripts[i].sql);
+        char version[16];
+        snprintf(version, sizeof version, "%d", migrate_scripts[i].version);
+        const char *params[3] = {version, migrate_scripts[i].name, migrate_scripts[i].sql};
+        PGresult *res = PQexecParams(conn,
+                                     "INSERT INTO steward.schema_versions (version, name, "
+                                     "checksum) VALUES ($1::int, $2, md5($3))",
+                                     3, NULL, params, NULL, NULL, 0);
+        ck_assert_int_eq(PQresultStatus(res), PGRES_COMMAND_OK);
+        PQclear(res);
+    }
+}
+
+static const char history_digest_sql[] =
+    "SELECT count(*) || ' ' || md5(string_agg(concat_ws('|', id, process, key, version, event_id, "
+    "  event_type, topic, partition, \"offset\", event_time, from_state, to_state, outcome, "
+    "  replayed, detail, recorded_at, replica, epoch), E'\\n' ORDER BY id)) FROM steward.history";
+
+START_TEST(history_rows_survive_partitioning)
+{
+    const char *url = tl_db_create("migrate_history");
+    PGconn *conn = tl_db_connect(url);
+    migrate_until(conn, 2);
+    /* two months of history under the old, unpartitioned table */
+    tl_db_exec(conn, "INSERT INTO steward.history (process, key, version, event_id, event_type, "
+                     "  topic, partition, \"offset\", event_time, from_state, to_state, "
+                     "  outcome, detail, recorded_at, replica, epoch) "
+                     "SELECT 'p', 'k' || (g % 50), 1, 'e' || g, 'E', 't', g % 3, g, "
+                     "  now() - g * interval '1 hour', NULL, 's', 'started', "
+                     "  CASE WHEN g % 7 = 0 THEN 'note ' || g END, "
+                     "  now() - g * interval '1 hour', 'r', 1 "
+                     "FROM generate_series(0, 1500) g");
+    char *before = tl_db_scalar(conn, history_digest_sql, 0, NULL);
+    char *max_id = tl_db_scalar(conn, "SELECT max(id) FROM steward.history", 0, NULL);
+
+    const char *argv[] = {NULL, "migrate", "--database", url, NULL};
+    tl_output_t o = tl_steward(argv, NULL);
+    ck_assert_msg(o.status == 0, "migrate: %s", o.err);
+    ck_assert_msg(tl_contains(o.out, "migrated from version 2 to"), "got: %s", o.out);
+    tl_output_free(&o);
+
+    char *after = tl_db_scalar(conn, history_digest_sql, 0, NULL);
+    ck_assert_str_eq(after, before);
+    char *kind = tl_db_scalar(conn,
+                              "SELECT relkind FROM pg_class WHERE oid = "
+                              "'steward.history'::regclass",
+                              0, NULL);
+    ck_assert_str_eq(kind, "p");
+    /* the rows before this week sit in one partition, bounded by it */
+    char *legacy = tl_db_scalar(conn,
+                                "SELECT count(*) FROM steward.history WHERE tableoid::regclass::"
+                                "text LIKE 'steward.history_before_%' AND recorded_at < "
+                                "date_trunc('week', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'",
+                                0, NULL);
+    char *old = tl_db_scalar(conn,
+                             "SELECT count(*) FROM steward.history WHERE recorded_at < "
+                             "date_trunc('week', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'",
+                             0, NULL);
+    ck_assert_str_eq(legacy, old);
+    ck_assert_int_gt(atoi(old), 1000);
+    /* the indexes came along, and the key holds the partition key */
+    char *indexes = tl_db_scalar(conn,
+                                 "SELECT string_agg(indexname, ',' ORDER BY indexname) FROM "
+                                 "pg_indexes WHERE schemaname = 'steward' AND tablename = "
+                                 "'history'",
+                                 0, NULL);
+    ck_assert_str_eq(indexes, "history_event,history_instance,history_pkey,history_source");
+    /* ids go on from where they were */
+    tl_db_exec(conn, "INSERT INTO steward.history (process, key, event_id, event_type, topic, "
+                     "  partition, \"offset\", event_time, outcome, replica, epoch) "
+                     "VALUES ('p', 'new', 'n', 'E', 't', 0, 1, now(), 'started', 'r', 1)");
+    char *new_id = tl_db_scalar(conn, "SELECT id FROM steward.history WHERE key = 'new'", 0, NULL);
+    ck_assert_int_gt(atoll(new_id), atoll(max_id));
+
+    /* a prune at the defaults keeps them all: the old partition ends this week */
+    const char *prune[] = {NULL, "prune", "--database", url, NULL};
+    o = tl_steward(prune, NULL);
+    ck_assert_msg(o.status == 0, "prune: %s", o.err);
+    tl_output_free(&o);
+    char *count = tl_db_scalar(conn, "SELECT count(*) FROM steward.history", 0, NULL);
+    ck_assert_int_eq(atoi(count), 1502);
+    char *in_default = tl_db_scalar(conn, "SELECT count(*) FROM steward.history_default", 0, NULL);
+    ck_assert_str_eq(in_default, "0");
+
+    free(before);
+    free(after);
+    free(max_id);
+    free(kind);
+    free(legacy);
+    free(old);
+    free(indexes);
+    free(new_id);
+    free(count);
+    free(in_default);
+    PQfinish(conn);
+}
+END_TEST
+
 Suite *migrate_suite(void)
 {
     Suite *s = suite_create("migrate");
@@ -186,6 +294,7 @@ Suite *migrate_suite(void)
     tcase_add_test(tc, two_runners_at_once_apply_each_migration_once);
     tcase_add_test(tc, tampered_migration_is_refused);
     tcase_add_test(tc, newer_schema_is_refused);
+    tcase_add_test(tc, history_rows_survive_partitioning);
     tcase_add_test(tc, unreachable_database_fails_without_printing_the_password);
     suite_add_tcase(s, tc);
     return s;

@@ -621,6 +621,69 @@ START_TEST(usage_and_database_errors)
 }
 END_TEST
 
+/*
+ * --since reads history by the time it was recorded. r_long started ten
+ * days ago and left awaiting_refund an hour ago: its exit counts, with the
+ * ten days, although its entry lies far outside the window. r_skewed was
+ * recorded ten days ago with event times of the last hours (a producer's
+ * clock far ahead): outside the recorded window, so it is not read at all,
+ * where reading every row would have counted it.
+ */
+START_TEST(since_reads_only_its_window)
+{
+    const char *url = tl_db_create("report_window");
+    const char *migrate[] = {NULL, "migrate", "--database", url, NULL};
+    tl_output_t m = tl_steward(migrate, NULL);
+    ck_assert_int_eq(m.status, 0);
+    tl_output_free(&m);
+    PGconn *conn = tl_db_connect(url);
+    add_definition(conn, "refund", "1", "active", refund_v1);
+    tl_db_exec(conn,
+               "INSERT INTO steward.history (process, key, version, event_id, event_type, topic, "
+               "  partition, \"offset\", event_time, from_state, to_state, outcome, "
+               "  recorded_at, replica, epoch) "
+               "SELECT 'refund', v.k, 1, v.e, v.t, 'refunds', 0, v.o, now() - v.ev, v.f, v.s, "
+               "  v.oc, now() - v.rec, 'test', 1 "
+               "FROM (VALUES "
+               "  ('r_long', 'q1', 'RefundRequested', 1, interval '10 days', NULL, "
+               "   'awaiting_refund', 'started', interval '10 days'), "
+               "  ('r_long', 'i1', 'RefundIssued', 2, interval '1 hour', 'awaiting_refund', "
+               "   'confirming', 'advanced', interval '1 hour'), "
+               "  ('r_skewed', 'q2', 'RefundRequested', 3, interval '3 hours', NULL, "
+               "   'awaiting_refund', 'started', interval '10 days'), "
+               "  ('r_skewed', 'i2', 'RefundIssued', 4, interval '2 hours', 'awaiting_refund', "
+               "   'confirming', 'advanced', interval '10 days')) "
+               "  AS v(k, e, t, o, ev, f, s, oc, rec) ORDER BY v.o");
+    PQfinish(conn);
+
+    const char *argv[] = {NULL, "report", "--database", url, "--since", "1d", "--json", NULL};
+    const char *env[] = {"STEWARD_DEFINITIONS=", NULL};
+    tl_output_t o = tl_steward(argv, env);
+    ck_assert_msg(o.status == 0, "report: %s", o.err);
+    json_t *doc = json_loads(o.out, 0, NULL);
+    ck_assert_ptr_nonnull(doc);
+    json_t *refund = state_of(doc, "refund", "awaiting_refund");
+    ck_assert_int_eq(num(refund, "entered", NULL), 0);
+    ck_assert_int_eq(num(refund, "left", NULL), 1);
+    ck_assert_int_eq(num(refund, "latency", "max_ms"), 10 * 86400000LL - 3600000LL);
+    json_t *confirming = state_of(doc, "refund", "confirming");
+    ck_assert_int_eq(num(confirming, "entered", NULL), 1);
+    json_t *proc = find(json_object_get(doc, "processes"), "process", "refund");
+    ck_assert_int_eq(num(json_object_get(proc, "volume"), "started", NULL), 0);
+    json_decref(doc);
+    tl_output_free(&o);
+
+    /* without --since every row counts, r_skewed's too */
+    const char *all[] = {NULL, "report", "--database", url, "--json", NULL};
+    o = tl_steward(all, env);
+    ck_assert_msg(o.status == 0, "report: %s", o.err);
+    doc = json_loads(o.out, 0, NULL);
+    ck_assert_int_eq(num(state_of(doc, "refund", "awaiting_refund"), "left", NULL), 2);
+    json_decref(doc);
+    tl_output_free(&o);
+}
+END_TEST
+
 START_TEST(empty_database)
 {
     /* A database with no definitions: nothing to say, and no failure. */
@@ -649,6 +712,7 @@ Suite *report_suite(void)
     tcase_add_test(tc, too_few_samples_and_clamped_times);
     tcase_add_test(tc, process_filter);
     tcase_add_test(tc, since_window);
+    tcase_add_test(tc, since_reads_only_its_window);
     tcase_add_test(tc, json_shape);
     tcase_add_test(tc, definitions_from_files);
     tcase_add_test(tc, usage_and_database_errors);

@@ -1,0 +1,180 @@
+/*
+ * cli_prune - `steward prune`: the retention pass of `steward run`, on
+ * demand, printing per table what it removed (or, with --dry-run, what it
+ * would remove). See manager/retention.h for what goes and what stays.
+ */
+#include "definitions/duration.h"
+#include "manager/cli.h"
+#include "manager/clock.h"
+#include "manager/config.h"
+#include "manager/db.h"
+#include "manager/err.h"
+#include "manager/retention.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char prune_usage[] =
+    "usage: steward prune [--dry-run] [--json] [--config FILE] [--set KEY=VALUE]\n"
+    "                     [--database CONNINFO]\n"
+    "\n"
+    "Removes what the retention settings say is old: history partitions\n"
+    "(dropped whole), rejected messages, delivered or failed outbox rows,\n"
+    "resolved alerts and the ownership log; creates the coming weeks' history\n"
+    "partitions. Undelivered outbox rows and open alerts are never removed.\n"
+    "\n"
+    "  --dry-run             change nothing; print what would be removed\n"
+    "  --json                the same as one JSON object\n"
+    "  --config FILE         read retention.* from this config file\n"
+    "                        ($STEWARD_CONFIG)\n"
+    "  --set KEY=VALUE       a retention key, e.g. retention.history=60d or\n"
+    "                        retention.rejected=off\n"
+    "  --database CONNINFO   libpq connection string ($STEWARD_DATABASE_URL)\n";
+
+static void print_text(const json_t *doc)
+{
+    bool dry = json_is_true(json_object_get(doc, "dry_run"));
+    size_t i;
+    json_t *row;
+    json_array_foreach(json_object_get(doc, "tables"), i, row)
+    {
+        const char *keep = json_string_value(json_object_get(row, "keep"));
+        long long rows = (long long) json_integer_value(json_object_get(row, "rows"));
+        printf("%-14s keep %-6s %s %lld rows", json_string_value(json_object_get(row, "table")),
+               keep != NULL ? keep : "always", dry ? "would remove" : "removed", rows);
+        json_t *dropped = json_object_get(row, "partitions_dropped");
+        if (json_array_size(dropped) > 0) {
+            printf(" (%s %zu partition%s:", dry ? "dropping" : "dropped", json_array_size(dropped),
+                   json_array_size(dropped) == 1 ? "" : "s");
+            size_t j;
+            json_t *name;
+            json_array_foreach(dropped, j, name) printf(" %s", json_string_value(name));
+            printf(")");
+        }
+        printf("\n");
+        json_t *created = json_object_get(row, "partitions_created");
+        if (json_array_size(created) > 0) {
+            printf("%-14s %s %zu partition%s:", "", dry ? "would create" : "created",
+                   json_array_size(created), json_array_size(created) == 1 ? "" : "s");
+            size_t j;
+            json_t *name;
+            json_array_foreach(created, j, name) printf(" %s", json_string_value(name));
+            printf("\n");
+        }
+    }
+}
+
+int cli_prune(int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"dry-run", no_argument, NULL, 'n'},
+        {"json", no_argument, NULL, 'j'},
+        {"config", required_argument, NULL, 'c'},
+        {"set", required_argument, NULL, 's'},
+        {"database", required_argument, NULL, 'd'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *database = NULL, *config_path = getenv("STEWARD_CONFIG");
+    const char **sets = calloc((size_t) argc + 1, sizeof *sets);
+    size_t n_sets = 0;
+    bool dry_run = false, as_json = false;
+    char errstr[1024];
+    int opt, rc = EXIT_OK;
+
+    if (sets == NULL)
+        return EXIT_RUNTIME;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
+        switch (opt) {
+        case 'n':
+            dry_run = true;
+            break;
+        case 'j':
+            as_json = true;
+            break;
+        case 'c':
+            config_path = optarg;
+            break;
+        case 's':
+            sets[n_sets++] = optarg;
+            break;
+        case 'd':
+            database = optarg;
+            break;
+        case 'h':
+            fputs(prune_usage, stdout);
+            free(sets);
+            return EXIT_OK;
+        default:
+            fputs(prune_usage, stderr);
+            free(sets);
+            return EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "steward prune: unexpected argument '%s'\n%s", argv[optind], prune_usage);
+        free(sets);
+        return EXIT_USAGE;
+    }
+
+    /* The same settings `steward run` would use: file, environment, flags. */
+    config_t *cfg = config_new();
+    err_class_t cls = cfg != NULL ? ERR_OK : ERR_FATAL;
+    if (cls == ERR_OK && config_path != NULL && *config_path != '\0')
+        cls = config_load_file(cfg, config_path, errstr, sizeof errstr);
+    if (cls == ERR_OK)
+        cls = config_apply_env(cfg, errstr, sizeof errstr);
+    for (size_t i = 0; i < n_sets && cls == ERR_OK; i++) {
+        const char *eq = strchr(sets[i], '=');
+        char name[128];
+        if (eq == NULL || eq == sets[i] || (size_t) (eq - sets[i]) >= sizeof name) {
+            cls = err_set(ERR_INVALID, errstr, sizeof errstr, "--set %s: expected KEY=VALUE",
+                          sets[i]);
+            break;
+        }
+        memcpy(name, sets[i], (size_t) (eq - sets[i]));
+        name[eq - sets[i]] = '\0';
+        cls = config_set(cfg, name, eq + 1, errstr, sizeof errstr);
+    }
+    free(sets);
+    if (cls != ERR_OK) {
+        fprintf(stderr, "steward prune: config: %s\n", cls == ERR_FATAL ? "out of memory" : errstr);
+        config_free(cfg);
+        return cls == ERR_FATAL ? EXIT_RUNTIME : EXIT_USAGE;
+    }
+    retention_config_t rcfg;
+    retention_config_from(cfg, &rcfg);
+    const char *url = database != NULL ? database : cfg->database;
+    PGconn *conn = db_connect(cli_database_url(url != NULL && *url != '\0' ? url : NULL),
+                              "steward prune", errstr, sizeof errstr);
+    config_free(cfg);
+    if (conn == NULL) {
+        fprintf(stderr, "steward prune: %s\n", errstr);
+        return EXIT_RUNTIME;
+    }
+
+    retention_result_t result;
+    bool skipped;
+    cls = retention_pass(conn, &rcfg, clock_wall_ms(), dry_run, true, NULL, &skipped, &result,
+                         errstr, sizeof errstr);
+    json_t *doc = retention_result_json(&result, &rcfg);
+    if (cls != ERR_OK) {
+        /* What was removed before the failure is gone: say so too. */
+        if (!dry_run)
+            print_text(doc);
+        fprintf(stderr, "steward prune: %s\n", errstr);
+        rc = EXIT_RUNTIME;
+    } else if (as_json) {
+        json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        printf("\n");
+    } else {
+        print_text(doc);
+    }
+    json_decref(doc);
+    retention_result_clear(&result);
+    PQfinish(conn);
+    return rc;
+}
