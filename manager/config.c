@@ -51,6 +51,7 @@ static const config_key_t config_keys[] = {
     {"notifier.alertmanager_resend", CONFIG_DURATION, OFF(alertmanager_resend_ms), 1000, 3600000,
      NULL},
     {"http.listen", CONFIG_STRING, OFF(http_listen), 0, 0, "STEWARD_HTTP_LISTEN"},
+    {"http.stall_after", CONFIG_DURATION, OFF(stall_after_ms), 1000, 86400000, NULL},
 };
 
 #define N_KEYS (sizeof config_keys / sizeof config_keys[0])
@@ -78,6 +79,9 @@ config_t *config_new(void)
     cfg->alertmanager_resend_ms = 60000;
     cfg->routes = json_pack("{s:[{s:s}]}", "default", "type", "log");
     cfg->http_listen = strdup("127.0.0.1:9464");
+    /* Longer than any legitimate pass: a notifier batch of 20 deliveries
+     * each taking notifier.timeout (10 s) is 200 s. */
+    cfg->stall_after_ms = 300000;
     if (cfg->database == NULL || cfg->group == NULL || cfg->blind_owner == NULL ||
         cfg->routes == NULL || cfg->http_listen == NULL) {
         config_free(cfg);

@@ -47,7 +47,8 @@ typedef struct config {
 
     json_t *routes; /* team -> list of sinks; validated by routes.c */
 
-    char *http_listen; /* "127.0.0.1:9464"; "" disables the HTTP server */
+    char *http_listen;      /* "127.0.0.1:9464"; "" disables the HTTP server */
+    int64_t stall_after_ms; /* /healthz: a worker thread silent this long is stuck */
 } config_t;
 
 /* A configuration holding every default; free with config_free(). */

@@ -51,7 +51,8 @@ struct intake {
     err_class_t failure; /* set by the rebalance callback when it cannot go on */
     char failure_text[512];
 
-    bool reachable; /* the last metadata request was answered */
+    bool reachable;       /* the last metadata request was answered */
+    bool reachable_known; /* a metadata request was made at all */
 };
 
 static owned_t *find_owned(intake_t *in, const char *topic, int32_t partition)
@@ -72,11 +73,14 @@ static void clear_owned(intake_t *in)
     in->n_owned = 0;
 }
 
-/* Sleeps up to ms, waking early when asked to stop. */
+/* Sleeps up to ms, waking early when asked to stop. Waiting out an
+ * outage is progress as far as /healthz is concerned. */
 static void nap(intake_t *in, int ms)
 {
-    for (int slept = 0; slept < ms && !*in->stop; slept += 100)
+    for (int slept = 0; slept < ms && !*in->stop; slept += 100) {
+        metrics_beat(METRICS_INTAKE);
         usleep(100 * 1000);
+    }
 }
 
 /* ---- librdkafka callbacks ------------------------------------------------- */
@@ -191,6 +195,8 @@ static void on_assign(intake_t *in, rd_kafka_topic_partition_list_t *list)
         start_at_time(in, list);
     rd_kafka_assign(in->rk, list);
     metrics_set_assigned(list->cnt);
+    /* In the group, even with nothing assigned: a standby is ready. */
+    metrics_set(&metrics.group_joined, 1);
 }
 
 static void on_revoke(intake_t *in, rd_kafka_topic_partition_list_t *list)
@@ -366,8 +372,18 @@ static err_class_t flush(intake_t *in, char *errstr, size_t errstr_size)
     int64_t started = clock_monotonic_ms();
     for (;;) {
         cls = store_apply_batch(in->store, inputs, n, parts, n_parts, &stats, errstr, errstr_size);
-        if (cls == ERR_OK || cls == ERR_FATAL || cls == ERR_INVALID || *in->stop)
+        if (cls == ERR_OK || cls == ERR_FATAL || cls == ERR_INVALID)
             break;
+        if (*in->stop) {
+            /* Nothing is lost by giving up here: the offsets in PostgreSQL
+             * did not move, so whoever reads these partitions next reads
+             * the batch again. A stop must not wait for the database. */
+            LOG_WARN("stopping: the batch in hand is abandoned, not committed; it is read again "
+                     "from the stored offsets",
+                     "error", errstr, "class", err_class_name(cls));
+            cls = ERR_OK;
+            goto done;
+        }
         metrics_add(&metrics.batches_retried, 1);
         LOG_LIMITED(LOG_LEVEL_WARN, "batch-retry", 5000, "batch not committed; retrying", "error",
                     errstr, "class", err_class_name(cls));
@@ -560,7 +576,9 @@ static void check_reachable(intake_t *in)
     bool reachable = err == RD_KAFKA_RESP_ERR_NO_ERROR && md != NULL && md->broker_cnt > 0;
     if (md != NULL)
         rd_kafka_metadata_destroy(md);
-    if (reachable != in->reachable) {
+    metrics_set(&metrics.kafka_reachable, reachable);
+    /* Said at the first look only when it is bad news. */
+    if (in->reachable_known ? reachable != in->reachable : !reachable) {
         if (reachable)
             LOG_INFO("Kafka reachable");
         else
@@ -568,6 +586,7 @@ static void check_reachable(intake_t *in)
                      rd_kafka_err2str(err));
     }
     in->reachable = reachable;
+    in->reachable_known = true;
 }
 
 err_class_t intake_run(intake_t *in, volatile sig_atomic_t *stop, char *errstr, size_t errstr_size)
@@ -577,6 +596,7 @@ err_class_t intake_run(intake_t *in, volatile sig_atomic_t *stop, char *errstr, 
 
     in->stop = stop;
     while (!*stop && cls == ERR_OK) {
+        metrics_beat(METRICS_INTAKE);
         rd_kafka_message_t *m = rd_kafka_consumer_poll(in->rk, 100);
         if (in->failure != ERR_OK) {
             cls = err_set(in->failure, errstr, errstr_size, "%s", in->failure_text);

@@ -471,8 +471,10 @@ void notifier_run(notifier_t *n, volatile sig_atomic_t *stop, int64_t drain_ms, 
                 break;
             continue;
         }
-        for (int64_t slept = 0; slept < n->interval_ms && !*stop; slept += 50)
+        for (int64_t slept = 0; slept < n->interval_ms && !*stop; slept += 50) {
+            metrics_beat(METRICS_NOTIFIER); /* /healthz: this thread is not stuck */
             usleep(50 * 1000);
+        }
     }
     gen_release(held);
 }
