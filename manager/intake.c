@@ -390,7 +390,8 @@ static err_class_t flush(intake_t *in, char *errstr, size_t errstr_size)
         if (cls == ERR_TRANSIENT) {
             nap(in, backoff);
             backoff = backoff < 10000 ? backoff * 2 : 10000;
-            store_reconnect(in->store, errstr, errstr_size);
+            if (!*in->stop) /* a stop gives up at the next try, without a connect */
+                store_reconnect(in->store, errstr, errstr_size);
         }
     }
     if (cls != ERR_OK)
