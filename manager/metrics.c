@@ -92,7 +92,7 @@ size_t metrics_partition_lags(metrics_lag_t **out)
 const char *metrics_thread_name(metrics_thread_t t)
 {
     static const char *const names[METRICS_N_THREADS] = {"intake", "scheduler", "notifier"};
-    return t < METRICS_N_THREADS ? names[t] : "unknown";
+    return t < METRICS_N_THREADS && names[t] != NULL ? names[t] : "unknown";
 }
 
 void metrics_beat(metrics_thread_t t)
