@@ -134,10 +134,17 @@ PGconn *db_connect_classified(const char *conninfo, const char *app, err_class_t
 {
     /* Everything before dbname is a default the connection string may
      * override (libpq lets the later of two settings win). */
-    const char *keys[] = {
-        "application_name",    "connect_timeout",  "keepalives", "keepalives_idle",
-        "keepalives_interval", "keepalives_count", "dbname",     NULL};
-    const char *values[] = {app, "10", "1", "10", "5", "3", conninfo != NULL ? conninfo : "", NULL};
+    const char *keys[] = {"application_name",
+                          "connect_timeout",
+                          "keepalives",
+                          "keepalives_idle",
+                          "keepalives_interval",
+                          "keepalives_count",
+                          "tcp_user_timeout",
+                          "dbname",
+                          NULL};
+    const char *values[] = {
+        app, "10", "1", "10", "5", "3", "25000", conninfo != NULL ? conninfo : "", NULL};
     char line[512], shown[512], clean[512];
 
     if ((*cls = db_check_conninfo(conninfo, errstr, errstr_size)) != ERR_OK)

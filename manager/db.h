@@ -16,9 +16,11 @@
 /*
  * Connects with `conninfo` (a libpq keyword/value string or URI; "" leaves
  * everything to the PG* variables) and sets application_name to `app`.
- * TCP keepalives are on (idle 10 s, then 3 probes 5 s apart) unless
- * conninfo says otherwise, so a server that vanished without closing the
- * connection is noticed in about 25 s rather than the kernel's hours.
+ * TCP keepalives are on (idle 10 s, then 3 probes 5 s apart) and
+ * tcp_user_timeout is 25 s unless conninfo says otherwise, so a server
+ * that vanished without closing the connection is noticed in about 25 s,
+ * waiting for an answer or for an acknowledgement, rather than after the
+ * kernel's minutes or hours.
  * Returns the connection (PQfinish() it), or NULL with the reason in
  * errstr (never the password: see db_scrub()).
  */
