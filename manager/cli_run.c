@@ -1,8 +1,21 @@
 /*
  * cli_run - `steward run`: the daemon. Reads its configuration, loads and
- * validates the definitions and routes, brings the schema up to date, then
- * runs intake on this thread and the scheduler and notifier on two more,
- * until SIGTERM or SIGINT.
+ * validates the definitions and routes, starts the HTTP server, waits for
+ * PostgreSQL and brings the schema up to date, then runs intake on this
+ * thread and the worker threads (scheduler, notifier) beside it, until
+ * SIGTERM or SIGINT.
+ *
+ * Signals: main() blocks SIGTERM, SIGINT and SIGHUP before anything else;
+ * cli_run() installs the handlers (which only set a flag) and unblocks them
+ * on this thread alone. Every thread started here starts with them blocked
+ * (librdkafka blocks them in its own), so a signal sent at any moment of
+ * the start-up is held until a handler exists, and then lands here.
+ *
+ * Start-up failures: a bad config, definitions or connection string, or a
+ * database that refuses our credentials, exit 2 at once; a database that
+ * is down, starting or full is waited for (backoff 200 ms doubling to 5 s,
+ * each attempt logged), not ready meanwhile, and a stop during the wait
+ * exits 0.
  */
 #include "manager/cli.h"
 #include "manager/config.h"
@@ -12,6 +25,7 @@
 #include "manager/http.h"
 #include "manager/intake.h"
 #include "manager/log.h"
+#include "manager/metrics.h"
 #include "manager/notifier.h"
 #include "manager/retention.h"
 #include "manager/routes.h"
@@ -29,6 +43,10 @@
 
 /* How long a clean stop waits for the notifier to deliver what is due. */
 #define DRAIN_MS 5000
+
+/* Waiting for PostgreSQL at start: first and longest pause between tries. */
+#define START_BACKOFF_MS     200
+#define START_MAX_BACKOFF_MS 5000
 
 static const char run_usage[] =
     "usage: steward run [OPTIONS]\n"
@@ -62,6 +80,55 @@ static void on_signal(int sig)
         reload_requested = 1;
     else
         stop_requested = 1;
+}
+
+/* The signals the daemon handles; main() blocks them first thing. */
+static void handled_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGHUP);
+}
+
+/* Installs the handlers, then lets the signals in on this thread. */
+static void catch_signals(void)
+{
+    struct sigaction sa;
+    sigset_t set;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    handled_signals(&set);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+}
+
+/* Blocks the handled signals on this thread around the creation of
+ * threads, which inherit the mask; `saved` restores it. */
+static void hold_signals(sigset_t *saved)
+{
+    sigset_t set;
+    handled_signals(&set);
+    pthread_sigmask(SIG_BLOCK, &set, saved);
+}
+
+static void release_signals(const sigset_t *saved)
+{
+    pthread_sigmask(SIG_SETMASK, saved, NULL);
+}
+
+/* Sleeps up to ms, waking early on a stop; counts as the main thread's
+ * progress for /healthz. */
+static void nap(int64_t ms)
+{
+    for (int64_t slept = 0; slept < ms && !stop_requested; slept += 100) {
+        metrics_beat(METRICS_INTAKE);
+        usleep(100 * 1000);
+    }
 }
 
 typedef struct flag {
@@ -133,6 +200,14 @@ static config_t *build_config(const flag_t *flags, size_t n_flags, const char *c
     return cfg;
 }
 
+/* A worker thread beside intake. Adding one is a row in serve()'s table. */
+typedef struct worker {
+    const char *name;
+    void *(*main)(void *ctx);
+    pthread_t thread;
+    bool started;
+} worker_t;
+
 /* What the threads and the reload share. */
 typedef struct run_ctx {
     const flag_t *flags;
@@ -142,19 +217,31 @@ typedef struct run_ctx {
     gen_t *intake_gen; /* the generation intake works with */
     sched_t *sched;
     notifier_t *notifier;
+    http_t *http;               /* NULL when http.listen is "" */
+    retention_loop_t retention; /* what the retention thread prunes, and when */
 } run_ctx_t;
 
 static void *scheduler_main(void *arg)
 {
     run_ctx_t *ctx = arg;
+    metrics_beat(METRICS_SCHEDULER);
     sched_run(ctx->sched, &stop_requested, ctx->current);
+    metrics_beat_stop(METRICS_SCHEDULER);
     return NULL;
+}
+
+static void *retention_main(void *arg)
+{
+    run_ctx_t *ctx = arg;
+    return retention_thread_main(&ctx->retention);
 }
 
 static void *notifier_main(void *arg)
 {
     run_ctx_t *ctx = arg;
+    metrics_beat(METRICS_NOTIFIER);
     notifier_run(ctx->notifier, &stop_requested, DRAIN_MS, ctx->current);
+    metrics_beat_stop(METRICS_NOTIFIER);
     return NULL;
 }
 
@@ -216,15 +303,63 @@ static void reload(intake_t *intake, void *arg)
     config_free(cfg);
 }
 
-/* Runs intake here and the scheduler and notifier beside it. */
-static int serve(const config_t *cfg, const char *replica, run_ctx_t *ctx)
+/*
+ * Connects to PostgreSQL and applies pending migrations. ERR_TRANSIENT when
+ * the database may yet come (worth waiting for), ERR_INVALID when it never
+ * will for this config (a bad connection string, refused credentials),
+ * anything else when the schema cannot be brought up to date.
+ */
+static err_class_t prepare_database(const config_t *cfg, char *errstr, size_t errstr_size)
+{
+    err_class_t cls;
+    migrate_result_t migrated;
+    PGconn *conn = db_connect_classified(cfg->database, "steward run", &cls, errstr, errstr_size);
+
+    if (conn == NULL)
+        return cls;
+    cls = migrate_apply(conn, &migrated, errstr, errstr_size);
+    if (cls == ERR_OK && migrated.applied > 0) {
+        char from[16], to[16];
+        snprintf(from, sizeof from, "%d", migrated.from_version);
+        snprintf(to, sizeof to, "%d", migrated.to_version);
+        LOG_INFO("schema migrated", "from", from, "to", to);
+    }
+    /* Lost in the middle: the migration rolled back; try again. */
+    if (cls != ERR_OK && PQstatus(conn) == CONNECTION_BAD)
+        cls = ERR_TRANSIENT;
+    PQfinish(conn);
+    return cls;
+}
+
+/* The modules that do the work, each with its own connection. */
+typedef struct workers {
+    intake_t *intake;
+    sched_t *sched;
+    notifier_t *notifier;
+} workers_t;
+
+static void workers_free(workers_t *w)
+{
+    intake_free(w->intake);
+    sched_free(w->sched);
+    notifier_free(w->notifier);
+    memset(w, 0, sizeof *w);
+}
+
+/*
+ * Prepares the database and opens every worker. On failure nothing is left
+ * open; the class says whether waiting can help (ERR_TRANSIENT).
+ */
+static err_class_t open_workers(const config_t *cfg, const char *replica, run_ctx_t *ctx,
+                                workers_t *w, char *errstr, size_t errstr_size)
 {
     const def_set_t *defs = ctx->intake_gen->defs;
     route_table_t *routes = ctx->intake_gen->routes;
-    char errstr[1024];
-    err_class_t cls;
-    int rc = EXIT_OK;
+    err_class_t cls = prepare_database(cfg, errstr, errstr_size);
 
+    memset(w, 0, sizeof *w);
+    if (cls != ERR_OK)
+        return cls;
     intake_config_t icfg = {
         .brokers = cfg->brokers,
         .group = cfg->group,
@@ -255,53 +390,104 @@ static int serve(const config_t *cfg, const char *replica, run_ctx_t *ctx)
         cfg->max_backoff_ms, cfg->alertmanager_resend_ms, cfg->max_retry_after_ms,
         cfg->group_window_ms};
 
-    intake_t *intake = intake_new(&icfg, defs, &cls, errstr, sizeof errstr);
-    if (intake == NULL) {
-        LOG_ERROR("cannot start intake", "error", errstr);
-        return cls == ERR_INVALID ? EXIT_USAGE : EXIT_RUNTIME;
+    w->intake = intake_new(&icfg, defs, &cls, errstr, errstr_size);
+    if (w->intake == NULL)
+        return cls;
+    /* Connection failures only, this late: the database answered above. */
+    w->sched = sched_new(&scfg, defs, routes, errstr, errstr_size);
+    w->notifier = w->sched != NULL ? notifier_new(&ncfg, routes, errstr, errstr_size) : NULL;
+    if (w->notifier == NULL) {
+        workers_free(w);
+        return ERR_TRANSIENT;
     }
-    http_t *http =
-        http_new(cfg->http_listen, cfg->database, cfg->group, &cls, errstr, sizeof errstr);
-    if (http == NULL && cls != ERR_OK) { /* NULL with ERR_OK: http.listen is "" */
-        LOG_ERROR("cannot start the HTTP server", "error", errstr);
-        intake_free(intake);
-        return cls == ERR_INVALID ? EXIT_USAGE : EXIT_RUNTIME;
+    return ERR_OK;
+}
+
+/*
+ * Opens the workers, waiting for PostgreSQL as long as it may come.
+ * Returns EXIT_OK with *w open, or the exit code to stop with (EXIT_OK
+ * too, with *w empty, when a stop came first).
+ */
+static int start_up(const config_t *cfg, const char *replica, run_ctx_t *ctx, workers_t *w)
+{
+    char errstr[1024], attempt[24], pause[24];
+    int64_t backoff = START_BACKOFF_MS;
+
+    for (long n = 1;; n++) {
+        metrics_beat(METRICS_INTAKE);
+        err_class_t cls = open_workers(cfg, replica, ctx, w, errstr, sizeof errstr);
+        if (cls == ERR_OK)
+            return EXIT_OK;
+        if (cls != ERR_TRANSIENT) {
+            LOG_ERROR("cannot start", "error", errstr, "class", err_class_name(cls));
+            return cls == ERR_INVALID ? EXIT_USAGE : EXIT_RUNTIME;
+        }
+        snprintf(attempt, sizeof attempt, "%ld", n);
+        snprintf(pause, sizeof pause, "%lld", (long long) backoff);
+        LOG_WARN("PostgreSQL unavailable at start; waiting for it", "error", errstr, "attempt",
+                 attempt, "retry_in_ms", pause);
+        char waiting[1100];
+        snprintf(waiting, sizeof waiting, "waiting for PostgreSQL: %s", errstr);
+        http_set_waiting(ctx->http, waiting);
+        nap(backoff);
+        if (stop_requested) {
+            LOG_INFO("stopped while waiting for PostgreSQL", "replica", replica);
+            return EXIT_OK;
+        }
+        backoff = backoff * 2 < START_MAX_BACKOFF_MS ? backoff * 2 : START_MAX_BACKOFF_MS;
     }
-    sched_t *sched = sched_new(&scfg, defs, routes, errstr, sizeof errstr);
-    notifier_t *notifier =
-        sched != NULL ? notifier_new(&ncfg, routes, errstr, sizeof errstr) : NULL;
-    pthread_t sched_thread, notifier_thread;
-    if (notifier == NULL) {
-        LOG_ERROR("cannot start", "error", errstr);
-        sched_free(sched);
-        http_free(http);
-        intake_free(intake);
-        return EXIT_RUNTIME;
-    }
-    ctx->sched = sched;
-    ctx->notifier = notifier;
-    pthread_create(&sched_thread, NULL, scheduler_main, ctx);
-    pthread_create(&notifier_thread, NULL, notifier_main, ctx);
-    retention_loop_t retention = {cfg, &stop_requested};
-    pthread_t retention_thread;
-    pthread_create(&retention_thread, NULL, retention_thread_main, &retention);
+}
+
+/* Starts a worker with the handled signals blocked: they belong to the
+ * main thread. */
+static void worker_start(worker_t *wk, run_ctx_t *ctx)
+{
+    sigset_t saved;
+    hold_signals(&saved);
+    wk->started = pthread_create(&wk->thread, NULL, wk->main, ctx) == 0;
+    release_signals(&saved);
+    if (!wk->started)
+        LOG_ERROR("cannot start a thread", "thread", wk->name);
+}
+
+/*
+ * Runs intake here and the workers beside it until a stop, then stops
+ * them. A stop always ends in EXIT_OK: the batch in hand is committed or
+ * abandoned (its offsets stay where they were), never waited on past the
+ * database's answer.
+ */
+static int serve(const config_t *cfg, const char *replica, run_ctx_t *ctx, workers_t *w)
+{
+    char errstr[1024];
+    int rc = EXIT_OK;
+    worker_t workers[] = {
+        {"scheduler", scheduler_main, 0, false},
+        {"notifier", notifier_main, 0, false},
+        {"retention", retention_main, 0, false},
+    };
+    size_t n_workers = sizeof workers / sizeof workers[0];
+
+    ctx->sched = w->sched;
+    ctx->notifier = w->notifier;
+    ctx->retention = (retention_loop_t){cfg, &stop_requested};
+    for (size_t i = 0; i < n_workers; i++)
+        worker_start(&workers[i], ctx);
 
     char count[16];
-    snprintf(count, sizeof count, "%zu", defs->n);
+    snprintf(count, sizeof count, "%zu", ctx->intake_gen->defs->n);
     LOG_INFO("steward running", "replica", replica, "group", cfg->group, "definitions", count);
-    cls = intake_run(intake, &stop_requested, errstr, sizeof errstr);
+    http_set_waiting(ctx->http, NULL);
+    err_class_t cls = intake_run(w->intake, &stop_requested, errstr, sizeof errstr);
     if (cls != ERR_OK) {
         LOG_ERROR("intake stopped on an error", "error", errstr, "class", err_class_name(cls));
         rc = EXIT_RUNTIME;
     }
+    metrics_beat_stop(METRICS_INTAKE);
     stop_requested = 1; /* intake failing stops the others too */
-    pthread_join(sched_thread, NULL);
-    pthread_join(notifier_thread, NULL);
-    pthread_join(retention_thread, NULL);
-    http_free(http);
-    intake_free(intake);
-    sched_free(sched);
-    notifier_free(notifier);
+    for (size_t i = 0; i < n_workers; i++) {
+        if (workers[i].started)
+            pthread_join(workers[i].thread, NULL);
+    }
     if (rc == EXIT_OK)
         LOG_INFO("steward stopped", "replica", replica);
     return rc;
@@ -331,6 +517,7 @@ int cli_run(int argc, char **argv)
     char batch_ms[32];
     int opt;
 
+    catch_signals();
     if (flags == NULL)
         return EXIT_RUNTIME;
     optind = 1;
@@ -399,6 +586,13 @@ int cli_run(int argc, char **argv)
     log_set_level(cfg->log_level);
 
     char errstr[1024], replica_buf[300];
+    if (db_check_conninfo(cfg->database, errstr, sizeof errstr) != ERR_OK) {
+        fprintf(stderr, "steward run: config: database: %s\n", errstr);
+        config_free(cfg);
+        free(flags);
+        return EXIT_USAGE;
+    }
+
     const char *replica = cfg->replica;
     if (replica == NULL) {
         char host[256];
@@ -437,34 +631,33 @@ int cli_run(int argc, char **argv)
         return EXIT_USAGE;
     }
 
-    int rc = EXIT_OK;
-    PGconn *conn = db_connect(cfg->database, "steward run", errstr, sizeof errstr);
-    migrate_result_t migrated;
-    if (conn == NULL || migrate_apply(conn, &migrated, errstr, sizeof errstr) != ERR_OK) {
-        LOG_ERROR("cannot prepare the database", "error", errstr);
-        rc = EXIT_RUNTIME;
-    } else if (migrated.applied > 0) {
-        char from[16], to[16];
-        snprintf(from, sizeof from, "%d", migrated.from_version);
-        snprintf(to, sizeof to, "%d", migrated.to_version);
-        LOG_INFO("schema migrated", "from", from, "to", to);
+    /* The HTTP server first: /healthz answers, and /readyz says why not
+     * ready, while the database is waited for. */
+    run_ctx_t ctx = {flags, n_flags, config_path, NULL, NULL, NULL, NULL, NULL};
+    err_class_t cls;
+    sigset_t saved;
+    hold_signals(&saved); /* its threads inherit the mask */
+    ctx.http = http_new(cfg->http_listen, cfg->database, cfg->group, &cls, errstr, sizeof errstr);
+    release_signals(&saved);
+    if (ctx.http == NULL && cls != ERR_OK) { /* NULL with ERR_OK: http.listen is "" */
+        LOG_ERROR("cannot start the HTTP server", "error", errstr);
+        def_set_free(defs);
+        route_table_free(routes);
+        config_free(cfg);
+        free(flags);
+        return cls == ERR_INVALID ? EXIT_USAGE : EXIT_RUNTIME;
     }
-    if (conn != NULL)
-        PQfinish(conn);
+    http_set_stall_after(ctx.http, cfg->stall_after_ms);
 
-    run_ctx_t ctx = {flags, n_flags, config_path, NULL, NULL, NULL, NULL};
     ctx.current = gen_current_new(gen_new(defs, routes)); /* defs, routes now owned there */
     ctx.intake_gen = gen_acquire(ctx.current);
-    if (rc == EXIT_OK) {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_signal;
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGTERM, &sa, NULL);
-        sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGHUP, &sa, NULL);
-        rc = serve(cfg, replica, &ctx);
-    }
+    workers_t w;
+    int rc = start_up(cfg, replica, &ctx, &w);
+    if (rc == EXIT_OK && w.intake != NULL)
+        rc = serve(cfg, replica, &ctx, &w);
+    metrics_beat_stop(METRICS_INTAKE);
+    http_free(ctx.http); /* before the workers: its requests read nothing of theirs */
+    workers_free(&w);
     gen_release(ctx.intake_gen);
     gen_current_free(ctx.current);
     config_free(cfg);

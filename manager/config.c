@@ -70,6 +70,7 @@ static const config_key_t config_keys[] = {
     {"retention.ownership_log", CONFIG_DURATION_OFF, OFF(retention_ownership_log_ms), 3600000,
      INT64_C(3650) * 86400000, NULL},
     {"retention.interval", CONFIG_DURATION_OFF, OFF(retention_interval_ms), 1000, 86400000, NULL},
+    {"http.stall_after", CONFIG_DURATION, OFF(stall_after_ms), 1000, 86400000, NULL},
 };
 
 #define N_KEYS (sizeof config_keys / sizeof config_keys[0])
@@ -106,6 +107,9 @@ config_t *config_new(void)
     cfg->retention_alerts_ms = 30 * 86400000LL;
     cfg->retention_ownership_log_ms = 30 * 86400000LL;
     cfg->retention_interval_ms = 3600000;
+    /* Longer than any legitimate pass: the notifier marks progress every
+     * 50 ms, the scheduler between batches of due instances. */
+    cfg->stall_after_ms = 300000;
     if (cfg->database == NULL || cfg->group == NULL || cfg->blind_owner == NULL ||
         cfg->routes == NULL || cfg->http_listen == NULL) {
         config_free(cfg);

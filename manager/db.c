@@ -5,6 +5,7 @@
 
 #include "manager/log.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,29 +18,163 @@ static void notice_to_log(void *arg, const char *message)
     LOG_DEBUG("postgres notice", "notice", message);
 }
 
-PGconn *db_connect(const char *conninfo, const char *app, char *errstr, size_t errstr_size)
+err_class_t db_connect_class(int needs_password, const char *message)
 {
-    const char *keys[] = {"dbname", "application_name", "connect_timeout", NULL};
-    const char *values[] = {conninfo != NULL ? conninfo : "", app, "10", NULL};
-    /* expand_dbname=1: conninfo may be a whole connection string or URI,
-     * and its own application_name or connect_timeout wins over ours. */
-    PGconn *conn = PQconnectdbParams(keys, values, 1);
+    /* libpq's own refusals of an option value come before any attempt. */
+    static const char *const client_prefixes[] = {"invalid ", "could not match "};
+    /* The server refusing who we are or where we want to go. */
+    static const char *const server_says[] = {
+        "authentication failed",   "no pg_hba.conf entry", "does not exist",
+        "not permitted to log in", "no password supplied",
+    };
 
+    if (needs_password)
+        return ERR_INVALID;
+    if (message == NULL)
+        return ERR_TRANSIENT;
+    for (size_t i = 0; i < sizeof client_prefixes / sizeof client_prefixes[0]; i++) {
+        if (strncmp(message, client_prefixes[i], strlen(client_prefixes[i])) == 0)
+            return ERR_INVALID;
+    }
+    for (size_t i = 0; i < sizeof server_says / sizeof server_says[0]; i++) {
+        if (strstr(message, server_says[i]) != NULL)
+            return ERR_INVALID;
+    }
+    return ERR_TRANSIENT;
+}
+
+/* Appends s[0..len) to buf at *len_io, truncating at buf_size - 1. */
+static void append(char *buf, size_t buf_size, size_t *len_io, const char *s, size_t len)
+{
+    size_t room = buf_size - 1 - *len_io;
+    if (len > room)
+        len = room;
+    memcpy(buf + *len_io, s, len);
+    *len_io += len;
+    buf[*len_io] = '\0';
+}
+
+char *db_scrub(const char *conninfo, const char *message, char *buf, size_t buf_size)
+{
+    PQconninfoOption *opts = PQconninfoParse(conninfo != NULL ? conninfo : "", NULL);
+    const char *password = NULL;
+    size_t len = 0;
+
+    if (buf_size == 0)
+        return buf;
+    buf[0] = '\0';
+    if (message == NULL)
+        message = "";
+    for (PQconninfoOption *o = opts; o != NULL && o->keyword != NULL; o++) {
+        if (strcmp(o->keyword, "password") == 0 && o->val != NULL && o->val[0] != '\0')
+            password = o->val;
+    }
+    if (opts == NULL) {
+        /* libpq quotes what it could not parse, and that may be the
+         * password; an option's name is safe to show. */
+        bool keep = strncmp(message, "invalid connection option", 25) == 0 ||
+                    strncmp(message, "invalid URI query parameter", 27) == 0;
+        for (const char *p = message; *p != '\0';) {
+            const char *open = strchr(p, '"');
+            const char *close = open != NULL ? strchr(open + 1, '"') : NULL;
+            if (open == NULL) {
+                append(buf, buf_size, &len, p, strlen(p));
+                break;
+            }
+            append(buf, buf_size, &len, p, (size_t) (open - p) + 1);
+            if (close == NULL) { /* an unmatched quote: hide the rest */
+                append(buf, buf_size, &len, "...", 3);
+                break;
+            }
+            if (keep)
+                append(buf, buf_size, &len, open + 1, (size_t) (close - open - 1));
+            else
+                append(buf, buf_size, &len, "...", 3);
+            append(buf, buf_size, &len, "\"", 1);
+            p = close + 1;
+        }
+        return buf;
+    }
+    size_t plen = password != NULL ? strlen(password) : 0;
+    for (const char *p = message; *p != '\0';) {
+        const char *hit = plen > 0 ? strstr(p, password) : NULL;
+        if (hit == NULL) {
+            append(buf, buf_size, &len, p, strlen(p));
+            break;
+        }
+        append(buf, buf_size, &len, p, (size_t) (hit - p));
+        append(buf, buf_size, &len, "********", 8);
+        p = hit + plen;
+    }
+    PQconninfoFree(opts);
+    return buf;
+}
+
+err_class_t db_check_conninfo(const char *conninfo, char *errstr, size_t errstr_size)
+{
+    char *why = NULL;
+    PQconninfoOption *opts = PQconninfoParse(conninfo != NULL ? conninfo : "", &why);
+    char shown[512];
+
+    if (opts != NULL) {
+        PQconninfoFree(opts);
+        return ERR_OK;
+    }
+    if (why == NULL)
+        return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    why[strcspn(why, "\n")] = '\0';
+    err_set(ERR_INVALID, errstr, errstr_size, "the database connection string cannot be parsed: %s",
+            db_scrub(conninfo, why, shown, sizeof shown));
+    PQfreemem(why);
+    return ERR_INVALID;
+}
+
+PGconn *db_connect_classified(const char *conninfo, const char *app, err_class_t *cls, char *errstr,
+                              size_t errstr_size)
+{
+    /* Everything before dbname is a default the connection string may
+     * override (libpq lets the later of two settings win). */
+    const char *keys[] = {"application_name",
+                          "connect_timeout",
+                          "keepalives",
+                          "keepalives_idle",
+                          "keepalives_interval",
+                          "keepalives_count",
+                          "tcp_user_timeout",
+                          "dbname",
+                          NULL};
+    const char *values[] = {
+        app, "10", "1", "10", "5", "3", "25000", conninfo != NULL ? conninfo : "", NULL};
+    char line[512], shown[512], clean[512];
+
+    if ((*cls = db_check_conninfo(conninfo, errstr, errstr_size)) != ERR_OK)
+        return NULL;
+    /* expand_dbname=1: conninfo may be a whole connection string or URI. */
+    PGconn *conn = PQconnectdbParams(keys, values, 1);
     if (conn == NULL) {
-        err_set(ERR_FATAL, errstr, errstr_size, "cannot connect to PostgreSQL: out of memory");
+        *cls =
+            err_set(ERR_FATAL, errstr, errstr_size, "cannot connect to PostgreSQL: out of memory");
         return NULL;
     }
     if (PQstatus(conn) != CONNECTION_OK) {
-        char shown[512];
         const char *msg = PQerrorMessage(conn);
-        size_t len = strcspn(msg, "\n");
-        err_set(ERR_TRANSIENT, errstr, errstr_size, "cannot connect to PostgreSQL (%s): %.*s",
-                db_redact(conninfo, shown, sizeof shown), (int) len, msg);
+        snprintf(line, sizeof line, "%.*s", (int) strcspn(msg, "\n"), msg);
+        *cls = db_connect_class(PQconnectionNeedsPassword(conn), line);
+        err_set(*cls, errstr, errstr_size, "cannot connect to PostgreSQL (%s): %s",
+                db_redact(conninfo, shown, sizeof shown),
+                db_scrub(conninfo, line, clean, sizeof clean));
         PQfinish(conn);
         return NULL;
     }
     PQsetNoticeProcessor(conn, notice_to_log, NULL);
+    *cls = ERR_OK;
     return conn;
+}
+
+PGconn *db_connect(const char *conninfo, const char *app, char *errstr, size_t errstr_size)
+{
+    err_class_t cls;
+    return db_connect_classified(conninfo, app, &cls, errstr, errstr_size);
 }
 
 err_class_t db_result_class(const PGresult *res, const PGconn *conn)

@@ -45,8 +45,16 @@
  * three queries together, well inside Prometheus's 10 s scrape timeout. */
 #define METRICS_DB_BUDGET_MS 3000
 
-#define MAX_CONNECTIONS 64 /* each is a thread; more are refused */
-#define IDLE_TIMEOUT_S  10 /* a client silent this long is disconnected */
+/* Connections cost a file descriptor each, not a thread: the pool's
+ * threads poll them all. Idle ones are dropped after IDLE_TIMEOUT_S. */
+#define MAX_CONNECTIONS 1024
+#define IDLE_TIMEOUT_S  10
+/* Requests run on these threads; one waiting for the database holds its
+ * thread for at most its budget, and new connections go to the others. */
+#define POOL_THREADS 8
+
+/* /healthz's default bound on a worker thread's silence. */
+#define DEFAULT_STALL_MS (5 * 60 * 1000)
 
 struct http {
     struct MHD_Daemon *daemon;
@@ -61,6 +69,10 @@ struct http {
     pthread_mutex_t log_lock; /* guards the two fields below */
     bool starting;            /* MHD's complaints are kept for http_new()'s errstr */
     char start_error[512];
+
+    pthread_mutex_t state_lock; /* guards the two fields below */
+    char *waiting;              /* why the daemon is not serving yet; NULL once it is */
+    int64_t stall_ms;           /* /healthz: longest silence of a worker thread */
 };
 
 /* What a request is answered with. */
@@ -198,8 +210,9 @@ static err_class_t connect_by(http_t *h, int64_t deadline, char *errstr, size_t 
         st = PQconnectPoll(c);
     }
     if (st != PGRES_POLLING_OK || PQstatus(c) != CONNECTION_OK) {
-        char shown[512];
-        first_line(PQerrorMessage(c), line, sizeof line);
+        char shown[512], raw[512];
+        first_line(PQerrorMessage(c), raw, sizeof raw);
+        db_scrub(h->conninfo, raw, line, sizeof line);
         LOG_LIMITED(LOG_LEVEL_WARN, "http-connect", 10000, "http: cannot connect to PostgreSQL",
                     "database", db_redact(h->conninfo, shown, sizeof shown), "error", line);
         PQfinish(c);
@@ -400,6 +413,10 @@ static void write_kafka(prom_t *p)
     metrics_lag_t *lags;
     size_t n = metrics_partition_lags(&lags);
 
+    prom_family(p, "steward_kafka_reachable", "gauge",
+                "Whether the brokers answered intake's last metadata request (once a second).");
+    prom_sample_int(p, "steward_kafka_reachable", NULL, metrics_get(&metrics.kafka_reachable));
+
     prom_family(p, "steward_partitions_assigned", "gauge",
                 "Partitions this replica has claimed and reads.");
     prom_sample_int(p, "steward_partitions_assigned", NULL,
@@ -530,8 +547,19 @@ static void get_readyz(http_t *h, reply_t *r)
     char errstr[1024], reason[1100];
     PGresult *res = NULL;
 
-    if (assigned <= 0) {
-        not_ready(r, "no partitions assigned");
+    pthread_mutex_lock(&h->state_lock);
+    bool waiting = h->waiting != NULL;
+    if (waiting)
+        snprintf(reason, sizeof reason, "starting: %s", h->waiting);
+    pthread_mutex_unlock(&h->state_lock);
+    if (waiting) {
+        not_ready(r, reason);
+        return;
+    }
+    /* A replica in the group with nothing assigned is a standby, ready to
+     * take over; one not yet in the group cannot take anything. */
+    if (!metrics_get(&metrics.group_joined)) {
+        not_ready(r, "joining the consumer group");
         return;
     }
     err_class_t cls = db_acquire(h, deadline, errstr, sizeof errstr);
@@ -545,8 +573,41 @@ static void get_readyz(http_t *h, reply_t *r)
         not_ready(r, reason);
         return;
     }
+    /* An unreachable broker does not make the replica unready: it is
+     * shown here, on steward_kafka_reachable and in the log. */
     reply_json(r, MHD_HTTP_OK,
-               json_pack("{s:b, s:I}", "ready", 1, "partitions", (json_int_t) assigned));
+               json_pack("{s:b, s:I, s:b}", "ready", 1, "partitions", (json_int_t) assigned,
+                         "kafka_reachable", (int) metrics_get(&metrics.kafka_reachable)));
+}
+
+/*
+ * 200 "ok" while every worker thread that has started made progress within
+ * stall_ms; 503 naming the first that did not. Reads only atomics: never
+ * waits for anything.
+ */
+static void get_healthz(http_t *h, reply_t *r)
+{
+    int64_t now = clock_monotonic_ms();
+
+    pthread_mutex_lock(&h->state_lock);
+    int64_t stall_ms = h->stall_ms;
+    pthread_mutex_unlock(&h->state_lock);
+    for (int t = 0; t < METRICS_N_THREADS; t++) {
+        int64_t beat = metrics_last_beat((metrics_thread_t) t);
+        if (beat > 0 && now - beat > stall_ms) {
+            char *text = NULL;
+            if (asprintf(&text, "stuck: the %s thread has made no progress for %lld s\n",
+                         metrics_thread_name((metrics_thread_t) t),
+                         (long long) ((now - beat) / 1000)) < 0)
+                text = NULL;
+            LOG_LIMITED(LOG_LEVEL_ERROR, "healthz", 10000, "healthz: a worker thread is stuck",
+                        "thread", metrics_thread_name((metrics_thread_t) t));
+            reply_body(r, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", text,
+                       text != NULL ? strlen(text) : 0);
+            return;
+        }
+    }
+    reply_body(r, MHD_HTTP_OK, "text/plain; charset=utf-8", strdup("ok\n"), 3);
 }
 
 /* ---- the JSON views ---------------------------------------------------------- */
@@ -748,7 +809,7 @@ static void route(http_t *h, struct MHD_Connection *conn, const char *url, const
         get_metrics(h, r);
         break;
     case EP_HEALTHZ:
-        reply_body(r, MHD_HTTP_OK, "text/plain; charset=utf-8", strdup("ok\n"), 3);
+        get_healthz(h, r);
         break;
     case EP_READYZ:
         get_readyz(h, r);
@@ -898,9 +959,12 @@ http_t *http_new(const char *listen, const char *conninfo, const char *group, er
     }
     pthread_mutex_init(&h->db_lock, NULL);
     pthread_mutex_init(&h->log_lock, NULL);
+    pthread_mutex_init(&h->state_lock, NULL);
+    h->stall_ms = DEFAULT_STALL_MS;
+    h->waiting = strdup("starting");
     h->conninfo = strdup(conninfo != NULL ? conninfo : "");
     h->group = strdup(group != NULL ? group : "");
-    if (h->conninfo == NULL || h->group == NULL) {
+    if (h->conninfo == NULL || h->group == NULL || h->waiting == NULL) {
         *cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
         goto fail;
     }
@@ -909,12 +973,15 @@ http_t *http_new(const char *listen, const char *conninfo, const char *group, er
     h->started = (double) now.tv_sec + (double) now.tv_nsec / 1e9;
 
     h->starting = true;
-    /* A thread per connection, not a small pool: a request waiting for a
-     * slow database must not hold up /healthz behind it. */
-    unsigned int flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                         MHD_USE_ERROR_LOG | (addrs->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    /* A pool of polling threads, not a thread per connection: idle
+     * connections then cost a descriptor, not a thread, and cannot use up
+     * what /healthz needs. A request waiting for a slow database holds one
+     * pool thread for its budget; the others keep accepting. */
+    unsigned int flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG |
+                         (addrs->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
     h->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, h, MHD_OPTION_EXTERNAL_LOGGER,
                                  mhd_log, h, MHD_OPTION_SOCK_ADDR, addrs->ai_addr,
+                                 MHD_OPTION_THREAD_POOL_SIZE, (unsigned int) POOL_THREADS,
                                  MHD_OPTION_CONNECTION_LIMIT, (unsigned int) MAX_CONNECTIONS,
                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int) IDLE_TIMEOUT_S,
                                  MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL, MHD_OPTION_END);
@@ -951,6 +1018,26 @@ int http_port(const http_t *h)
     return h->port;
 }
 
+void http_set_waiting(http_t *h, const char *reason)
+{
+    if (h == NULL)
+        return;
+    char *copy = reason != NULL ? strdup(reason) : NULL;
+    pthread_mutex_lock(&h->state_lock);
+    free(h->waiting);
+    h->waiting = reason != NULL && copy == NULL ? strdup("out of memory") : copy;
+    pthread_mutex_unlock(&h->state_lock);
+}
+
+void http_set_stall_after(http_t *h, int64_t ms)
+{
+    if (h == NULL)
+        return;
+    pthread_mutex_lock(&h->state_lock);
+    h->stall_ms = ms;
+    pthread_mutex_unlock(&h->state_lock);
+}
+
 void http_free(http_t *h)
 {
     if (h == NULL)
@@ -960,6 +1047,8 @@ void http_free(http_t *h)
     PQfinish(h->conn);
     pthread_mutex_destroy(&h->db_lock);
     pthread_mutex_destroy(&h->log_lock);
+    pthread_mutex_destroy(&h->state_lock);
+    free(h->waiting);
     free(h->conninfo);
     free(h->group);
     free(h);

@@ -5,10 +5,17 @@
  *   GET /metrics                      Prometheus text format 0.0.4: the
  *                                     counters of metrics.h, and gauges
  *                                     read from PostgreSQL at scrape time
- *   GET /healthz                      200 "ok" while the process serves
- *   GET /readyz                       200 when intake owns a partition and
- *                                     the database answers within a second;
- *                                     else 503 {"ready":false,"reason":...}
+ *   GET /healthz                      200 "ok" while every worker thread
+ *                                     that started (metrics_beat()) made
+ *                                     progress within the stall bound; else
+ *                                     503 naming the stuck thread
+ *   GET /readyz                       200 once started (http_set_waiting()),
+ *                                     in the consumer group (a standby with
+ *                                     no partitions included) and the
+ *                                     database answers within a second; else
+ *                                     503 {"ready":false,"reason":...}. An
+ *                                     unreachable broker is shown as
+ *                                     "kafka_reachable": false, not as 503
  *   GET /v1/instances/{process}/{key} query_instance(); 404 when absent
  *   GET /v1/stuck[?process=P]         query_stuck()
  *
@@ -18,14 +25,18 @@
  * (bad percent-encoding, a NUL, not UTF-8, longer than 2 KiB) 400; every
  * error body is JSON {"error": "..."}.
  *
- * The module owns a libmicrohttpd daemon (a listening thread and a thread
- * per connection, at most 64, where requests run) and one PostgreSQL
+ * The module owns a libmicrohttpd daemon (a pool of eight threads that
+ * poll every connection and run the requests; at most 1024 connections,
+ * idle ones closed after 10 s, so idle clients cost descriptors, never
+ * the threads /healthz needs) and one PostgreSQL
  * connection, opened at the first request that needs it, reopened after it
  * is lost, and used by one request at a time under a mutex (a PGconn is
  * not thread-safe). Every wait for it is bounded: /readyz gives up after a
  * second, a scrape's gauges after three, the JSON views after five plus
- * the statement_timeout (5 s) of their query. No other thread calls into
- * the module between http_new() and http_free().
+ * the statement_timeout (5 s) of their query. Apart from
+ * http_set_waiting() and http_set_stall_after(), which any thread may
+ * call, no other thread calls into the module between http_new() and
+ * http_free().
  */
 #ifndef STEWARD_HTTP_H
 #define STEWARD_HTTP_H
@@ -33,6 +44,7 @@
 #include "manager/err.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct http http_t; /* opaque; owns the daemon and the connection */
 
@@ -56,6 +68,17 @@ http_t *http_new(const char *listen, const char *conninfo, const char *group, er
 
 /* The port the server listens on (the kernel's pick when asked for 0). */
 int http_port(const http_t *h);
+
+/*
+ * Says why the daemon is not serving yet: /readyz answers 503 "starting:
+ * <reason>" until it is called with NULL. A new server starts as
+ * "starting". Any thread; `reason` is copied. NULL h is a no-op.
+ */
+void http_set_waiting(http_t *h, const char *reason);
+
+/* /healthz calls a worker thread stuck after this long without progress
+ * (default 5 minutes). Any thread. NULL h is a no-op. */
+void http_set_stall_after(http_t *h, int64_t ms);
 
 /* Stops the daemon (waiting for requests in flight), closes the
  * connection and frees everything. NULL is a no-op. */

@@ -51,7 +51,8 @@ struct intake {
     err_class_t failure; /* set by the rebalance callback when it cannot go on */
     char failure_text[512];
 
-    bool reachable; /* the last metadata request was answered */
+    bool reachable;       /* the last metadata request was answered */
+    bool reachable_known; /* a metadata request was made at all */
 
     rd_kafka_t *dlq; /* the dead-letter producer; NULL when off */
     char *dlq_topic;
@@ -75,11 +76,14 @@ static void clear_owned(intake_t *in)
     in->n_owned = 0;
 }
 
-/* Sleeps up to ms, waking early when asked to stop. */
+/* Sleeps up to ms, waking early when asked to stop. Waiting out an
+ * outage is progress as far as /healthz is concerned. */
 static void nap(intake_t *in, int ms)
 {
-    for (int slept = 0; slept < ms && !*in->stop; slept += 100)
+    for (int slept = 0; slept < ms && !*in->stop; slept += 100) {
+        metrics_beat(METRICS_INTAKE);
         usleep(100 * 1000);
+    }
 }
 
 /* ---- librdkafka callbacks ------------------------------------------------- */
@@ -194,6 +198,8 @@ static void on_assign(intake_t *in, rd_kafka_topic_partition_list_t *list)
         start_at_time(in, list);
     rd_kafka_assign(in->rk, list);
     metrics_set_assigned(list->cnt);
+    /* In the group, even with nothing assigned: a standby is ready. */
+    metrics_set(&metrics.group_joined, 1);
 }
 
 static void on_revoke(intake_t *in, rd_kafka_topic_partition_list_t *list)
@@ -363,7 +369,8 @@ static err_class_t apply_retrying(intake_t *in, const decode_input_t *msgs, size
         if (cls == ERR_TRANSIENT) {
             nap(in, backoff);
             backoff = backoff < 10000 ? backoff * 2 : 10000;
-            store_reconnect(in->store, errstr, errstr_size);
+            if (!*in->stop) /* a stop gives up at the next try, without a connect */
+                store_reconnect(in->store, errstr, errstr_size);
         }
     }
 }
@@ -382,7 +389,8 @@ static err_class_t refuse_retrying(intake_t *in, const decode_input_t *msg, stor
         if (cls == ERR_TRANSIENT) {
             nap(in, backoff);
             backoff = backoff < 10000 ? backoff * 2 : 10000;
-            store_reconnect(in->store, errstr, errstr_size);
+            if (!*in->stop) /* a stop gives up at the next try, without a connect */
+                store_reconnect(in->store, errstr, errstr_size);
         }
     }
 }
@@ -529,6 +537,17 @@ static err_class_t flush(intake_t *in, char *errstr, size_t errstr_size)
     cls = apply_retrying(in, inputs, n, parts, n_parts, &stats, errstr, errstr_size);
     if (cls == ERR_INVALID) /* some message's content: find it, commit the rest */
         cls = isolate(in, inputs, n, parts, n_parts, &stats, errstr, errstr_size);
+    if ((cls == ERR_TRANSIENT || cls == ERR_CONFLICT) && *in->stop) {
+        /* Nothing is lost by giving up here: the offsets in PostgreSQL did
+         * not move past what was committed, so whoever reads these
+         * partitions next reads the rest again. A stop must not wait for
+         * the database. */
+        LOG_WARN("stopping: the batch in hand is abandoned, not committed; it is read again "
+                 "from the stored offsets",
+                 "error", errstr, "class", err_class_name(cls));
+        cls = ERR_OK;
+        goto done;
+    }
     if (cls != ERR_OK)
         goto done;
 
@@ -824,7 +843,9 @@ static void check_reachable(intake_t *in)
     bool reachable = err == RD_KAFKA_RESP_ERR_NO_ERROR && md != NULL && md->broker_cnt > 0;
     if (md != NULL)
         rd_kafka_metadata_destroy(md);
-    if (reachable != in->reachable) {
+    metrics_set(&metrics.kafka_reachable, reachable);
+    /* Said at the first look only when it is bad news. */
+    if (in->reachable_known ? reachable != in->reachable : !reachable) {
         if (reachable)
             LOG_INFO("Kafka reachable");
         else
@@ -832,6 +853,7 @@ static void check_reachable(intake_t *in)
                      rd_kafka_err2str(err));
     }
     in->reachable = reachable;
+    in->reachable_known = true;
 }
 
 err_class_t intake_run(intake_t *in, volatile sig_atomic_t *stop, char *errstr, size_t errstr_size)
@@ -841,6 +863,7 @@ err_class_t intake_run(intake_t *in, volatile sig_atomic_t *stop, char *errstr, 
 
     in->stop = stop;
     while (!*stop && cls == ERR_OK) {
+        metrics_beat(METRICS_INTAKE);
         rd_kafka_message_t *m = rd_kafka_consumer_poll(in->rk, 100);
         if (in->failure != ERR_OK) {
             cls = err_set(in->failure, errstr, errstr_size, "%s", in->failure_text);

@@ -4,11 +4,19 @@
  * main() only picks the subcommand; each lives in manager/cli_*.c and
  * returns the exit code (0 ok, 1 runtime failure, 2 usage, config or
  * definition error).
+ *
+ * SIGTERM, SIGINT and SIGHUP are blocked before anything else, so one sent
+ * while the daemon starts waits for its handler instead of killing it (the
+ * default action). A command that handles them unblocks them itself once
+ * its handlers exist; for every other command the mask is restored.
  */
 #include "manager/cli.h"
 #include "manager/err.h"
 
 #include <curl/curl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -16,18 +24,19 @@ typedef struct command {
     const char *name;
     int (*run)(int argc, char **argv);
     const char *summary;
+    bool handles_signals; /* installs handlers and unblocks the signals itself */
 } command_t;
 
 static const command_t commands[] = {
-    {"run", cli_run, "consume events and keep every instance's state"},
-    {"check", cli_check, "validate process definitions"},
-    {"migrate", cli_migrate, "apply pending schema migrations"},
-    {"inspect", cli_inspect, "show one instance and its history"},
-    {"stuck", cli_stuck, "list open alerts by process and state"},
-    {"report", cli_report, "step latencies, deadline suggestions, volume"},
-    {"demo", cli_demo, "the whole story on an embedded Kafka"},
-    {"backtest", cli_backtest, "try a definition on the events Kafka retains"},
-    {"prune", cli_prune, "remove what the retention settings say is old"},
+    {"run", cli_run, "consume events and keep every instance's state", true},
+    {"check", cli_check, "validate process definitions", false},
+    {"migrate", cli_migrate, "apply pending schema migrations", false},
+    {"inspect", cli_inspect, "show one instance and its history", false},
+    {"stuck", cli_stuck, "list open alerts by process and state", false},
+    {"report", cli_report, "step latencies, deadline suggestions, volume", false},
+    {"demo", cli_demo, "the whole story on an embedded Kafka", false},
+    {"backtest", cli_backtest, "try a definition on the events Kafka retains", false},
+    {"prune", cli_prune, "remove what the retention settings say is old", false},
 };
 
 static void usage(FILE *out)
@@ -41,6 +50,13 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+    sigset_t handled, saved;
+    sigemptyset(&handled);
+    sigaddset(&handled, SIGTERM);
+    sigaddset(&handled, SIGINT);
+    sigaddset(&handled, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &handled, &saved);
+
     if (argc < 2) {
         usage(stderr);
         return EXIT_USAGE;
@@ -56,6 +72,8 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         if (strcmp(name, commands[i].name) == 0) {
+            if (!commands[i].handles_signals)
+                pthread_sigmask(SIG_SETMASK, &saved, NULL);
             /* Before any thread starts: libcurl's global setup is not thread-safe. */
             curl_global_init(CURL_GLOBAL_DEFAULT);
             int rc = commands[i].run(argc - 1, argv + 1);

@@ -3,6 +3,8 @@
  */
 #include "manager/metrics.h"
 
+#include "manager/clock.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,4 +153,27 @@ size_t metrics_unknown_types(metrics_unknown_t **out)
     }
     pthread_mutex_unlock(&unknown_lock);
     return n;
+}
+
+const char *metrics_thread_name(metrics_thread_t t)
+{
+    static const char *const names[METRICS_N_THREADS] = {"intake", "scheduler", "notifier"};
+    return t < METRICS_N_THREADS && names[t] != NULL ? names[t] : "unknown";
+}
+
+void metrics_beat(metrics_thread_t t)
+{
+    int64_t now = clock_monotonic_ms();
+    /* 0 means "never": a clock that starts at 0 still counts as a beat. */
+    atomic_store_explicit(&metrics.beats[t], now > 0 ? now : 1, memory_order_relaxed);
+}
+
+int64_t metrics_last_beat(metrics_thread_t t)
+{
+    return atomic_load_explicit(&metrics.beats[t], memory_order_relaxed);
+}
+
+void metrics_beat_stop(metrics_thread_t t)
+{
+    atomic_store_explicit(&metrics.beats[t], 0, memory_order_relaxed);
 }

@@ -25,6 +25,14 @@
 #define METRICS_BATCH_BUCKETS 12
 extern const int64_t metrics_batch_bounds_ms[METRICS_BATCH_BUCKETS];
 
+/* The worker threads whose progress /healthz watches. */
+typedef enum metrics_thread {
+    METRICS_INTAKE, /* the main thread: start-up, then intake */
+    METRICS_SCHEDULER,
+    METRICS_NOTIFIER,
+    METRICS_N_THREADS,
+} metrics_thread_t;
+
 typedef struct metrics {
     atomic_llong events_read;                 /* Kafka messages consumed */
     atomic_llong events_ignored;              /* no process declares their type */
@@ -45,13 +53,38 @@ typedef struct metrics {
     atomic_llong batch_ms_sum;
 
     atomic_llong partitions_assigned; /* claimed by intake now; 0 while none */
+    atomic_llong group_joined;        /* 1 once intake got its first assignment, empty or not */
+    atomic_llong kafka_reachable;     /* 1 while the last metadata request was answered */
+
+    /* When each worker thread last made progress (monotonic ms); 0 before
+     * it started. See metrics_beat(). */
+    atomic_llong beats[METRICS_N_THREADS];
 } metrics_t;
+
+/* The thread's name as /healthz prints it. */
+const char *metrics_thread_name(metrics_thread_t t);
+
+/* Records that thread t is making progress now: once per pass of its loop
+ * and once per wait (backoff, retry) inside one. Any thread, lock-free. */
+void metrics_beat(metrics_thread_t t);
+
+/* When thread t last beat (monotonic ms), 0 if never. */
+int64_t metrics_last_beat(metrics_thread_t t);
+
+/* Forgets thread t's beats: it stopped on purpose (a clean stop). */
+void metrics_beat_stop(metrics_thread_t t);
 
 extern metrics_t metrics;
 
 static inline void metrics_add(atomic_llong *counter, long long n)
 {
     atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
+}
+
+/* Sets a gauge (group_joined, kafka_reachable). Any thread. */
+static inline void metrics_set(atomic_llong *gauge, long long value)
+{
+    atomic_store_explicit(gauge, value, memory_order_relaxed);
 }
 
 static inline long long metrics_get(atomic_llong *counter)

@@ -976,6 +976,7 @@ void notifier_run(notifier_t *n, volatile sig_atomic_t *stop, int64_t drain_ms, 
     notifier_set_routes(n, held->routes);
     for (;;) {
         notifier_stats_t stats;
+        metrics_beat(METRICS_NOTIFIER); /* /healthz: this thread is not stuck */
         if (gen_refresh(cur, &held))
             notifier_set_routes(n, held->routes);
         /* Transfers in flight carry their own copies, so the old routes may go. */

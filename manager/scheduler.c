@@ -621,8 +621,10 @@ void sched_run(sched_t *s, volatile sig_atomic_t *stop, gen_current_t *cur)
         if (cls != ERR_OK)
             LOG_LIMITED(LOG_LEVEL_WARN, "sched-tick", 10000, "deadline pass failed; retrying",
                         "error", errstr, "class", err_class_name(cls));
-        for (int64_t slept = 0; slept < s->interval_ms && !*stop; slept += 50)
+        for (int64_t slept = 0; slept < s->interval_ms && !*stop; slept += 50) {
+            metrics_beat(METRICS_SCHEDULER); /* /healthz: this thread is not stuck */
             usleep(50 * 1000);
+        }
     }
     s->stop = NULL;
     gen_release(held);

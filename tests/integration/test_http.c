@@ -3,12 +3,11 @@
  * broker and PostgreSQL. Steward listens on 127.0.0.1:0 and the test
  * learns the port from its "http listening" log line.
  *
- *   serving   /healthz answers at once; /readyz says 503 "no partitions
- *             assigned" while the definition's topics do not exist yet and
- *             200 once they do; /metrics counts what was consumed (exact
- *             values), carries the database gauges and passes
- *             `promtool check metrics`; /v1/instances and /v1/stuck answer
- *             the query views, a key with '/' asked for as %2F; unknown
+ *   serving   /healthz answers at once; /readyz says 503 "joining the
+ *             consumer group" while the definition's topics do not exist
+ *             yet (there is no group to join) and 200 once they do; /metrics counts what was
+ * consumed (exact values), carries the database gauges and passes `promtool check metrics`;
+ * /v1/instances and /v1/stuck answer the query views, a key with '/' asked for as %2F; unknown
  *             paths 404, POST 405 with Allow, malformed paths 400
  *   startup   a malformed http.listen exits 2; a port in use exits 1
  */
@@ -330,16 +329,16 @@ START_TEST(serves_probes_metrics_and_views)
     w.pid = tl_steward_spawn(argv, NULL, w.log);
     wait_listening();
 
-    /* Alive at once; not ready while nothing is assigned: the topics the
+    /* Alive at once; not ready while not in the group: the topics the
      * definition reads do not exist yet. */
     response_t r = request("GET", "/healthz");
     ck_assert_int_eq(r.status, 200);
     ck_assert_str_eq(r.body, "ok\n");
     response_free(&r);
-    sleep(2); /* the group formed, with nothing to assign */
+    sleep(2); /* the consumer looked for its topics and found none */
     json_t *doc = get_json("/readyz", 503);
     ck_assert_int_eq(json_is_false(json_object_get(doc, "ready")), 1);
-    ck_assert_str_eq(str(doc, "reason"), "no partitions assigned");
+    ck_assert_str_eq(str(doc, "reason"), "joining the consumer group");
     json_decref(doc);
 
     /* The topics appear: the group assigns them, and steward is ready. */
@@ -355,6 +354,7 @@ START_TEST(serves_probes_metrics_and_views)
     }
     doc = get_json("/readyz", 200);
     ck_assert_int_eq(json_is_true(json_object_get(doc, "ready")), 1);
+    ck_assert_int_eq(json_is_true(json_object_get(doc, "kafka_reachable")), 1);
     json_decref(doc);
 
     /* Five orders, one of them keyed with a '/'; then two payments. */
@@ -389,6 +389,7 @@ START_TEST(serves_probes_metrics_and_views)
     ck_assert_double_eq(series(text, "steward_alerts_opened_total"), 3);
     ck_assert_double_eq(series(text, "steward_partitions_assigned"), 3);
     ck_assert_double_eq(series(text, "steward_database_up"), 1);
+    ck_assert_double_eq(series(text, "steward_kafka_reachable"), 1);
     ck_assert_double_eq(series(text, "steward_build_info{version=\"" STEWARD_VERSION "\"}"), 1);
     ck_assert_double_eq(series(text, "steward_instances_open{process=\"alert_order\","
                                      "state=\"awaiting_payment\"}"),
