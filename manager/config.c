@@ -19,7 +19,7 @@ typedef enum config_type {
     CONFIG_INT,
     CONFIG_DURATION,
     CONFIG_LOG_LEVEL,
-    CONFIG_BOOL, /* true/false, 1/0, yes/no, on/off */
+    CONFIG_BOOL,         /* true/false, 1/0, yes/no, on/off */
     CONFIG_DURATION_OFF, /* a duration, or "off" for 0 */
 } config_type_t;
 

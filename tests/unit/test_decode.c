@@ -454,8 +454,11 @@ END_TEST
 
 START_TEST(control_characters_made_printable)
 {
-    json_t *doc = json_pack("{s:s, s:[s, s], s:{s:s}}", "key", "K\x1b]0;owned\x07-1", "list",
-                            "plain", "csi\xc2\x9b" "2J", "nested", "a\x1b", "tab\there");
+    json_t *doc =
+        json_pack("{s:s, s:[s, s], s:{s:s}}", "key", "K\x1b]0;owned\x07-1", "list", "plain",
+                  "csi\xc2\x9b"
+                  "2J",
+                  "nested", "a\x1b", "tab\there");
     decode_json_printable(doc);
     ck_assert_str_eq(json_string_value(json_object_get(doc, "key")), "K\\x1b]0;owned\\x07-1");
     ck_assert_str_eq(json_string_value(json_array_get(json_object_get(doc, "list"), 0)), "plain");
