@@ -12,7 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const kind_names[] = {"deadline", "process_deadline", "sequence", "blind"};
+static const char *const kind_names[] = {"deadline", "process_deadline", "sequence", "blind",
+                                         "unloadable"};
 
 const char *alert_kind_name(alert_kind_t kind)
 {

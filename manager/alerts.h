@@ -34,6 +34,7 @@ typedef enum alert_kind {
     ALERT_PROCESS_DEADLINE,
     ALERT_SEQUENCE,
     ALERT_BLIND,
+    ALERT_UNLOADABLE, /* instances on a definition version that no longer loads */
 } alert_kind_t;
 
 const char *alert_kind_name(alert_kind_t kind);

@@ -104,8 +104,9 @@ static const char late_sql[] =
 static long print_alerts(PGconn *conn, const def_t *def, bool as_json)
 {
     json_t *list = json_array();
-    PGresult *res = PQexec(conn, "SELECT kind, key, state, owner, summary FROM steward.alerts "
-                                 "WHERE kind <> 'blind' ORDER BY deadline_at, id");
+    PGresult *res =
+        PQexec(conn, "SELECT kind, key, state, owner, summary FROM steward.alerts "
+                     "WHERE kind NOT IN ('blind', 'unloadable') ORDER BY deadline_at, id");
     for (int row = 0; PQresultStatus(res) == PGRES_TUPLES_OK && row < PQntuples(res); row++)
         json_array_append_new(
             list, json_pack("{s:s, s:s, s:s, s:s, s:s, s:b}", "kind", PQgetvalue(res, row, 0),

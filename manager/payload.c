@@ -203,6 +203,8 @@ const char *payload_alertname(const char *kind)
         return "StewardSequenceViolation";
     if (strcmp(kind, "blind") == 0)
         return "StewardBlind";
+    if (strcmp(kind, "unloadable") == 0)
+        return "StewardUnloadableVersion";
     return "Steward";
 }
 

@@ -215,8 +215,8 @@ static void alert_unloadable(sched_t *s, alert_batch_t *alerts, const char *proc
     snprintf(dedup, sizeof dedup, "steward:unloadable:%s:%d", process, version);
     json_t *details =
         json_pack("{s:s, s:i, s:s}", "process", process, "version", version, "reason", why);
-    alert_batch_open(alerts, ALERT_BLIND, process, NULL, NULL, s->blind_owner, summary, details,
-                     dedup, -1);
+    alert_batch_open(alerts, ALERT_UNLOADABLE, process, NULL, NULL, s->blind_owner, summary,
+                     details, dedup, -1);
     json_decref(details);
 }
 
@@ -395,8 +395,7 @@ static const char stale_sql[] =
 static const char unloadable_done_sql[] =
     "SELECT 'steward:unloadable:' || a.process || ':' || (a.details->>'version') "
     "FROM steward.alerts a "
-    "WHERE a.resolved_at IS NULL AND a.kind = 'blind' AND a.process IS NOT NULL "
-    "  AND a.details ? 'version' "
+    "WHERE a.resolved_at IS NULL AND a.kind = 'unloadable' "
     "  AND NOT EXISTS (SELECT 1 FROM steward.instances i WHERE i.process = a.process "
     "    AND i.version = (a.details->>'version')::int "
     "    AND i.suspended IS NOT NULL AND i.status = 'active')";
@@ -492,7 +491,7 @@ static err_class_t check_blind(sched_t *s, sched_stats_t *stats, char *errstr, s
                         NULL, &cls, errstr, errstr_size)) == NULL)
         goto fail;
     for (int row = 0; row < PQntuples(res); row++)
-        alert_batch_resolve_key(&alerts, ALERT_BLIND, PQgetvalue(res, row, 0),
+        alert_batch_resolve_key(&alerts, ALERT_UNLOADABLE, PQgetvalue(res, row, 0),
                                 "no open instance of the version is set aside any more");
     PQclear(res);
     res = NULL;

@@ -265,10 +265,10 @@ START_TEST(unloadable_version_is_set_aside_and_the_healthy_instance_alerted)
     ck_assert_int_eq(scalar_long("SELECT count(*) FROM steward.alerts WHERE kind = 'deadline'"), 1);
     ck_assert_int_eq(
         scalar_long(
-            "SELECT count(*) FROM steward.alerts WHERE dedup_key LIKE 'steward:unloadable%'"),
+            "SELECT count(*) FROM steward.alerts WHERE kind = 'unloadable'"),
         1);
     char *summary = tl_db_scalar(
-        w.conn, "SELECT summary FROM steward.alerts WHERE dedup_key LIKE 'steward:unloadable%'", 0,
+        w.conn, "SELECT summary FROM steward.alerts WHERE kind = 'unloadable'", 0,
         NULL);
     ck_assert_msg(tl_contains(summary, "alert_order on version 7") &&
                       tl_contains(summary, "no longer loads"),

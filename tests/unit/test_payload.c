@@ -238,6 +238,7 @@ START_TEST(alertmanager_open_and_resolved)
     json_decref(list);
 
     ck_assert_str_eq(payload_alertname("blind"), "StewardBlind");
+    ck_assert_str_eq(payload_alertname("unloadable"), "StewardUnloadableVersion");
     ck_assert_str_eq(payload_alertname("sequence"), "StewardSequenceViolation");
     ck_assert_str_eq(payload_alertname("process_deadline"), "StewardProcessDeadline");
 }
