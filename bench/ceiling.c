@@ -31,7 +31,7 @@
  * usage: steward-ceiling CONNINFO [SCHEMA]
  * Prints key=value lines on stdout (for the script); exits 0 on success.
  */
-#include "manager/pgarr.h"
+#include "common/pgarr.h"
 
 #include <libpq-fe.h>
 #include <stdbool.h>

@@ -6,7 +6,7 @@
  *
  *   steward-deadlines CONNINFO GROUP DEFINITION
  */
-#include "manager/log.h"
+#include "common/log.h"
 #include "manager/routes.h"
 #include "manager/scheduler.h"
 

@@ -3,10 +3,10 @@
  */
 #include "manager/alerts.h"
 
-#include "manager/db.h"
-#include "manager/log.h"
-#include "manager/sha256.h"
-#include "manager/utf8.h"
+#include "common/db.h"
+#include "common/log.h"
+#include "common/sha256.h"
+#include "common/utf8.h"
 
 #include <stdio.h>
 #include <stdlib.h>

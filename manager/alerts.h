@@ -21,8 +21,8 @@
 #ifndef STEWARD_ALERTS_H
 #define STEWARD_ALERTS_H
 
-#include "manager/err.h"
-#include "manager/pgarr.h"
+#include "common/err.h"
+#include "common/pgarr.h"
 #include "manager/routes.h"
 
 #include <jansson.h>

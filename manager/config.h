@@ -12,8 +12,8 @@
 #ifndef STEWARD_CONFIG_H
 #define STEWARD_CONFIG_H
 
-#include "manager/err.h"
-#include "manager/log.h"
+#include "common/err.h"
+#include "common/log.h"
 
 #include <jansson.h>
 #include <stdbool.h>

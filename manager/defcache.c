@@ -3,7 +3,7 @@
  */
 #include "manager/defcache.h"
 
-#include "manager/log.h"
+#include "common/log.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,11 +8,11 @@
  */
 #include "manager/http.h"
 
-#include "manager/clock.h"
-#include "manager/db.h"
-#include "manager/log.h"
+#include "common/clock.h"
+#include "common/db.h"
+#include "common/log.h"
 #include "manager/metrics.h"
-#include "manager/prom.h"
+#include "common/prom.h"
 #include "manager/query.h"
 
 #include <errno.h>

@@ -41,7 +41,7 @@
 #ifndef STEWARD_HTTP_H
 #define STEWARD_HTTP_H
 
-#include "manager/err.h"
+#include "common/err.h"
 
 #include <stddef.h>
 #include <stdint.h>

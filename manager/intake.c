@@ -3,8 +3,8 @@
  */
 #include "manager/intake.h"
 
-#include "manager/clock.h"
-#include "manager/log.h"
+#include "common/clock.h"
+#include "common/log.h"
 #include "manager/metrics.h"
 #include "manager/store.h"
 

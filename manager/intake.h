@@ -16,8 +16,8 @@
 #define STEWARD_INTAKE_H
 
 #include "definitions/def.h"
-#include "manager/decode.h"
-#include "manager/err.h"
+#include "engine/decode.h"
+#include "common/err.h"
 #include "manager/routes.h"
 
 #include <signal.h>

@@ -3,7 +3,7 @@
  */
 #include "manager/metrics.h"
 
-#include "manager/clock.h"
+#include "common/clock.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -12,8 +12,8 @@
 #ifndef STEWARD_METRICS_H
 #define STEWARD_METRICS_H
 
-#include "manager/decode.h"
-#include "manager/engine.h"
+#include "engine/decode.h"
+#include "engine/engine.h"
 #include "manager/routes.h"
 
 #include <stdatomic.h>

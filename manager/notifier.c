@@ -4,13 +4,13 @@
 #include "manager/notifier.h"
 
 #include "manager/alerts.h"
-#include "manager/clock.h"
-#include "manager/db.h"
-#include "manager/decode.h"
-#include "manager/log.h"
+#include "common/clock.h"
+#include "common/db.h"
+#include "engine/decode.h"
+#include "common/log.h"
 #include "manager/metrics.h"
 #include "manager/payload.h"
-#include "manager/pgarr.h"
+#include "common/pgarr.h"
 
 #include <curl/curl.h>
 #include <errno.h>

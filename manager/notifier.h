@@ -32,7 +32,7 @@
 #ifndef STEWARD_NOTIFIER_H
 #define STEWARD_NOTIFIER_H
 
-#include "manager/err.h"
+#include "common/err.h"
 #include "manager/generation.h"
 #include "manager/routes.h"
 

@@ -4,8 +4,8 @@
 #include "manager/payload.h"
 
 #include "definitions/duration.h"
-#include "manager/decode.h"
-#include "manager/utf8.h"
+#include "engine/decode.h"
+#include "common/utf8.h"
 
 #include <stdio.h>
 #include <stdlib.h>

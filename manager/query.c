@@ -3,7 +3,7 @@
  */
 #include "manager/query.h"
 
-#include "manager/db.h"
+#include "common/db.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,7 @@
 #ifndef STEWARD_QUERY_H
 #define STEWARD_QUERY_H
 
-#include "manager/err.h"
+#include "common/err.h"
 
 #include <jansson.h>
 #include <libpq-fe.h>

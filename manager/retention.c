@@ -4,9 +4,9 @@
 #include "manager/retention.h"
 
 #include "definitions/duration.h"
-#include "manager/clock.h"
-#include "manager/db.h"
-#include "manager/log.h"
+#include "common/clock.h"
+#include "common/db.h"
+#include "common/log.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -25,7 +25,7 @@
 #define STEWARD_RETENTION_H
 
 #include "manager/config.h"
-#include "manager/err.h"
+#include "common/err.h"
 
 #include <jansson.h>
 #include <libpq-fe.h>

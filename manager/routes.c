@@ -5,8 +5,8 @@
 
 #include "definitions/def.h"
 #include "manager/config.h"
-#include "manager/log.h"
-#include "manager/sha256.h"
+#include "common/log.h"
+#include "common/sha256.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -24,7 +24,7 @@
 #ifndef STEWARD_ROUTES_H
 #define STEWARD_ROUTES_H
 
-#include "manager/err.h"
+#include "common/err.h"
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -38,7 +38,7 @@
 #define STEWARD_SCHEDULER_H
 
 #include "definitions/def.h"
-#include "manager/err.h"
+#include "common/err.h"
 #include "manager/generation.h"
 #include "manager/routes.h"
 

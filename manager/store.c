@@ -22,13 +22,13 @@
 #include "manager/store.h"
 
 #include "manager/alerts.h"
-#include "manager/clock.h"
-#include "manager/db.h"
+#include "common/clock.h"
+#include "common/db.h"
 #include "manager/defcache.h"
-#include "manager/engine.h"
-#include "manager/log.h"
+#include "engine/engine.h"
+#include "common/log.h"
 #include "manager/metrics.h"
-#include "manager/pgarr.h"
+#include "common/pgarr.h"
 
 #include <inttypes.h>
 #include <stdio.h>

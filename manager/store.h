@@ -18,8 +18,8 @@
 #define STEWARD_STORE_H
 
 #include "definitions/def.h"
-#include "manager/decode.h"
-#include "manager/err.h"
+#include "engine/decode.h"
+#include "common/err.h"
 #include "manager/routes.h"
 
 #include <stdbool.h>

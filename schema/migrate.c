@@ -3,7 +3,7 @@
  */
 #include "schema/migrate.h"
 
-#include "manager/db.h"
+#include "common/db.h"
 
 #include <stdbool.h>
 #include <stdio.h>

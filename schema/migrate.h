@@ -12,7 +12,7 @@
 #ifndef STEWARD_MIGRATE_H
 #define STEWARD_MIGRATE_H
 
-#include "manager/err.h"
+#include "common/err.h"
 
 #include <libpq-fe.h>
 #include <stddef.h>

@@ -5,9 +5,9 @@
 #include "shadow/report.h"
 
 #include "definitions/duration.h"
-#include "manager/clock.h"
-#include "manager/db.h"
-#include "manager/pgarr.h"
+#include "common/clock.h"
+#include "common/db.h"
+#include "common/pgarr.h"
 
 #include <math.h>
 #include <stdlib.h>

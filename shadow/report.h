@@ -29,7 +29,7 @@
 #define STEWARD_REPORT_H
 
 #include "definitions/def.h"
-#include "manager/err.h"
+#include "common/err.h"
 
 #include <jansson.h>
 #include <libpq-fe.h>

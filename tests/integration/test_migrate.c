@@ -3,7 +3,7 @@
  * database, a second run that changes nothing, two runners at once, and
  * the refusals (a tampered migration, a schema newer than the binary).
  */
-#include "manager/db.h"
+#include "common/db.h"
 #include "schema/migrate.h"
 #include "testlib.h"
 

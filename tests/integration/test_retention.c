@@ -20,7 +20,7 @@
  *                             the same on its own, then stops cleanly
  *   prune_usage               unknown flags and bad retention values exit 2
  */
-#include "manager/db.h"
+#include "common/db.h"
 #include "manager/retention.h"
 #include "testlib.h"
 

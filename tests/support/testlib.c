@@ -3,7 +3,7 @@
  */
 #include "testlib.h"
 
-#include "manager/db.h"
+#include "common/db.h"
 
 #include <check.h>
 #include <curl/curl.h>

@@ -4,7 +4,7 @@
  * libpq's parse errors (which quote what they could not parse) or from
  * anything else it says.
  */
-#include "manager/db.h"
+#include "common/db.h"
 #include "testlib.h"
 
 #include <check.h>

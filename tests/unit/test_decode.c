@@ -3,7 +3,7 @@
  * the bad-input kinds, CloudEvents in binary and structured mode, and the
  * envelope (key, identity, time) a definition reads.
  */
-#include "manager/decode.h"
+#include "engine/decode.h"
 #include "testlib.h"
 
 #include <check.h>

@@ -2,7 +2,7 @@
  * test_engine - the pure state machine: every outcome, captures,
  * deadlines from event time, and the replay of parked events.
  */
-#include "manager/engine.h"
+#include "engine/engine.h"
 #include "testlib.h"
 
 #include <check.h>

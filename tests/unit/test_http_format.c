@@ -3,7 +3,7 @@
  * escaping, value spelling, histograms, and names refused.
  */
 #include "manager/metrics.h"
-#include "manager/prom.h"
+#include "common/prom.h"
 #include "testlib.h"
 
 #include <check.h>

@@ -7,8 +7,8 @@
 #include "manager/alerts.h"
 #include "manager/notifier.h"
 #include "manager/routes.h"
-#include "manager/sha256.h"
-#include "manager/utf8.h"
+#include "common/sha256.h"
+#include "common/utf8.h"
 #include "testlib.h"
 
 #include <check.h>

@@ -1,7 +1,7 @@
 /*
  * test_pgarr - array literals: the quoting that keeps any text a value.
  */
-#include "manager/pgarr.h"
+#include "common/pgarr.h"
 #include "testlib.h"
 
 #include <check.h>

@@ -6,9 +6,9 @@
  */
 #include "definitions/def.h"
 #include "definitions/duration.h"
-#include "manager/decode.h"
-#include "sim.h"
-#include "sim_def.h"
+#include "engine/decode.h"
+#include "sim/sim.h"
+#include "sim/sim_def.h"
 #include "testlib.h"
 
 #include <check.h>

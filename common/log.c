@@ -1,7 +1,7 @@
 /*
  * log - JSON lines on stderr; see log.h.
  */
-#include "manager/log.h"
+#include "common/log.h"
 
 #include <pthread.h>
 #include <stdarg.h>

@@ -10,8 +10,8 @@
  * EXIT_USAGE for problems or bad arguments.
  */
 #include "definitions/def.h"
-#include "manager/cli.h"
-#include "manager/err.h"
+#include "cli/cli.h"
+#include "common/err.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -37,7 +37,7 @@
 #ifndef STEWARD_SIM_H
 #define STEWARD_SIM_H
 
-#include "manager/err.h"
+#include "common/err.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -2,7 +2,7 @@
  * sim_def - the flow read from a definition, and its per-run rewrite; see
  * sim_def.h.
  */
-#include "sim_def.h"
+#include "sim/sim_def.h"
 
 #include "definitions/duration.h"
 

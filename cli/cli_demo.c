@@ -12,9 +12,9 @@
  * stalled in, and no alert for any other. The exit status says whether the
  * check held.
  */
-#include "manager/cli.h"
-#include "manager/db.h"
-#include "manager/err.h"
+#include "cli/cli.h"
+#include "common/db.h"
+#include "common/err.h"
 #include "schema/migrate.h"
 
 #include <errno.h>

@@ -1,7 +1,7 @@
 /*
  * steward - a process manager for workflows that run across many services.
  *
- * main() only picks the subcommand; each lives in manager/cli_*.c and
+ * main() only picks the subcommand; each lives in cli/cli_*.c and
  * returns the exit code (0 ok, 1 runtime failure, 2 usage, config or
  * definition error).
  *
@@ -10,8 +10,8 @@
  * default action). A command that handles them unblocks them itself once
  * its handlers exist; for every other command the mask is restored.
  */
-#include "manager/cli.h"
-#include "manager/err.h"
+#include "cli/cli.h"
+#include "common/err.h"
 
 #include <curl/curl.h>
 #include <pthread.h>

@@ -1,7 +1,7 @@
 /*
  * utf8 - character-boundary cuts; see utf8.h.
  */
-#include "manager/utf8.h"
+#include "common/utf8.h"
 
 #include <stdbool.h>
 #include <string.h>

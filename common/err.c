@@ -1,7 +1,7 @@
 /*
  * err - error classes and the errstr convention; see err.h.
  */
-#include "manager/err.h"
+#include "common/err.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -7,7 +7,7 @@
  * path and the rates, so raising --stall-rate stalls more orders without
  * changing the latencies of the others.
  */
-#include "sim.h"
+#include "sim/sim.h"
 
 #include <inttypes.h>
 #include <math.h>

@@ -1,7 +1,7 @@
 /*
  * prom - the Prometheus text writer; see prom.h.
  */
-#include "manager/prom.h"
+#include "common/prom.h"
 
 #include <math.h>
 #include <stdio.h>

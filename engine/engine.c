@@ -1,7 +1,7 @@
 /*
  * engine - the pure state machine of one instance; see engine.h.
  */
-#include "manager/engine.h"
+#include "engine/engine.h"
 
 #include "definitions/duration.h"
 #include "definitions/jsonptr.h"

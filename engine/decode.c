@@ -1,7 +1,7 @@
 /*
  * decode - message checks, CloudEvents and envelopes; see decode.h.
  */
-#include "manager/decode.h"
+#include "engine/decode.h"
 
 #include "definitions/jsonptr.h"
 

@@ -1,7 +1,7 @@
 /*
  * clock - wall and monotonic milliseconds; see clock.h.
  */
-#include "manager/clock.h"
+#include "common/clock.h"
 
 #include <time.h>
 

@@ -7,9 +7,9 @@
  */
 #include "definitions/def.h"
 #include "definitions/duration.h"
-#include "manager/cli.h"
-#include "manager/db.h"
-#include "manager/err.h"
+#include "cli/cli.h"
+#include "common/db.h"
+#include "common/err.h"
 #include "shadow/report.h"
 
 #include <getopt.h>

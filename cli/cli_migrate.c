@@ -1,9 +1,9 @@
 /*
  * cli_migrate - `steward migrate`: bring the steward schema up to date.
  */
-#include "manager/cli.h"
-#include "manager/db.h"
-#include "manager/err.h"
+#include "cli/cli.h"
+#include "common/db.h"
+#include "common/err.h"
 #include "schema/migrate.h"
 
 #include <getopt.h>

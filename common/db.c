@@ -1,9 +1,9 @@
 /*
  * db - shared PostgreSQL plumbing; see db.h.
  */
-#include "manager/db.h"
+#include "common/db.h"
 
-#include "manager/log.h"
+#include "common/log.h"
 
 #include <stdbool.h>
 #include <stdio.h>

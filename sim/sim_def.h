@@ -15,8 +15,8 @@
 #define STEWARD_SIM_DEF_H
 
 #include "definitions/def.h"
-#include "manager/err.h"
-#include "sim.h"
+#include "common/err.h"
+#include "sim/sim.h"
 
 #include <jansson.h>
 #include <stddef.h>

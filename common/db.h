@@ -8,7 +8,7 @@
 #ifndef STEWARD_DB_H
 #define STEWARD_DB_H
 
-#include "manager/err.h"
+#include "common/err.h"
 
 #include <libpq-fe.h>
 #include <stddef.h>

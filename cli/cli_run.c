@@ -17,14 +17,14 @@
  * each attempt logged), not ready meanwhile, and a stop during the wait
  * exits 0.
  */
-#include "manager/cli.h"
+#include "cli/cli.h"
 #include "manager/config.h"
-#include "manager/db.h"
-#include "manager/err.h"
+#include "common/db.h"
+#include "common/err.h"
 #include "manager/generation.h"
 #include "manager/http.h"
 #include "manager/intake.h"
-#include "manager/log.h"
+#include "common/log.h"
 #include "manager/metrics.h"
 #include "manager/notifier.h"
 #include "manager/retention.h"

@@ -2,7 +2,7 @@
  * sha256 - FIPS 180-4 SHA-256; see sha256.h. Written out here rather than
  * linked from libcrypto: one function does not justify a new dependency.
  */
-#include "manager/sha256.h"
+#include "common/sha256.h"
 
 #include <string.h>
 

@@ -4,11 +4,11 @@
  * would remove). See manager/retention.h for what goes and what stays.
  */
 #include "definitions/duration.h"
-#include "manager/cli.h"
-#include "manager/clock.h"
+#include "cli/cli.h"
+#include "common/clock.h"
 #include "manager/config.h"
-#include "manager/db.h"
-#include "manager/err.h"
+#include "common/db.h"
+#include "common/err.h"
 #include "manager/retention.h"
 
 #include <getopt.h>

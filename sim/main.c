@@ -14,10 +14,10 @@
  * an interrupt), 2 usage.
  */
 #include "definitions/def.h"
-#include "manager/decode.h"
-#include "manager/err.h"
-#include "sim.h"
-#include "sim_def.h"
+#include "engine/decode.h"
+#include "common/err.h"
+#include "sim/sim.h"
+#include "sim/sim_def.h"
 
 #include <errno.h>
 #include <getopt.h>

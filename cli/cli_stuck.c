@@ -3,10 +3,10 @@
  * state, oldest first: what is stuck, for how long, and whose it is.
  */
 #include "definitions/duration.h"
-#include "manager/cli.h"
-#include "manager/db.h"
-#include "manager/decode.h"
-#include "manager/err.h"
+#include "cli/cli.h"
+#include "common/db.h"
+#include "engine/decode.h"
+#include "common/err.h"
 #include "manager/query.h"
 
 #include <getopt.h>

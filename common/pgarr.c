@@ -1,7 +1,7 @@
 /*
  * pgarr - text-form array literals; see pgarr.h.
  */
-#include "manager/pgarr.h"
+#include "common/pgarr.h"
 
 #include <inttypes.h>
 #include <stdio.h>
