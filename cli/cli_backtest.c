@@ -9,14 +9,15 @@
  * state is never touched: not the live schema, not the live group's
  * offsets. The scratch database is dropped at the end unless --keep.
  */
-#include "definitions/duration.h"
 #include "cli/cli.h"
 #include "common/clock.h"
 #include "common/db.h"
-#include "engine/decode.h"
 #include "common/err.h"
-#include "manager/intake.h"
 #include "common/log.h"
+#include "common/rfc3339.h"
+#include "definitions/duration.h"
+#include "engine/decode.h"
+#include "manager/intake.h"
 #include "manager/routes.h"
 #include "manager/scheduler.h"
 #include "schema/migrate.h"
@@ -72,7 +73,7 @@ static bool parse_when(const char *text, int64_t *ms)
 {
     int64_t ago;
     char why[128];
-    if (decode_parse_time(text, ms))
+    if (rfc3339_parse(text, ms))
         return true;
     if (duration_parse(text, &ago, why, sizeof why)) {
         *ms = clock_wall_ms() - ago;
@@ -293,10 +294,7 @@ int cli_backtest(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
-    time_t from_secs = (time_t) (from_ms / 1000);
-    struct tm tm;
-    gmtime_r(&from_secs, &tm);
-    strftime(from_text, sizeof from_text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    rfc3339_format_seconds(from_ms, from_text, sizeof from_text);
     fprintf(stderr, "steward backtest: replaying %s from %s into %s\n", definition, from_text,
             scratch);
     log_set_level(LOG_LEVEL_WARN);

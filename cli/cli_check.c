@@ -9,9 +9,9 @@
  * definition and a summary. Exit codes: EXIT_OK when all are valid,
  * EXIT_USAGE for problems or bad arguments.
  */
-#include "definitions/def.h"
 #include "cli/cli.h"
 #include "common/err.h"
+#include "definitions/def.h"
 
 #include <stdio.h>
 #include <stdlib.h>

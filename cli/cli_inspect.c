@@ -2,11 +2,11 @@
  * cli_inspect - `steward inspect PROCESS KEY`: where one instance stands
  * and everything that happened to it, in one command.
  */
-#include "definitions/duration.h"
 #include "cli/cli.h"
 #include "common/db.h"
-#include "engine/decode.h"
 #include "common/err.h"
+#include "definitions/duration.h"
+#include "engine/decode.h"
 #include "manager/query.h"
 
 #include <getopt.h>

@@ -3,12 +3,12 @@
  * demand, printing per table what it removed (or, with --dry-run, what it
  * would remove). See manager/retention.h for what goes and what stays.
  */
-#include "definitions/duration.h"
 #include "cli/cli.h"
 #include "common/clock.h"
-#include "manager/config.h"
 #include "common/db.h"
 #include "common/err.h"
+#include "definitions/duration.h"
+#include "manager/config.h"
 #include "manager/retention.h"
 
 #include <getopt.h>

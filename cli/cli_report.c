@@ -5,11 +5,11 @@
  * the volume arithmetic, and in shadow mode the commands active mode would
  * have sent. The figures are defined in docs/report.md.
  */
-#include "definitions/def.h"
-#include "definitions/duration.h"
 #include "cli/cli.h"
 #include "common/db.h"
 #include "common/err.h"
+#include "definitions/def.h"
+#include "definitions/duration.h"
 #include "shadow/report.h"
 
 #include <getopt.h>

@@ -18,13 +18,13 @@
  * exits 0.
  */
 #include "cli/cli.h"
-#include "manager/config.h"
 #include "common/db.h"
 #include "common/err.h"
+#include "common/log.h"
+#include "manager/config.h"
 #include "manager/generation.h"
 #include "manager/http.h"
 #include "manager/intake.h"
-#include "common/log.h"
 #include "manager/metrics.h"
 #include "manager/notifier.h"
 #include "manager/retention.h"

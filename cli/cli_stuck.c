@@ -2,11 +2,11 @@
  * cli_stuck - `steward stuck`: every open alert, grouped by process and
  * state, oldest first: what is stuck, for how long, and whose it is.
  */
-#include "definitions/duration.h"
 #include "cli/cli.h"
 #include "common/db.h"
-#include "engine/decode.h"
 #include "common/err.h"
+#include "definitions/duration.h"
+#include "engine/decode.h"
 #include "manager/query.h"
 
 #include <getopt.h>

@@ -3,6 +3,8 @@
  */
 #include "common/log.h"
 
+#include "common/rfc3339.h"
+
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -100,16 +102,14 @@ static void log_vwrite(log_level_t level, const char *msg, const char *extra_key
     char buf[LOG_LINE_MAX];
     size_t cap = sizeof buf - 2; /* room for "}\n" */
     struct timespec ts;
-    struct tm tm;
-    char stamp[40];
+    char stamp[RFC3339_BUF];
 
     clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
-    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
+    rfc3339_format((int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000, stamp, sizeof stamp);
 
     size_t pos = 0;
-    pos += (size_t) snprintf(buf, cap, "{\"ts\":\"%s.%03ldZ\",\"level\":\"%s\",\"msg\":\"", stamp,
-                             ts.tv_nsec / 1000000, level_names[level]);
+    pos += (size_t) snprintf(buf, cap, "{\"ts\":\"%s\",\"level\":\"%s\",\"msg\":\"", stamp,
+                             level_names[level]);
     pos = append_escaped(buf, pos, cap, msg);
     pos = append_raw(buf, pos, cap, "\"");
 

@@ -1,9 +1,10 @@
 /*
- * utf8 - character-boundary cuts; see utf8.h.
+ * utf8 - validation and character-boundary cuts; see utf8.h.
  */
 #include "common/utf8.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
 
 /* How many bytes the sequence at p takes (1 for anything invalid). */
@@ -67,4 +68,38 @@ size_t utf8_whole_len(const char *text)
                   : (lead & 0xF8) == 0xF0 ? 4
                                           : 1;
     return need > back + 1 ? len - 1 - back : len;
+}
+
+bool utf8_valid(const unsigned char *s, size_t len)
+{
+    size_t i = 0;
+    while (i < len) {
+        unsigned char c = s[i];
+        size_t need;
+        uint32_t cp, min;
+
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if ((c & 0xE0) == 0xC0) {
+            need = 1, cp = c & 0x1F, min = 0x80;
+        } else if ((c & 0xF0) == 0xE0) {
+            need = 2, cp = c & 0x0F, min = 0x800;
+        } else if ((c & 0xF8) == 0xF0) {
+            need = 3, cp = c & 0x07, min = 0x10000;
+        } else {
+            return false;
+        }
+        if (i + need >= len)
+            return false; /* truncated sequence */
+        for (size_t k = 1; k <= need; k++) {
+            if ((s[i + k] & 0xC0) != 0x80)
+                return false;
+            cp = (cp << 6) | (s[i + k] & 0x3F);
+        }
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+            return false;
+        i += need + 1;
+    }
+    return true;
 }

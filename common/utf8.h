@@ -1,5 +1,7 @@
 /*
- * utf8 - cutting text to a byte limit without splitting a character, for
+ * utf8 - the one UTF-8 validator (what decode accepts from Kafka, what the
+ * store may write as text) and cutting text to a byte limit without
+ * splitting a character, for
  * sink fields with a size limit (PagerDuty's 1,024-byte summary): a cut
  * through a multibyte sequence makes invalid UTF-8, which a sink refuses
  * for good. Pure.
@@ -7,6 +9,7 @@
 #ifndef STEWARD_UTF8_H
 #define STEWARD_UTF8_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /*
@@ -32,5 +35,9 @@ char *utf8_cut(const char *text, size_t max_bytes, const char *ellipsis, char *b
  * its last character is whole.
  */
 size_t utf8_whole_len(const char *text);
+
+/* True if buf[0..len) is well-formed UTF-8 (no overlongs, no surrogates,
+ * nothing above U+10FFFF, no sequence cut short). */
+bool utf8_valid(const unsigned char *buf, size_t len);
 
 #endif

@@ -15,6 +15,7 @@
  * object keys in insertion order), so an index is stable for a document.
  */
 #include "definitions/def.h"
+
 #include "definitions/duration.h"
 #include "definitions/jsonptr.h"
 

@@ -3,6 +3,8 @@
  */
 #include "engine/decode.h"
 
+#include "common/rfc3339.h"
+#include "common/utf8.h"
 #include "definitions/jsonptr.h"
 
 #include <ctype.h>
@@ -36,40 +38,6 @@ static const char *const reason_names[DECODE_N_REASONS] = {
 const char *decode_reason_name(decode_reason_t reason)
 {
     return reason < DECODE_N_REASONS ? reason_names[reason] : "unknown";
-}
-
-bool decode_utf8_valid(const unsigned char *s, size_t len)
-{
-    size_t i = 0;
-    while (i < len) {
-        unsigned char c = s[i];
-        size_t need;
-        uint32_t cp, min;
-
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if ((c & 0xE0) == 0xC0) {
-            need = 1, cp = c & 0x1F, min = 0x80;
-        } else if ((c & 0xF0) == 0xE0) {
-            need = 2, cp = c & 0x0F, min = 0x800;
-        } else if ((c & 0xF8) == 0xF0) {
-            need = 3, cp = c & 0x07, min = 0x10000;
-        } else {
-            return false;
-        }
-        if (i + need >= len)
-            return false; /* truncated sequence */
-        for (size_t k = 1; k <= need; k++) {
-            if ((s[i + k] & 0xC0) != 0x80)
-                return false;
-            cp = (cp << 6) | (s[i + k] & 0x3F);
-        }
-        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-            return false;
-        i += need + 1;
-    }
-    return true;
 }
 
 /* The deepest nesting of arrays and objects, outside strings; stops
@@ -222,7 +190,7 @@ static decode_reason_t check_ce(decode_message_t *out, const char *specversion, 
         return DECODE_INVALID_CLOUDEVENT;
     }
     int64_t ms;
-    if (out->ce_time != NULL && !decode_parse_time(out->ce_time, &ms)) {
+    if (out->ce_time != NULL && !rfc3339_parse(out->ce_time, &ms)) {
         snprintf(detail, detail_size, "CloudEvent time '%.60s' is not an RFC 3339 timestamp",
                  out->ce_time);
         return DECODE_INVALID_TIME;
@@ -308,7 +276,7 @@ static decode_reason_t check_ce_headers(const decode_input_t *in, char *detail, 
             snprintf(detail, detail_size, "header %s holds a NUL byte", names[i]);
             return DECODE_INVALID_HEADER;
         }
-        if (!decode_utf8_valid(h->value, h->len)) {
+        if (!utf8_valid(h->value, h->len)) {
             snprintf(detail, detail_size, "header %s is not valid UTF-8", names[i]);
             return DECODE_INVALID_HEADER;
         }
@@ -352,7 +320,7 @@ decode_reason_t decode_message(const decode_input_t *in, const decode_limits_t *
                  in->value_len, limits->max_bytes);
         return DECODE_TOO_LARGE;
     }
-    if (!decode_utf8_valid(in->value, in->value_len)) {
+    if (!utf8_valid(in->value, in->value_len)) {
         snprintf(detail, detail_size, "the value is not valid UTF-8");
         return DECODE_INVALID_UTF8;
     }
@@ -402,83 +370,6 @@ const char *decode_event_type(const decode_message_t *msg, const def_t *def)
         return msg->ce_type;
     json_t *type = jsonptr_get(msg->data, def->type_pointer);
     return json_is_string(type) ? json_string_value(type) : NULL;
-}
-
-/* Parses exactly `n` digits at *p and advances it. */
-static bool digits(const char **p, int n, int *out)
-{
-    int v = 0;
-    for (int i = 0; i < n; i++) {
-        if (!isdigit((unsigned char) (*p)[i]))
-            return false;
-        v = v * 10 + ((*p)[i] - '0');
-    }
-    *p += n;
-    *out = v;
-    return true;
-}
-
-bool decode_parse_time(const char *text, int64_t *ms_out)
-{
-    const char *p = text;
-    int year, mon, day, hour, min, sec, ms = 0;
-
-    if (!digits(&p, 4, &year) || *p++ != '-' || !digits(&p, 2, &mon) || *p++ != '-' ||
-        !digits(&p, 2, &day) || (*p != 'T' && *p != 't' && *p != ' '))
-        return false;
-    p++;
-    if (!digits(&p, 2, &hour) || *p++ != ':' || !digits(&p, 2, &min) || *p++ != ':' ||
-        !digits(&p, 2, &sec))
-        return false;
-    if (*p == '.') {
-        p++;
-        int scale = 100, n = 0;
-        while (isdigit((unsigned char) *p)) {
-            ms += (*p - '0') * scale;
-            scale /= 10;
-            p++;
-            n++;
-        }
-        if (n == 0)
-            return false;
-    }
-    int offset_min = 0;
-    if (*p == 'Z' || *p == 'z') {
-        p++;
-    } else if (*p == '+' || *p == '-') {
-        int sign = *p == '-' ? -1 : 1, oh, om;
-        p++;
-        if (!digits(&p, 2, &oh) || *p++ != ':' || !digits(&p, 2, &om) || oh > 23 || om > 59)
-            return false;
-        offset_min = sign * (oh * 60 + om);
-    } else {
-        return false;
-    }
-    if (*p != '\0' || mon < 1 || mon > 12 || day < 1 || day > 31 || hour > 23 || min > 59 ||
-        sec > 60)
-        return false;
-
-    struct tm tm = {0};
-    tm.tm_year = year - 1900;
-    tm.tm_mon = mon - 1;
-    tm.tm_mday = day;
-    tm.tm_hour = hour;
-    tm.tm_min = min;
-    tm.tm_sec = sec;
-    time_t secs = timegm(&tm);
-    *ms_out = ((int64_t) secs - (int64_t) offset_min * 60) * 1000 + ms;
-    return true;
-}
-
-char *decode_format_time(int64_t ms, char *buf, size_t buf_size)
-{
-    int64_t secs = ms >= 0 ? ms / 1000 : (ms - 999) / 1000; /* floor, before 1970 too */
-    time_t t = (time_t) secs;
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    size_t n = strftime(buf, buf_size, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf + n, buf_size - n, ".%03dZ", (int) (ms - secs * 1000));
-    return buf;
 }
 
 void decode_envelope_clear(decode_envelope_t *env)
@@ -544,7 +435,7 @@ decode_reason_t decode_envelope(const decode_message_t *msg, const decode_input_
     if (time_value != NULL && json_is_string(time_value))
         time_text = json_string_value(time_value);
     if (time_text != NULL) {
-        if (!decode_parse_time(time_text, &out->time_ms)) {
+        if (!rfc3339_parse(time_text, &out->time_ms)) {
             snprintf(detail, detail_size, "%s's time '%.60s' is not an RFC 3339 timestamp",
                      ev->name, time_text);
             reason = DECODE_INVALID_TIME;

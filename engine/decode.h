@@ -153,13 +153,6 @@ decode_reason_t decode_envelope(const decode_message_t *msg, const decode_input_
 
 void decode_envelope_clear(decode_envelope_t *env);
 
-/* Parses RFC 3339 ("2026-11-29T21:06:03.250+01:00") into epoch ms. */
-bool decode_parse_time(const char *text, int64_t *ms_out);
-
-/* Formats epoch ms as RFC 3339 in UTC with milliseconds
- * ("2026-11-29T21:06:03.250Z"). Returns buf. */
-char *decode_format_time(int64_t ms, char *buf, size_t buf_size);
-
 /*
  * Makes every string in `value` (recursively, in place; object keys too)
  * safe to print on a terminal: control characters (C0, DEL and the C1
@@ -170,8 +163,5 @@ char *decode_format_time(int64_t ms, char *buf, size_t buf_size);
  * of this: jansson escapes control characters itself.
  */
 void decode_json_printable(json_t *value);
-
-/* True if buf[0..len) is well-formed UTF-8 (no overlongs, no surrogates). */
-bool decode_utf8_valid(const unsigned char *buf, size_t len);
 
 #endif

@@ -11,8 +11,8 @@
 #include "common/clock.h"
 #include "common/db.h"
 #include "common/log.h"
-#include "manager/metrics.h"
 #include "common/prom.h"
+#include "manager/metrics.h"
 #include "manager/query.h"
 
 #include <errno.h>

@@ -15,9 +15,9 @@
 #ifndef STEWARD_INTAKE_H
 #define STEWARD_INTAKE_H
 
+#include "common/err.h"
 #include "definitions/def.h"
 #include "engine/decode.h"
-#include "common/err.h"
 #include "manager/routes.h"
 
 #include <signal.h>

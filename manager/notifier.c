@@ -3,14 +3,15 @@
  */
 #include "manager/notifier.h"
 
-#include "manager/alerts.h"
 #include "common/clock.h"
 #include "common/db.h"
-#include "engine/decode.h"
 #include "common/log.h"
+#include "common/pgarr.h"
+#include "common/rfc3339.h"
+#include "engine/decode.h"
+#include "manager/alerts.h"
 #include "manager/metrics.h"
 #include "manager/payload.h"
-#include "common/pgarr.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -418,7 +419,7 @@ static attempt_t deliver_log(const sink_t *sink, const payload_alert_t *a, bool 
     char ts[40];
     char *summary = payload_summary(a, now_ms);
     json_t *line = json_object();
-    decode_format_time(now_ms, ts, sizeof ts);
+    rfc3339_format(now_ms, ts, sizeof ts);
     json_object_set_new(line, "ts", json_string(ts));
     json_object_set_new(line, "level", json_string("alert"));
     json_object_set_new(line, "msg", json_string(resolve ? "alert resolved" : "alert"));

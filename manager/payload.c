@@ -3,9 +3,10 @@
  */
 #include "manager/payload.h"
 
+#include "common/rfc3339.h"
+#include "common/utf8.h"
 #include "definitions/duration.h"
 #include "engine/decode.h"
-#include "common/utf8.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,7 +214,7 @@ char *payload_alertmanager(const sink_t *sink, const payload_alert_t *alerts, si
 {
     json_t *list = json_array();
     char ends[40];
-    decode_format_time(now_ms + 4 * resend_ms, ends, sizeof ends);
+    rfc3339_format(now_ms + 4 * resend_ms, ends, sizeof ends);
 
     for (size_t i = 0; i < n; i++) {
         const payload_alert_t *a = &alerts[i];

@@ -3,10 +3,10 @@
  */
 #include "manager/retention.h"
 
-#include "definitions/duration.h"
 #include "common/clock.h"
 #include "common/db.h"
 #include "common/log.h"
+#include "definitions/duration.h"
 
 #include <inttypes.h>
 #include <stdio.h>

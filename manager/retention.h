@@ -24,8 +24,8 @@
 #ifndef STEWARD_RETENTION_H
 #define STEWARD_RETENTION_H
 
-#include "manager/config.h"
 #include "common/err.h"
+#include "manager/config.h"
 
 #include <jansson.h>
 #include <libpq-fe.h>

@@ -3,10 +3,10 @@
  */
 #include "manager/routes.h"
 
-#include "definitions/def.h"
-#include "manager/config.h"
 #include "common/log.h"
 #include "common/sha256.h"
+#include "definitions/def.h"
+#include "manager/config.h"
 
 #include <errno.h>
 #include <pthread.h>

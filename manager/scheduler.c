@@ -4,16 +4,17 @@
  */
 #include "manager/scheduler.h"
 
-#include "definitions/duration.h"
-#include "manager/alerts.h"
 #include "common/clock.h"
-#include "engine/decode.h"
 #include "common/db.h"
-#include "manager/defcache.h"
-#include "engine/engine.h"
 #include "common/log.h"
-#include "manager/metrics.h"
 #include "common/pgarr.h"
+#include "common/rfc3339.h"
+#include "definitions/duration.h"
+#include "engine/decode.h"
+#include "engine/engine.h"
+#include "manager/alerts.h"
+#include "manager/defcache.h"
+#include "manager/metrics.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -160,9 +161,9 @@ static void alert_deadline(alert_batch_t *alerts, const def_t *def, const char *
     int64_t since = process_wide ? inst->started_ms : inst->state_entered_ms;
     const char *owner = process_wide ? def->owner : def_state_owner(def, (size_t) inst->state);
     duration_format(process_wide ? def->deadline_ms : st->deadline_ms, limit, sizeof limit);
-    decode_format_time(deadline, deadline_at, sizeof deadline_at);
-    decode_format_time(inst->state_entered_ms, entered_at, sizeof entered_at);
-    decode_format_time(since, since_at, sizeof since_at);
+    rfc3339_format(deadline, deadline_at, sizeof deadline_at);
+    rfc3339_format(inst->state_entered_ms, entered_at, sizeof entered_at);
+    rfc3339_format(since, since_at, sizeof since_at);
 
     int made;
     if (process_wide) {

@@ -37,8 +37,8 @@
 #ifndef STEWARD_SCHEDULER_H
 #define STEWARD_SCHEDULER_H
 
-#include "definitions/def.h"
 #include "common/err.h"
+#include "definitions/def.h"
 #include "manager/generation.h"
 #include "manager/routes.h"
 

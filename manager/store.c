@@ -21,14 +21,15 @@
  */
 #include "manager/store.h"
 
-#include "manager/alerts.h"
 #include "common/clock.h"
 #include "common/db.h"
-#include "manager/defcache.h"
-#include "engine/engine.h"
 #include "common/log.h"
-#include "manager/metrics.h"
 #include "common/pgarr.h"
+#include "common/utf8.h"
+#include "engine/engine.h"
+#include "manager/alerts.h"
+#include "manager/defcache.h"
+#include "manager/metrics.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -1023,13 +1024,13 @@ static char *headers_json(const decode_input_t *in)
         const decode_header_t *h = &in->headers[i];
         /* A header name is bytes too: text only when it is UTF-8. */
         json_t *obj = json_object();
-        if (decode_utf8_valid((const unsigned char *) h->name, strlen(h->name)))
+        if (utf8_valid((const unsigned char *) h->name, strlen(h->name)))
             json_object_set_new(obj, "name", json_string(h->name));
         else
             json_object_set_new(obj, "name_hex", hex_string(h->name, strlen(h->name)));
         if (h->value == NULL) {
             json_object_set_new(obj, "value", json_null());
-        } else if (decode_utf8_valid(h->value, h->len) && memchr(h->value, 0, h->len) == NULL) {
+        } else if (utf8_valid(h->value, h->len) && memchr(h->value, 0, h->len) == NULL) {
             json_object_set_new(obj, "value", json_stringn(h->value, h->len));
         } else {
             json_object_set_new(obj, "value_hex", hex_string(h->value, h->len));

@@ -17,9 +17,9 @@
 #ifndef STEWARD_STORE_H
 #define STEWARD_STORE_H
 
+#include "common/err.h"
 #include "definitions/def.h"
 #include "engine/decode.h"
-#include "common/err.h"
 #include "manager/routes.h"
 
 #include <stdbool.h>

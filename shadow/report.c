@@ -4,10 +4,11 @@
  */
 #include "shadow/report.h"
 
-#include "definitions/duration.h"
 #include "common/clock.h"
 #include "common/db.h"
 #include "common/pgarr.h"
+#include "common/rfc3339.h"
+#include "definitions/duration.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -426,15 +427,6 @@ static int64_t above_step(const steps_t *s, long step)
 
 /* ---- building the document -------------------------------------------- */
 
-static char *rfc3339(int64_t ms, char *buf, size_t buf_size)
-{
-    time_t t = (time_t) (ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(buf, buf_size, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return buf;
-}
-
 /* A new JSON number, or null when the value is unknown (negative). */
 static json_t *real_or_null(double v)
 {
@@ -480,11 +472,13 @@ static json_t *process_json(const def_t *def, const PGresult *res, int first, in
     json_t *volume = json_object();
     json_object_set_new(volume, "started", json_integer(starts));
     json_object_set_new(volume, "first_start",
-                        have_starts ? json_string(rfc3339(first_ms, when, sizeof when))
-                                    : json_null());
+                        have_starts
+                            ? json_string(rfc3339_format_seconds(first_ms, when, sizeof when))
+                            : json_null());
     json_object_set_new(volume, "last_start",
-                        have_starts ? json_string(rfc3339(last_ms, when, sizeof when))
-                                    : json_null());
+                        have_starts
+                            ? json_string(rfc3339_format_seconds(last_ms, when, sizeof when))
+                            : json_null());
     json_object_set_new(volume, "period_ms",
                         period > 0 ? json_integer((json_int_t) llround(period)) : json_null());
     json_object_set_new(volume, "started_per_day", real_or_null(report_per_day(starts, period)));
@@ -612,10 +606,11 @@ static json_t *report_json(const def_t *const *defs, size_t n_defs, const report
     json_object_set_new(window, "since_ms",
                         opts->since_ms > 0 ? json_integer(opts->since_ms) : json_null());
     json_object_set_new(window, "from",
-                        opts->since_ms > 0
-                            ? json_string(rfc3339(now_ms - opts->since_ms, when, sizeof when))
-                            : json_null());
-    json_object_set_new(window, "to", json_string(rfc3339(now_ms, when, sizeof when)));
+                        opts->since_ms > 0 ? json_string(rfc3339_format_seconds(
+                                                 now_ms - opts->since_ms, when, sizeof when))
+                                           : json_null());
+    json_object_set_new(window, "to",
+                        json_string(rfc3339_format_seconds(now_ms, when, sizeof when)));
 
     json_t *processes = json_array();
     for (size_t i = 0; i < n_defs; i++) {
@@ -627,8 +622,9 @@ static json_t *report_json(const def_t *const *defs, size_t n_defs, const report
             end++;
         json_array_append_new(processes, process_json(defs[i], res, first, end, bad_row));
     }
-    return json_pack("{s:s, s:o, s:s?, s:o}", "generated_at", rfc3339(now_ms, when, sizeof when),
-                     "window", window, "definitions", opts->definitions, "processes", processes);
+    return json_pack("{s:s, s:o, s:s?, s:o}", "generated_at",
+                     rfc3339_format_seconds(now_ms, when, sizeof when), "window", window,
+                     "definitions", opts->definitions, "processes", processes);
 }
 
 err_class_t report_build(PGconn *conn, const def_t *const *defs, size_t n_defs,

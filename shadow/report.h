@@ -28,8 +28,8 @@
 #ifndef STEWARD_REPORT_H
 #define STEWARD_REPORT_H
 
-#include "definitions/def.h"
 #include "common/err.h"
+#include "definitions/def.h"
 
 #include <jansson.h>
 #include <libpq-fe.h>

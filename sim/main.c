@@ -13,9 +13,9 @@
  * Exit codes: 0 done, 1 a message failed to deliver (or Kafka, a file,
  * an interrupt), 2 usage.
  */
-#include "definitions/def.h"
-#include "engine/decode.h"
 #include "common/err.h"
+#include "common/rfc3339.h"
+#include "definitions/def.h"
 #include "sim/sim.h"
 #include "sim/sim_def.h"
 
@@ -304,7 +304,7 @@ static int parse_args(int argc, char **argv, config_t *cfg)
                 return usage_error("--%s: expected 'real' or 'virtual', not '%s'", name, optarg);
             break;
         case OPT_START_TIME:
-            if (!decode_parse_time(optarg, &cfg->sim.start_ms))
+            if (!rfc3339_parse(optarg, &cfg->sim.start_ms))
                 return usage_error("--%s: expected an RFC 3339 time such as "
                                    "2026-01-31T12:00:00Z, not '%s'",
                                    name, optarg);

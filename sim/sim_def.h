@@ -14,8 +14,8 @@
 #ifndef STEWARD_SIM_DEF_H
 #define STEWARD_SIM_DEF_H
 
-#include "definitions/def.h"
 #include "common/err.h"
+#include "definitions/def.h"
 #include "sim/sim.h"
 
 #include <jansson.h>

@@ -17,7 +17,7 @@ allowed() {
     schema) echo "common schema" ;;
     definitions) echo "common definitions" ;;
     engine) echo "common definitions engine" ;;
-    sim) echo "common definitions engine sim" ;;
+    sim) echo "common definitions sim" ;;
     manager) echo "common definitions engine schema manager" ;;
     shadow) echo "common definitions engine schema shadow" ;;
     cli) echo "common definitions engine schema manager shadow cli" ;;

@@ -1,9 +1,8 @@
 /*
  * testlib - shared test support; see testlib.h.
  */
-#include "testlib.h"
-
 #include "common/db.h"
+#include "testlib.h"
 
 #include <check.h>
 #include <curl/curl.h>

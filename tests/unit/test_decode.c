@@ -3,6 +3,8 @@
  * the bad-input kinds, CloudEvents in binary and structured mode, and the
  * envelope (key, identity, time) a definition reads.
  */
+#include "common/rfc3339.h"
+#include "common/utf8.h"
 #include "engine/decode.h"
 #include "testlib.h"
 
@@ -94,14 +96,14 @@ END_TEST
 
 START_TEST(utf8_validation)
 {
-    ck_assert(decode_utf8_valid((const unsigned char *) "plain", 5));
-    ck_assert(decode_utf8_valid((const unsigned char *) "\xe2\x82\xac", 3));      /* € */
-    ck_assert(decode_utf8_valid((const unsigned char *) "\xf0\x9f\x98\x80", 4));  /* 😀 */
-    ck_assert(!decode_utf8_valid((const unsigned char *) "\xc0\xaf", 2));         /* overlong */
-    ck_assert(!decode_utf8_valid((const unsigned char *) "\xed\xa0\x80", 3));     /* surrogate */
-    ck_assert(!decode_utf8_valid((const unsigned char *) "\xe2\x82", 2));         /* truncated */
-    ck_assert(!decode_utf8_valid((const unsigned char *) "\xf4\x90\x80\x80", 4)); /* > U+10FFFF */
-    ck_assert(!decode_utf8_valid((const unsigned char *) "\xff", 1));
+    ck_assert(utf8_valid((const unsigned char *) "plain", 5));
+    ck_assert(utf8_valid((const unsigned char *) "\xe2\x82\xac", 3));      /* € */
+    ck_assert(utf8_valid((const unsigned char *) "\xf0\x9f\x98\x80", 4));  /* 😀 */
+    ck_assert(!utf8_valid((const unsigned char *) "\xc0\xaf", 2));         /* overlong */
+    ck_assert(!utf8_valid((const unsigned char *) "\xed\xa0\x80", 3));     /* surrogate */
+    ck_assert(!utf8_valid((const unsigned char *) "\xe2\x82", 2));         /* truncated */
+    ck_assert(!utf8_valid((const unsigned char *) "\xf4\x90\x80\x80", 4)); /* > U+10FFFF */
+    ck_assert(!utf8_valid((const unsigned char *) "\xff", 1));
 }
 END_TEST
 
@@ -242,19 +244,19 @@ END_TEST
 START_TEST(rfc3339_times)
 {
     int64_t ms;
-    ck_assert(decode_parse_time("1970-01-01T00:00:00Z", &ms));
+    ck_assert(rfc3339_parse("1970-01-01T00:00:00Z", &ms));
     ck_assert_int_eq(ms, 0);
-    ck_assert(decode_parse_time("1970-01-01T01:00:00.5+01:00", &ms));
+    ck_assert(rfc3339_parse("1970-01-01T01:00:00.5+01:00", &ms));
     ck_assert_int_eq(ms, 500);
-    ck_assert(decode_parse_time("1969-12-31T23:00:00-01:00", &ms));
+    ck_assert(rfc3339_parse("1969-12-31T23:00:00-01:00", &ms));
     ck_assert_int_eq(ms, 0);
-    ck_assert(decode_parse_time("2026-11-29t10:00:00.123456z", &ms));
+    ck_assert(rfc3339_parse("2026-11-29t10:00:00.123456z", &ms));
     ck_assert_int_eq(ms, 1795946400123LL);
-    ck_assert(!decode_parse_time("2026-11-29", &ms));
-    ck_assert(!decode_parse_time("2026-11-29T10:00:00", &ms)); /* no zone */
-    ck_assert(!decode_parse_time("2026-13-01T10:00:00Z", &ms));
-    ck_assert(!decode_parse_time("2026-11-29T10:00:00Zjunk", &ms));
-    ck_assert(!decode_parse_time("2026-11-29T10:00:00.Z", &ms));
+    ck_assert(!rfc3339_parse("2026-11-29", &ms));
+    ck_assert(!rfc3339_parse("2026-11-29T10:00:00", &ms)); /* no zone */
+    ck_assert(!rfc3339_parse("2026-13-01T10:00:00Z", &ms));
+    ck_assert(!rfc3339_parse("2026-11-29T10:00:00Zjunk", &ms));
+    ck_assert(!rfc3339_parse("2026-11-29T10:00:00.Z", &ms));
 }
 END_TEST
 
@@ -262,12 +264,11 @@ START_TEST(times_format_back_to_what_they_parse_from)
 {
     char buf[40];
     int64_t ms;
-    ck_assert_str_eq(decode_format_time(1795946400123LL, buf, sizeof buf),
-                     "2026-11-29T10:00:00.123Z");
-    ck_assert(decode_parse_time(buf, &ms));
+    ck_assert_str_eq(rfc3339_format(1795946400123LL, buf, sizeof buf), "2026-11-29T10:00:00.123Z");
+    ck_assert(rfc3339_parse(buf, &ms));
     ck_assert_int_eq(ms, 1795946400123LL);
-    ck_assert_str_eq(decode_format_time(-1, buf, sizeof buf), "1969-12-31T23:59:59.999Z");
-    ck_assert(decode_parse_time(buf, &ms));
+    ck_assert_str_eq(rfc3339_format(-1, buf, sizeof buf), "1969-12-31T23:59:59.999Z");
+    ck_assert(rfc3339_parse(buf, &ms));
     ck_assert_int_eq(ms, -1);
 }
 END_TEST

@@ -2,8 +2,8 @@
  * test_http_format - the Prometheus text that GET /metrics answers (prom.c):
  * escaping, value spelling, histograms, and names refused.
  */
-#include "manager/metrics.h"
 #include "common/prom.h"
+#include "manager/metrics.h"
 #include "testlib.h"
 
 #include <check.h>

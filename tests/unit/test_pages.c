@@ -3,12 +3,12 @@
  * keys (SHA-256 of the whole identity), cuts on character boundaries,
  * rounded durations, Retry-After, and stable sink names.
  */
+#include "common/sha256.h"
+#include "common/utf8.h"
 #include "definitions/duration.h"
 #include "manager/alerts.h"
 #include "manager/notifier.h"
 #include "manager/routes.h"
-#include "common/sha256.h"
-#include "common/utf8.h"
 #include "testlib.h"
 
 #include <check.h>

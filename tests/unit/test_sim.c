@@ -4,6 +4,8 @@
  * schedule's order and memory, what messages look like, and the rewrite of
  * the definition. No Kafka.
  */
+#include "common/rfc3339.h"
+#include "common/utf8.h"
 #include "definitions/def.h"
 #include "definitions/duration.h"
 #include "engine/decode.h"
@@ -470,7 +472,7 @@ START_TEST(test_values)
         ck_assert_str_eq(h[3].name, "ce_source");
         ck_assert(strncmp(h[3].value, "/sim/", 5) == 0);
         int64_t t;
-        ck_assert(decode_parse_time(h[4].value, &t));
+        ck_assert(rfc3339_parse(h[4].value, &t));
         ck_assert_int_eq(t, m.time_ms);
     }
 
@@ -492,7 +494,7 @@ START_TEST(test_poison)
     ck_assert_ptr_null(json_loadb(buf, (size_t) len, 0, &jerr));
 
     ck_assert_int_eq(sim_format_poison(&o, 1, buf, sizeof buf, &len), SIM_POISON_INVALID_UTF8);
-    ck_assert(!decode_utf8_valid((const unsigned char *) buf, (size_t) len));
+    ck_assert(!utf8_valid((const unsigned char *) buf, (size_t) len));
 
     ck_assert_int_eq(sim_format_poison(&o, 2, buf, sizeof buf, &len), SIM_POISON_ARRAY);
     json_t *v = json_loadb(buf, (size_t) len, 0, &jerr);
@@ -544,7 +546,7 @@ START_TEST(test_format_time)
     /* Round trip through Steward's own parser. */
     for (int64_t t = 0; t < 4000000000000LL; t += 123456789011LL) {
         int64_t back;
-        EXPECT(decode_parse_time(sim_format_time(t, buf, sizeof buf), &back));
+        EXPECT(rfc3339_parse(sim_format_time(t, buf, sizeof buf), &back));
         EXPECT(back == t);
     }
 }
