@@ -6,6 +6,10 @@
 #ifndef STEWARD_CLI_H
 #define STEWARD_CLI_H
 
+#include <jansson.h>
+#include <libpq-fe.h>
+#include <stdbool.h>
+
 int cli_check(int argc, char **argv);
 int cli_migrate(int argc, char **argv);
 int cli_run(int argc, char **argv);
@@ -19,5 +23,16 @@ int cli_prune(int argc, char **argv);
 /* The database connection string: --database, else STEWARD_DATABASE_URL,
  * else "" (libpq then follows the PG* variables). Borrowed. */
 const char *cli_database_url(const char *flag_value);
+
+/* Connects to cli_database_url(flag_value) as application `cmd` ("steward
+ * stuck"); NULL, the reason printed to stderr as "cmd: reason", on failure. */
+PGconn *cli_connect(const char *flag_value, const char *cmd);
+
+/* True, with "cmd: unexpected argument" and the usage printed to stderr,
+ * when arguments are left after the options (optind < argc). */
+bool cli_extra_args(int argc, char **argv, const char *cmd, const char *usage);
+
+/* Prints doc to stdout as indented JSON in its own order, then a newline. */
+void cli_print_json(const json_t *doc);
 
 #endif

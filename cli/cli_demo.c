@@ -99,20 +99,21 @@ static int wait_exit(pid_t pid)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-static PGresult *exec(PGconn *conn, const char *sql, int n, const char *const *params)
+/* db_query() for the demo's checks: a failure is printed, not returned. */
+static PGresult *demo_query(PGconn *conn, const char *sql, int n, const char *const *params)
 {
-    PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK && PQresultStatus(res) != PGRES_COMMAND_OK) {
-        fprintf(stderr, "steward demo: %s", PQerrorMessage(conn));
-        PQclear(res);
-        return NULL;
-    }
+    char errstr[512];
+    err_class_t cls;
+    PGresult *res =
+        db_query(conn, "reading the results", sql, n, params, &cls, errstr, sizeof errstr);
+    if (res == NULL)
+        fprintf(stderr, "steward demo: %s\n", errstr);
     return res;
 }
 
 static long long scalar(PGconn *conn, const char *sql, int n, const char *const *params)
 {
-    PGresult *res = exec(conn, sql, n, params);
+    PGresult *res = demo_query(conn, sql, n, params);
     long long v = res != NULL && PQntuples(res) > 0 ? atoll(PQgetvalue(res, 0, 0)) : -1;
     PQclear(res);
     return v;
@@ -124,10 +125,10 @@ static void print_new_alerts(PGconn *conn, long long *last_id)
     char id[32];
     snprintf(id, sizeof id, "%lld", *last_id);
     const char *params[1] = {id};
-    PGresult *res = exec(conn,
-                         "SELECT id, kind, summary FROM steward.alerts WHERE id > $1::bigint "
-                         "ORDER BY id",
-                         1, params);
+    PGresult *res = demo_query(conn,
+                               "SELECT id, kind, summary FROM steward.alerts WHERE id > $1::bigint "
+                               "ORDER BY id",
+                               1, params);
     for (int row = 0; res != NULL && row < PQntuples(res); row++) {
         printf("  ALERT  %s\n", PQgetvalue(res, row, 2));
         *last_id = atoll(PQgetvalue(res, row, 0));
@@ -154,10 +155,10 @@ static bool check_ground_truth(PGconn *conn, const char *path, char *stalled_key
         if (key != NULL && state != NULL) {
             stalled++;
             const char *params[1] = {key};
-            PGresult *res = exec(conn,
-                                 "SELECT state FROM steward.alerts WHERE kind = 'deadline' "
-                                 "AND key = $1",
-                                 1, params);
+            PGresult *res = demo_query(conn,
+                                       "SELECT state FROM steward.alerts WHERE kind = 'deadline' "
+                                       "AND key = $1",
+                                       1, params);
             bool right = false;
             for (int row = 0; res != NULL && row < PQntuples(res); row++)
                 right = right || strcmp(PQgetvalue(res, row, 0), state) == 0;

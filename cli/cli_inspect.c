@@ -119,11 +119,9 @@ int cli_inspect(int argc, char **argv)
     }
     const char *process = argv[optind], *key = argv[optind + 1];
 
-    PGconn *conn = db_connect(cli_database_url(database), "steward inspect", errstr, sizeof errstr);
-    if (conn == NULL) {
-        fprintf(stderr, "steward inspect: %s\n", errstr);
+    PGconn *conn = cli_connect(database, "steward inspect");
+    if (conn == NULL)
         return EXIT_RUNTIME;
-    }
     json_t *inst = NULL;
     long judged = 0;
     int rc = EXIT_OK;
@@ -142,8 +140,7 @@ int cli_inspect(int argc, char **argv)
     } else if (as_json) {
         json_object_del(inst, "ms_in_state");
         json_object_del(inst, "ms_to_deadline");
-        json_dumpf(inst, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-        printf("\n");
+        cli_print_json(inst);
     } else {
         print_text(inst);
     }

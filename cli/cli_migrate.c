@@ -21,14 +21,6 @@ static const char migrate_usage[] =
     "                       $STEWARD_DATABASE_URL, else the PG* variables)\n"
     "  --status             print the schema's version and change nothing\n";
 
-const char *cli_database_url(const char *flag_value)
-{
-    if (flag_value != NULL)
-        return flag_value;
-    const char *env = getenv("STEWARD_DATABASE_URL");
-    return env != NULL ? env : "";
-}
-
 int cli_migrate(int argc, char **argv)
 {
     static const struct option options[] = {
@@ -58,17 +50,12 @@ int cli_migrate(int argc, char **argv)
             return EXIT_USAGE;
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "steward migrate: unexpected argument '%s'\n%s", argv[optind],
-                migrate_usage);
+    if (cli_extra_args(argc, argv, "steward migrate", migrate_usage))
         return EXIT_USAGE;
-    }
 
-    PGconn *conn = db_connect(cli_database_url(database), "steward migrate", errstr, sizeof errstr);
-    if (conn == NULL) {
-        fprintf(stderr, "steward migrate: %s\n", errstr);
+    PGconn *conn = cli_connect(database, "steward migrate");
+    if (conn == NULL)
         return EXIT_RUNTIME;
-    }
 
     int rc = EXIT_OK;
     if (status_only) {

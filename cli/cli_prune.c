@@ -114,8 +114,7 @@ int cli_prune(int argc, char **argv)
             return EXIT_USAGE;
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "steward prune: unexpected argument '%s'\n%s", argv[optind], prune_usage);
+    if (cli_extra_args(argc, argv, "steward prune", prune_usage)) {
         free(sets);
         return EXIT_USAGE;
     }
@@ -148,13 +147,10 @@ int cli_prune(int argc, char **argv)
     retention_config_t rcfg;
     retention_config_from(cfg, &rcfg);
     const char *url = database != NULL ? database : cfg->database;
-    PGconn *conn = db_connect(cli_database_url(url != NULL && *url != '\0' ? url : NULL),
-                              "steward prune", errstr, sizeof errstr);
+    PGconn *conn = cli_connect(url != NULL && *url != '\0' ? url : NULL, "steward prune");
     config_free(cfg);
-    if (conn == NULL) {
-        fprintf(stderr, "steward prune: %s\n", errstr);
+    if (conn == NULL)
         return EXIT_RUNTIME;
-    }
 
     retention_result_t result;
     bool skipped;
@@ -168,8 +164,7 @@ int cli_prune(int argc, char **argv)
         fprintf(stderr, "steward prune: %s\n", errstr);
         rc = EXIT_RUNTIME;
     } else if (as_json) {
-        json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-        printf("\n");
+        cli_print_json(doc);
     } else {
         print_text(doc);
     }

@@ -108,10 +108,8 @@ int cli_report(int argc, char **argv)
             return EXIT_USAGE;
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "steward report: unexpected argument '%s'\n%s", argv[optind], report_usage);
+    if (cli_extra_args(argc, argv, "steward report", report_usage))
         return EXIT_USAGE;
-    }
 
     report_options_t opts = {.since_ms = 0, .since_text = since_text};
     if (since_text != NULL) {
@@ -153,9 +151,8 @@ int cli_report(int argc, char **argv)
     const def_t **defs = NULL;
     size_t n_defs = 0;
     json_t *doc = NULL;
-    PGconn *conn = db_connect(cli_database_url(database), "steward report", errstr, sizeof errstr);
+    PGconn *conn = cli_connect(database, "steward report");
     if (conn == NULL) {
-        fprintf(stderr, "steward report: %s\n", errstr);
         rc = EXIT_RUNTIME;
         goto done;
     }
@@ -181,8 +178,7 @@ int cli_report(int argc, char **argv)
         goto done;
     }
     if (as_json) {
-        json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-        printf("\n");
+        cli_print_json(doc);
     } else {
         report_print_text(doc, stdout);
     }

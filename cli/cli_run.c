@@ -573,8 +573,7 @@ int cli_run(int argc, char **argv)
         }
         flags[n_flags++] = (flag_t){key, optarg};
     }
-    if (optind < argc) {
-        fprintf(stderr, "steward run: unexpected argument '%s'\n%s", argv[optind], run_usage);
+    if (cli_extra_args(argc, argv, "steward run", run_usage)) {
         free(flags);
         return EXIT_USAGE;
     }

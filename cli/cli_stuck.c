@@ -84,23 +84,18 @@ int cli_stuck(int argc, char **argv)
             return EXIT_USAGE;
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "steward stuck: unexpected argument '%s'\n%s", argv[optind], stuck_usage);
+    if (cli_extra_args(argc, argv, "steward stuck", stuck_usage))
         return EXIT_USAGE;
-    }
-    PGconn *conn = db_connect(cli_database_url(database), "steward stuck", errstr, sizeof errstr);
-    if (conn == NULL) {
-        fprintf(stderr, "steward stuck: %s\n", errstr);
+    PGconn *conn = cli_connect(database, "steward stuck");
+    if (conn == NULL)
         return EXIT_RUNTIME;
-    }
     json_t *doc = NULL;
     int rc = EXIT_OK;
     if (query_stuck(conn, process, &doc, errstr, sizeof errstr) != ERR_OK) {
         fprintf(stderr, "steward stuck: %s\n", errstr);
         rc = EXIT_RUNTIME;
     } else if (as_json) {
-        json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-        printf("\n");
+        cli_print_json(doc);
     } else {
         print_text(doc);
     }

@@ -121,3 +121,12 @@ void pgarr_free(pgarr_t *arr)
     free(arr->buf);
     memset(arr, 0, sizeof *arr);
 }
+
+bool pgarr_params(pgarr_t *const *arrays, size_t n, const char **params)
+{
+    for (size_t i = 0; i < n; i++) {
+        if ((params[i] = pgarr_text(arrays[i])) == NULL)
+            return false;
+    }
+    return true;
+}

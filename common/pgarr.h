@@ -30,6 +30,11 @@ void pgarr_add_hex(pgarr_t *arr, const void *bytes, size_t len);
  * allocation failure. */
 const char *pgarr_text(pgarr_t *arr);
 
+/* Fills params[0..n) with the finished literals of arrays[0..n), for a
+ * statement whose parameters are those arrays in order. False when one of
+ * them ran out of memory. */
+bool pgarr_params(pgarr_t *const *arrays, size_t n, const char **params);
+
 /* Empties the array, keeping its buffer. */
 void pgarr_reset(pgarr_t *arr);
 void pgarr_free(pgarr_t *arr);

@@ -139,21 +139,11 @@ static PGresult *run(PGconn *conn, const char *what, const char *sql, pgarr_t *c
                      err_class_t *cls, char *errstr, size_t errstr_size)
 {
     const char *params[16];
-    for (int i = 0; i < n; i++) {
-        if ((params[i] = pgarr_text(arrays[i])) == NULL) {
-            *cls = err_set(ERR_FATAL, errstr, errstr_size, "%s: out of memory", what);
-            return NULL;
-        }
-    }
-    PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
-    *cls = db_result_class(res, conn);
-    if (*cls != ERR_OK) {
-        const char *msg = PQerrorMessage(conn);
-        err_set(*cls, errstr, errstr_size, "%s: %.*s", what, (int) strcspn(msg, "\n"), msg);
-        PQclear(res);
+    if (!pgarr_params(arrays, (size_t) n, params)) {
+        *cls = err_set(ERR_FATAL, errstr, errstr_size, "%s: out of memory", what);
         return NULL;
     }
-    return res;
+    return db_query(conn, what, sql, n, params, cls, errstr, errstr_size);
 }
 
 /* Adds one outbox row per sink of each returned alert's owner. */

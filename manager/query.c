@@ -5,6 +5,7 @@
 
 #include "common/db.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,17 +42,15 @@ err_class_t query_instance(PGconn *conn, const char *process, const char *key, j
                            long *judged_events, char *errstr, size_t errstr_size)
 {
     const char *params[2] = {process, key};
-    PGresult *res = PQexecParams(conn, instance_sql, 2, NULL, params, NULL, NULL, 0);
-    err_class_t cls = db_result_class(res, conn);
+    char what[600];
+    snprintf(what, sizeof what, "reading instance %s/%s", process, key);
+    err_class_t cls;
+    PGresult *res = db_query(conn, what, instance_sql, 2, params, &cls, errstr, errstr_size);
 
     *out = NULL;
     *judged_events = 0;
-    if (cls != ERR_OK) {
-        err_set(cls, errstr, errstr_size, "reading instance %s/%s: %s", process, key,
-                PQerrorMessage(conn));
-        PQclear(res);
+    if (res == NULL)
         return cls;
-    }
     if (PQntuples(res) == 1) {
         json_error_t jerr;
         *out = json_loads(PQgetvalue(res, 0, 0), 0, &jerr);
@@ -63,14 +62,12 @@ err_class_t query_instance(PGconn *conn, const char *process, const char *key, j
     }
     PQclear(res);
 
-    res = PQexecParams(conn, "SELECT count(*) FROM steward.history WHERE process = $1 AND key = $2",
-                       2, NULL, params, NULL, NULL, 0);
-    cls = db_result_class(res, conn);
-    if (cls == ERR_OK)
+    snprintf(what, sizeof what, "reading history of %s/%s", process, key);
+    res =
+        db_query(conn, what, "SELECT count(*) FROM steward.history WHERE process = $1 AND key = $2",
+                 2, params, &cls, errstr, errstr_size);
+    if (res != NULL)
         *judged_events = atol(PQgetvalue(res, 0, 0));
-    else
-        err_set(cls, errstr, errstr_size, "reading history of %s/%s: %s", process, key,
-                PQerrorMessage(conn));
     PQclear(res);
     return cls;
 }
@@ -94,13 +91,12 @@ err_class_t query_stuck(PGconn *conn, const char *process, json_t **out, char *e
                         size_t errstr_size)
 {
     const char *params[1] = {process};
-    PGresult *res = PQexecParams(conn, stuck_sql, 1, NULL, params, NULL, NULL, 0);
-    err_class_t cls = db_result_class(res, conn);
+    err_class_t cls;
+    PGresult *res =
+        db_query(conn, "reading open alerts", stuck_sql, 1, params, &cls, errstr, errstr_size);
 
     *out = NULL;
-    if (cls != ERR_OK) {
-        err_set(cls, errstr, errstr_size, "reading open alerts: %s", PQerrorMessage(conn));
-    } else {
+    if (res != NULL) {
         json_error_t jerr;
         *out = json_loads(PQgetvalue(res, 0, 0), 0, &jerr);
         if (*out == NULL)

@@ -1255,10 +1255,8 @@ static err_class_t bulk(batch_t *b, const char *what, const char *sql, pgarr_t *
     const char *params[20];
     err_class_t cls;
 
-    for (size_t i = 0; i < n_arrays; i++) {
-        if ((params[i] = pgarr_text(arrays[i])) == NULL)
-            return err_set(ERR_FATAL, errstr, errstr_size, "%s: out of memory", what);
-    }
+    if (!pgarr_params(arrays, n_arrays, params))
+        return err_set(ERR_FATAL, errstr, errstr_size, "%s: out of memory", what);
     for (size_t i = 0; i < n_extra; i++)
         params[n_arrays + i] = extra[i];
     PGresult *res =
@@ -1351,10 +1349,8 @@ static err_class_t batch_write(batch_t *b, char *errstr, size_t errstr_size)
         /* The group is $1 here; bulk() appends extras after the arrays, so
          * the statement numbers its arrays from $2. */
         const char *params[6] = {group[0]};
-        for (size_t i = 0; i < 5; i++) {
-            if ((params[i + 1] = pgarr_text(cols[i])) == NULL)
-                cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
-        }
+        if (!pgarr_params(cols, 5, params + 1))
+            cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
         if (cls == ERR_OK) {
             PGresult *res = batch_query(b, "advancing offsets", write_offsets_sql, 6, params, &cls,
                                         errstr, errstr_size);

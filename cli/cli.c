@@ -1,0 +1,42 @@
+/*
+ * cli - what the subcommands share: where the database is, connecting to
+ * it, refusing stray arguments, printing JSON. See cli.h.
+ */
+#include "cli/cli.h"
+
+#include "common/db.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+const char *cli_database_url(const char *flag_value)
+{
+    if (flag_value != NULL)
+        return flag_value;
+    const char *env = getenv("STEWARD_DATABASE_URL");
+    return env != NULL ? env : "";
+}
+
+PGconn *cli_connect(const char *flag_value, const char *cmd)
+{
+    char errstr[1024];
+    PGconn *conn = db_connect(cli_database_url(flag_value), cmd, errstr, sizeof errstr);
+    if (conn == NULL)
+        fprintf(stderr, "%s: %s\n", cmd, errstr);
+    return conn;
+}
+
+bool cli_extra_args(int argc, char **argv, const char *cmd, const char *usage)
+{
+    if (optind >= argc)
+        return false;
+    fprintf(stderr, "%s: unexpected argument '%s'\n%s", cmd, argv[optind], usage);
+    return true;
+}
+
+void cli_print_json(const json_t *doc)
+{
+    json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    printf("\n");
+}
