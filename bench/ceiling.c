@@ -147,7 +147,7 @@ static char *history_sql(const char *schema)
                  "  partition, \"offset\", event_time, from_state, to_state, outcome, replayed, "
                  "detail, "
                  "  replica, epoch) "
-                 "SELECT p, k, v, e, t, tp, pa, o, to_timestamp(et / 1000.0), fs, ts, oc, rp, d, "
+                 "SELECT p, k, v, e, t, tp, pa, o, steward.from_ms(et), fs, ts, oc, rp, d, "
                  "$16, ep "
                  "FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], "
                  "$6::text[], "
@@ -169,9 +169,8 @@ static char *instances_sql(const char *schema)
                  "  state_entered_at, deadline_at, process_deadline_at, next_deadline_at, "
                  "overdue, "
                  "  process_overdue, attempt, vars, events_applied) "
-                 "SELECT p, k, v, s, st, to_timestamp(sa / 1000.0), to_timestamp(se / 1000.0), "
-                 "  to_timestamp(dl / 1000.0), to_timestamp(pd / 1000.0), to_timestamp(nd / "
-                 "1000.0), "
+                 "SELECT p, k, v, s, st, steward.from_ms(sa), steward.from_ms(se), "
+                 "  steward.from_ms(dl), steward.from_ms(pd), steward.from_ms(nd), "
                  "  ov, po, at, vr::jsonb, ea "
                  "FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], "
                  "$6::bigint[], "
@@ -234,11 +233,11 @@ int main(int argc, char **argv)
     /* ---- steward's final instance rows, by (process, key) -------------- */
     PGresult *res = run("reading instances",
                         "SELECT process, key, version, state, status, "
-                        "  (extract(epoch FROM started_at) * 1000)::bigint, "
-                        "  (extract(epoch FROM state_entered_at) * 1000)::bigint, "
-                        "  (extract(epoch FROM deadline_at) * 1000)::bigint, "
-                        "  (extract(epoch FROM process_deadline_at) * 1000)::bigint, "
-                        "  (extract(epoch FROM next_deadline_at) * 1000)::bigint, "
+                        "  steward.to_ms(started_at), "
+                        "  steward.to_ms(state_entered_at), "
+                        "  steward.to_ms(deadline_at), "
+                        "  steward.to_ms(process_deadline_at), "
+                        "  steward.to_ms(next_deadline_at), "
                         "  overdue, process_overdue, attempt, vars::text, events_applied "
                         "FROM steward.instances",
                         0, NULL);
@@ -257,7 +256,7 @@ int main(int argc, char **argv)
     /* ---- steward's history rows, in its transactions -------------------- */
     res = run("reading history",
               "SELECT recorded_at, replica, process, key, version, event_id, event_type, topic, "
-              "  partition, \"offset\", (extract(epoch FROM event_time) * 1000)::bigint, "
+              "  partition, \"offset\", steward.to_ms(event_time), "
               "  from_state, to_state, outcome, replayed, detail, epoch "
               "FROM steward.history ORDER BY recorded_at, replica, id",
               0, NULL);

@@ -95,10 +95,10 @@ static const char late_sql[] =
     "    lag(h.event_time) OVER (PARTITION BY h.process, h.key ORDER BY h.id) AS entered "
     "  FROM steward.history h WHERE h.outcome IN ('started', 'advanced')) "
     "SELECT m.key, m.from_state, m.event_type, "
-    "  (extract(epoch FROM m.event_time - m.entered) * 1000)::bigint, d.ms "
+    "  steward.to_ms(m.event_time - m.entered), d.ms "
     "FROM moves m JOIN unnest($1::text[], $2::bigint[]) AS d(state, ms) "
     "  ON d.state = m.from_state "
-    "WHERE m.entered IS NOT NULL AND m.event_time - m.entered > d.ms * interval '1 millisecond' "
+    "WHERE m.entered IS NOT NULL AND m.event_time - m.entered > steward.ms_interval(d.ms) "
     "ORDER BY m.event_time, m.key";
 
 /* Prints what the candidate would have paged for; returns how many. */

@@ -108,7 +108,7 @@ void alert_batch_clear(alert_batch_t *b)
 static const char open_sql[] =
     "INSERT INTO steward.alerts (kind, process, key, state, owner, summary, details, "
     "  dedup_key, deadline_at) "
-    "SELECT k, p, ky, s, o, sm, d::jsonb, dk, to_timestamp(dl / 1000.0) "
+    "SELECT k, p, ky, s, o, sm, d::jsonb, dk, steward.from_ms(dl) "
     "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], "
     "  $7::text[], $8::text[], $9::bigint[]) AS u(k, p, ky, s, o, sm, d, dk, dl) "
     "ON CONFLICT (dedup_key) WHERE resolved_at IS NULL DO NOTHING "

@@ -306,8 +306,16 @@ static attempt_t post_result(transfer_t *t, CURLcode rc)
 
 /* ---- delivery ----------------------------------------------------------------- */
 
+/* What a claimed outbox row comes back with, in claim_sql and group_sql
+ * alike: columns read by position in start_row() and read_alert(). */
+#define CLAIMED_COLUMNS                                                                            \
+    "RETURNING o.id, o.destination, o.payload->>'event', o.attempts, a.id, a.kind, a.process, "    \
+    "  a.key, a.state, a.owner, a.summary, a.details::text, a.dedup_key, "                         \
+    "  steward.rfc3339(a.opened_at), steward.rfc3339(a.resolved_at), a.resolution, "               \
+    "  steward.rfc3339(a.deadline_at)"
+
 static const char claim_sql[] =
-    "UPDATE steward.outbox o SET next_attempt_at = now() + $1::bigint * interval '1 millisecond' "
+    "UPDATE steward.outbox o SET next_attempt_at = now() + steward.ms_interval($1::bigint) "
     "FROM steward.alerts a "
     "WHERE a.id = o.alert_id AND o.id IN ("
     "  SELECT c.id FROM steward.outbox c "
@@ -321,13 +329,7 @@ static const char claim_sql[] =
     "    AND NOT EXISTS (SELECT 1 FROM steward.outbox e "
     "      WHERE e.alert_id = c.alert_id AND e.destination = c.destination AND e.id < c.id "
     "        AND e.delivered_at IS NULL AND e.failed_at IS NULL) "
-    "  ORDER BY c.id LIMIT $3::int FOR UPDATE SKIP LOCKED) "
-    "RETURNING o.id, o.destination, o.payload->>'event', o.attempts, a.id, a.kind, a.process, "
-    "  a.key, a.state, a.owner, a.summary, a.details::text, a.dedup_key, "
-    "  to_char(a.opened_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
-    "  to_char(a.resolved_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
-    "  a.resolution, "
-    "  to_char(a.deadline_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')";
+    "  ORDER BY c.id LIMIT $3::int FOR UPDATE SKIP LOCKED) " CLAIMED_COLUMNS;
 
 /*
  * The sequence triggers of one (process, state) pending for one sink, once
@@ -341,9 +343,9 @@ static const char group_sql[] =
     "    AND c.failed_at IS NULL AND c.next_attempt_at <= now() "
     "    AND c.payload->>'event' = 'trigger' AND a.kind = 'sequence' "
     "  GROUP BY a.process, a.state "
-    "  HAVING min(c.created_at) <= now() - $3::bigint * interval '1 millisecond' "
+    "  HAVING min(c.created_at) <= now() - steward.ms_interval($3::bigint) "
     "  ORDER BY min(c.id) LIMIT 1) "
-    "UPDATE steward.outbox o SET next_attempt_at = now() + $1::bigint * interval '1 millisecond' "
+    "UPDATE steward.outbox o SET next_attempt_at = now() + steward.ms_interval($1::bigint) "
     "FROM steward.alerts a "
     "WHERE a.id = o.alert_id AND o.id IN ("
     "  SELECT c.id FROM steward.outbox c JOIN steward.alerts ca ON ca.id = c.alert_id "
@@ -351,13 +353,7 @@ static const char group_sql[] =
     "  WHERE c.kind = 'notification' AND c.destination = $2 AND c.delivered_at IS NULL "
     "    AND c.failed_at IS NULL AND c.next_attempt_at <= now() "
     "    AND c.payload->>'event' = 'trigger' AND ca.kind = 'sequence' "
-    "  ORDER BY c.id LIMIT $4::int FOR UPDATE OF c SKIP LOCKED) "
-    "RETURNING o.id, o.destination, o.payload->>'event', o.attempts, a.id, a.kind, a.process, "
-    "  a.key, a.state, a.owner, a.summary, a.details::text, a.dedup_key, "
-    "  to_char(a.opened_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
-    "  to_char(a.resolved_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
-    "  a.resolution, "
-    "  to_char(a.deadline_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')";
+    "  ORDER BY c.id LIMIT $4::int FOR UPDATE OF c SKIP LOCKED) " CLAIMED_COLUMNS;
 
 /*
  * For a sequence alert's resolve (row $3): the group its trigger went out
@@ -498,7 +494,7 @@ static err_class_t record(notifier_t *n, const char *id, const attempt_t *a, int
         break;
     default:
         sql = "UPDATE steward.outbox SET attempts = attempts + 1, last_error = $2, "
-              "  next_attempt_at = now() + $3::bigint * interval '1 millisecond' WHERE id = $1";
+              "  next_attempt_at = now() + steward.ms_interval($3::bigint) WHERE id = $1";
         break;
     }
     const char *params[3] = {id, a->error, wait};
@@ -872,8 +868,8 @@ static err_class_t reap(notifier_t *n, notifier_stats_t *stats, char *errstr, si
 static const char open_alerts_sql[] =
     "SELECT a.id, a.kind, a.process, a.key, a.state, a.owner, a.summary, a.details::text, "
     "  a.dedup_key, "
-    "  to_char(a.opened_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), NULL, NULL, "
-    "  to_char(a.deadline_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') "
+    "  steward.rfc3339(a.opened_at), NULL, NULL, "
+    "  steward.rfc3339(a.deadline_at) "
     "FROM steward.alerts a WHERE a.resolved_at IS NULL ORDER BY a.id";
 
 /*

@@ -148,10 +148,8 @@ json_t *retention_result_json(const retention_result_t *r, const retention_confi
  * DateStyle or TimeZone printed them reads them back. */
 static const char list_partitions_sql[] =
     "SELECT c.relname, b.bound = 'DEFAULT', "
-    "  (extract(epoch FROM substring(b.bound FROM 'FROM \\(''([^'']*)''\\)')::timestamptz) "
-    "    * 1000)::bigint, "
-    "  (extract(epoch FROM substring(b.bound FROM 'TO \\(''([^'']*)''\\)')::timestamptz) "
-    "    * 1000)::bigint "
+    "  steward.to_ms(substring(b.bound FROM 'FROM \\(''([^'']*)''\\)')::timestamptz), "
+    "  steward.to_ms(substring(b.bound FROM 'TO \\(''([^'']*)''\\)')::timestamptz) "
     "FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
     "CROSS JOIN LATERAL (SELECT pg_get_expr(c.relpartbound, c.oid) AS bound) b "
     "WHERE i.inhparent = 'steward.history'::regclass ORDER BY c.relname";
@@ -220,11 +218,10 @@ static err_class_t create_week(PGconn *conn, int64_t start_ms, char *name, size_
     snprintf(lo, sizeof lo, "%" PRId64, start_ms);
     snprintf(hi, sizeof hi, "%" PRId64, start_ms + RETENTION_WEEK_MS);
     const char *params[2] = {lo, hi};
-    PGresult *res =
-        db_query(conn, "formatting week bounds",
-                 "SELECT format('FROM (%L) TO (%L)', to_timestamp($1::bigint / 1000.0), "
-                 "  to_timestamp($2::bigint / 1000.0))",
-                 2, params, &cls, errstr, errstr_size);
+    PGresult *res = db_query(conn, "formatting week bounds",
+                             "SELECT format('FROM (%L) TO (%L)', steward.from_ms($1::bigint), "
+                             "  steward.from_ms($2::bigint))",
+                             2, params, &cls, errstr, errstr_size);
     if (res == NULL)
         return cls;
     snprintf(bounds, sizeof bounds, "%s", PQgetvalue(res, 0, 0));
@@ -245,13 +242,12 @@ static err_class_t create_week(PGconn *conn, int64_t start_ms, char *name, size_
         goto fail;
     char *ident = PQescapeIdentifier(conn, name, strlen(name));
     char *move = NULL;
-    if (ident == NULL ||
-        asprintf(&move,
-                 "WITH moved AS (DELETE FROM steward.history_default "
-                 "  WHERE recorded_at >= to_timestamp($1::bigint / 1000.0) "
-                 "    AND recorded_at < to_timestamp($2::bigint / 1000.0) RETURNING *) "
-                 "INSERT INTO steward.%s SELECT * FROM moved",
-                 ident) < 0) {
+    if (ident == NULL || asprintf(&move,
+                                  "WITH moved AS (DELETE FROM steward.history_default "
+                                  "  WHERE recorded_at >= steward.from_ms($1::bigint) "
+                                  "    AND recorded_at < steward.from_ms($2::bigint) RETURNING *) "
+                                  "INSERT INTO steward.%s SELECT * FROM moved",
+                                  ident) < 0) {
         PQfreemem(ident);
         cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
         goto fail;
@@ -307,7 +303,7 @@ typedef struct doomed {
     const char *delete_sql; /* $2 the batch size; returns nothing */
 } doomed_t;
 
-#define CUTOFF "to_timestamp($1::bigint / 1000.0)"
+#define CUTOFF "steward.from_ms($1::bigint)"
 #define NEWER_ENTRY                                                                                \
     "EXISTS (SELECT 1 FROM steward.ownership_log n WHERE n.consumer_group = l.consumer_group "     \
     "  AND n.topic = l.topic AND n.partition = l.partition AND n.id > l.id)"
@@ -332,7 +328,7 @@ static const doomed_t doomed[] = {
      "SELECT count(*) FROM steward.alerts a WHERE a.resolved_at IS NOT NULL AND a.resolved_at "
      "< " CUTOFF "  AND NOT EXISTS (SELECT 1 FROM steward.outbox o WHERE o.alert_id = a.id "
      "    AND NOT coalesce(coalesce(o.delivered_at, o.failed_at) "
-     "      < to_timestamp($2::bigint / 1000.0), false))",
+     "      < steward.from_ms($2::bigint), false))",
      "DELETE FROM steward.alerts WHERE id IN ("
      "  SELECT a.id FROM steward.alerts a WHERE a.resolved_at IS NOT NULL AND a.resolved_at "
      "< " CUTOFF "    AND NOT EXISTS (SELECT 1 FROM steward.outbox o WHERE o.alert_id = a.id) "

@@ -124,21 +124,20 @@ static int64_t ms_column(const PGresult *res, int row, int col)
                                       : strtoll(PQgetvalue(res, row, col), NULL, 10);
 }
 
-static const char due_sql[] =
-    "SELECT key, version, state, "
-    "  (extract(epoch FROM started_at) * 1000)::bigint, "
-    "  (extract(epoch FROM state_entered_at) * 1000)::bigint, "
-    "  (extract(epoch FROM deadline_at) * 1000)::bigint, "
-    "  (extract(epoch FROM process_deadline_at) * 1000)::bigint, "
-    "  overdue, process_overdue "
-    "FROM steward.instances "
-    "WHERE status = 'active' AND next_deadline_at IS NOT NULL "
-    "  AND next_deadline_at <= to_timestamp($2 / 1000.0) AND process = $1 "
-    "ORDER BY next_deadline_at LIMIT 500 FOR UPDATE SKIP LOCKED";
+static const char due_sql[] = "SELECT key, version, state, "
+                              "  steward.to_ms(started_at), "
+                              "  steward.to_ms(state_entered_at), "
+                              "  steward.to_ms(deadline_at), "
+                              "  steward.to_ms(process_deadline_at), "
+                              "  overdue, process_overdue "
+                              "FROM steward.instances "
+                              "WHERE status = 'active' AND next_deadline_at IS NOT NULL "
+                              "  AND next_deadline_at <= steward.from_ms($2) AND process = $1 "
+                              "ORDER BY next_deadline_at LIMIT 500 FOR UPDATE SKIP LOCKED";
 
 static const char mark_sql[] =
     "UPDATE steward.instances i SET overdue = u.o, process_overdue = u.po, "
-    "  next_deadline_at = to_timestamp(u.n / 1000.0), updated_at = now() "
+    "  next_deadline_at = steward.from_ms(u.n), updated_at = now() "
     "FROM unnest($2::text[], $3::bool[], $4::bool[], $5::bigint[]) AS u(k, o, po, n) "
     "WHERE i.process = $1 AND i.key = u.k";
 
@@ -374,22 +373,22 @@ static void loaded_topics(const def_set_t *defs, pgarr_t *topics)
  */
 static const char stale_sql[] =
     "SELECT t.topic, o.partition, o.owner, "
-    "  (extract(epoch FROM now() - o.updated_at) * 1000)::bigint, "
-    "  (extract(epoch FROM now() - o.watermark) * 1000)::bigint, "
-    "  $4::bigint IS NOT NULL AND o.updated_at < now() - $4::bigint * interval '1 millisecond' "
+    "  steward.to_ms(now() - o.updated_at), "
+    "  steward.to_ms(now() - o.watermark), "
+    "  $4::bigint IS NOT NULL AND o.updated_at < now() - steward.ms_interval($4::bigint) "
     "  AND (l.action IS DISTINCT FROM 'claim' AND l.action IS NOT NULL "
     "       OR o.owner IS NULL "
     "       OR NOT EXISTS (SELECT 1 FROM steward.replicas r WHERE r.consumer_group = $1 "
     "                      AND r.replica = o.owner "
-    "                      AND r.seen_at >= now() - $4::bigint * interval '1 millisecond')) "
+    "                      AND r.seen_at >= now() - steward.ms_interval($4::bigint))) "
     "FROM (SELECT DISTINCT unnest($2::text[]) AS topic) t "
     "LEFT JOIN steward.offsets o ON o.consumer_group = $1 AND o.topic = t.topic "
     "LEFT JOIN LATERAL (SELECT action FROM steward.ownership_log l "
     "  WHERE l.consumer_group = $1 AND l.topic = o.topic AND l.partition = o.partition "
     "  ORDER BY l.id DESC LIMIT 1) l ON true "
     "WHERE o.topic IS NULL "
-    "   OR o.updated_at < now() - least($3::bigint, coalesce($4::bigint, $3::bigint)) "
-    "                             * interval '1 millisecond' "
+    "   OR o.updated_at < now() - steward.ms_interval(least($3::bigint, "
+    "                                                 coalesce($4::bigint, $3::bigint))) "
     "ORDER BY 1, 2";
 
 /* Open `unloadable` alerts whose version has no instance set aside any more. */
@@ -583,7 +582,7 @@ err_class_t sched_tick(sched_t *s, sched_stats_t *stats, char *errstr, size_t er
         s->mark_current = false;
     }
     PGresult *res = db_query(s->conn, "reading watermarks",
-                             "SELECT process, (extract(epoch FROM watermark) * 1000)::bigint "
+                             "SELECT process, steward.to_ms(watermark) "
                              "FROM steward.process_watermarks($1) WHERE watermark IS NOT NULL",
                              1, params, &cls, errstr, errstr_size);
     if (res == NULL)

@@ -651,10 +651,10 @@ static int64_t ms_value(const PGresult *res, int row, int col)
  */
 static const char read_instances_sql[] =
     "SELECT i.process, i.key, i.version, i.state, "
-    "  (extract(epoch FROM i.started_at) * 1000)::bigint, "
-    "  (extract(epoch FROM i.state_entered_at) * 1000)::bigint, "
-    "  (extract(epoch FROM i.deadline_at) * 1000)::bigint, "
-    "  (extract(epoch FROM i.process_deadline_at) * 1000)::bigint, "
+    "  steward.to_ms(i.started_at), "
+    "  steward.to_ms(i.state_entered_at), "
+    "  steward.to_ms(i.deadline_at), "
+    "  steward.to_ms(i.process_deadline_at), "
     "  i.overdue, i.attempt, i.vars::text, i.events_applied, i.process_overdue "
     "FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(p, k, n) "
     "CROSS JOIN LATERAL (SELECT * FROM steward.instances "
@@ -681,7 +681,7 @@ static err_class_t batch_lock_and_read(batch_t *b, char *errstr, size_t errstr_s
     /* Hash order is the one global order every transaction locks in. */
     res = batch_query(b, "locking instances",
                       "SELECT count(pg_advisory_xact_lock(h)) FROM ("
-                      "  SELECT DISTINCT hashtextextended(p || chr(31) || k, 0) AS h "
+                      "  SELECT DISTINCT steward.instance_lock_key(p, k) AS h "
                       "  FROM unnest($1::text[], $2::text[]) AS u(p, k) ORDER BY h OFFSET 0) s",
                       2, params, &cls, errstr, errstr_size);
     if (res == NULL)
@@ -797,7 +797,7 @@ static err_class_t batch_read_parked(batch_t *b, char *errstr, size_t errstr_siz
     PGresult *res = batch_query(
         b, "reading parked events",
         "SELECT p.id, p.process, p.key, p.event_id, p.event_type, p.topic, p.partition, "
-        "  p.\"offset\", (extract(epoch FROM p.event_time) * 1000)::bigint, "
+        "  p.\"offset\", steward.to_ms(p.event_time), "
         "  p.payload::text "
         "FROM unnest($1::text[], $2::text[]) AS u(pr, k) "
         "CROSS JOIN LATERAL (SELECT * FROM steward.parked "
@@ -1175,7 +1175,7 @@ static void batch_collect(batch_t *b)
     "INSERT INTO steward.history (process, key, version, event_id, event_type, topic, "            \
     "  partition, \"offset\", event_time, from_state, to_state, outcome, replayed, detail, "       \
     "  replica, epoch, late_by_ms) "                                                               \
-    "SELECT p, k, v, e, t, tp, pa, o, to_timestamp(et / 1000.0), fs, ts, oc, rp, d, $17, ep, lb "  \
+    "SELECT p, k, v, e, t, tp, pa, o, steward.from_ms(et), fs, ts, oc, rp, d, $17, ep, lb "        \
     "FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], "          \
     "  $7::int[], $8::bigint[], $9::bigint[], $10::text[], $11::text[], $12::text[], "             \
     "  $13::bool[], $14::text[], $15::bigint[], $16::bigint[]) WITH ORDINALITY "                   \
@@ -1192,7 +1192,7 @@ static const char write_late_history_sql[] =
     "RETURNING process, key, from_state, event_time, late_by_ms) "
     "UPDATE steward.alerts a "
     "SET late_by_ms = "
-    "  greatest(1, (extract(epoch FROM h.event_time - a.deadline_at) * 1000)::bigint) "
+    "  greatest(1, steward.to_ms(h.event_time - a.deadline_at)) "
     "FROM h "
     "WHERE h.late_by_ms IS NOT NULL AND a.resolved_at IS NULL AND a.kind = 'deadline' "
     "  AND a.process = h.process AND a.key = h.key AND a.state = h.from_state "
@@ -1201,7 +1201,7 @@ static const char write_late_history_sql[] =
 static const char write_parked_sql[] =
     "INSERT INTO steward.parked (process, key, event_id, event_type, topic, partition, "
     "  \"offset\", event_time, payload, expires_at) "
-    "SELECT p, k, e, t, tp, pa, o, to_timestamp(et / 1000.0), pl::jsonb, to_timestamp(ex / 1000.0) "
+    "SELECT p, k, e, t, tp, pa, o, steward.from_ms(et), pl::jsonb, steward.from_ms(ex) "
     "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], "
     "  $7::bigint[], $8::bigint[], $9::text[], $10::bigint[]) "
     "  AS u(p, k, e, t, tp, pa, o, et, pl, ex)";
@@ -1209,7 +1209,7 @@ static const char write_parked_sql[] =
 static const char write_rejected_sql[] =
     "INSERT INTO steward.rejected (consumer_group, topic, partition, \"offset\", process, "
     "  reason, detail, value, headers, kafka_time, replica, epoch, message_key) "
-    "SELECT $12, tp, pa, o, pr, r, d, decode(v, 'hex'), h::jsonb, to_timestamp(kt / 1000.0), $13, "
+    "SELECT $12, tp, pa, o, pr, r, d, decode(v, 'hex'), h::jsonb, steward.from_ms(kt), $13, "
     "ep, decode(mk, 'hex') "
     "FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[], $5::text[], "
     "$6::text[], "
@@ -1220,8 +1220,8 @@ static const char write_instances_sql[] =
     "INSERT INTO steward.instances AS i (process, key, version, state, status, started_at, "
     "  state_entered_at, deadline_at, process_deadline_at, next_deadline_at, overdue, "
     "  process_overdue, attempt, vars, events_applied) "
-    "SELECT p, k, v, s, st, to_timestamp(sa / 1000.0), to_timestamp(se / 1000.0), "
-    "  to_timestamp(dl / 1000.0), to_timestamp(pd / 1000.0), to_timestamp(nd / 1000.0), "
+    "SELECT p, k, v, s, st, steward.from_ms(sa), steward.from_ms(se), "
+    "  steward.from_ms(dl), steward.from_ms(pd), steward.from_ms(nd), "
     "  ov, po, at, vr::jsonb, ea "
     "FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bigint[], "
     "  $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bool[], $12::bool[], "
@@ -1239,7 +1239,7 @@ static const char write_instances_sql[] =
 static const char write_offsets_sql[] =
     "UPDATE steward.offsets o SET "
     "  next_offset = CASE WHEN u.n >= 0 THEN u.n ELSE o.next_offset END, "
-    "  watermark = CASE WHEN u.w >= 0 THEN greatest(o.watermark, to_timestamp(u.w / 1000.0)) "
+    "  watermark = CASE WHEN u.w >= 0 THEN greatest(o.watermark, steward.from_ms(u.w)) "
     "                   ELSE o.watermark END, "
     "  updated_at = now() "
     "FROM unnest($2::text[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[]) "
@@ -1531,7 +1531,7 @@ static const char expire_parked_sql[] =
     "  DELETE FROM steward.parked p USING wm "
     "  WHERE p.process = wm.process "
     "    AND CASE WHEN p.expires_at < wm.watermark "
-    "        THEN pg_try_advisory_xact_lock(hashtextextended(p.process || chr(31) || p.key, 0)) "
+    "        THEN pg_try_advisory_xact_lock(steward.instance_lock_key(p.process, p.key)) "
     "        ELSE false END "
     "  RETURNING p.*) "
     "INSERT INTO steward.history (process, key, version, event_id, event_type, topic, "
