@@ -11,7 +11,6 @@
  */
 #include "cli/cli.h"
 #include "common/clock.h"
-#include "common/db.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "common/rfc3339.h"
@@ -20,20 +19,15 @@
 #include "manager/intake.h"
 #include "manager/routes.h"
 #include "manager/scheduler.h"
-#include "schema/migrate.h"
+#include "shadow/backtest.h"
+#include "shadow/report.h"
 
 #include <getopt.h>
-#include <limits.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
-
-extern char **environ;
 
 static const char backtest_usage[] =
     "usage: steward backtest --definition FILE --from TIME [--to TIME] [OPTIONS]\n"
@@ -82,90 +76,34 @@ static bool parse_when(const char *text, int64_t *ms)
     return false;
 }
 
-/*
- * The steps that finished late within the window: the deadline passed in
- * event time before the awaited event came. A running steward would have
- * paged for each and resolved the page when the event arrived; the replay,
- * reading the window in seconds, cannot tell from its clock, so they are
- * found from history instead.
- */
-static const char late_sql[] =
-    "WITH moves AS ("
-    "  SELECT h.key, h.from_state, h.event_type, h.event_time, "
-    "    lag(h.event_time) OVER (PARTITION BY h.process, h.key ORDER BY h.id) AS entered "
-    "  FROM steward.history h WHERE h.outcome IN ('started', 'advanced')) "
-    "SELECT m.key, m.from_state, m.event_type, "
-    "  steward.to_ms(m.event_time - m.entered), d.ms "
-    "FROM moves m JOIN unnest($1::text[], $2::bigint[]) AS d(state, ms) "
-    "  ON d.state = m.from_state "
-    "WHERE m.entered IS NOT NULL AND m.event_time - m.entered > steward.ms_interval(d.ms) "
-    "ORDER BY m.event_time, m.key";
-
-/* Prints what the candidate would have paged for; returns how many. */
-static long print_alerts(PGconn *conn, const def_t *def, bool as_json)
+/* Prints the alerts backtest_alerts() found; as JSON or one line each. */
+static void print_alerts(const json_t *list, bool as_json)
 {
-    json_t *list = json_array();
-    PGresult *res =
-        PQexec(conn, "SELECT kind, key, state, owner, summary FROM steward.alerts "
-                     "WHERE kind NOT IN ('blind', 'unloadable') ORDER BY deadline_at, id");
-    for (int row = 0; PQresultStatus(res) == PGRES_TUPLES_OK && row < PQntuples(res); row++)
-        json_array_append_new(
-            list, json_pack("{s:s, s:s, s:s, s:s, s:s, s:b}", "kind", PQgetvalue(res, row, 0),
-                            "key", PQgetvalue(res, row, 1), "state", PQgetvalue(res, row, 2),
-                            "owner", PQgetvalue(res, row, 3), "summary", PQgetvalue(res, row, 4),
-                            "open_at_end", 1));
-    if (PQresultStatus(res) != PGRES_TUPLES_OK)
-        fprintf(stderr, "steward backtest: %s", PQerrorMessage(conn));
-    PQclear(res);
-
-    char states_lit[8192] = "{", ms_lit[4096] = "{";
-    size_t sl = 1, ml = 1;
-    for (size_t i = 0; i < def->n_states; i++) {
-        if (def->states[i].deadline_ms <= 0)
-            continue;
-        sl += (size_t) snprintf(states_lit + sl, sizeof states_lit - sl, "%s\"%s\"",
-                                sl > 1 ? "," : "", def->states[i].name);
-        ml += (size_t) snprintf(ms_lit + ml, sizeof ms_lit - ml, "%s%lld", ml > 1 ? "," : "",
-                                (long long) def->states[i].deadline_ms);
-    }
-    snprintf(states_lit + sl, sizeof states_lit - sl, "}");
-    snprintf(ms_lit + ml, sizeof ms_lit - ml, "}");
-    const char *params[2] = {states_lit, ms_lit};
-    res = PQexecParams(conn, late_sql, 2, NULL, params, NULL, NULL, 0);
-    for (int row = 0; PQresultStatus(res) == PGRES_TUPLES_OK && row < PQntuples(res); row++) {
-        const char *key = PQgetvalue(res, row, 0), *state = PQgetvalue(res, row, 1);
-        long state_idx = def_find_state(def, state);
-        char took[32], limit[32], summary[512];
-        duration_format(strtoll(PQgetvalue(res, row, 3), NULL, 10), took, sizeof took);
-        duration_format(strtoll(PQgetvalue(res, row, 4), NULL, 10), limit, sizeof limit);
-        const char *owner = state_idx >= 0 ? def_state_owner(def, (size_t) state_idx) : def->owner;
-        snprintf(summary, sizeof summary,
-                 "%s %s spent %s in %s (deadline %s) before %s: paged %s, then resolved",
-                 def->process, key, took, state, limit, PQgetvalue(res, row, 2), owner);
-        json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:s, s:s, s:b}", "kind", "deadline",
-                                              "key", key, "state", state, "owner", owner, "summary",
-                                              summary, "open_at_end", 0));
-    }
-    if (PQresultStatus(res) != PGRES_TUPLES_OK)
-        fprintf(stderr, "steward backtest: %s", PQerrorMessage(conn));
-    PQclear(res);
-
-    long n = (long) json_array_size(list);
     if (as_json) {
         json_dumpf(list, stdout, JSON_INDENT(2));
         printf("\n");
-    } else {
-        printf("alerts the definition would have raised: %ld\n", n);
-        size_t i;
-        json_t *a;
-        json_array_foreach(list, i, a)
-        {
-            printf("  %-8s %s\n", json_is_true(json_object_get(a, "open_at_end")) ? "open" : "late",
-                   json_string_value(json_object_get(a, "summary")));
-        }
+        return;
     }
-    json_decref(list);
-    return n;
+    printf("alerts the definition would have raised: %zu\n", json_array_size(list));
+    size_t i;
+    json_t *a;
+    json_array_foreach(list, i, a)
+    {
+        printf("  %-8s %s\n", json_is_true(json_object_get(a, "open_at_end")) ? "open" : "late",
+               json_string_value(json_object_get(a, "summary")));
+    }
+}
+
+/* The latest version of each process of the candidate set, for the report. */
+static const def_t **latest_defs(const def_set_t *set, size_t *n)
+{
+    const def_t **picked = calloc(set->n + 1, sizeof *picked);
+    *n = 0;
+    for (size_t i = 0; picked != NULL && i < set->n; i++) {
+        if (def_set_latest(set, set->defs[i]->process) == set->defs[i])
+            picked[(*n)++] = set->defs[i];
+    }
+    return picked;
 }
 
 int cli_backtest(int argc, char **argv)
@@ -256,27 +194,10 @@ int cli_backtest(int argc, char **argv)
     }
 
     /* The scratch database, on the same server as the live one. */
-    char scratch[64];
-    snprintf(scratch, sizeof scratch, "steward_backtest_%d_%ld", (int) getpid(),
-             (long) (clock_wall_ms() % 100000));
-    const char *server = cli_database_url(database);
-    PGconn *admin = db_connect(server, "steward backtest", errstr, sizeof errstr);
-    char *scratch_url = NULL;
-    PGconn *conn = NULL;
-    if (admin != NULL) {
-        char *ident = PQescapeIdentifier(admin, scratch, strlen(scratch));
-        char sql[256];
-        snprintf(sql, sizeof sql, "CREATE DATABASE %s", ident);
-        PQfreemem(ident);
-        if (db_exec(admin, "creating the scratch database", sql, 0, NULL, errstr, sizeof errstr) ==
-            ERR_OK) {
-            scratch_url = db_with_dbname(server, scratch);
-            conn = db_connect(scratch_url, "steward backtest", errstr, sizeof errstr);
-        }
-    }
-    migrate_result_t migrated;
+    backtest_scratch_t scratch;
     route_table_t *routes = NULL;
-    if (conn == NULL || migrate_apply(conn, &migrated, errstr, sizeof errstr) != ERR_OK) {
+    if (backtest_scratch_open(&scratch, cli_database_url(database), errstr, sizeof errstr) !=
+        ERR_OK) {
         fprintf(stderr, "steward backtest: %s\n", errstr);
         rc = EXIT_RUNTIME;
         goto out;
@@ -287,7 +208,7 @@ int cli_backtest(int argc, char **argv)
     json_decref(quiet);
 
     char group[128], from_text[40];
-    snprintf(group, sizeof group, "%s", scratch);
+    snprintf(group, sizeof group, "%s", scratch.name);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -296,12 +217,12 @@ int cli_backtest(int argc, char **argv)
 
     rfc3339_format_seconds(from_ms, from_text, sizeof from_text);
     fprintf(stderr, "steward backtest: replaying %s from %s into %s\n", definition, from_text,
-            scratch);
+            scratch.name);
     log_set_level(LOG_LEVEL_WARN);
     intake_config_t icfg = {
         .brokers = brokers,
         .group = group,
-        .conninfo = scratch_url,
+        .conninfo = scratch.url,
         .replica = "backtest",
         .batch_max = INTAKE_DEFAULT_BATCH_MAX,
         .batch_ms = INTAKE_DEFAULT_BATCH_MS,
@@ -330,7 +251,7 @@ int cli_backtest(int argc, char **argv)
 
     /* Every deadline judged as of the window's end. */
     /* A replay cannot be blind: blind_after is set past any window. */
-    sched_config_t scfg = {scratch_url, group, 1000, 0, 3650LL * 86400000, "steward", to_ms};
+    sched_config_t scfg = {scratch.url, group, 1000, 0, 3650LL * 86400000, "steward", to_ms};
     sched_t *sched = sched_new(&scfg, defs, routes, errstr, sizeof errstr);
     sched_stats_t stats;
     if (sched == NULL || sched_tick(sched, &stats, errstr, sizeof errstr) != ERR_OK) {
@@ -341,40 +262,36 @@ int cli_backtest(int argc, char **argv)
     }
     sched_free(sched);
 
-    print_alerts(conn, def_set_latest(defs, defs->defs[0]->process), as_json);
+    json_t *alerts = NULL, *report = NULL;
+    const def_t *candidate = def_set_latest(defs, defs->defs[0]->process);
+    if (backtest_alerts(scratch.conn, candidate, &alerts, errstr, sizeof errstr) != ERR_OK) {
+        fprintf(stderr, "steward backtest: %s\n", errstr);
+        rc = EXIT_RUNTIME;
+        goto out;
+    }
+    print_alerts(alerts, as_json);
+    json_decref(alerts);
     if (!as_json) {
-        char self[PATH_MAX];
-        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-        self[n > 0 ? n : 0] = '\0';
-        printf("\n");
-        fflush(stdout);
-        const char *report_argv[] = {
-            self, "report", "--database", scratch_url, "--definitions", definition, NULL};
-        pid_t pid;
-        if (n > 0 &&
-            posix_spawn(&pid, self, NULL, NULL, (char *const *) report_argv, environ) == 0) {
-            int status;
-            waitpid(pid, &status, 0);
+        size_t n_latest;
+        const def_t **latest = latest_defs(defs, &n_latest);
+        report_options_t ropts = {.definitions = definition};
+        if (latest == NULL || report_build(scratch.conn, latest, n_latest, &ropts, &report, errstr,
+                                           sizeof errstr) != ERR_OK) {
+            fprintf(stderr, "steward backtest: %s\n", latest == NULL ? "out of memory" : errstr);
+            rc = EXIT_RUNTIME;
+        } else {
+            printf("\n");
+            report_print_text(report, stdout);
         }
+        json_decref(report);
+        free(latest);
     }
 
 out:
-    if (conn != NULL)
-        PQfinish(conn);
-    if (admin != NULL && scratch_url != NULL && !keep) {
-        char *ident = PQescapeIdentifier(admin, scratch, strlen(scratch));
-        char sql[256];
-        snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s WITH (FORCE)", ident);
-        PQfreemem(ident);
-        if (db_exec(admin, "dropping the scratch database", sql, 0, NULL, errstr, sizeof errstr) !=
-            ERR_OK)
-            fprintf(stderr, "steward backtest: %s\n", errstr);
-    } else if (keep && scratch_url != NULL) {
-        fprintf(stderr, "steward backtest: kept the scratch database %s\n", scratch);
-    }
-    if (admin != NULL)
-        PQfinish(admin);
-    free(scratch_url);
+    if (scratch.admin != NULL && keep && scratch.url != NULL)
+        fprintf(stderr, "steward backtest: kept the scratch database %s\n", scratch.name);
+    if (backtest_scratch_close(&scratch, keep, errstr, sizeof errstr) != ERR_OK)
+        fprintf(stderr, "steward backtest: %s\n", errstr);
     route_table_free(routes);
     def_problems_clear(&problems);
     def_set_free(defs);
