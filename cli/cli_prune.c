@@ -78,7 +78,7 @@ int cli_prune(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     const char *database = NULL, *config_path = getenv("STEWARD_CONFIG");
-    const char **sets = calloc((size_t) argc + 1, sizeof *sets);
+    config_flag_t *sets = calloc((size_t) argc + 1, sizeof *sets);
     size_t n_sets = 0;
     bool dry_run = false, as_json = false;
     char errstr[1024];
@@ -99,7 +99,7 @@ int cli_prune(int argc, char **argv)
             config_path = optarg;
             break;
         case 's':
-            sets[n_sets++] = optarg;
+            sets[n_sets++] = (config_flag_t){"set", optarg};
             break;
         case 'd':
             database = optarg;
@@ -120,28 +120,11 @@ int cli_prune(int argc, char **argv)
     }
 
     /* The same settings `steward run` would use: file, environment, flags. */
-    config_t *cfg = config_new();
-    err_class_t cls = cfg != NULL ? ERR_OK : ERR_FATAL;
-    if (cls == ERR_OK && config_path != NULL && *config_path != '\0')
-        cls = config_load_file(cfg, config_path, errstr, sizeof errstr);
-    if (cls == ERR_OK)
-        cls = config_apply_env(cfg, errstr, sizeof errstr);
-    for (size_t i = 0; i < n_sets && cls == ERR_OK; i++) {
-        const char *eq = strchr(sets[i], '=');
-        char name[128];
-        if (eq == NULL || eq == sets[i] || (size_t) (eq - sets[i]) >= sizeof name) {
-            cls = err_set(ERR_INVALID, errstr, sizeof errstr, "--set %s: expected KEY=VALUE",
-                          sets[i]);
-            break;
-        }
-        memcpy(name, sets[i], (size_t) (eq - sets[i]));
-        name[eq - sets[i]] = '\0';
-        cls = config_set(cfg, name, eq + 1, errstr, sizeof errstr);
-    }
+    err_class_t cls;
+    config_t *cfg = config_build(config_path, sets, n_sets, &cls, errstr, sizeof errstr);
     free(sets);
-    if (cls != ERR_OK) {
+    if (cfg == NULL) {
         fprintf(stderr, "steward prune: config: %s\n", cls == ERR_FATAL ? "out of memory" : errstr);
-        config_free(cfg);
         return cls == ERR_FATAL ? EXIT_RUNTIME : EXIT_USAGE;
     }
     retention_config_t rcfg;

@@ -131,52 +131,16 @@ static void nap(int64_t ms)
     }
 }
 
-typedef struct flag {
-    const char *key; /* config key, or "kafka" / "config" */
-    const char *value;
-} flag_t;
-
-/* Splits "name=value"; false when there is no '='. */
-static bool split(const char *arg, char *name, size_t name_size, const char **value)
-{
-    const char *eq = strchr(arg, '=');
-    if (eq == NULL || (size_t) (eq - arg) >= name_size || eq == arg)
-        return false;
-    memcpy(name, arg, (size_t) (eq - arg));
-    name[eq - arg] = '\0';
-    *value = eq + 1;
-    return true;
-}
-
 /*
- * Builds the configuration: defaults, the file, the environment, the
- * flags. Returns NULL (with the problem printed) on any error.
+ * Builds the configuration (config_build()) and checks it whole, librdkafka
+ * properties included. Returns NULL (with the problem printed) on any error.
  */
-static config_t *build_config(const flag_t *flags, size_t n_flags, const char *config_path)
+static config_t *build_config(const config_flag_t *flags, size_t n_flags, const char *config_path)
 {
     char errstr[1024];
-    config_t *cfg = config_new();
-    err_class_t cls = cfg != NULL ? ERR_OK : ERR_FATAL;
+    err_class_t cls;
+    config_t *cfg = config_build(config_path, flags, n_flags, &cls, errstr, sizeof errstr);
 
-    if (cls == ERR_OK && config_path != NULL)
-        cls = config_load_file(cfg, config_path, errstr, sizeof errstr);
-    if (cls == ERR_OK)
-        cls = config_apply_env(cfg, errstr, sizeof errstr);
-    for (size_t i = 0; i < n_flags && cls == ERR_OK; i++) {
-        char name[128];
-        const char *value;
-        if (strcmp(flags[i].key, "kafka") == 0 || strcmp(flags[i].key, "set") == 0) {
-            if (!split(flags[i].value, name, sizeof name, &value))
-                cls = err_set(ERR_INVALID, errstr, sizeof errstr, "--%s %s: expected NAME=VALUE",
-                              flags[i].key, flags[i].value);
-            else if (strcmp(flags[i].key, "kafka") == 0)
-                cls = config_set_kafka(cfg, name, value, errstr, sizeof errstr);
-            else
-                cls = config_set(cfg, name, value, errstr, sizeof errstr);
-        } else {
-            cls = config_set(cfg, flags[i].key, flags[i].value, errstr, sizeof errstr);
-        }
-    }
     if (cls == ERR_OK)
         cls = config_check(cfg, errstr, sizeof errstr);
     /* librdkafka judges its own properties: ask it now, before any
@@ -185,9 +149,12 @@ static config_t *build_config(const flag_t *flags, size_t n_flags, const char *c
         rd_kafka_conf_t *probe = rd_kafka_conf_new();
         for (size_t i = 0; i < cfg->n_kafka_props && cls == ERR_OK; i++) {
             char name[256], kerr[256];
-            const char *value;
-            if (split(cfg->kafka_props[i], name, sizeof name, &value) &&
-                rd_kafka_conf_set(probe, name, value, kerr, sizeof kerr) != RD_KAFKA_CONF_OK)
+            const char *eq = strchr(cfg->kafka_props[i], '=');
+            if (eq == NULL || (size_t) (eq - cfg->kafka_props[i]) >= sizeof name)
+                continue;
+            snprintf(name, sizeof name, "%.*s", (int) (eq - cfg->kafka_props[i]),
+                     cfg->kafka_props[i]);
+            if (rd_kafka_conf_set(probe, name, eq + 1, kerr, sizeof kerr) != RD_KAFKA_CONF_OK)
                 cls = err_set(ERR_INVALID, errstr, sizeof errstr, "kafka.%s: %s", name, kerr);
         }
         rd_kafka_conf_destroy(probe);
@@ -210,7 +177,7 @@ typedef struct worker {
 
 /* What the threads and the reload share. */
 typedef struct run_ctx {
-    const flag_t *flags;
+    const config_flag_t *flags;
     size_t n_flags;
     const char *config_path;
     gen_current_t *current;
@@ -511,7 +478,7 @@ int cli_run(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    flag_t *flags = calloc((size_t) argc + 1, sizeof *flags);
+    config_flag_t *flags = calloc((size_t) argc + 1, sizeof *flags);
     size_t n_flags = 0;
     const char *config_path = getenv("STEWARD_CONFIG");
     char batch_ms[32];
@@ -548,7 +515,7 @@ int cli_run(int argc, char **argv)
         case 't':
             /* A bare number of milliseconds, as the flag always took. */
             snprintf(batch_ms, sizeof batch_ms, "%sms", optarg);
-            flags[n_flags++] = (flag_t){"intake.batch_ms", batch_ms};
+            flags[n_flags++] = (config_flag_t){"intake.batch_ms", batch_ms};
             continue;
         case 'm':
             key = "intake.max_message_bytes";
@@ -571,7 +538,7 @@ int cli_run(int argc, char **argv)
             free(flags);
             return EXIT_USAGE;
         }
-        flags[n_flags++] = (flag_t){key, optarg};
+        flags[n_flags++] = (config_flag_t){key, optarg};
     }
     if (cli_extra_args(argc, argv, "steward run", run_usage)) {
         free(flags);

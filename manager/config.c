@@ -444,3 +444,45 @@ err_class_t config_check(const config_t *cfg, char *errstr, size_t errstr_size)
         return err_set(ERR_INVALID, errstr, errstr_size, "group: must not be empty");
     return ERR_OK;
 }
+
+/* Splits "name=value"; false when there is no '=' or no name. */
+static bool split_setting(const char *arg, char *name, size_t name_size, const char **value)
+{
+    const char *eq = strchr(arg, '=');
+    if (eq == NULL || (size_t) (eq - arg) >= name_size || eq == arg)
+        return false;
+    memcpy(name, arg, (size_t) (eq - arg));
+    name[eq - arg] = '\0';
+    *value = eq + 1;
+    return true;
+}
+
+config_t *config_build(const char *path, const config_flag_t *flags, size_t n_flags,
+                       err_class_t *cls, char *errstr, size_t errstr_size)
+{
+    config_t *cfg = config_new();
+    *cls = cfg != NULL ? ERR_OK : err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    if (*cls == ERR_OK && path != NULL && *path != '\0')
+        *cls = config_load_file(cfg, path, errstr, errstr_size);
+    if (*cls == ERR_OK)
+        *cls = config_apply_env(cfg, errstr, errstr_size);
+    for (size_t i = 0; i < n_flags && *cls == ERR_OK; i++) {
+        char name[128];
+        const char *value;
+        bool kafka = strcmp(flags[i].key, "kafka") == 0;
+        if (!kafka && strcmp(flags[i].key, "set") != 0)
+            *cls = config_set(cfg, flags[i].key, flags[i].value, errstr, errstr_size);
+        else if (!split_setting(flags[i].value, name, sizeof name, &value))
+            *cls = err_set(ERR_INVALID, errstr, errstr_size, "--%s %s: expected NAME=VALUE",
+                           flags[i].key, flags[i].value);
+        else if (kafka)
+            *cls = config_set_kafka(cfg, name, value, errstr, errstr_size);
+        else
+            *cls = config_set(cfg, name, value, errstr, errstr_size);
+    }
+    if (*cls != ERR_OK) {
+        config_free(cfg);
+        return NULL;
+    }
+    return cfg;
+}

@@ -96,6 +96,23 @@ err_class_t config_set_kafka(config_t *cfg, const char *name, const char *value,
  */
 char *config_read_secret(const char *path, char *errstr, size_t errstr_size);
 
+/* A command-line setting: a config key and its value, or "kafka" or "set"
+ * with NAME=VALUE (a librdkafka property, any config key). */
+typedef struct config_flag {
+    const char *key;
+    const char *value;
+} config_flag_t;
+
+/*
+ * The configuration every subcommand reads: the defaults, then the file at
+ * path (NULL or "": none), the STEWARD_* environment, then the flags in
+ * order. NULL on a problem, with ERR_INVALID and "where: problem" in
+ * errstr, or ERR_FATAL when out of memory. No config_check(): a command
+ * that needs every required key asks for it.
+ */
+config_t *config_build(const char *path, const config_flag_t *flags, size_t n_flags,
+                       err_class_t *cls, char *errstr, size_t errstr_size);
+
 /* Checks what no single key can: required keys present. */
 err_class_t config_check(const config_t *cfg, char *errstr, size_t errstr_size);
 
