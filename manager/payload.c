@@ -92,6 +92,22 @@ static void set_cut(json_t *obj, const char *key, const char *value, size_t max)
     json_object_set_new(obj, key, json_string(utf8_cut(value, max, "...", buf, sizeof buf)));
 }
 
+/* The payload fields PagerDuty reads besides the summary, the same for one
+ * alert and a group of them (a is the group's first). */
+static void set_pd_fields(json_t *payload, const sink_t *sink, const payload_alert_t *a)
+{
+    char *source = NULL;
+    if (asprintf(&source, "steward/%s", a->process != NULL ? a->process : "intake") < 0)
+        source = NULL;
+    set_cut(payload, "source", source != NULL ? source : "steward", PAYLOAD_PD_FIELD_MAX);
+    free(source);
+    json_object_set_new(payload, "severity", json_string(sink->severity));
+    set_text(payload, "timestamp", a->opened_at);
+    set_cut(payload, "component", a->process, PAYLOAD_PD_FIELD_MAX);
+    set_cut(payload, "group", a->state, PAYLOAD_PD_FIELD_MAX);
+    set_text(payload, "class", a->kind);
+}
+
 char *payload_pagerduty(const sink_t *sink, const payload_alert_t *a, bool resolve, int64_t now_ms)
 {
     json_t *doc = json_object();
@@ -103,20 +119,11 @@ char *payload_pagerduty(const sink_t *sink, const payload_alert_t *a, bool resol
          * refuses invalid UTF-8: cut on a character boundary. The whole
          * text stays in custom_details. */
         char *summary = payload_summary(a, now_ms);
-        char *source = NULL;
-        if (asprintf(&source, "steward/%s", a->process != NULL ? a->process : "intake") < 0)
-            source = NULL;
         json_t *details = alert_object(a, now_ms);
         json_t *payload = json_object();
         set_cut(payload, "summary", summary != NULL ? summary : a->summary, PAYLOAD_PD_SUMMARY_MAX);
-        set_cut(payload, "source", source != NULL ? source : "steward", PAYLOAD_PD_FIELD_MAX);
         free(summary);
-        free(source);
-        json_object_set_new(payload, "severity", json_string(sink->severity));
-        set_text(payload, "timestamp", a->opened_at);
-        set_cut(payload, "component", a->process, PAYLOAD_PD_FIELD_MAX);
-        set_cut(payload, "group", a->state, PAYLOAD_PD_FIELD_MAX);
-        set_text(payload, "class", a->kind);
+        set_pd_fields(payload, sink, a);
         json_object_set_new(payload, "custom_details", details);
         json_object_set_new(doc, "payload", payload);
     }
@@ -167,16 +174,7 @@ char *payload_group(const sink_t *sink, const payload_alert_t *alerts, size_t n,
         json_object_set_new(doc, "dedup_key", json_string(group_key));
         json_t *payload = json_object();
         json_object_set_new(payload, "summary", json_string(clean));
-        char *source = NULL;
-        if (asprintf(&source, "steward/%s", first->process != NULL ? first->process : "intake") < 0)
-            source = NULL;
-        set_cut(payload, "source", source != NULL ? source : "steward", PAYLOAD_PD_FIELD_MAX);
-        free(source);
-        json_object_set_new(payload, "severity", json_string(sink->severity));
-        set_text(payload, "timestamp", first->opened_at);
-        set_cut(payload, "component", first->process, PAYLOAD_PD_FIELD_MAX);
-        set_cut(payload, "group", first->state, PAYLOAD_PD_FIELD_MAX);
-        set_text(payload, "class", first->kind);
+        set_pd_fields(payload, sink, first);
         json_object_set_new(payload, "custom_details", alert_object(&group, now_ms));
         json_object_set_new(doc, "payload", payload);
     } else {
