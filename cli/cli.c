@@ -5,6 +5,7 @@
 #include "cli/cli.h"
 
 #include "common/db.h"
+#include "common/err.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -33,6 +34,12 @@ bool cli_extra_args(int argc, char **argv, const char *cmd, const char *usage)
         return false;
     fprintf(stderr, "%s: unexpected argument '%s'\n%s", cmd, argv[optind], usage);
     return true;
+}
+
+int cli_help_or_usage(int opt, const char *usage)
+{
+    fputs(usage, opt == 'h' ? stdout : stderr);
+    return opt == 'h' ? EXIT_OK : EXIT_USAGE;
 }
 
 void cli_print_json(const json_t *doc)

@@ -32,6 +32,11 @@ PGconn *cli_connect(const char *flag_value, const char *cmd);
  * when arguments are left after the options (optind < argc). */
 bool cli_extra_args(int argc, char **argv, const char *cmd, const char *usage);
 
+/* The end of an option switch: for 'h' (--help) prints usage to stdout and
+ * returns EXIT_OK; for anything else (an unknown option, a missing value,
+ * which getopt already named) prints it to stderr and returns EXIT_USAGE. */
+int cli_help_or_usage(int opt, const char *usage);
+
 /* Prints doc to stdout as indented JSON in its own order, then a newline. */
 void cli_print_json(const json_t *doc);
 

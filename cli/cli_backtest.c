@@ -154,14 +154,9 @@ int cli_backtest(int argc, char **argv)
         case 'K':
             keep = 1;
             break;
-        case 'h':
-            fputs(backtest_usage, stdout);
-            free(props);
-            return EXIT_OK;
         default:
-            fputs(backtest_usage, stderr);
             free(props);
-            return EXIT_USAGE;
+            return cli_help_or_usage(opt, backtest_usage);
         }
     }
     int64_t from_ms = 0, to_ms = clock_wall_ms();

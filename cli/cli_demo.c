@@ -263,12 +263,8 @@ int cli_demo(int argc, char **argv)
         case 'k':
             keep = 1;
             break;
-        case 'h':
-            fputs(demo_usage, stdout);
-            return EXIT_OK;
         default:
-            fputs(demo_usage, stderr);
-            return EXIT_USAGE;
+            return cli_help_or_usage(opt, demo_usage);
         }
     }
     if (atol(orders) <= 0 || atof(rate) <= 0 || atof(stall_rate) < 0 || atof(stall_rate) > 1 ||

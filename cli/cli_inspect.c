@@ -105,12 +105,8 @@ int cli_inspect(int argc, char **argv)
         case 'd':
             database = optarg;
             break;
-        case 'h':
-            fputs(inspect_usage, stdout);
-            return EXIT_OK;
         default:
-            fputs(inspect_usage, stderr);
-            return EXIT_USAGE;
+            return cli_help_or_usage(opt, inspect_usage);
         }
     }
     if (argc - optind != 2) {

@@ -42,12 +42,8 @@ int cli_migrate(int argc, char **argv)
         case 's':
             status_only = 1;
             break;
-        case 'h':
-            fputs(migrate_usage, stdout);
-            return EXIT_OK;
         default:
-            fputs(migrate_usage, stderr);
-            return EXIT_USAGE;
+            return cli_help_or_usage(opt, migrate_usage);
         }
     }
     if (cli_extra_args(argc, argv, "steward migrate", migrate_usage))

@@ -104,14 +104,9 @@ int cli_prune(int argc, char **argv)
         case 'd':
             database = optarg;
             break;
-        case 'h':
-            fputs(prune_usage, stdout);
-            free(sets);
-            return EXIT_OK;
         default:
-            fputs(prune_usage, stderr);
             free(sets);
-            return EXIT_USAGE;
+            return cli_help_or_usage(opt, prune_usage);
         }
     }
     if (cli_extra_args(argc, argv, "steward prune", prune_usage)) {

@@ -100,12 +100,8 @@ int cli_report(int argc, char **argv)
         case 'd':
             database = optarg;
             break;
-        case 'h':
-            fputs(report_usage, stdout);
-            return EXIT_OK;
         default:
-            fputs(report_usage, stderr);
-            return EXIT_USAGE;
+            return cli_help_or_usage(opt, report_usage);
         }
     }
     if (cli_extra_args(argc, argv, "steward report", report_usage))

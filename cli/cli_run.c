@@ -529,14 +529,9 @@ int cli_run(int argc, char **argv)
         case 'l':
             key = "log_level";
             break;
-        case 'h':
-            fputs(run_usage, stdout);
-            free(flags);
-            return EXIT_OK;
         default:
-            fputs(run_usage, stderr);
             free(flags);
-            return EXIT_USAGE;
+            return cli_help_or_usage(opt, run_usage);
         }
         flags[n_flags++] = (config_flag_t){key, optarg};
     }

@@ -76,12 +76,8 @@ int cli_stuck(int argc, char **argv)
         case 'd':
             database = optarg;
             break;
-        case 'h':
-            fputs(stuck_usage, stdout);
-            return EXIT_OK;
         default:
-            fputs(stuck_usage, stderr);
-            return EXIT_USAGE;
+            return cli_help_or_usage(opt, stuck_usage);
         }
     }
     if (cli_extra_args(argc, argv, "steward stuck", stuck_usage))
