@@ -196,6 +196,10 @@ err_class_t db_result_class(const PGresult *res, const PGconn *conn)
     if (strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0 ||
         strncmp(state, "53", 2) == 0)
         return ERR_TRANSIENT;
+    /* What a value carried, not the database's state: the caller can find
+     * the input and set it aside (intake halves its batch to do so). */
+    if (strncmp(state, "22", 2) == 0 || strncmp(state, "54", 2) == 0)
+        return ERR_INVALID;
     return ERR_FATAL;
 }
 
@@ -204,13 +208,18 @@ PGresult *db_query(PGconn *conn, const char *what, const char *sql, int nparams,
 {
     PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
     *cls = db_result_class(res, conn);
-    if (*cls != ERR_OK) {
-        const char *msg = PQerrorMessage(conn);
-        err_set(*cls, errstr, errstr_size, "%s: %.*s", what, (int) strcspn(msg, "\n"), msg);
-        PQclear(res);
-        return NULL;
-    }
-    return res;
+    if (*cls == ERR_OK)
+        return res;
+    const char *state = res != NULL ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    /* The server's own sentence, without libpq's "ERROR:  " prefix. */
+    const char *msg = res != NULL ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+    if (msg == NULL || *msg == '\0')
+        msg = PQerrorMessage(conn);
+    err_set(*cls, errstr, errstr_size, "%s: %.*s%s%s%s", what, (int) strcspn(msg, "\n"), msg,
+            state != NULL ? " (SQLSTATE " : "", state != NULL ? state : "",
+            state != NULL ? ")" : "");
+    PQclear(res);
+    return NULL;
 }
 
 void db_rollback(PGconn *conn)

@@ -53,14 +53,18 @@ err_class_t db_connect_class(int needs_password, const char *message);
 /*
  * The class of a failed result: ERR_CONFLICT for serialization failures and
  * deadlocks (retry the transaction), ERR_TRANSIENT for a lost or refused
- * connection or a server shutting down, ERR_FATAL otherwise. ERR_OK for a
- * successful result.
+ * connection or a server shutting down, ERR_INVALID for content the server
+ * refuses (SQLSTATE class 22, data exception: a value out of range, a bad
+ * encoding; class 54, program limit exceeded: an index row too large), so
+ * a caller can find the input that caused it; ERR_FATAL otherwise. ERR_OK
+ * for a successful result.
  */
 err_class_t db_result_class(const PGresult *res, const PGconn *conn);
 
 /*
  * Runs one statement with text parameters. Returns its result (PQclear()
- * it), or NULL with the class in *cls and "what: server message" in errstr.
+ * it), or NULL with the class in *cls and "what: server message (SQLSTATE
+ * xxxxx)" in errstr.
  */
 PGresult *db_query(PGconn *conn, const char *what, const char *sql, int nparams,
                    const char *const *params, err_class_t *cls, char *errstr, size_t errstr_size);

@@ -33,6 +33,7 @@ static const char *const reason_names[DECODE_N_REASONS] = {
     "invalid_header",
     "database_refused",
     "unknown_type",
+    "unloadable_version",
 };
 
 const char *decode_reason_name(decode_reason_t reason)

@@ -41,6 +41,8 @@ typedef enum decode_reason {
     DECODE_DATABASE_REFUSED,   /* passed decode, but PostgreSQL refused its content */
     DECODE_UNKNOWN_TYPE,       /* no loaded definition declares its type on its topic
                                   (recorded only with intake.record_unknown) */
+    DECODE_UNLOADABLE_VERSION, /* its instance runs on a definition version (or is in a
+                                  state) this replica cannot load */
     DECODE_N_REASONS
 } decode_reason_t;
 

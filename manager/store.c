@@ -74,6 +74,7 @@ typedef struct slot {
     size_t n_seen, cap_seen;
     parked_t *parked;
     size_t n_parked, cap_parked;
+    char unjudgeable[192]; /* why this replica cannot judge it; "" when it can */
 } slot_t;
 
 /* One (message, process) pair to judge, or to reject for that process. */
@@ -534,37 +535,6 @@ static err_class_t batch_route(batch_t *b, char *errstr, size_t errstr_size)
     return ERR_OK;
 }
 
-/*
- * db_query() for the batch's statements, which also tells content the
- * database refuses apart: SQLSTATE class 22 (data exception: a value out
- * of range, bad encoding, invalid JSON text) and 54 (program limit
- * exceeded: an index row too large) come from what some message carried,
- * not from the database's state, so they are ERR_INVALID.
- */
-static PGresult *batch_query(batch_t *b, const char *what, const char *sql, int nparams,
-                             const char *const *params, err_class_t *cls, char *errstr,
-                             size_t errstr_size)
-{
-    PGconn *conn = b->store->conn;
-    PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
-    *cls = db_result_class(res, conn);
-    if (*cls == ERR_OK)
-        return res;
-    const char *state = res != NULL ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-    if (*cls == ERR_FATAL && state != NULL &&
-        (strncmp(state, "22", 2) == 0 || strncmp(state, "54", 2) == 0))
-        *cls = ERR_INVALID;
-    /* The server's own sentence, without libpq's "ERROR:  " prefix. */
-    const char *msg = res != NULL ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
-    if (msg == NULL || *msg == '\0')
-        msg = PQerrorMessage(conn);
-    err_set(*cls, errstr, errstr_size, "%s: %.*s%s%s%s", what, (int) strcspn(msg, "\n"), msg,
-            state != NULL ? " (SQLSTATE " : "", state != NULL ? state : "",
-            state != NULL ? ")" : "");
-    PQclear(res);
-    return NULL;
-}
-
 /* Locks the batch's offsets rows and marks partitions whose epoch moved on. */
 static err_class_t batch_fence(batch_t *b, char *errstr, size_t errstr_size)
 {
@@ -577,12 +547,12 @@ static err_class_t batch_fence(batch_t *b, char *errstr, size_t errstr_size)
         b->parts[i].fenced = true; /* until its row says otherwise */
     }
     const char *params[3] = {b->store->group, pgarr_text(&topics), pgarr_text(&partitions)};
-    PGresult *res = batch_query(b, "checking partition ownership",
-                                "SELECT topic, partition, epoch FROM steward.offsets "
-                                "WHERE consumer_group = $1 AND (topic, partition) IN "
-                                "  (SELECT * FROM unnest($2::text[], $3::int[])) "
-                                "ORDER BY topic, partition FOR UPDATE",
-                                3, params, &cls, errstr, errstr_size);
+    PGresult *res = db_query(b->store->conn, "checking partition ownership",
+                             "SELECT topic, partition, epoch FROM steward.offsets "
+                             "WHERE consumer_group = $1 AND (topic, partition) IN "
+                             "  (SELECT * FROM unnest($2::text[], $3::int[])) "
+                             "ORDER BY topic, partition FOR UPDATE",
+                             3, params, &cls, errstr, errstr_size);
     pgarr_free(&topics);
     pgarr_free(&partitions);
     if (res == NULL)
@@ -679,17 +649,17 @@ static err_class_t batch_lock_and_read(batch_t *b, char *errstr, size_t errstr_s
     }
 
     /* Hash order is the one global order every transaction locks in. */
-    res = batch_query(b, "locking instances",
-                      "SELECT count(pg_advisory_xact_lock(h)) FROM ("
-                      "  SELECT DISTINCT steward.instance_lock_key(p, k) AS h "
-                      "  FROM unnest($1::text[], $2::text[]) AS u(p, k) ORDER BY h OFFSET 0) s",
-                      2, params, &cls, errstr, errstr_size);
+    res = db_query(b->store->conn, "locking instances",
+                   "SELECT count(pg_advisory_xact_lock(h)) FROM ("
+                   "  SELECT DISTINCT steward.instance_lock_key(p, k) AS h "
+                   "  FROM unnest($1::text[], $2::text[]) AS u(p, k) ORDER BY h OFFSET 0) s",
+                   2, params, &cls, errstr, errstr_size);
     if (res == NULL)
         goto done;
     PQclear(res);
 
-    res = batch_query(b, "reading instances", read_instances_sql, 2, params, &cls, errstr,
-                      errstr_size);
+    res = db_query(b->store->conn, "reading instances", read_instances_sql, 2, params, &cls, errstr,
+                   errstr_size);
     if (res == NULL)
         goto done;
     for (int row = 0; row < PQntuples(res); row++) {
@@ -698,19 +668,21 @@ static err_class_t batch_lock_and_read(batch_t *b, char *errstr, size_t errstr_s
             continue;
         int version = atoi(PQgetvalue(res, row, 2));
         const def_t *def = defcache_get(b->store->versions, b->store->conn, slot->process, version);
-        if (def == NULL) {
-            cls = err_set(ERR_FATAL, errstr, errstr_size,
-                          "instance %s/%s runs on version %d of its definition, which is neither "
-                          "loaded nor recorded in steward.definitions",
-                          slot->process, slot->key, version);
-            goto done;
-        }
-        long state = def_find_state(def, PQgetvalue(res, row, 3));
-        if (state < 0) {
-            cls = err_set(ERR_FATAL, errstr, errstr_size,
-                          "instance %s/%s is in state '%s', which version %d does not declare",
-                          slot->process, slot->key, PQgetvalue(res, row, 3), version);
-            goto done;
+        /* An instance this replica cannot judge must not stop intake: its
+         * events are kept in steward.rejected, and the scheduler sets the
+         * instance aside with an `unloadable` alert naming the version. */
+        long state = def != NULL ? def_find_state(def, PQgetvalue(res, row, 3)) : -1;
+        if (def == NULL || state < 0) {
+            if (def == NULL)
+                snprintf(slot->unjudgeable, sizeof slot->unjudgeable,
+                         "instance %s runs on version %d of %s, which is neither loaded nor "
+                         "recorded in steward.definitions",
+                         slot->key, version, slot->process);
+            else
+                snprintf(slot->unjudgeable, sizeof slot->unjudgeable,
+                         "instance %s is in state '%s', which version %d of %s does not declare",
+                         slot->key, PQgetvalue(res, row, 3), version, slot->process);
+            continue;
         }
         json_error_t jerr;
         engine_instance_t *inst = &slot->inst;
@@ -733,6 +705,14 @@ static err_class_t batch_lock_and_read(batch_t *b, char *errstr, size_t errstr_s
     for (size_t i = 0; i < b->n_slots; i++) {
         if (b->slots[i].def == NULL)
             b->slots[i].def = def_set_latest(b->store->defs, b->slots[i].process);
+    }
+    for (size_t i = 0; i < b->n_items; i++) {
+        item_t *item = &b->items[i];
+        if (item->slot == NULL || item->slot->unjudgeable[0] == '\0')
+            continue;
+        item->reject = DECODE_UNLOADABLE_VERSION;
+        snprintf(item->reject_detail, sizeof item->reject_detail, "%s", item->slot->unjudgeable);
+        item->slot = NULL;
     }
 done:
     PQclear(res);
@@ -760,12 +740,12 @@ static err_class_t batch_read_seen(batch_t *b, char *errstr, size_t errstr_size)
         cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
         goto done;
     }
-    res = batch_query(b, "reading judged event ids",
-                      "SELECT DISTINCT u.p, u.k, u.e "
-                      "FROM unnest($1::text[], $2::text[], $3::text[]) AS u(p, k, e) "
-                      "CROSS JOIN LATERAL (SELECT 1 FROM steward.history h WHERE h.process = u.p "
-                      "  AND h.key = u.k AND h.event_id = u.e LIMIT 1) judged",
-                      3, params, &cls, errstr, errstr_size);
+    res = db_query(b->store->conn, "reading judged event ids",
+                   "SELECT DISTINCT u.p, u.k, u.e "
+                   "FROM unnest($1::text[], $2::text[], $3::text[]) AS u(p, k, e) "
+                   "CROSS JOIN LATERAL (SELECT 1 FROM steward.history h WHERE h.process = u.p "
+                   "  AND h.key = u.k AND h.event_id = u.e LIMIT 1) judged",
+                   3, params, &cls, errstr, errstr_size);
     if (res == NULL)
         goto done;
     for (int row = 0; row < PQntuples(res); row++) {
@@ -794,16 +774,16 @@ static err_class_t batch_read_parked(batch_t *b, char *errstr, size_t errstr_siz
         pgarr_add(&keys, b->slots[i].key);
     }
     const char *params[2] = {pgarr_text(&processes), pgarr_text(&keys)};
-    PGresult *res = batch_query(
-        b, "reading parked events",
-        "SELECT p.id, p.process, p.key, p.event_id, p.event_type, p.topic, p.partition, "
-        "  p.\"offset\", steward.to_ms(p.event_time), "
-        "  p.payload::text "
-        "FROM unnest($1::text[], $2::text[]) AS u(pr, k) "
-        "CROSS JOIN LATERAL (SELECT * FROM steward.parked "
-        "  WHERE process = u.pr AND key = u.k FOR UPDATE) p "
-        "ORDER BY p.process, p.key, p.event_time, p.id",
-        2, params, &cls, errstr, errstr_size);
+    PGresult *res =
+        db_query(b->store->conn, "reading parked events",
+                 "SELECT p.id, p.process, p.key, p.event_id, p.event_type, p.topic, p.partition, "
+                 "  p.\"offset\", steward.to_ms(p.event_time), "
+                 "  p.payload::text "
+                 "FROM unnest($1::text[], $2::text[]) AS u(pr, k) "
+                 "CROSS JOIN LATERAL (SELECT * FROM steward.parked "
+                 "  WHERE process = u.pr AND key = u.k FOR UPDATE) p "
+                 "ORDER BY p.process, p.key, p.event_time, p.id",
+                 2, params, &cls, errstr, errstr_size);
     pgarr_free(&processes);
     pgarr_free(&keys);
     if (res == NULL)
@@ -1259,8 +1239,8 @@ static err_class_t bulk(batch_t *b, const char *what, const char *sql, pgarr_t *
         return err_set(ERR_FATAL, errstr, errstr_size, "%s: out of memory", what);
     for (size_t i = 0; i < n_extra; i++)
         params[n_arrays + i] = extra[i];
-    PGresult *res =
-        batch_query(b, what, sql, (int) (n_arrays + n_extra), params, &cls, errstr, errstr_size);
+    PGresult *res = db_query(b->store->conn, what, sql, (int) (n_arrays + n_extra), params, &cls,
+                             errstr, errstr_size);
     if (res != NULL && affected != NULL)
         *affected = atoll(PQcmdTuples(res));
     PQclear(res);
@@ -1352,8 +1332,8 @@ static err_class_t batch_write(batch_t *b, char *errstr, size_t errstr_size)
         if (!pgarr_params(cols, 5, params + 1))
             cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
         if (cls == ERR_OK) {
-            PGresult *res = batch_query(b, "advancing offsets", write_offsets_sql, 6, params, &cls,
-                                        errstr, errstr_size);
+            PGresult *res = db_query(b->store->conn, "advancing offsets", write_offsets_sql, 6,
+                                     params, &cls, errstr, errstr_size);
             if (res != NULL)
                 updated = atoll(PQcmdTuples(res));
             PQclear(res);

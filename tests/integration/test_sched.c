@@ -263,13 +263,10 @@ START_TEST(unloadable_version_is_set_aside_and_the_healthy_instance_alerted)
              "AND next_deadline_at IS NULL",
              "600", 10, "the unloadable instances set aside");
     ck_assert_int_eq(scalar_long("SELECT count(*) FROM steward.alerts WHERE kind = 'deadline'"), 1);
-    ck_assert_int_eq(
-        scalar_long(
-            "SELECT count(*) FROM steward.alerts WHERE kind = 'unloadable'"),
-        1);
+    ck_assert_int_eq(scalar_long("SELECT count(*) FROM steward.alerts WHERE kind = 'unloadable'"),
+                     1);
     char *summary = tl_db_scalar(
-        w.conn, "SELECT summary FROM steward.alerts WHERE kind = 'unloadable'", 0,
-        NULL);
+        w.conn, "SELECT summary FROM steward.alerts WHERE kind = 'unloadable'", 0, NULL);
     ck_assert_msg(tl_contains(summary, "alert_order on version 7") &&
                       tl_contains(summary, "no longer loads"),
                   "summary: %s", summary);
@@ -282,6 +279,20 @@ START_TEST(unloadable_version_is_set_aside_and_the_healthy_instance_alerted)
         times++;
     free(log);
     ck_assert_int_eq(times, 1);
+
+    /* An event for an instance that cannot be judged does not stop
+     * intake: it is kept in rejected, and the next event is applied. */
+    p = tl_producer_new();
+    send_event(p, "orders", -1, "OrderPlaced", "BAD1", 0);
+    send_event(p, "orders", -1, "OrderPlaced", "GOOD2", 0);
+    tl_producer_free(p);
+    wait_sql("SELECT count(*) FROM steward.instances WHERE key = 'GOOD2'", "1", 20,
+             "the event after the unjudgeable one applied");
+    ck_assert_int_eq(scalar_long("SELECT count(*) FROM steward.rejected "
+                                 "WHERE reason = 'unloadable_version' "
+                                 "AND convert_from(value, 'UTF8') LIKE '%BAD1%'"),
+                     1);
+    ck_assert_msg(kill(w.pids[0], 0) == 0, "steward stopped on an unjudgeable instance");
 
     time_t asked = time(NULL);
     ck_assert_int_eq(tl_stop(w.pids[0], SIGTERM, 20), 0);

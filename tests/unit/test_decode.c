@@ -282,6 +282,7 @@ START_TEST(reason_names)
     ck_assert_str_eq(decode_reason_name(DECODE_INVALID_HEADER), "invalid_header");
     ck_assert_str_eq(decode_reason_name(DECODE_DATABASE_REFUSED), "database_refused");
     ck_assert_str_eq(decode_reason_name(DECODE_UNKNOWN_TYPE), "unknown_type");
+    ck_assert_str_eq(decode_reason_name(DECODE_UNLOADABLE_VERSION), "unloadable_version");
     for (int i = 0; i < DECODE_N_REASONS; i++)
         ck_assert_str_ne(decode_reason_name(i), "unknown");
 }
