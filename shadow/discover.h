@@ -1,0 +1,94 @@
+/*
+ * discover - a first draft of a process definition from the traffic on a
+ * set of topics: the analysis behind `steward discover`.
+ *
+ * Terms:
+ *
+ *   an event      one message read, as (type, topic, time, id, payload).
+ *   a candidate   a correlation key: a JSON pointer to a string or integer
+ *                 field. Its *share* is the lowest, over the event types,
+ *                 of the fraction of that type's events carrying it; a
+ *                 value *joins* when events of two or more types carry it.
+ *   a trace       the events of one key value, in time order, repeats of
+ *                 one (type, id) dropped.
+ *   the graph     the directly-follows graph: for each pair (A, B), how
+ *                 many times B came right after A in a trace.
+ *   a step        the time from an event of type A to the next event of
+ *                 its trace; its percentiles and suggested deadline follow
+ *                 the report's rule (report_suggest()).
+ *
+ * The draft names one state after each event type: the state an instance
+ * is in once that event was its last. The start event is the type that
+ * most often opens a trace; a type that is never followed by another is
+ * terminal. What the traffic cannot settle (an owner, a key with no value
+ * joining, a state too rarely left to suggest a deadline) is listed as
+ * "undecided" and stands in the draft's top-level description, which
+ * begins with DISCOVER_DRAFT_MARKER.
+ *
+ * Pure: no I/O, no clock reads. Every pointer in the input is borrowed for
+ * the call only.
+ */
+#ifndef STEWARD_DISCOVER_H
+#define STEWARD_DISCOVER_H
+
+#include "common/err.h"
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The first word of a draft's description, until a person reviews it. */
+#define DISCOVER_DRAFT_MARKER "DRAFT"
+/* A candidate key must be carried by at least this share of every type's
+ * events. */
+#define DISCOVER_MIN_KEY_SHARE 0.9
+/* Pointers deeper than this many members are not considered as keys. */
+#define DISCOVER_MAX_KEY_DEPTH 3
+
+typedef struct discover_event {
+    const char *type;      /* the event type; not NULL */
+    const char *topic;     /* not NULL */
+    int64_t time_ms;       /* the event time */
+    const char *id;        /* its identity, for dropping repeats; may be NULL */
+    const json_t *payload; /* what pointers read: an object; not NULL */
+} discover_event_t;
+
+typedef struct discover_options {
+    const char *process;      /* the draft's process name; NULL: "discovered" */
+    const char *type_pointer; /* a field that is the type, never a key; NULL: "/type" */
+    const char *id_pointer;   /* a field that is the id, never a key; NULL: "/id" */
+    const char *source;       /* where the events came from, for the description */
+} discover_options_t;
+
+/*
+ * Analyses n events into *out, a new JSON object (json_decref() it):
+ *
+ *   events     how many were analysed
+ *   types      [{type, count, topics: {topic: count}}], by count
+ *   keys       [{pointer, share, joining, distinct}], best first
+ *   key        the chosen pointer, or null
+ *   starts     {type: traces it opened}
+ *   graph      [{from, to, count}], by count
+ *   steps      [{state, after, samples, p50_ms, p90_ms, p99_ms, p999_ms,
+ *                max_ms, suggested_ms (null without enough samples),
+ *                deadline}]
+ *   undecided  [text], what a person must settle
+ *   draft      the draft definition, which def_load_json() accepts
+ *
+ * ERR_INVALID, with the reason in errstr, when there is nothing to draft
+ * from (no events, or no field any two types share); ERR_FATAL out of
+ * memory.
+ */
+err_class_t discover_analyse(const discover_event_t *events, size_t n,
+                             const discover_options_t *opts, json_t **out, char *errstr,
+                             size_t errstr_size);
+
+/* The draft's name for the state after event `type`: snake case, within
+ * [a-z][a-z0-9_]* and 63 characters ("OrderPlaced" -> "order_placed").
+ * Returns buf. */
+char *discover_state_name(const char *type, char *buf, size_t buf_size);
+
+/* percentile_disc as PostgreSQL computes it, over n sorted values (n > 0). */
+int64_t discover_percentile(const int64_t *sorted, size_t n, double fraction);
+
+#endif
