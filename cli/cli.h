@@ -19,6 +19,7 @@ int cli_report(int argc, char **argv);
 int cli_demo(int argc, char **argv);
 int cli_backtest(int argc, char **argv);
 int cli_prune(int argc, char **argv);
+int cli_discover(int argc, char **argv);
 
 /* The database connection string: --database, else STEWARD_DATABASE_URL,
  * else "" (libpq then follows the PG* variables). Borrowed. */

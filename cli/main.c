@@ -36,6 +36,7 @@ static const command_t commands[] = {
     {"report", cli_report, "step latencies, deadline suggestions, volume", false},
     {"demo", cli_demo, "the whole story on an embedded Kafka", false},
     {"backtest", cli_backtest, "try a definition on the events Kafka retains", false},
+    {"discover", cli_discover, "draft a definition from the traffic on some topics", false},
     {"prune", cli_prune, "remove what the retention settings say is old", false},
 };
 
