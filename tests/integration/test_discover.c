@@ -1,0 +1,214 @@
+/*
+ * test_discover - `steward discover` on the simulator's six-service order
+ * traffic on the real broker recovers the order flow: the same start
+ * event, key and transitions as the simulator's own definition, for the
+ * paths that occurred; and its draft passes `steward check`.
+ *
+ * States are compared by the event that enters them: the draft names a
+ * state after that event, the simulator's definition by meaning
+ * ("awaiting_payment"), and in both each state has one entering event.
+ */
+#include "definitions/def.h"
+#include "testlib.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Runs steward-sim with argv (argv[0] ignored); returns its exit code. */
+static int run_sim(const char *const *argv, const char *log_path)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        FILE *log = freopen(log_path, "w", stdout);
+        if (log != NULL)
+            dup2(fileno(stdout), 2);
+        execv(STEWARD_SIM_BINARY, (char *const *) argv);
+        _exit(127);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* The event entering each state: the start event for start.to, else the
+ * event of a transition into it; NULL when none does. */
+static const char **entering(const def_t *def)
+{
+    const char **in = calloc(def->n_states, sizeof *in);
+    in[def->start_state] = def->events[def->start_event].name;
+    for (size_t s = 0; s < def->n_states; s++) {
+        for (size_t t = 0; t < def->states[s].n_on; t++) {
+            const def_transition_t *tr = &def->states[s].on[t];
+            const char *ev = def->events[tr->event].name;
+            ck_assert_msg(in[tr->to] == NULL || strcmp(in[tr->to], ev) == 0,
+                          "state %s entered by %s and %s", def->states[tr->to].name, in[tr->to],
+                          ev);
+            in[tr->to] = ev;
+        }
+    }
+    return in;
+}
+
+static int compare_lines(const void *a, const void *b)
+{
+    return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/* "A>B" for each transition, where A enters the source state and B is
+ * the event; terminal states' entering events as "A|end". Sorted, one per
+ * line. */
+static char *transitions(const def_t *def)
+{
+    const char **in = entering(def);
+    size_t cap = 64, n = 0;
+    char **lines = calloc(cap, sizeof *lines);
+    for (size_t s = 0; s < def->n_states; s++) {
+        if (def->states[s].terminal != NULL && in[s] != NULL) {
+            lines[n] = malloc(300);
+            snprintf(lines[n++], 300, "%s|end", in[s]);
+        }
+        for (size_t t = 0; t < def->states[s].n_on && n < cap; t++) {
+            lines[n] = malloc(600);
+            snprintf(lines[n++], 600, "%s>%s", in[s], def->events[def->states[s].on[t].event].name);
+        }
+    }
+    qsort(lines, n, sizeof *lines, compare_lines);
+    char *all = calloc(n * 600 + 1, 1);
+    for (size_t i = 0; i < n; i++) {
+        strcat(all, lines[i]);
+        strcat(all, "\n");
+        free(lines[i]);
+    }
+    free(lines);
+    free(in);
+    return all;
+}
+
+START_TEST(discover_recovers_the_simulators_order_flow)
+{
+    const char *dir = tl_tmpdir();
+    char *unique = tl_unique("disc"), prefix[128];
+    char truth_path[512], draft_path[512], sim_log[512], topics[1024] = "";
+    snprintf(truth_path, sizeof truth_path, "%s/truth.json", dir);
+    snprintf(draft_path, sizeof draft_path, "%s/draft.json", dir);
+    snprintf(sim_log, sizeof sim_log, "%s/sim.log", dir);
+    snprintf(prefix, sizeof prefix, "%s_", unique);
+
+    /* Every path (declines, refunds), with duplicates and reordered
+     * events; virtual time compressed so the orders span minutes. */
+    const char *sim_argv[] = {"steward-sim",
+                              "--brokers",
+                              tl_kafka_brokers(),
+                              "--topic-prefix",
+                              prefix,
+                              "--orders",
+                              "400",
+                              "--seed",
+                              "11",
+                              "--decline-rate",
+                              "0.05",
+                              "--stock-fail-rate",
+                              "0.05",
+                              "--duplicate-rate",
+                              "0.03",
+                              "--reorder-rate",
+                              "0.03",
+                              "--time-mode",
+                              "virtual",
+                              "--time-scale",
+                              "0.001",
+                              "--write-definition",
+                              truth_path,
+                              "--quiet",
+                              NULL};
+    int rc = run_sim(sim_argv, sim_log);
+    if (rc != 0)
+        tl_print_tail(sim_log, 4000);
+    ck_assert_int_eq(rc, 0);
+
+    def_problems_t problems = {0};
+    def_t *truth = def_load_file(truth_path, &problems);
+    ck_assert_msg(truth != NULL, "the simulator's definition does not load");
+    for (size_t i = 0; i < truth->n_events; i++) {
+        /* One topic per service: several events share one. */
+        if (strstr(topics, truth->events[i].topic) == NULL) {
+            if (topics[0] != '\0')
+                strcat(topics, ",");
+            strcat(topics, truth->events[i].topic);
+        }
+    }
+
+    const char *argv[] = {
+        NULL, "discover",  "--brokers",        tl_kafka_brokers(), "--topics", topics, "--since",
+        "1d", "--process", "order_fulfilment", "--draft",          draft_path, NULL};
+    tl_output_t o = tl_steward(argv, NULL);
+    ck_assert_msg(o.status == 0, "steward discover exited %d\n%s\n%s", o.status, o.out, o.err);
+    ck_assert_msg(tl_contains(o.out, "<- the key") && tl_contains(o.out, "draft definition"), "%s",
+                  o.out);
+
+    def_t *draft = def_load_file(draft_path, &problems);
+    ck_assert_msg(draft != NULL, "the draft does not load: %s: %s",
+                  problems.n ? problems.items[0].pointer : "",
+                  problems.n ? problems.items[0].message : "");
+    ck_assert_str_eq(draft->key_pointer, truth->key_pointer);
+    ck_assert_str_eq(draft->events[draft->start_event].name,
+                     truth->events[truth->start_event].name);
+    for (size_t i = 0; i < draft->n_events; i++) {
+        long t = def_find_event(truth, draft->events[i].name);
+        ck_assert_msg(t >= 0, "the draft invented event %s", draft->events[i].name);
+        ck_assert_str_eq(draft->events[i].topic, truth->events[t].topic);
+    }
+    ck_assert_uint_eq(draft->n_events, truth->n_events);
+    char *want = transitions(truth), *got = transitions(draft);
+    ck_assert_msg(strcmp(want, got) == 0, "transitions differ\nsimulator:\n%s\ndraft:\n%s", want,
+                  got);
+
+    /* The draft is marked, and passes the check as a file. */
+    ck_assert_msg(strncmp(draft->document
+                              ? json_string_value(json_object_get(draft->document, "description"))
+                              : "",
+                          "DRAFT ", 6) == 0,
+                  "the draft is not marked");
+    const char *check_argv[] = {NULL, "check", draft_path, NULL};
+    tl_output_t c = tl_steward(check_argv, NULL);
+    ck_assert_msg(c.status == 0, "steward check refused the draft:\n%s\n%s", c.out, c.err);
+
+    tl_output_free(&c);
+    tl_output_free(&o);
+    free(want);
+    free(got);
+    def_free(draft);
+    def_free(truth);
+    def_problems_clear(&problems);
+    free(unique);
+}
+END_TEST
+
+START_TEST(discover_refuses_an_unknown_topic)
+{
+    char *topic = tl_unique("disc_missing");
+    const char *argv[] = {NULL,       "discover", "--brokers", tl_kafka_brokers(),
+                          "--topics", topic,      NULL};
+    tl_output_t o = tl_steward(argv, NULL);
+    ck_assert_msg(o.status != 0 && tl_contains(o.err, topic), "exit %d\n%s\n%s", o.status, o.out,
+                  o.err);
+    tl_output_free(&o);
+    free(topic);
+}
+END_TEST
+
+Suite *discover_suite(void)
+{
+    Suite *s = suite_create("discover");
+    TCase *tc = tcase_create("discover");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, discover_recovers_the_simulators_order_flow);
+    tcase_add_test(tc, discover_refuses_an_unknown_topic);
+    suite_add_tcase(s, tc);
+    return s;
+}
