@@ -86,6 +86,20 @@ static bool parse_when(const char *text, int64_t *ms)
     return false;
 }
 
+/* A process name as definitions allow it: [a-z][a-z0-9_]*, at most 63. */
+static bool valid_process_name(const char *name)
+{
+    size_t len = strlen(name);
+    if (len == 0 || len > 63 || name[0] < 'a' || name[0] > 'z')
+        return false;
+    for (size_t i = 1; i < len; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'))
+            return false;
+    }
+    return true;
+}
+
 /* Keeps one message as an event, or counts why it cannot be one. */
 static bool reader_add(reader_t *r, const rd_kafka_message_t *m)
 {
@@ -452,6 +466,8 @@ int cli_discover(int argc, char **argv)
         : max_arg != NULL && (max_arg[0] < '0' || max_arg[0] > '9' || *end != '\0' ||
                               max_messages == 0 || max_messages > 100000000)
             ? "--max-messages is a whole number from 1 to 100000000"
+        : process != NULL && !valid_process_name(process)
+            ? "--process is a name: [a-z][a-z0-9_]*, at most 63 characters"
         : optind < argc ? "unexpected arguments"
                         : NULL;
     if (problem != NULL) {
