@@ -1615,6 +1615,63 @@ void def_set_free(def_set_t *set)
     free(set);
 }
 
+/* *topic renamed as def_set_map_topics() says; false (reported) when too long. */
+static bool map_topic(char **topic, const char *prefix, const json_t *map, const char *file,
+                      const char *pointer, def_problems_t *problems)
+{
+    if (*topic == NULL)
+        return true;
+    json_t *mapped = map != NULL ? json_object_get(map, *topic) : NULL;
+    char *name = NULL;
+    if (mapped != NULL && json_is_string(mapped))
+        name = strdup(json_string_value(mapped));
+    else if (asprintf(&name, "%s%s", prefix != NULL ? prefix : "", *topic) < 0)
+        name = NULL;
+    if (name == NULL) {
+        def_problems_add(problems, file, pointer, "out of memory");
+        return false;
+    }
+    if (strlen(name) > TOPIC_MAX_LEN) {
+        def_problems_add(problems, file, pointer,
+                         "topic '%s' becomes '%s' with topics.prefix or topics.map: over Kafka's "
+                         "%d characters",
+                         *topic, name, TOPIC_MAX_LEN);
+        free(name);
+        return false;
+    }
+    free(*topic);
+    *topic = name;
+    return true;
+}
+
+bool def_set_map_topics(def_set_t *set, const char *prefix, const json_t *map,
+                        def_problems_t *problems)
+{
+    bool ok = true;
+    if ((prefix == NULL || *prefix == '\0') && (map == NULL || json_object_size(map) == 0))
+        return true;
+    for (size_t d = 0; d < set->n; d++) {
+        def_t *def = set->defs[d];
+        char p[PTR_MAX], sub[PTR_MAX];
+        for (size_t e = 0; e < def->n_events; e++) {
+            ptr_join(p, "/events", def->events[e].name);
+            ok = map_topic(&def->events[e].topic, prefix, map, def->source,
+                           ptr_join(sub, p, "topic"), problems) &&
+                 ok;
+        }
+        for (size_t i = 0; i < def->n_states; i++) {
+            if (def->states[i].command == NULL)
+                continue;
+            ptr_join(p, "/states", def->states[i].name);
+            ptr_join(sub, p, "command");
+            ok = map_topic(&def->states[i].command->topic, prefix, map, def->source,
+                           ptr_join(p, sub, "topic"), problems) &&
+                 ok;
+        }
+    }
+    return ok;
+}
+
 const def_t *def_set_latest(const def_set_t *set, const char *process)
 {
     const def_t *best = NULL;

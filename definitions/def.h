@@ -231,6 +231,19 @@ def_set_t *def_set_load(const char *const *paths, size_t n_paths, def_problems_t
                         size_t *files_read);
 void def_set_free(def_set_t *set); /* NULL is a no-op */
 
+/*
+ * Renames every topic in the set (events' and commands') to the broker's
+ * name for it: its entry in `map` (an object of definition name -> broker
+ * name; may be NULL), else `prefix` (may be NULL or "") + the name. One
+ * definition then serves staging and production. Call it once, right
+ * after def_set_load() and before the set is shared; the stored documents
+ * keep the definitions' names. Returns false, with a problem appended per
+ * topic, when a broker name would be over Kafka's 249 characters; the set
+ * is then partly renamed and should be freed.
+ */
+bool def_set_map_topics(def_set_t *set, const char *prefix, const json_t *map,
+                        def_problems_t *problems);
+
 /* The newest version of `process` in the set, borrowed; NULL if absent. */
 const def_t *def_set_latest(const def_set_t *set, const char *process);
 

@@ -384,15 +384,10 @@ done:
     return reason;
 }
 
-const char *decode_route_topic(const decode_input_t *in)
-{
-    return in->route_topic != NULL ? in->route_topic : in->topic;
-}
-
 const char *decode_event_type(const decode_message_t *msg, const decode_input_t *in,
                               const def_t *def)
 {
-    const char *topic = decode_route_topic(in);
+    const char *topic = in->topic;
     for (size_t i = 0; topic != NULL && i < def->n_events; i++) {
         if (def->events[i].type_from_topic && strcmp(def->events[i].topic, topic) == 0)
             return def->events[i].name;

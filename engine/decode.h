@@ -57,9 +57,7 @@ typedef struct decode_header {
 
 /* A message as it came from Kafka; every pointer is borrowed. */
 typedef struct decode_input {
-    const char *topic;       /* the topic as the broker names it */
-    const char *route_topic; /* the same topic as definitions name it (topics.prefix,
-                                topics.map); NULL: topic */
+    const char *topic;
     int32_t partition;
     int64_t offset;
     const void *key; /* the Kafka message key; may be NULL */
@@ -136,7 +134,7 @@ void decode_message_clear(decode_message_t *msg);
 
 /*
  * The event type as `def` reads it, in this order: the event whose topic
- * fixes its type (type_from_topic) when the message's route topic is one;
+ * fixes its type (type_from_topic) when the message came on that topic;
  * the definition's type header when it names one; ce_type; the string at
  * the definition's type pointer. Borrowed from msg or def; NULL when there
  * is none.
@@ -146,9 +144,6 @@ const char *decode_event_type(const decode_message_t *msg, const decode_input_t 
 
 /* Where `def` looks for an event type, in words for a rejection's detail. */
 void decode_type_source(const def_t *def, char *buf, size_t size);
-
-/* The topic definitions name a message's topic by (route_topic, else topic). */
-const char *decode_route_topic(const decode_input_t *in);
 
 /* What one process reads from an event it declares. */
 typedef struct decode_envelope {

@@ -495,7 +495,7 @@ static err_class_t batch_route(batch_t *b, char *errstr, size_t errstr_size)
         for (size_t d = 0; d < defs->n; d++) {
             const def_t *def = defs->defs[d];
             if (def_set_latest(defs, def->process) != def ||
-                !reads_topic(def, decode_route_topic(in)))
+                !reads_topic(def, in->topic))
                 continue;
             listened = true;
             if (listener == NULL)
@@ -506,7 +506,7 @@ static err_class_t batch_route(batch_t *b, char *errstr, size_t errstr_size)
             typed = true;
             if (b->msg_type[m] == NULL)
                 b->msg_type[m] = type;
-            long event = declared_event(def, type, decode_route_topic(in));
+            long event = declared_event(def, type, in->topic);
             if (event < 0)
                 continue;
 

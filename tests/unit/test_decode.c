@@ -566,11 +566,6 @@ START_TEST(type_from_a_named_header_or_the_topic)
     in = input("payments", "{\"type\":\"Paid\",\"order_id\":\"O\"}");
     ck_assert_int_eq(judge(&in), DECODE_OK);
     ck_assert_str_eq(decode_event_type(&msg, &in, d), "Paid");
-    /* routing by the name the definition uses, not the broker's */
-    in = input("staging.orders", "{\"order_id\":\"O\"}");
-    in.route_topic = "orders";
-    ck_assert_int_eq(judge(&in), DECODE_OK);
-    ck_assert_str_eq(decode_event_type(&msg, &in, d), "Placed");
     def_free(d);
 }
 END_TEST

@@ -1141,6 +1141,45 @@ START_TEST(test_any_transitions)
 }
 END_TEST
 
+START_TEST(test_set_map_topics)
+{
+    json_t *doc = base();
+    char *text = dump(doc);
+    json_decref(doc);
+    char *dir = strdup(tl_tmpdir());
+    char *path = tl_write_file(dir, "map.json", text);
+    free(text);
+    const char *paths[1] = {path};
+    def_set_t *set = def_set_load(paths, 1, &problems, NULL);
+    ck_assert_msg(set != NULL, "load:%s", listing());
+
+    json_t *map = json_pack("{s:s}", "payments", "prod.payments.v2");
+    ck_assert(def_set_map_topics(set, "staging.", map, &problems));
+    const def_t *def = set->defs[0];
+    ck_assert_str_eq(def->events[0].topic, "staging.orders");
+    ck_assert_str_eq(def->events[1].topic, "prod.payments.v2"); /* the map wins */
+    ck_assert_str_eq(def->events[3].topic, "staging.shipping");
+    ck_assert_str_eq(def->states[0].command->topic, "staging.payment-commands");
+    /* the stored document keeps the definition's own names */
+    ck_assert_str_eq(
+        json_string_value(json_object_get(
+            json_object_get(json_object_get(def->document, "events"), "OrderPlaced"), "topic")),
+        "orders");
+    json_decref(map);
+
+    char long_prefix[260];
+    memset(long_prefix, 'p', 245);
+    long_prefix[245] = '\0';
+    ck_assert(!def_set_map_topics(set, long_prefix, NULL, &problems));
+    ck_assert_msg(problems.n > 0 && strstr(problems.items[0].message, "over Kafka's 249") != NULL,
+                  "%s", listing());
+    ck_assert_str_eq(problems.items[0].pointer, "/events/OrderPlaced/topic");
+    def_set_free(set);
+    free(path);
+    free(dir);
+}
+END_TEST
+
 Suite *def_suite(void);
 Suite *def_suite(void)
 {
@@ -1206,6 +1245,7 @@ Suite *def_suite(void)
     tcase_add_test(tc, test_type_sources);
     tcase_add_test(tc, test_time_sources);
     tcase_add_test(tc, test_any_transitions);
+    tcase_add_test(tc, test_set_map_topics);
     suite_add_tcase(s, tc);
     return s;
 }
