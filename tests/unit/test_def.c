@@ -8,6 +8,7 @@
  */
 #include "definitions/def.h"
 #include "definitions/jsonptr.h"
+#include "engine/engine.h"
 #include "testlib.h"
 
 #include <check.h>
@@ -1112,6 +1113,10 @@ START_TEST(test_any_transitions)
                       (size_t) withdrawn);
     /* a terminal state takes nothing */
     ck_assert_ptr_null(def_transition(def, (size_t) shipped, (size_t) wd));
+    /* the engine's look-ahead (may an early event be taken later?) sees `any` */
+    ck_assert(engine_may_accept(def, pay, wd));
+    ck_assert(engine_may_accept(def, dispatch, wd));
+    ck_assert(!engine_may_accept(def, shipped, wd));
     def_free(def);
 
     def_problems_clear(&problems);
