@@ -2,8 +2,9 @@
  * test_mapping - events as they are on the real broker: each rule by which
  * a definition reads a message it did not design.
  *
- * One run of Steward with topics.prefix reads two definitions that name
- * their topics without the prefix:
+ * One run of Steward with topics.prefix and topics.map reads two
+ * definitions that name their topics as the business does (b.paid is
+ * mapped to a name of its own, the others get the prefix):
  *
  *   mapping_a: the correlation key is the Kafka message key, the type is
  *   the "event-type" header, the time is epoch seconds at /ts, and
@@ -96,6 +97,8 @@ START_TEST(events_as_they_are)
         snprintf(topics[i], sizeof topics[i], "%s%s", prefix, names[i]);
         list[i] = topics[i];
     }
+    /* b.paid does not follow the prefix: topics.map names it. */
+    snprintf(topics[2], sizeof topics[2], "%s-refunds-paid-v2", base);
     tl_kafka_create_topics(list, 3, 1);
 
     char *dir = strdup(tl_tmpdir());
@@ -144,12 +147,15 @@ START_TEST(events_as_they_are)
     tl_output_free(&m);
 
     char *group = tl_unique("mapping");
-    char set_prefix[160];
+    char set_prefix[160], set_map[320];
     snprintf(set_prefix, sizeof set_prefix, "topics.prefix=%s", prefix);
+    snprintf(set_map, sizeof set_map, "topics.map=b.paid=%s", topics[2]);
     char *log = tl_write_file(dir, "steward.log", "");
-    const char *run[] = {NULL,    "run",           "--brokers", tl_kafka_brokers(), "--database",
-                         db,      "--definitions", dir,         "--group",          group,
-                         "--set", "http.listen=",  "--set",     set_prefix,         NULL};
+    const char *run[] = {NULL,         "run",      "--brokers",     tl_kafka_brokers(),
+                         "--database", db,         "--definitions", dir,
+                         "--group",    group,      "--set",         "http.listen=",
+                         "--set",      set_prefix, "--set",         set_map,
+                         NULL};
     int pid = tl_steward_spawn(run, NULL, log);
 
     char *last = NULL;
@@ -186,7 +192,7 @@ START_TEST(events_as_they_are)
     free(got);
 
     /* The types came from the header and from the topic; the topics read
-     * were the prefixed ones. */
+     * were the prefixed and the mapped ones. */
     const char *p1[1] = {a};
     got = tl_db_scalar(conn,
                        "SELECT string_agg(event_type, ',' ORDER BY id) FROM steward.history "
@@ -196,11 +202,15 @@ START_TEST(events_as_they_are)
     free(got);
     /* DISTINCT: a RefundPaid read before its RefundRequested is parked
      * (one row) and applied later (another). */
+    const char *p2[2] = {topics[1], topics[2]};
     got = tl_db_scalar(conn,
-                       "SELECT string_agg(DISTINCT event_type, ',' ORDER BY event_type) "
+                       "SELECT string_agg(DISTINCT event_type || '@' || "
+                       "  CASE topic WHEN $1 THEN 'prefixed' WHEN $2 THEN 'mapped' ELSE topic END,"
+                       "  ',' ORDER BY event_type || '@' || "
+                       "  CASE topic WHEN $1 THEN 'prefixed' WHEN $2 THEN 'mapped' ELSE topic END) "
                        "FROM steward.history WHERE process = 'mapping_b' AND key = '5'",
-                       0, NULL);
-    ck_assert_str_eq(got, "RefundPaid,RefundRequested");
+                       2, p2);
+    ck_assert_str_eq(got, "RefundPaid@mapped,RefundRequested@prefixed");
     free(got);
 
     /* Each rejection names the rule it broke. */
