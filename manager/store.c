@@ -494,8 +494,7 @@ static err_class_t batch_route(batch_t *b, char *errstr, size_t errstr_size)
         const def_t *listener = NULL;
         for (size_t d = 0; d < defs->n; d++) {
             const def_t *def = defs->defs[d];
-            if (def_set_latest(defs, def->process) != def ||
-                !reads_topic(def, in->topic))
+            if (def_set_latest(defs, def->process) != def || !reads_topic(def, in->topic))
                 continue;
             listened = true;
             if (listener == NULL)
