@@ -244,6 +244,10 @@ static void reload(intake_t *intake, void *arg)
     def_problems_t problems = {0};
     const char *paths[1] = {cfg->definitions};
     def_set_t *defs = routes != NULL ? def_set_load(paths, 1, &problems, NULL) : NULL;
+    if (defs != NULL && !def_set_map_topics(defs, cfg->topics_prefix, cfg->topics_map, &problems)) {
+        def_set_free(defs);
+        defs = NULL;
+    }
     if (routes == NULL) {
         LOG_ERROR("reload refused: keeping the running definitions and routes", "error", errstr);
     } else if (defs == NULL || defs->n == 0) {
@@ -575,6 +579,10 @@ int cli_run(int argc, char **argv)
     def_problems_t problems = {0};
     const char *paths[1] = {cfg->definitions};
     def_set_t *defs = def_set_load(paths, 1, &problems, NULL);
+    if (defs != NULL && !def_set_map_topics(defs, cfg->topics_prefix, cfg->topics_map, &problems)) {
+        def_set_free(defs);
+        defs = NULL;
+    }
     if (defs == NULL || defs->n == 0) {
         for (size_t i = 0; i < problems.n; i++)
             fprintf(stderr, "%s: %s: %s\n", problems.items[i].file, problems.items[i].pointer,

@@ -123,6 +123,8 @@ void def_free(def_t *def)
     free(def->type_pointer);
     free(def->id_pointer);
     free(def->time_pointer);
+    free(def->type_header);
+    free(def->any);
     for (size_t i = 0; i < def->n_events; i++) {
         def_event_t *ev = &def->events[i];
         free(ev->name);
@@ -399,6 +401,149 @@ static const char *get_pointer(loader_t *ld, json_t *obj, const char *ptr, const
 }
 
 /*
+ * A correlation key: a JSON pointer string, or {"from": "message_key"} for
+ * the Kafka message key. Sets *pointer (borrowed) or *from_message. False
+ * when absent (a problem if required) or wrong (reported).
+ */
+static bool get_key(loader_t *ld, json_t *obj, const char *ptr, bool required, const char **pointer,
+                    bool *from_message)
+{
+    *pointer = NULL;
+    *from_message = false;
+    json_t *v = member(ld, obj, ptr, "key", required);
+    if (v == NULL)
+        return false;
+    char p[PTR_MAX];
+    ptr_join(p, ptr, "key");
+    if (json_is_string(v)) {
+        *pointer = get_pointer(ld, obj, ptr, "key", required);
+        return *pointer != NULL;
+    }
+    if (!json_is_object(v)) {
+        problem(ld, p,
+                "expected a JSON pointer string such as '/order_id' or {\"from\": "
+                "\"message_key\"}, got %s",
+                type_name(v));
+        return false;
+    }
+    static const char *const fields[] = {"from"};
+    CHECK_FIELDS(ld, v, p, fields);
+    const char *from = get_string(ld, v, p, "from", true);
+    if (from == NULL)
+        return false;
+    if (strcmp(from, "message_key") != 0) {
+        char sub[PTR_MAX];
+        problem(ld, ptr_join(sub, p, "from"),
+                "key source '%s' is not valid: expected 'message_key' (the Kafka message key); "
+                "for a payload field give its JSON pointer as a string",
+                from);
+        return false;
+    }
+    *from_message = true;
+    return true;
+}
+
+/* A Kafka header name as a definition may name it: 1 to 255 printable
+ * ASCII characters without spaces. */
+static bool is_header_name(const char *s)
+{
+    if (*s == '\0' || strlen(s) > 255)
+        return false;
+    for (const char *p = s; *p != '\0'; p++) {
+        if (*p <= ' ' || *p > '~')
+            return false;
+    }
+    return true;
+}
+
+/* envelope.type: a JSON pointer string, or {"header": NAME}. */
+static void parse_envelope_type(loader_t *ld, json_t *env, const char **type_ptr,
+                                const char **type_header)
+{
+    json_t *v = json_object_get(env, "type");
+    if (v == NULL)
+        return;
+    if (json_is_string(v)) {
+        *type_ptr = get_pointer(ld, env, "/envelope", "type", false);
+        return;
+    }
+    if (!json_is_object(v)) {
+        problem(ld, "/envelope/type",
+                "expected a JSON pointer string such as '/type' or {\"header\": \"event-type\"}, "
+                "got %s",
+                type_name(v));
+        return;
+    }
+    static const char *const fields[] = {"header"};
+    CHECK_FIELDS(ld, v, "/envelope/type", fields);
+    const char *h = get_string(ld, v, "/envelope/type", "header", true);
+    if (h != NULL && !is_header_name(h)) {
+        problem(ld, "/envelope/type/header",
+                "header name '%s' is not valid: 1 to 255 printable ASCII characters without "
+                "spaces",
+                h);
+        return;
+    }
+    *type_header = h;
+}
+
+/* envelope.time: a JSON pointer string, {"pointer": P, "format": F} or
+ * {"from": "kafka_timestamp"}. */
+static void parse_envelope_time(loader_t *ld, json_t *env, const char **time_ptr,
+                                def_time_format_t *format)
+{
+    json_t *v = json_object_get(env, "time");
+    if (v == NULL)
+        return;
+    if (json_is_string(v)) {
+        *time_ptr = get_pointer(ld, env, "/envelope", "time", false);
+        return;
+    }
+    if (!json_is_object(v)) {
+        problem(ld, "/envelope/time",
+                "expected a JSON pointer string such as '/occurred_at', {\"pointer\": \"/ts\", "
+                "\"format\": \"epoch_millis\"} or {\"from\": \"kafka_timestamp\"}, got %s",
+                type_name(v));
+        return;
+    }
+    static const char *const fields[] = {"pointer", "format", "from"};
+    CHECK_FIELDS(ld, v, "/envelope/time", fields);
+    if (json_object_get(v, "from") != NULL) {
+        const char *from = get_string(ld, v, "/envelope/time", "from", false);
+        if (json_object_get(v, "pointer") != NULL || json_object_get(v, "format") != NULL)
+            problem(ld, "/envelope/time",
+                    "'from' takes the time from the Kafka message: it cannot have 'pointer' or "
+                    "'format' too");
+        else if (from != NULL && strcmp(from, "kafka_timestamp") != 0)
+            problem(ld, "/envelope/time/from",
+                    "time source '%s' is not valid: expected 'kafka_timestamp'; for a payload "
+                    "field give 'pointer' and 'format'",
+                    from);
+        else if (from != NULL)
+            *format = DEF_TIME_KAFKA;
+        return;
+    }
+    const char *pointer = get_pointer(ld, v, "/envelope/time", "pointer", true);
+    const char *f = get_string(ld, v, "/envelope/time", "format", true);
+    if (f == NULL || pointer == NULL)
+        return;
+    static const char *const formats[] = {"rfc3339", "epoch_seconds", "epoch_millis"};
+    static const def_time_format_t values[] = {DEF_TIME_RFC3339, DEF_TIME_EPOCH_SECONDS,
+                                               DEF_TIME_EPOCH_MILLIS};
+    long k = find_name(formats, 3, f);
+    if (k < 0) {
+        char h[128];
+        problem(ld, "/envelope/time/format",
+                "time format '%s' is not valid: expected 'rfc3339', 'epoch_seconds' or "
+                "'epoch_millis'%s",
+                f, hint(h, sizeof h, f, formats, 3));
+        return;
+    }
+    *time_ptr = pointer;
+    *format = values[k];
+}
+
+/*
  * The duration member `name` of obj: 1 with *ms_out set when present and
  * valid, 0 when absent, -1 when present but wrong (reported). A zero is
  * wrong unless zero_ok.
@@ -610,9 +755,15 @@ static void parse_header(loader_t *ld, json_t *doc)
     else if (v != NULL)
         def->description = ld_strdup(ld, json_string_value(v));
 
-    def->key_pointer = ld_strdup(ld, get_pointer(ld, doc, "", "key", true));
+    const char *key_ptr;
+    get_key(ld, doc, "", true, &key_ptr, &def->key_from_message);
+    def->key_pointer = ld_strdup(ld, key_ptr);
 
-    const char *type_ptr = "/type", *id_ptr = "/id", *time_ptr = NULL;
+    v = json_object_get(doc, "$schema");
+    if (v != NULL && !json_is_string(v))
+        problem(ld, "/$schema", "expected the JSON Schema's URI as a string, got %s", type_name(v));
+
+    const char *type_ptr = "/type", *id_ptr = "/id", *time_ptr = NULL, *type_header = NULL;
     v = json_object_get(doc, "envelope");
     if (v != NULL && !json_is_object(v)) {
         problem(ld, "/envelope",
@@ -621,13 +772,13 @@ static void parse_header(loader_t *ld, json_t *doc)
     } else if (v != NULL) {
         static const char *const fields[] = {"type", "id", "time"};
         CHECK_FIELDS(ld, v, "/envelope", fields);
-        if (json_object_get(v, "type") != NULL)
-            type_ptr = get_pointer(ld, v, "/envelope", "type", false);
+        parse_envelope_type(ld, v, &type_ptr, &type_header);
         if (json_object_get(v, "id") != NULL)
             id_ptr = get_pointer(ld, v, "/envelope", "id", false);
-        time_ptr = get_pointer(ld, v, "/envelope", "time", false);
+        parse_envelope_time(ld, v, &time_ptr, &def->time_format);
     }
     def->type_pointer = ld_strdup(ld, type_ptr);
+    def->type_header = ld_strdup(ld, type_header);
     def->id_pointer = ld_strdup(ld, id_ptr);
     def->time_pointer = ld_strdup(ld, time_ptr);
 
@@ -658,7 +809,7 @@ static void parse_events(loader_t *ld, json_t *doc)
     if (def->n_events == 0)
         return; /* out of memory, reported */
 
-    static const char *const fields[] = {"topic", "key", "capture"};
+    static const char *const fields[] = {"topic", "key", "capture", "type_from_topic"};
     const char *name;
     json_t *v;
     size_t i = 0;
@@ -687,8 +838,22 @@ static void parse_events(loader_t *ld, json_t *doc)
         else
             ev->topic = ld_strdup(ld, topic);
 
-        const char *key = get_pointer(ld, v, p, "key", false);
-        ev->key_pointer = ld_strdup(ld, key != NULL ? key : def->key_pointer);
+        const char *key;
+        bool from_message;
+        if (get_key(ld, v, p, false, &key, &from_message)) {
+            ev->key_pointer = ld_strdup(ld, key);
+            ev->key_from_message = from_message;
+        } else {
+            ev->key_pointer = ld_strdup(ld, def->key_pointer);
+            ev->key_from_message = def->key_from_message;
+        }
+
+        json_t *fixed = json_object_get(v, "type_from_topic");
+        if (fixed != NULL && !json_is_boolean(fixed))
+            problem(ld, ptr_join(sub, p, "type_from_topic"), "expected true or false, got %s",
+                    type_name(fixed));
+        else
+            ev->type_from_topic = json_is_true(fixed);
 
         json_t *capture = json_object_get(v, "capture");
         if (capture != NULL)
@@ -762,9 +927,10 @@ static void parse_start(loader_t *ld, json_t *doc)
         parse_captures(ld, capture, "/start/capture", &def->start_captures, &def->n_start_captures);
 }
 
-static void parse_transitions(loader_t *ld, size_t i, json_t *on, const char *ptr)
+/* An object mapping events to target states, into *out (allocated). */
+static void parse_transition_map(loader_t *ld, json_t *on, const char *ptr, def_transition_t **out,
+                                 size_t *n_out)
 {
-    def_state_t *st = &ld->def->states[i];
     if (!json_is_object(on)) {
         problem(ld, ptr,
                 "expected an object mapping event types to states, e.g. {\"PaymentCaptured\": "
@@ -773,9 +939,10 @@ static void parse_transitions(loader_t *ld, size_t i, json_t *on, const char *pt
         ld->graph_unknown = ld->usage_unknown = true;
         return;
     }
-    st->on = ld_calloc(ld, json_object_size(on), sizeof *st->on);
-    if (st->on == NULL)
+    def_transition_t *list = ld_calloc(ld, json_object_size(on), sizeof *list);
+    if (list == NULL)
         return;
+    *out = list;
 
     const char *event;
     json_t *target;
@@ -801,7 +968,48 @@ static void parse_transitions(loader_t *ld, size_t i, json_t *on, const char *pt
             ld->graph_unknown = true;
             continue;
         }
-        st->on[st->n_on++] = (def_transition_t){(size_t) e, (size_t) s};
+        list[(*n_out)++] = (def_transition_t){(size_t) e, (size_t) s};
+    }
+}
+
+static void parse_transitions(loader_t *ld, size_t i, json_t *on, const char *ptr)
+{
+    def_state_t *st = &ld->def->states[i];
+    parse_transition_map(ld, on, ptr, &st->on, &st->n_on);
+}
+
+/* "any": transitions every non-terminal state takes unless it names the event itself. */
+static void parse_any(loader_t *ld, json_t *doc)
+{
+    json_t *any = json_object_get(doc, "any");
+    if (any == NULL)
+        return;
+    if (ld->def->n_states == 0) {
+        ld->graph_unknown = true;
+        return;
+    }
+    parse_transition_map(ld, any, "/any", &ld->def->any, &ld->def->n_any);
+}
+
+/* An event whose topic fixes its type must be alone on that topic. */
+static void check_fixed_types(loader_t *ld)
+{
+    def_t *def = ld->def;
+    for (size_t i = 0; i < def->n_events; i++) {
+        if (!def->events[i].type_from_topic || def->events[i].topic == NULL)
+            continue;
+        for (size_t j = 0; j < def->n_events; j++) {
+            if (j == i || def->events[j].topic == NULL ||
+                strcmp(def->events[j].topic, def->events[i].topic) != 0)
+                continue;
+            char p[PTR_MAX], sub[PTR_MAX];
+            ptr_join(p, "/events", def->events[i].name);
+            problem(ld, ptr_join(sub, p, "type_from_topic"),
+                    "every message on topic '%s' would be %s, but %s is declared on that topic "
+                    "too: give one of them another topic, or read the type from the payload",
+                    def->events[i].topic, def->events[i].name, def->events[j].name);
+            break;
+        }
     }
 }
 
@@ -1099,9 +1307,9 @@ def_t *def_load_json(const char *text, size_t len, const char *source, def_probl
     def_t *def = ld.def;
     def->source = ld_strdup(&ld, ld.file);
 
-    static const char *const fields[] = {"process",        "version", "mode",     "owner",
-                                         "description",    "key",     "envelope", "deadline",
-                                         "reorder_window", "events",  "start",    "states"};
+    static const char *const fields[] = {
+        "$schema",  "process",        "version",  "mode",   "owner", "description", "key",
+        "envelope", "reorder_window", "deadline", "events", "start", "states",      "any"};
     CHECK_FIELDS(&ld, doc, "", fields);
 
     prescan(&ld, doc);
@@ -1109,6 +1317,8 @@ def_t *def_load_json(const char *text, size_t len, const char *source, def_probl
     parse_events(&ld, doc);
     parse_start(&ld, doc);
     parse_states(&ld, doc);
+    parse_any(&ld, doc);
+    check_fixed_types(&ld);
     check_unused_events(&ld);
     if (!ld.graph_unknown && ld.start_resolved)
         ld.n_problems += def_check_graph(def, problems);
@@ -1207,6 +1417,12 @@ const def_transition_t *def_transition(const def_t *def, size_t state, size_t ev
     for (size_t k = 0; k < st->n_on; k++) {
         if (st->on[k].event == event)
             return &st->on[k];
+    }
+    if (st->terminal != NULL)
+        return NULL;
+    for (size_t k = 0; k < def->n_any; k++) {
+        if (def->any[k].event == event)
+            return &def->any[k];
     }
     return NULL;
 }
@@ -1397,6 +1613,63 @@ void def_set_free(def_set_t *set)
         def_free(set->defs[i]);
     free(set->defs);
     free(set);
+}
+
+/* *topic renamed as def_set_map_topics() says; false (reported) when too long. */
+static bool map_topic(char **topic, const char *prefix, const json_t *map, const char *file,
+                      const char *pointer, def_problems_t *problems)
+{
+    if (*topic == NULL)
+        return true;
+    json_t *mapped = map != NULL ? json_object_get(map, *topic) : NULL;
+    char *name = NULL;
+    if (mapped != NULL && json_is_string(mapped))
+        name = strdup(json_string_value(mapped));
+    else if (asprintf(&name, "%s%s", prefix != NULL ? prefix : "", *topic) < 0)
+        name = NULL;
+    if (name == NULL) {
+        def_problems_add(problems, file, pointer, "out of memory");
+        return false;
+    }
+    if (strlen(name) > TOPIC_MAX_LEN) {
+        def_problems_add(problems, file, pointer,
+                         "topic '%s' becomes '%s' with topics.prefix or topics.map: over Kafka's "
+                         "%d characters",
+                         *topic, name, TOPIC_MAX_LEN);
+        free(name);
+        return false;
+    }
+    free(*topic);
+    *topic = name;
+    return true;
+}
+
+bool def_set_map_topics(def_set_t *set, const char *prefix, const json_t *map,
+                        def_problems_t *problems)
+{
+    bool ok = true;
+    if ((prefix == NULL || *prefix == '\0') && (map == NULL || json_object_size(map) == 0))
+        return true;
+    for (size_t d = 0; d < set->n; d++) {
+        def_t *def = set->defs[d];
+        char p[PTR_MAX], sub[PTR_MAX];
+        for (size_t e = 0; e < def->n_events; e++) {
+            ptr_join(p, "/events", def->events[e].name);
+            ok = map_topic(&def->events[e].topic, prefix, map, def->source,
+                           ptr_join(sub, p, "topic"), problems) &&
+                 ok;
+        }
+        for (size_t i = 0; i < def->n_states; i++) {
+            if (def->states[i].command == NULL)
+                continue;
+            ptr_join(p, "/states", def->states[i].name);
+            ptr_join(sub, p, "command");
+            ok = map_topic(&def->states[i].command->topic, prefix, map, def->source,
+                           ptr_join(p, sub, "topic"), problems) &&
+                 ok;
+        }
+    }
+    return ok;
 }
 
 const def_t *def_set_latest(const def_set_t *set, const char *process)

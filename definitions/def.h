@@ -43,8 +43,11 @@ typedef struct def_capture {
 
 typedef struct def_event {
     char *name;              /* the event type, as the payload or ce_type says it */
-    char *topic;             /* the Kafka topic it arrives on */
-    char *key_pointer;       /* correlation key; the process's key when the event names none */
+    char *topic;             /* the Kafka topic it arrives on, as the definition names it */
+    char *key_pointer;       /* correlation key; the process's key when the event names none;
+                                NULL when key_from_message */
+    bool key_from_message;   /* the correlation key is the Kafka message key */
+    bool type_from_topic;    /* every message on its topic is this event, whatever it says */
     def_capture_t *captures; /* applied whenever this event moves an instance */
     size_t n_captures;
 } def_event_t;
@@ -60,6 +63,15 @@ typedef struct def_command {
     json_t *payload; /* template; strings may hold ${key}, ${process}, ${state},
                         ${attempt} and ${vars.NAME}; owned */
 } def_command_t;
+
+/* How the event time is read at def_t.time_pointer. */
+typedef enum def_time_format {
+    DEF_TIME_TEXT_OR_MS = 0, /* a plain pointer: RFC 3339 text or an integer of epoch ms */
+    DEF_TIME_RFC3339,        /* RFC 3339 text only */
+    DEF_TIME_EPOCH_SECONDS,  /* an integer of seconds since 1970 */
+    DEF_TIME_EPOCH_MILLIS,   /* an integer of milliseconds since 1970 */
+    DEF_TIME_KAFKA,          /* the Kafka message timestamp, declared ("from") */
+} def_time_format_t;
 
 typedef struct def_state {
     char *name;
@@ -82,10 +94,14 @@ typedef struct def {
 
     /* Where an event's envelope lives in its JSON payload. CloudEvents
      * attributes (ce_type, ce_id, ce_time) take precedence. */
-    char *key_pointer;  /* the default correlation key, e.g. "/order_id" */
-    char *type_pointer; /* default "/type" */
-    char *id_pointer;   /* default "/id" */
-    char *time_pointer; /* NULL: the Kafka message timestamp */
+    char *key_pointer;     /* the default correlation key, e.g. "/order_id"; NULL when
+                              key_from_message */
+    bool key_from_message; /* the default key is the Kafka message key */
+    char *type_pointer;    /* default "/type" */
+    char *type_header;     /* the message header naming the type; NULL: none */
+    char *id_pointer;      /* default "/id" */
+    char *time_pointer;    /* NULL: the Kafka message timestamp */
+    def_time_format_t time_format;
 
     int64_t deadline_ms;       /* start to terminal state; 0 when none */
     int64_t reorder_window_ms; /* how long an out-of-order event may wait */
@@ -100,6 +116,11 @@ typedef struct def {
 
     def_state_t *states; /* in document order */
     size_t n_states;
+
+    /* "any": transitions every non-terminal state takes unless its own
+     * `on` names the same event. */
+    def_transition_t *any;
+    size_t n_any;
 
     char *source;     /* the file it came from, for messages */
     json_t *document; /* the whole document, owned; stored with the version */
@@ -140,7 +161,11 @@ void def_free(def_t *def); /* NULL is a no-op */
 long def_find_state(const def_t *def, const char *name);
 long def_find_event(const def_t *def, const char *name);
 
-/* The transition `state` takes on `event`, borrowed from def; NULL if none. */
+/*
+ * The transition `state` takes on `event`, borrowed from def; NULL if none.
+ * A state's own `on` comes first, then the definition's `any` (for
+ * non-terminal states only).
+ */
 const def_transition_t *def_transition(const def_t *def, size_t state, size_t event);
 
 /* The team that owns `state`: its own owner, else the process owner. Borrowed. */
@@ -205,6 +230,19 @@ typedef struct def_set {
 def_set_t *def_set_load(const char *const *paths, size_t n_paths, def_problems_t *problems,
                         size_t *files_read);
 void def_set_free(def_set_t *set); /* NULL is a no-op */
+
+/*
+ * Renames every topic in the set (events' and commands') to the broker's
+ * name for it: its entry in `map` (an object of definition name -> broker
+ * name; may be NULL), else `prefix` (may be NULL or "") + the name. One
+ * definition then serves staging and production. Call it once, right
+ * after def_set_load() and before the set is shared; the stored documents
+ * keep the definitions' names. Returns false, with a problem appended per
+ * topic, when a broker name would be over Kafka's 249 characters; the set
+ * is then partly renamed and should be freed.
+ */
+bool def_set_map_topics(def_set_t *set, const char *prefix, const json_t *map,
+                        def_problems_t *problems);
 
 /* The newest version of `process` in the set, borrowed; NULL if absent. */
 const def_t *def_set_latest(const def_set_t *set, const char *process);

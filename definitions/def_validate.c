@@ -77,8 +77,17 @@ const char *def_suggest(const char *word, const char *const *candidates, size_t 
 }
 
 /* Every state `from` leads to: its transitions' targets and on_timeout. */
-static void mark_targets(const def_state_t *st, bool *marks, size_t *stack, size_t *top)
+static void mark_targets(const def_t *def, const def_state_t *st, bool *marks, size_t *stack,
+                         size_t *top)
 {
+    /* "any" leads from every non-terminal state. */
+    for (size_t k = 0; st->terminal == NULL && k < def->n_any; k++) {
+        size_t to = def->any[k].to;
+        if (!marks[to]) {
+            marks[to] = true;
+            stack[(*top)++] = to;
+        }
+    }
     for (size_t k = 0; k <= st->n_on; k++) {
         long to;
         if (k < st->n_on)
@@ -92,8 +101,12 @@ static void mark_targets(const def_state_t *st, bool *marks, size_t *stack, size
     }
 }
 
-static bool leads_to(const def_state_t *st, const bool *marks)
+static bool leads_to(const def_t *def, const def_state_t *st, const bool *marks)
 {
+    for (size_t k = 0; st->terminal == NULL && k < def->n_any; k++) {
+        if (marks[def->any[k].to])
+            return true;
+    }
     for (size_t k = 0; k < st->n_on; k++) {
         if (marks[st->on[k].to])
             return true;
@@ -137,7 +150,7 @@ size_t def_check_graph(const def_t *def, def_problems_t *problems)
     reached[def->start_state] = true;
     stack[top++] = def->start_state;
     while (top > 0)
-        mark_targets(&def->states[stack[--top]], reached, stack, &top);
+        mark_targets(def, &def->states[stack[--top]], reached, stack, &top);
 
     char ptr[1024];
     for (size_t i = 0; i < n; i++) {
@@ -161,7 +174,7 @@ size_t def_check_graph(const def_t *def, def_problems_t *problems)
         while (changed) {
             changed = false;
             for (size_t i = 0; i < n; i++) {
-                if (!finishes[i] && leads_to(&def->states[i], finishes)) {
+                if (!finishes[i] && leads_to(def, &def->states[i], finishes)) {
                     finishes[i] = true;
                     changed = true;
                 }

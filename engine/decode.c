@@ -165,6 +165,7 @@ static void clear_ce(decode_message_t *out)
 void decode_message_clear(decode_message_t *msg)
 {
     json_decref(msg->value);
+    json_decref(msg->headers);
     clear_ce(msg);
     memset(msg, 0, sizeof *msg);
 }
@@ -285,6 +286,21 @@ static decode_reason_t check_ce_headers(const decode_input_t *in, char *detail, 
     return DECODE_OK;
 }
 
+/* The headers a definition may read as text (see decode_message_t). */
+static json_t *text_headers(const decode_input_t *in)
+{
+    json_t *out = json_object();
+    for (size_t i = 0; out != NULL && i < in->n_headers; i++) {
+        const decode_header_t *h = &in->headers[i];
+        if (h->name == NULL || h->value == NULL || h->len > DECODE_MAX_HEADER_BYTES ||
+            memchr(h->value, 0, h->len) != NULL || !utf8_valid(h->value, h->len) ||
+            json_object_get(out, h->name) != NULL)
+            continue;
+        json_object_set_new(out, h->name, json_stringn(h->value, h->len));
+    }
+    return out;
+}
+
 static decode_reason_t binary_ce(const decode_input_t *in, decode_message_t *out, char *detail,
                                  size_t detail_size)
 {
@@ -359,18 +375,210 @@ decode_reason_t decode_message(const decode_input_t *in, const decode_limits_t *
     else if (find_header(in, "ce_specversion") != NULL || find_header(in, "ce_type") != NULL)
         reason = binary_ce(in, out, detail, detail_size);
 
+    if (reason == DECODE_OK)
+        out->headers = text_headers(in);
+
 done:
     if (reason != DECODE_OK)
         decode_message_clear(out);
     return reason;
 }
 
-const char *decode_event_type(const decode_message_t *msg, const def_t *def)
+const char *decode_event_type(const decode_message_t *msg, const decode_input_t *in,
+                              const def_t *def)
 {
+    const char *topic = in->topic;
+    for (size_t i = 0; topic != NULL && i < def->n_events; i++) {
+        if (def->events[i].type_from_topic && strcmp(def->events[i].topic, topic) == 0)
+            return def->events[i].name;
+    }
+    if (def->type_header != NULL) {
+        /* Header names compare without case, as HTTP's and CloudEvents' do. */
+        const char *name;
+        json_t *v;
+        json_object_foreach(msg->headers, name, v)
+        {
+            if (strcasecmp(name, def->type_header) == 0 && json_string_length(v) > 0)
+                return json_string_value(v);
+        }
+        return NULL;
+    }
     if (msg->ce_type != NULL)
         return msg->ce_type;
     json_t *type = jsonptr_get(msg->data, def->type_pointer);
     return json_is_string(type) ? json_string_value(type) : NULL;
+}
+
+void decode_type_source(const def_t *def, char *buf, size_t size)
+{
+    if (def->type_header != NULL)
+        snprintf(buf, size, "no text in header '%.255s' (the definition's envelope.type)",
+                 def->type_header);
+    else
+        snprintf(buf, size,
+                 "no ce_type header and no string at %s (the definition's "
+                 "envelope.type)",
+                 def->type_pointer);
+}
+
+static const char *json_kind(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "an array";
+    case JSON_STRING:
+        return "a string";
+    case JSON_INTEGER:
+        return "an integer";
+    case JSON_REAL:
+        return "a number with a fraction";
+    case JSON_TRUE:
+    case JSON_FALSE:
+        return "a boolean";
+    case JSON_NULL:
+        return "null";
+    }
+    return "an unknown value";
+}
+
+/* The correlation key of `ev` into *key (new string). */
+static decode_reason_t read_key(const decode_message_t *msg, const decode_input_t *in,
+                                const def_event_t *ev, char **key, char *detail, size_t detail_size)
+{
+    *key = NULL;
+    if (ev->key_from_message) {
+        if (in->key == NULL || in->key_len == 0) {
+            snprintf(detail, detail_size,
+                     "%s has no Kafka message key, and its correlation key is the message key",
+                     ev->name);
+            return DECODE_MISSING_KEY;
+        }
+        if (in->key_len > DECODE_MAX_KEY_BYTES) {
+            snprintf(detail, detail_size,
+                     "%s's Kafka message key is %zu bytes, over the limit of %d", ev->name,
+                     in->key_len, DECODE_MAX_KEY_BYTES);
+            return DECODE_INVALID_KEY;
+        }
+        if (memchr(in->key, 0, in->key_len) != NULL || !utf8_valid(in->key, in->key_len)) {
+            snprintf(detail, detail_size,
+                     "%s's Kafka message key is not UTF-8 text without NUL bytes (a binary key "
+                     "cannot be a correlation key)",
+                     ev->name);
+            return DECODE_INVALID_KEY;
+        }
+        *key = strndup(in->key, in->key_len);
+        return DECODE_OK;
+    }
+
+    json_t *v = jsonptr_get(msg->data, ev->key_pointer);
+    if (v == NULL || json_is_null(v)) {
+        snprintf(detail, detail_size, "%s has no correlation key at %s", ev->name, ev->key_pointer);
+        return DECODE_MISSING_KEY;
+    }
+    if (json_is_integer(v)) {
+        /* A numeric id is its decimal text: 5 and "5" are the same instance. */
+        if (asprintf(key, "%" JSON_INTEGER_FORMAT, json_integer_value(v)) < 0)
+            *key = NULL;
+        return DECODE_OK;
+    }
+    if (!json_is_string(v)) {
+        snprintf(detail, detail_size,
+                 "%s's correlation key at %s is %s: expected a string or an integer", ev->name,
+                 ev->key_pointer, json_kind(v));
+        return DECODE_INVALID_KEY;
+    }
+    if (json_string_length(v) == 0) {
+        snprintf(detail, detail_size, "%s's correlation key at %s is an empty string", ev->name,
+                 ev->key_pointer);
+        return DECODE_INVALID_KEY;
+    }
+    if (json_string_length(v) > DECODE_MAX_KEY_BYTES) {
+        snprintf(detail, detail_size,
+                 "%s's correlation key at %s is %zu bytes, over the limit of %d", ev->name,
+                 ev->key_pointer, json_string_length(v), DECODE_MAX_KEY_BYTES);
+        return DECODE_INVALID_KEY;
+    }
+    *key = strdup(json_string_value(v));
+    return DECODE_OK;
+}
+
+/* The event time into *ms, as the definition declares it. */
+static decode_reason_t read_time(const decode_message_t *msg, const decode_input_t *in,
+                                 const def_t *def, const def_event_t *ev, int64_t *ms, char *detail,
+                                 size_t detail_size)
+{
+    static const char *const format_names[] = {"RFC 3339 text or epoch ms", "RFC 3339 text",
+                                               "epoch seconds", "epoch milliseconds", ""};
+    if (def->time_format == DEF_TIME_KAFKA) {
+        if (in->timestamp_ms < 0) {
+            snprintf(detail, detail_size,
+                     "%s has no Kafka timestamp, and the definition takes its time from it",
+                     ev->name);
+            return DECODE_INVALID_TIME;
+        }
+        *ms = in->timestamp_ms;
+        return DECODE_OK;
+    }
+
+    /* CloudEvents time is the producer's own statement: it comes first. */
+    const char *text = msg->ce_time;
+    json_t *v = NULL;
+    if (text == NULL && def->time_pointer != NULL) {
+        v = jsonptr_get(msg->data, def->time_pointer);
+        if (v == NULL && def->time_format == DEF_TIME_TEXT_OR_MS)
+            goto kafka; /* a plain pointer falls back when the field is absent */
+        if (v == NULL || json_is_null(v)) {
+            snprintf(detail, detail_size, "%s has no time at %s (%s)", ev->name, def->time_pointer,
+                     format_names[def->time_format]);
+            return DECODE_INVALID_TIME;
+        }
+        if (json_is_string(v))
+            text = json_string_value(v);
+    }
+    if (text != NULL && v != NULL && def->time_format != DEF_TIME_TEXT_OR_MS &&
+        def->time_format != DEF_TIME_RFC3339) {
+        snprintf(detail, detail_size, "%s's time at %s is a string, not an integer of %s", ev->name,
+                 def->time_pointer, format_names[def->time_format]);
+        return DECODE_INVALID_TIME;
+    }
+    if (text != NULL) {
+        if (!rfc3339_parse(text, ms)) {
+            snprintf(detail, detail_size, "%s's time '%.60s' is not an RFC 3339 timestamp",
+                     ev->name, text);
+            return DECODE_INVALID_TIME;
+        }
+    } else if (v != NULL && json_is_integer(v) && def->time_format != DEF_TIME_RFC3339) {
+        json_int_t n = json_integer_value(v);
+        if (def->time_format == DEF_TIME_EPOCH_SECONDS) {
+            /* Range first: the product must not overflow. */
+            if (n < DECODE_MIN_TIME_MS / 1000 || n > DECODE_MAX_TIME_MS / 1000) {
+                snprintf(detail, detail_size,
+                         "%s's time %" JSON_INTEGER_FORMAT
+                         " s is outside the years 0001 to 9999 Steward accepts",
+                         ev->name, n);
+                return DECODE_INVALID_TIME;
+            }
+            *ms = (int64_t) n * 1000;
+        } else {
+            *ms = n;
+        }
+    } else if (v != NULL) {
+        snprintf(detail, detail_size, "%s's time at %s is %s, not %s", ev->name, def->time_pointer,
+                 json_kind(v), format_names[def->time_format]);
+        return DECODE_INVALID_TIME;
+    } else {
+    kafka:
+        *ms = in->timestamp_ms >= 0 ? in->timestamp_ms : 0;
+    }
+    if (!decode_time_in_range(*ms)) {
+        snprintf(detail, detail_size,
+                 "%s's time %" PRId64 " ms%s is outside the years 0001 to 9999 Steward accepts",
+                 ev->name, *ms, v != NULL || text != NULL ? "" : " (Kafka)");
+        return DECODE_INVALID_TIME;
+    }
+    return DECODE_OK;
 }
 
 void decode_envelope_clear(decode_envelope_t *env)
@@ -385,25 +593,13 @@ decode_reason_t decode_envelope(const decode_message_t *msg, const decode_input_
                                 char *detail, size_t detail_size)
 {
     const def_event_t *ev = &def->events[event];
-    json_t *key = jsonptr_get(msg->data, ev->key_pointer);
-    decode_reason_t reason = DECODE_OK;
+    decode_reason_t reason;
 
     memset(out, 0, sizeof *out);
-    if (key == NULL || json_is_null(key)) {
-        snprintf(detail, detail_size, "%s has no correlation key at %s", ev->name, ev->key_pointer);
-        return DECODE_MISSING_KEY;
-    }
-    if (!json_is_string(key) || json_string_length(key) == 0) {
-        snprintf(detail, detail_size, "%s's correlation key at %s is not a non-empty string",
-                 ev->name, ev->key_pointer);
-        return DECODE_INVALID_KEY;
-    }
-    if (json_string_length(key) > DECODE_MAX_KEY_BYTES) {
-        snprintf(detail, detail_size,
-                 "%s's correlation key at %s is %zu bytes, over the limit of %d", ev->name,
-                 ev->key_pointer, json_string_length(key), DECODE_MAX_KEY_BYTES);
-        return DECODE_INVALID_KEY;
-    }
+    char *key;
+    reason = read_key(msg, in, ev, &key, detail, detail_size);
+    if (reason != DECODE_OK)
+        return reason;
 
     /* Identity: what the producer says, else where the message sits. */
     json_t *id = NULL;
@@ -428,41 +624,14 @@ decode_reason_t decode_envelope(const decode_message_t *msg, const decode_input_
         goto fail;
     }
 
-    /* Time: what the producer says, else when Kafka took it. */
-    const char *time_text = msg->ce_time;
-    json_t *time_value = NULL;
-    if (time_text == NULL && def->time_pointer != NULL)
-        time_value = jsonptr_get(msg->data, def->time_pointer);
-    if (time_value != NULL && json_is_string(time_value))
-        time_text = json_string_value(time_value);
-    if (time_text != NULL) {
-        if (!rfc3339_parse(time_text, &out->time_ms)) {
-            snprintf(detail, detail_size, "%s's time '%.60s' is not an RFC 3339 timestamp",
-                     ev->name, time_text);
-            reason = DECODE_INVALID_TIME;
-            goto fail;
-        }
-    } else if (time_value != NULL && json_is_integer(time_value)) {
-        out->time_ms = json_integer_value(time_value);
-    } else if (time_value != NULL) {
-        snprintf(detail, detail_size, "%s's time at %s is neither RFC 3339 text nor epoch ms",
-                 ev->name, def->time_pointer);
-        reason = DECODE_INVALID_TIME;
+    reason = read_time(msg, in, def, ev, &out->time_ms, detail, detail_size);
+    if (reason != DECODE_OK)
         goto fail;
-    } else {
-        out->time_ms = in->timestamp_ms >= 0 ? in->timestamp_ms : 0;
-    }
-    if (!decode_time_in_range(out->time_ms)) {
-        snprintf(detail, detail_size,
-                 "%s's time %" PRId64 " ms%s is outside the years 0001 to 9999 Steward accepts",
-                 ev->name, out->time_ms, time_value != NULL || time_text != NULL ? "" : " (Kafka)");
-        reason = DECODE_INVALID_TIME;
-        goto fail;
-    }
-    out->key = strdup(json_string_value(key));
+    out->key = key;
     return DECODE_OK;
 
 fail:
+    free(key);
     free(out->id);
     out->id = NULL;
     return reason;

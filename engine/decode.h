@@ -32,8 +32,8 @@ typedef enum decode_reason {
     DECODE_INVALID_CLOUDEVENT, /* a required attribute missing or mistyped */
     DECODE_MISSING_TYPE,       /* no ce_type and nothing at the type pointer */
     DECODE_MISSING_KEY,        /* nothing at the correlation key's pointer */
-    DECODE_INVALID_KEY,        /* the key is not a non-empty string */
-    DECODE_INVALID_TIME,       /* an event time that is not RFC 3339 or epoch ms, or is
+    DECODE_INVALID_KEY,        /* the key is not a non-empty string or an integer */
+    DECODE_INVALID_TIME,       /* an event time not in its declared format, or
                                   outside DECODE_MIN_TIME_MS..DECODE_MAX_TIME_MS */
     DECODE_INVALID_ID,         /* an event id over DECODE_MAX_ID_BYTES */
     DECODE_INVALID_HEADER,     /* a CloudEvents header that is not UTF-8, holds a NUL
@@ -117,6 +117,9 @@ typedef struct decode_message {
     char *ce_source;
     char *ce_time; /* may be NULL in a CloudEvent too */
     char *ce_subject;
+    json_t *headers; /* name -> text of each header that is UTF-8 without NUL bytes
+                        and at most DECODE_MAX_HEADER_BYTES (the first of a name);
+                        owned; what a definition's type header is read from */
 } decode_message_t;
 
 /*
@@ -130,10 +133,17 @@ decode_reason_t decode_message(const decode_input_t *in, const decode_limits_t *
 void decode_message_clear(decode_message_t *msg);
 
 /*
- * The event type as `def` reads it: ce_type, else the string at the
- * definition's type pointer. Borrowed from msg; NULL when there is none.
+ * The event type as `def` reads it, in this order: the event whose topic
+ * fixes its type (type_from_topic) when the message came on that topic;
+ * the definition's type header when it names one; ce_type; the string at
+ * the definition's type pointer. Borrowed from msg or def; NULL when there
+ * is none.
  */
-const char *decode_event_type(const decode_message_t *msg, const def_t *def);
+const char *decode_event_type(const decode_message_t *msg, const decode_input_t *in,
+                              const def_t *def);
+
+/* Where `def` looks for an event type, in words for a rejection's detail. */
+void decode_type_source(const def_t *def, char *buf, size_t size);
 
 /* What one process reads from an event it declares. */
 typedef struct decode_envelope {
@@ -144,10 +154,13 @@ typedef struct decode_envelope {
 
 /*
  * Reads the envelope of event `event` (an index into def->events) from a
- * decoded message. Identity: CloudEvents source and id, else the string or
- * integer at the id pointer, else topic/partition/offset. Time: ce_time,
- * else the time pointer (RFC 3339 text or integer epoch milliseconds),
- * else the Kafka timestamp. On a rejection *out is empty.
+ * decoded message. Key: the Kafka message key or the value at the key
+ * pointer, a non-empty string or an integer (its decimal text). Identity:
+ * CloudEvents source and id, else the string or integer at the id pointer,
+ * else topic/partition/offset. Time: the Kafka timestamp when declared
+ * ("from": "kafka_timestamp"); else ce_time; else the time pointer read as
+ * its declared format (a plain pointer: RFC 3339 text or integer epoch
+ * milliseconds); else the Kafka timestamp. On a rejection *out is empty.
  */
 decode_reason_t decode_envelope(const decode_message_t *msg, const decode_input_t *in,
                                 const def_t *def, size_t event, decode_envelope_t *out,

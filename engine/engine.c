@@ -91,6 +91,19 @@ bool engine_may_accept(const def_t *def, long state, long event)
                 queue[tail++] = (long) st->on[i].to;
             }
         }
+        /* "any" applies in every non-terminal state its own `on` does not override. */
+        for (size_t i = 0; st->terminal == NULL && !found && i < def->n_any; i++) {
+            if (def_transition(def, (size_t) (st - def->states), def->any[i].event) != &def->any[i])
+                continue;
+            if ((long) def->any[i].event == event) {
+                found = true;
+                break;
+            }
+            if (!seen[def->any[i].to]) {
+                seen[def->any[i].to] = true;
+                queue[tail++] = (long) def->any[i].to;
+            }
+        }
         if (st->on_timeout >= 0 && !seen[st->on_timeout]) {
             seen[st->on_timeout] = true;
             queue[tail++] = st->on_timeout;

@@ -21,6 +21,8 @@ typedef enum config_type {
     CONFIG_LOG_LEVEL,
     CONFIG_BOOL,         /* true/false, 1/0, yes/no, on/off */
     CONFIG_DURATION_OFF, /* a duration, or "off" for 0 */
+    CONFIG_TOPIC_PREFIX, /* a string of Kafka topic characters; "" for none */
+    CONFIG_TOPIC_MAP,    /* "name=broker_name,..." (or an object in the file) */
 } config_type_t;
 
 typedef struct config_key {
@@ -46,6 +48,8 @@ static const config_key_t config_keys[] = {
     {"intake.max_message_bytes", CONFIG_INT, OFF(max_message_bytes), 64, 100 * 1024 * 1024, NULL},
     {"intake.record_unknown", CONFIG_BOOL, OFF(record_unknown), 0, 0, NULL},
     {"intake.dead_letter_topic", CONFIG_STRING, OFF(dead_letter_topic), 0, 0, NULL},
+    {"topics.prefix", CONFIG_TOPIC_PREFIX, OFF(topics_prefix), 0, 0, "STEWARD_TOPICS_PREFIX"},
+    {"topics.map", CONFIG_TOPIC_MAP, OFF(topics_map), 0, 0, "STEWARD_TOPICS_MAP"},
     {"scheduler.interval", CONFIG_DURATION, OFF(scheduler_interval_ms), 10, 3600000, NULL},
     {"scheduler.grace", CONFIG_DURATION, OFF(grace_ms), 0, 86400000, NULL},
     {"scheduler.blind_after", CONFIG_DURATION, OFF(blind_after_ms), 1000, 86400000, NULL},
@@ -75,7 +79,8 @@ static const config_key_t config_keys[] = {
 
 #define N_KEYS (sizeof config_keys / sizeof config_keys[0])
 
-static const char *const sections[] = {"intake", "scheduler", "notifier", "http", "retention"};
+static const char *const sections[] = {"intake", "scheduler", "notifier",
+                                       "http",   "retention", "topics"};
 
 config_t *config_new(void)
 {
@@ -101,6 +106,7 @@ config_t *config_new(void)
     cfg->alertmanager_resend_ms = 60000;
     cfg->routes = json_pack("{s:[{s:s}]}", "default", "type", "log");
     cfg->http_listen = strdup("127.0.0.1:9464");
+    cfg->topics_map = json_object();
     cfg->retention_history_ms = 30 * 86400000LL;
     cfg->retention_rejected_ms = 14 * 86400000LL;
     cfg->retention_outbox_ms = 7 * 86400000LL;
@@ -111,7 +117,7 @@ config_t *config_new(void)
      * 50 ms, the scheduler between batches of due instances. */
     cfg->stall_after_ms = 300000;
     if (cfg->database == NULL || cfg->group == NULL || cfg->blind_owner == NULL ||
-        cfg->routes == NULL || cfg->http_listen == NULL) {
+        cfg->routes == NULL || cfg->http_listen == NULL || cfg->topics_map == NULL) {
         config_free(cfg);
         return NULL;
     }
@@ -123,13 +129,14 @@ void config_free(config_t *cfg)
     if (cfg == NULL)
         return;
     for (size_t i = 0; i < N_KEYS; i++) {
-        if (config_keys[i].type == CONFIG_STRING)
+        if (config_keys[i].type == CONFIG_STRING || config_keys[i].type == CONFIG_TOPIC_PREFIX)
             free(*(char **) ((char *) cfg + config_keys[i].offset));
     }
     for (size_t i = 0; i < cfg->n_kafka_props; i++)
         free(cfg->kafka_props[i]);
     free(cfg->kafka_props);
     json_decref(cfg->routes);
+    json_decref(cfg->topics_map);
     free(cfg);
 }
 
@@ -155,6 +162,103 @@ static err_class_t unknown_key(const char *where, const char *name, char *errstr
     const char *hint = def_suggest(name, candidates, n);
     return err_set(ERR_INVALID, errstr, errstr_size, "%s%s: unknown key%s%s%s", where, name,
                    hint ? " (did you mean '" : "", hint ? hint : "", hint ? "'?)" : "");
+}
+
+/* Kafka's topic characters, [A-Za-z0-9._-]; at most 249 of them. */
+static bool topic_chars(const char *s, size_t max)
+{
+    if (strlen(s) > max)
+        return false;
+    for (const char *p = s; *p != '\0'; p++) {
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '.' || *p == '_' || *p == '-'))
+            return false;
+    }
+    return true;
+}
+
+/* Adds name -> broker to map, checking both; ERR_INVALID names the entry. */
+static err_class_t topic_map_add(json_t *map, const char *key_name, const char *name,
+                                 const char *broker, char *errstr, size_t errstr_size)
+{
+    if (*name == '\0' || !topic_chars(name, 249) || *broker == '\0' || !topic_chars(broker, 249))
+        return err_set(ERR_INVALID, errstr, errstr_size,
+                       "%s: '%s' -> '%s' is not a pair of Kafka topic names (letters, digits, "
+                       "'.', '_' and '-', at most 249 characters)",
+                       key_name, name, broker);
+    if (json_object_get(map, name) != NULL)
+        return err_set(ERR_INVALID, errstr, errstr_size, "%s: topic '%s' is mapped twice", key_name,
+                       name);
+    const char *other;
+    json_t *v;
+    json_object_foreach(map, other, v)
+    {
+        /* Two names for one broker topic could not be told apart on the way back. */
+        if (strcmp(json_string_value(v), broker) == 0)
+            return err_set(ERR_INVALID, errstr, errstr_size,
+                           "%s: '%s' and '%s' both map to broker topic '%s'", key_name, other, name,
+                           broker);
+    }
+    json_object_set_new(map, name, json_string(broker));
+    return ERR_OK;
+}
+
+/* "name=broker,name=broker" into a new map; NULL with the problem in errstr. */
+static json_t *parse_topic_map(const char *key_name, const char *text, char *errstr,
+                               size_t errstr_size)
+{
+    json_t *map = json_object();
+    char *copy = strdup(text);
+    char *save = NULL;
+    if (map == NULL || copy == NULL) {
+        err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+        goto fail;
+    }
+    for (char *pair = strtok_r(copy, ",", &save); pair != NULL; pair = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(pair, '=');
+        if (eq == NULL) {
+            err_set(ERR_INVALID, errstr, errstr_size,
+                    "%s: '%s' is not NAME=BROKER_NAME (e.g. orders=prod.orders.v2)", key_name,
+                    pair);
+            goto fail;
+        }
+        *eq = '\0';
+        if (topic_map_add(map, key_name, pair, eq + 1, errstr, errstr_size) != ERR_OK)
+            goto fail;
+    }
+    free(copy);
+    return map;
+
+fail:
+    free(copy);
+    json_decref(map);
+    return NULL;
+}
+
+/* topics.map given as a JSON object in the config file. */
+static err_class_t set_topic_map_object(config_t *cfg, const json_t *obj, char *errstr,
+                                        size_t errstr_size)
+{
+    json_t *map = json_object();
+    const char *name;
+    json_t *v;
+    if (map == NULL)
+        return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    json_object_foreach((json_t *) obj, name, v)
+    {
+        err_class_t cls =
+            json_is_string(v)
+                ? topic_map_add(map, "topics.map", name, json_string_value(v), errstr, errstr_size)
+                : err_set(ERR_INVALID, errstr, errstr_size,
+                          "topics.map: %s: expected the broker's topic name as a string", name);
+        if (cls != ERR_OK) {
+            json_decref(map);
+            return cls;
+        }
+    }
+    json_decref(cfg->topics_map);
+    cfg->topics_map = map;
+    return ERR_OK;
 }
 
 static err_class_t set_value(config_t *cfg, const config_key_t *key, const char *value,
@@ -214,6 +318,27 @@ static err_class_t set_value(config_t *cfg, const config_key_t *key, const char 
             return err_set(ERR_INVALID, errstr, errstr_size, "%s: '%s' is not true or false",
                            key->name, value);
         return ERR_OK;
+    case CONFIG_TOPIC_PREFIX: {
+        if (!topic_chars(value, 200))
+            return err_set(ERR_INVALID, errstr, errstr_size,
+                           "%s: '%s' is not a topic prefix: use letters, digits, '.', '_' and "
+                           "'-' (at most 200 characters)",
+                           key->name, value);
+        char *copy = strdup(value);
+        if (copy == NULL)
+            return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+        free(*(char **) field);
+        *(char **) field = copy;
+        return ERR_OK;
+    }
+    case CONFIG_TOPIC_MAP: {
+        json_t *map = parse_topic_map(key->name, value, errstr, errstr_size);
+        if (map == NULL)
+            return ERR_INVALID;
+        json_decref(*(json_t **) field);
+        *(json_t **) field = map;
+        return ERR_OK;
+    }
     case CONFIG_LOG_LEVEL:
         if (!log_parse_level(value, (log_level_t *) field))
             return err_set(ERR_INVALID, errstr, errstr_size,
@@ -405,6 +530,14 @@ err_class_t config_load_file(config_t *cfg, const char *path, char *errstr, size
                 {
                     char full[160];
                     snprintf(full, sizeof full, "%s.%s", top, sub);
+                    if (strcmp(full, "topics.map") == 0 && json_is_object(sv)) {
+                        char why[512];
+                        if ((cls = set_topic_map_object(cfg, sv, why, sizeof why)) != ERR_OK) {
+                            err_set(cls, errstr, errstr_size, "%s: %s", path, why);
+                            break;
+                        }
+                        continue;
+                    }
                     if ((cls = load_scalar(cfg, path, full, sv, errstr, errstr_size)) != ERR_OK)
                         break;
                 }

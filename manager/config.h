@@ -37,6 +37,13 @@ typedef struct config {
     bool record_unknown;     /* a rejected row (unknown_type) for undeclared events too */
     char *dead_letter_topic; /* rejected messages are also produced here; NULL or "": off */
 
+    /* How the topic names in definitions become the broker's, so that one
+     * definition serves every environment: a topic named in topics_map
+     * becomes its value there, any other gets topics_prefix in front
+     * (def_set_map_topics()). */
+    char *topics_prefix; /* NULL or "": none */
+    json_t *topics_map;  /* definition's name -> broker's name; never NULL */
+
     int64_t scheduler_interval_ms; /* how often deadlines are looked for */
     int64_t grace_ms;              /* a deadline is judged this long after the watermark
                                       passes it, for clock skew between producers */

@@ -491,12 +491,15 @@ static err_class_t batch_route(batch_t *b, char *errstr, size_t errstr_size)
             continue;
 
         bool listened = false, typed = false;
+        const def_t *listener = NULL;
         for (size_t d = 0; d < defs->n; d++) {
             const def_t *def = defs->defs[d];
             if (def_set_latest(defs, def->process) != def || !reads_topic(def, in->topic))
                 continue;
             listened = true;
-            const char *type = decode_event_type(msg, def);
+            if (listener == NULL)
+                listener = def;
+            const char *type = decode_event_type(msg, in, def);
             if (type == NULL)
                 continue;
             typed = true;
@@ -526,8 +529,9 @@ static err_class_t batch_route(batch_t *b, char *errstr, size_t errstr_size)
         if (!listened)
             b->msg_type[m] = msg->ce_type; /* an undeclared topic: the type if known */
         if (listened && !typed) {
-            snprintf(b->msg_detail[m], sizeof b->msg_detail[m],
-                     "no ce_type header and no event type at the definitions' type pointer");
+            /* Name the rule of the first process reading the topic: that is
+             * the one a person fixes the producer (or the definition) for. */
+            decode_type_source(listener, b->msg_detail[m], sizeof b->msg_detail[m]);
             b->msg_reason[m] = DECODE_MISSING_TYPE;
             decode_message_clear(msg);
         }

@@ -13,6 +13,10 @@ STEWARD_BUILD_PACKAGES=(build-essential cmake pkg-config librdkafka-dev libpq-de
 # curl its readiness check uses.
 STEWARD_ALERTMANAGER_PACKAGES=(prometheus-alertmanager curl)
 
+# The JSON Schema validator unit.schema (tests/schema_check.sh) judges the
+# definition schema with.
+STEWARD_SCHEMA_PACKAGES=(python3-jsonschema)
+
 STEWARD_APT_UPDATED=0
 
 # True when dpkg knows the package as fully installed ("deinstall" or
@@ -71,4 +75,12 @@ need_java17() {
 
 install_build_deps() {
     install_packages "${STEWARD_BUILD_PACKAGES[@]}"
+}
+
+# A Python 3 that can import jsonschema (any: a developer's own will do),
+# else the Debian package.
+install_schema_deps() {
+    python3 -c 'import jsonschema' >/dev/null 2>&1 ||
+        /usr/bin/python3 -c 'import jsonschema' >/dev/null 2>&1 ||
+        install_packages "${STEWARD_SCHEMA_PACKAGES[@]}"
 }

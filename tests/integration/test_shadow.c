@@ -230,7 +230,7 @@ START_TEST(scripted_scenario)
     send("orders", "[\"OrderPlaced\"]", NULL, 0);                                /* not_an_object */
     send("orders", NULL, NULL, 0);                                               /* tombstone */
     send("orders", "{\"type\":\"OrderPlaced\",\"id\":\"m1\"}", NULL, 0);         /* missing_key */
-    send("orders", "{\"type\":\"OrderPlaced\",\"id\":\"m2\",\"order_id\":7}", NULL,
+    send("orders", "{\"type\":\"OrderPlaced\",\"id\":\"m2\",\"order_id\":7.5}", NULL,
          0); /* invalid_key */
     char big[5000];
     snprintf(big, sizeof big, "{\"type\":\"OrderPlaced\",\"order_id\":\"BIG\",\"pad\":\"%4900d\"}",

@@ -3,6 +3,7 @@
  * touches anything: exit 2, with the key and the problem named. No
  * services are needed: every case fails before the first connection.
  */
+#include "manager/config.h"
 #include "testlib.h"
 
 #include <check.h>
@@ -68,6 +69,31 @@ START_TEST(unknown_keys_are_named_with_a_suggestion)
             "intake.bach_size: unknown key (did you mean 'intake.batch_size'?)");
     REFUSED("\"grup\": \"x\"", "grup: unknown key (did you mean 'group'?)");
     REFUSED("\"intake\": 5", "intake: expected an object");
+}
+END_TEST
+
+START_TEST(topic_mapping_keys)
+{
+    config_flag_t flags[] = {{"set", "topics.prefix=staging."},
+                             {"set", "topics.map=payments=prod.payments.v2,orders=prod.orders"}};
+    err_class_t cls;
+    char errstr[512];
+    config_t *cfg = config_build(NULL, flags, 2, &cls, errstr, sizeof errstr);
+    ck_assert_msg(cfg != NULL, "%s", errstr);
+    ck_assert_str_eq(cfg->topics_prefix, "staging.");
+    ck_assert_str_eq(json_string_value(json_object_get(cfg->topics_map, "payments")),
+                     "prod.payments.v2");
+    ck_assert_str_eq(json_string_value(json_object_get(cfg->topics_map, "orders")), "prod.orders");
+    config_free(cfg);
+
+    config_flag_t twice[] = {{"set", "topics.map=a=x,b=x"}};
+    ck_assert_ptr_null(config_build(NULL, twice, 1, &cls, errstr, sizeof errstr));
+    ck_assert_msg(tl_contains(errstr, "'a' and 'b' both map to broker topic 'x'"), "%s", errstr);
+
+    REFUSED("\"topics\": {\"prefix\": \"staging/\"}", "topics.prefix: 'staging/' is not a topic");
+    REFUSED("\"topics\": {\"map\": {\"orders\": 5}}", "topics.map: orders: expected the broker");
+    REFUSED("\"topics\": {\"map\": \"orders\"}", "topics.map: 'orders' is not NAME=BROKER_NAME");
+    REFUSED("\"topics\": {\"prefx\": \"a.\"}", "did you mean 'topics.prefix'");
 }
 END_TEST
 
@@ -156,6 +182,7 @@ Suite *config_suite(void)
     tcase_add_test(tc, syntax_errors_name_the_line);
     tcase_add_test(tc, unknown_keys_are_named_with_a_suggestion);
     tcase_add_test(tc, bad_values_are_named);
+    tcase_add_test(tc, topic_mapping_keys);
     tcase_add_test(tc, routes_are_checked);
     tcase_add_test(tc, secrets_and_kafka_properties);
     tcase_add_test(tc, missing_settings_and_environment);

@@ -112,7 +112,7 @@ START_TEST(plain_json_envelope)
     decode_input_t in = input("orders", "{\"kind\":\"Placed\",\"order_id\":\"O-1\","
                                         "\"event_id\":\"evt-9\",\"at\":\"2026-11-29T10:00:00Z\"}");
     ck_assert_int_eq(judge(&in), DECODE_OK);
-    ck_assert_str_eq(decode_event_type(&msg, def), "Placed");
+    ck_assert_str_eq(decode_event_type(&msg, &in, def), "Placed");
     ck_assert_int_eq(decode_envelope(&msg, &in, def, 0, &env, detail, sizeof detail), DECODE_OK);
     ck_assert_str_eq(env.key, "O-1");
     ck_assert_str_eq(env.id, "evt-9");
@@ -150,7 +150,15 @@ START_TEST(envelope_rejections)
     ck_assert_msg(strstr(detail, "/order_id") != NULL, "detail: %s", detail);
     ck_assert_ptr_null(env.key);
 
-    in = input("orders", "{\"kind\":\"Placed\",\"order_id\":17}");
+    in = input("orders", "{\"kind\":\"Placed\",\"order_id\":17.5}");
+    ck_assert_int_eq(judge(&in), DECODE_OK);
+    ck_assert_int_eq(decode_envelope(&msg, &in, def, 0, &env, detail, sizeof detail),
+                     DECODE_INVALID_KEY);
+    ck_assert_msg(strstr(detail, "a number with a fraction: expected a string or an integer") !=
+                      NULL,
+                  "detail: %s", detail);
+
+    in = input("orders", "{\"kind\":\"Placed\",\"order_id\":true}");
     ck_assert_int_eq(judge(&in), DECODE_OK);
     ck_assert_int_eq(decode_envelope(&msg, &in, def, 0, &env, detail, sizeof detail),
                      DECODE_INVALID_KEY);
@@ -164,7 +172,7 @@ START_TEST(envelope_rejections)
 
     in = input("orders", "{\"order_id\":\"O\"}");
     ck_assert_int_eq(judge(&in), DECODE_OK);
-    ck_assert_ptr_null(decode_event_type(&msg, def));
+    ck_assert_ptr_null(decode_event_type(&msg, &in, def));
 }
 END_TEST
 
@@ -182,7 +190,7 @@ START_TEST(cloudevents_binary_mode)
     in.n_headers = 5;
     ck_assert_int_eq(judge(&in), DECODE_OK);
     ck_assert(msg.cloudevent);
-    ck_assert_str_eq(decode_event_type(&msg, def), "Paid");
+    ck_assert_str_eq(decode_event_type(&msg, &in, def), "Paid");
     ck_assert_int_eq(decode_envelope(&msg, &in, def, 1, &env, detail, sizeof detail), DECODE_OK);
     ck_assert_str_eq(env.id, "/payments#A-1");
     ck_assert_str_eq(env.key, "O-5");
@@ -210,7 +218,7 @@ START_TEST(cloudevents_structured_mode)
     ck_assert_int_eq(judge(&in), DECODE_OK);
     ck_assert(msg.cloudevent);
     ck_assert_ptr_ne(msg.data, msg.value);
-    ck_assert_str_eq(decode_event_type(&msg, def), "Placed");
+    ck_assert_str_eq(decode_event_type(&msg, &in, def), "Placed");
     ck_assert_int_eq(decode_envelope(&msg, &in, def, 0, &env, detail, sizeof detail), DECODE_OK);
     ck_assert_str_eq(env.key, "O-7");
     ck_assert_str_eq(env.id, "/orders#x1");
@@ -473,6 +481,147 @@ START_TEST(control_characters_made_printable)
 }
 END_TEST
 
+/* A definition like setup()'s with `envelope` and the Placed event replaced. */
+static def_t *def_with(const char *key, const char *envelope, const char *placed)
+{
+    char doc[2048];
+    def_problems_t problems = {0};
+    snprintf(doc, sizeof doc,
+             "{\"process\":\"p\",\"version\":1,\"mode\":\"shadow\",\"owner\":\"team\","
+             "\"key\":%s,\"envelope\":%s,"
+             "\"events\":{\"Placed\":%s,\"Paid\":{\"topic\":\"payments\"}},"
+             "\"start\":{\"on\":\"Placed\",\"to\":\"open\"},"
+             "\"states\":{\"open\":{\"deadline\":\"1h\",\"on\":{\"Paid\":\"done\"}},"
+             "            \"done\":{\"terminal\":\"success\"}}}",
+             key, envelope, placed);
+    def_t *d = def_load_json(doc, strlen(doc), "test", &problems);
+    ck_assert_msg(d != NULL, "definition: %s", problems.n ? problems.items[0].message : "?");
+    def_problems_clear(&problems);
+    return d;
+}
+
+START_TEST(integer_keys_are_their_decimal_text)
+{
+    decode_input_t in = input("orders", "{\"kind\":\"Placed\",\"order_id\":5}");
+    ck_assert_int_eq(judge(&in), DECODE_OK);
+    ck_assert_int_eq(decode_envelope(&msg, &in, def, 0, &env, detail, sizeof detail), DECODE_OK);
+    ck_assert_str_eq(env.key, "5");
+    decode_envelope_clear(&env);
+
+    in = input("orders", "{\"kind\":\"Placed\",\"order_id\":-9223372036854775807}");
+    ck_assert_int_eq(judge(&in), DECODE_OK);
+    ck_assert_int_eq(decode_envelope(&msg, &in, def, 0, &env, detail, sizeof detail), DECODE_OK);
+    ck_assert_str_eq(env.key, "-9223372036854775807");
+}
+END_TEST
+
+START_TEST(message_key_as_correlation_key)
+{
+    def_t *d = def_with("{\"from\":\"message_key\"}", "{}", "{\"topic\":\"orders\"}");
+    decode_input_t in = input("orders", "{\"type\":\"Placed\",\"order_id\":\"not-this\"}");
+    in.key = "O-42";
+    in.key_len = 4;
+    ck_assert_int_eq(judge(&in), DECODE_OK);
+    ck_assert_int_eq(decode_envelope(&msg, &in, d, 0, &env, detail, sizeof detail), DECODE_OK);
+    ck_assert_str_eq(env.key, "O-42");
+    decode_envelope_clear(&env);
+
+    in.key = NULL;
+    in.key_len = 0;
+    ck_assert_int_eq(decode_envelope(&msg, &in, d, 0, &env, detail, sizeof detail),
+                     DECODE_MISSING_KEY);
+    ck_assert_msg(strstr(detail, "no Kafka message key") != NULL, "detail: %s", detail);
+
+    in.key = "O\0X";
+    in.key_len = 3;
+    ck_assert_int_eq(decode_envelope(&msg, &in, d, 0, &env, detail, sizeof detail),
+                     DECODE_INVALID_KEY);
+    ck_assert_msg(strstr(detail, "NUL") != NULL, "detail: %s", detail);
+    def_free(d);
+}
+END_TEST
+
+START_TEST(type_from_a_named_header_or_the_topic)
+{
+    def_t *d = def_with("\"/order_id\"", "{\"type\":{\"header\":\"event-type\"}}",
+                        "{\"topic\":\"orders\"}");
+    decode_header_t h[] = {{"Event-Type", "Placed", 6}, {"ce_type", "Other", 5}};
+    decode_input_t in = input("orders", "{\"type\":\"Paid\",\"order_id\":\"O\"}");
+    in.headers = h;
+    in.n_headers = 1;
+    ck_assert_int_eq(judge(&in), DECODE_OK);
+    ck_assert_str_eq(decode_event_type(&msg, &in, d), "Placed");
+
+    in.n_headers = 0; /* the payload's "type" is not where this definition looks */
+    ck_assert_int_eq(judge(&in), DECODE_OK);
+    ck_assert_ptr_null(decode_event_type(&msg, &in, d));
+    decode_type_source(d, detail, sizeof detail);
+    ck_assert_msg(strstr(detail, "header 'event-type'") != NULL, "detail: %s", detail);
+    def_free(d);
+
+    d = def_with("\"/order_id\"", "{}", "{\"topic\":\"orders\",\"type_from_topic\":true}");
+    in = input("orders", "{\"type\":\"Anything\",\"order_id\":\"O\"}");
+    ck_assert_int_eq(judge(&in), DECODE_OK);
+    ck_assert_str_eq(decode_event_type(&msg, &in, d), "Placed");
+    in = input("payments", "{\"type\":\"Paid\",\"order_id\":\"O\"}");
+    ck_assert_int_eq(judge(&in), DECODE_OK);
+    ck_assert_str_eq(decode_event_type(&msg, &in, d), "Paid");
+    def_free(d);
+}
+END_TEST
+
+static decode_reason_t time_of(const def_t *d, const char *value, int64_t kafka_ms)
+{
+    decode_input_t in = input("orders", value);
+    in.timestamp_ms = kafka_ms;
+    decode_envelope_clear(&env);
+    ck_assert_int_eq(judge(&in), DECODE_OK);
+    return decode_envelope(&msg, &in, d, 0, &env, detail, sizeof detail);
+}
+
+START_TEST(declared_time_formats)
+{
+    const char *placed = "{\"topic\":\"orders\"}";
+    def_t *s = def_with("\"/id\"", "{\"time\":{\"pointer\":\"/at\",\"format\":\"epoch_seconds\"}}",
+                        placed);
+    ck_assert_int_eq(time_of(s, "{\"id\":\"O\",\"at\":1795946400}", 5), DECODE_OK);
+    ck_assert_int_eq(env.time_ms, 1795946400000LL);
+    ck_assert_int_eq(time_of(s, "{\"id\":\"O\",\"at\":\"2026-11-29T10:00:00Z\"}", 5),
+                     DECODE_INVALID_TIME);
+    ck_assert_msg(strstr(detail, "not an integer of epoch seconds") != NULL, "detail: %s", detail);
+    ck_assert_int_eq(time_of(s, "{\"id\":\"O\"}", 5), DECODE_INVALID_TIME);
+    ck_assert_msg(strstr(detail, "no time at /at") != NULL, "detail: %s", detail);
+    ck_assert_int_eq(time_of(s, "{\"id\":\"O\",\"at\":9223372036854775807}", 5),
+                     DECODE_INVALID_TIME);
+    ck_assert_msg(strstr(detail, "years 0001 to 9999") != NULL, "detail: %s", detail);
+    def_free(s);
+
+    def_t *ms =
+        def_with("\"/id\"", "{\"time\":{\"pointer\":\"/at\",\"format\":\"epoch_millis\"}}", placed);
+    ck_assert_int_eq(time_of(ms, "{\"id\":\"O\",\"at\":1795946400123}", 5), DECODE_OK);
+    ck_assert_int_eq(env.time_ms, 1795946400123LL);
+    ck_assert_int_eq(time_of(ms, "{\"id\":\"O\",\"at\":1795946400.5}", 5), DECODE_INVALID_TIME);
+    ck_assert_msg(strstr(detail, "a number with a fraction, not epoch milliseconds") != NULL,
+                  "detail: %s", detail);
+    def_free(ms);
+
+    def_t *text =
+        def_with("\"/id\"", "{\"time\":{\"pointer\":\"/at\",\"format\":\"rfc3339\"}}", placed);
+    ck_assert_int_eq(time_of(text, "{\"id\":\"O\",\"at\":\"2026-11-29T10:00:00Z\"}", 5), DECODE_OK);
+    ck_assert_int_eq(env.time_ms, 1795946400000LL);
+    ck_assert_int_eq(time_of(text, "{\"id\":\"O\",\"at\":1795946400000}", 5), DECODE_INVALID_TIME);
+    def_free(text);
+
+    def_t *kafka = def_with("\"/id\"", "{\"time\":{\"from\":\"kafka_timestamp\"}}", placed);
+    ck_assert_int_eq(time_of(kafka, "{\"id\":\"O\",\"at\":\"2026-11-29T10:00:00Z\"}", 1234),
+                     DECODE_OK);
+    ck_assert_int_eq(env.time_ms, 1234);
+    ck_assert_int_eq(time_of(kafka, "{\"id\":\"O\"}", -1), DECODE_INVALID_TIME);
+    ck_assert_msg(strstr(detail, "no Kafka timestamp") != NULL, "detail: %s", detail);
+    def_free(kafka);
+}
+END_TEST
+
 Suite *decode_suite(void)
 {
     Suite *s = suite_create("decode");
@@ -482,6 +631,10 @@ Suite *decode_suite(void)
     tcase_add_test(tc, utf8_validation);
     tcase_add_test(tc, plain_json_envelope);
     tcase_add_test(tc, envelope_fallbacks_and_event_key_pointer);
+    tcase_add_test(tc, integer_keys_are_their_decimal_text);
+    tcase_add_test(tc, message_key_as_correlation_key);
+    tcase_add_test(tc, type_from_a_named_header_or_the_topic);
+    tcase_add_test(tc, declared_time_formats);
     tcase_add_test(tc, envelope_rejections);
     tcase_add_test(tc, cloudevents_binary_mode);
     tcase_add_test(tc, cloudevents_structured_mode);

@@ -8,6 +8,7 @@
  */
 #include "definitions/def.h"
 #include "definitions/jsonptr.h"
+#include "engine/engine.h"
 #include "testlib.h"
 
 #include <check.h>
@@ -949,6 +950,241 @@ START_TEST(test_suggestions)
 }
 END_TEST
 
+/* ---- events as they are: key, type and time sources, "any", $schema ---- */
+
+START_TEST(test_schema_member_is_accepted)
+{
+    json_t *doc = base();
+    put(doc, "/$schema", "\"https://steward.dev/schema/steward-definition.schema.json\"");
+    def_free(expect_valid(doc));
+
+    def_problems_clear(&problems);
+    doc = base();
+    put(doc, "/$schema", "7");
+    expect_problem(doc, true, "/$schema", "URI", "integer", NULL);
+}
+END_TEST
+
+START_TEST(test_key_sources)
+{
+    json_t *doc = base();
+    put(doc, "/key", "{\"from\": \"message_key\"}");
+    def_t *def = expect_valid(doc);
+    ck_assert(def->key_from_message);
+    ck_assert_ptr_null(def->key_pointer);
+    ck_assert(def->events[0].key_from_message);  /* inherits the process's */
+    ck_assert(!def->events[1].key_from_message); /* its own pointer */
+    ck_assert_str_eq(def->events[1].key_pointer, "/payment/order_id");
+    def_free(def);
+
+    def_problems_clear(&problems);
+    doc = base();
+    put(doc, "/events/ShipmentDispatched/key", "{\"from\": \"message_key\"}");
+    def = expect_valid(doc);
+    ck_assert(def->events[3].key_from_message);
+    ck_assert(!def->events[0].key_from_message);
+    def_free(def);
+
+    def_problems_clear(&problems);
+    doc = base();
+    put(doc, "/key", "{\"from\": \"message-key\"}");
+    expect_problem(doc, true, "/key/from", "'message-key'", "message_key", NULL);
+
+    def_problems_clear(&problems);
+    doc = base();
+    put(doc, "/key", "{\"form\": \"message_key\"}");
+    expect_problem(doc, false, "/key/form", "did you mean 'from'", NULL);
+
+    def_problems_clear(&problems);
+    doc = base();
+    put(doc, "/key", "42");
+    expect_problem(doc, true, "/key", "JSON pointer", "message_key", "integer", NULL);
+}
+END_TEST
+
+START_TEST(test_type_sources)
+{
+    json_t *doc = base();
+    put(doc, "/envelope", "{\"type\": {\"header\": \"event-type\"}}");
+    def_t *def = expect_valid(doc);
+    ck_assert_str_eq(def->type_header, "event-type");
+    def_free(def);
+
+    def_problems_clear(&problems);
+    doc = base();
+    put(doc, "/envelope", "{\"type\": {\"header\": \"event type\"}}");
+    expect_problem(doc, true, "/envelope/type/header", "'event type'", "spaces", NULL);
+
+    def_problems_clear(&problems);
+    doc = base();
+    put(doc, "/envelope", "{\"type\": {\"headr\": \"t\"}}");
+    expect_problem(doc, false, "/envelope/type/headr", "did you mean 'header'", NULL);
+
+    def_problems_clear(&problems);
+    doc = base();
+    put(doc, "/events/ShipmentDispatched/type_from_topic", "true");
+    def = expect_valid(doc);
+    ck_assert(def->events[3].type_from_topic);
+    ck_assert(!def->events[0].type_from_topic);
+    def_free(def);
+
+    /* payments carries two events: its topic cannot fix the type */
+    def_problems_clear(&problems);
+    doc = base();
+    put(doc, "/events/PaymentDeclined/type_from_topic", "true");
+    expect_problem(doc, true, "/events/PaymentDeclined/type_from_topic", "'payments'",
+                   "PaymentCaptured", NULL);
+
+    def_problems_clear(&problems);
+    doc = base();
+    put(doc, "/events/OrderPlaced/type_from_topic", "\"yes\"");
+    expect_problem(doc, true, "/events/OrderPlaced/type_from_topic", "true or false", NULL);
+}
+END_TEST
+
+START_TEST(test_time_sources)
+{
+    static const struct {
+        const char *value;
+        def_time_format_t format;
+    } ok[] = {
+        {"\"/at\"", DEF_TIME_TEXT_OR_MS},
+        {"{\"pointer\": \"/at\", \"format\": \"rfc3339\"}", DEF_TIME_RFC3339},
+        {"{\"pointer\": \"/at\", \"format\": \"epoch_seconds\"}", DEF_TIME_EPOCH_SECONDS},
+        {"{\"pointer\": \"/at\", \"format\": \"epoch_millis\"}", DEF_TIME_EPOCH_MILLIS},
+        {"{\"from\": \"kafka_timestamp\"}", DEF_TIME_KAFKA},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        def_problems_clear(&problems);
+        json_t *doc = base();
+        char env[200];
+        snprintf(env, sizeof env, "{\"time\": %s}", ok[i].value);
+        put(doc, "/envelope", env);
+        def_t *def = expect_valid(doc);
+        ck_assert_int_eq(def->time_format, ok[i].format);
+        if (ok[i].format != DEF_TIME_KAFKA)
+            ck_assert_str_eq(def->time_pointer, "/at");
+        def_free(def);
+    }
+
+    json_t *doc = base();
+    put(doc, "/envelope", "{\"time\": {\"pointer\": \"/at\", \"format\": \"epoch_milis\"}}");
+    expect_problem(doc, true, "/envelope/time/format", "'epoch_milis'",
+                   "did you mean 'epoch_millis'", NULL);
+
+    def_problems_clear(&problems);
+    doc = base();
+    put(doc, "/envelope", "{\"time\": {\"pointer\": \"/at\"}}");
+    expect_problem(doc, true, "/envelope/time", "missing required field 'format'", NULL);
+
+    def_problems_clear(&problems);
+    doc = base();
+    put(doc, "/envelope", "{\"time\": {\"from\": \"kafka_timestamp\", \"pointer\": \"/at\"}}");
+    expect_problem(doc, true, "/envelope/time", "cannot have 'pointer'", NULL);
+
+    def_problems_clear(&problems);
+    doc = base();
+    put(doc, "/envelope", "{\"time\": {\"from\": \"broker\"}}");
+    expect_problem(doc, true, "/envelope/time/from", "'broker'", "kafka_timestamp", NULL);
+}
+END_TEST
+
+START_TEST(test_any_transitions)
+{
+    json_t *doc = base();
+    put(doc, "/events/OrderWithdrawn", "{\"topic\": \"orders\"}");
+    put(doc, "/states/withdrawn", "{\"terminal\": \"withdrawn\"}");
+    put(doc, "/any", "{\"OrderWithdrawn\": \"withdrawn\", \"PaymentDeclined\": \"withdrawn\"}");
+    def_t *def = expect_valid(doc);
+    long withdrawn = def_find_state(def, "withdrawn");
+    long cancelled = def_find_state(def, "cancelled");
+    long wd = def_find_event(def, "OrderWithdrawn");
+    long declined = def_find_event(def, "PaymentDeclined");
+    long pay = def_find_state(def, "awaiting_payment");
+    long dispatch = def_find_state(def, "awaiting_dispatch");
+    long shipped = def_find_state(def, "shipped");
+    ck_assert_uint_eq(def->n_any, 2);
+    /* every non-terminal state takes it */
+    ck_assert_uint_eq(def_transition(def, (size_t) pay, (size_t) wd)->to, (size_t) withdrawn);
+    ck_assert_uint_eq(def_transition(def, (size_t) dispatch, (size_t) wd)->to, (size_t) withdrawn);
+    /* a state's own `on` overrides it */
+    ck_assert_uint_eq(def_transition(def, (size_t) pay, (size_t) declined)->to, (size_t) cancelled);
+    ck_assert_uint_eq(def_transition(def, (size_t) dispatch, (size_t) declined)->to,
+                      (size_t) withdrawn);
+    /* a terminal state takes nothing */
+    ck_assert_ptr_null(def_transition(def, (size_t) shipped, (size_t) wd));
+    /* the engine's look-ahead (may an early event be taken later?) sees `any` */
+    ck_assert(engine_may_accept(def, pay, wd));
+    ck_assert(engine_may_accept(def, dispatch, wd));
+    ck_assert(!engine_may_accept(def, shipped, wd));
+    def_free(def);
+
+    def_problems_clear(&problems);
+    doc = base();
+    put(doc, "/events/OrderWithdrawn", "{\"topic\": \"orders\"}");
+    put(doc, "/any", "{\"OrderWithdrawn\": \"withdrawnn\"}");
+    expect_problem(doc, true, "/any/OrderWithdrawn", "unknown state 'withdrawnn'", NULL);
+
+    def_problems_clear(&problems);
+    doc = base();
+    put(doc, "/any", "{\"OrderWithdrawm\": \"cancelled\"}");
+    expect_problem(doc, true, "/any/OrderWithdrawm", "not declared", NULL);
+
+    def_problems_clear(&problems);
+    doc = base();
+    put(doc, "/any", "[]");
+    expect_problem(doc, true, "/any", "expected an object", "array", NULL);
+
+    /* a state reached only through `any` must still lead to a terminal
+     * state: `any` leading back to itself is no way out */
+    def_problems_clear(&problems);
+    doc = base();
+    put(doc, "/events/Held", "{\"topic\": \"orders\"}");
+    put(doc, "/states/on_hold", "{\"deadline\": \"1d\"}");
+    put(doc, "/any", "{\"Held\": \"on_hold\"}");
+    expect_problem(doc, true, "/states/on_hold", "terminal", NULL);
+}
+END_TEST
+
+START_TEST(test_set_map_topics)
+{
+    json_t *doc = base();
+    char *text = dump(doc);
+    json_decref(doc);
+    char *dir = strdup(tl_tmpdir());
+    char *path = tl_write_file(dir, "map.json", text);
+    free(text);
+    const char *paths[1] = {path};
+    def_set_t *set = def_set_load(paths, 1, &problems, NULL);
+    ck_assert_msg(set != NULL, "load:%s", listing());
+
+    json_t *map = json_pack("{s:s}", "payments", "prod.payments.v2");
+    ck_assert(def_set_map_topics(set, "staging.", map, &problems));
+    const def_t *def = set->defs[0];
+    ck_assert_str_eq(def->events[0].topic, "staging.orders");
+    ck_assert_str_eq(def->events[1].topic, "prod.payments.v2"); /* the map wins */
+    ck_assert_str_eq(def->events[3].topic, "staging.shipping");
+    ck_assert_str_eq(def->states[0].command->topic, "staging.payment-commands");
+    /* the stored document keeps the definition's own names */
+    ck_assert_str_eq(
+        json_string_value(json_object_get(
+            json_object_get(json_object_get(def->document, "events"), "OrderPlaced"), "topic")),
+        "orders");
+    json_decref(map);
+
+    char long_prefix[260];
+    memset(long_prefix, 'p', 245);
+    long_prefix[245] = '\0';
+    ck_assert(!def_set_map_topics(set, long_prefix, NULL, &problems));
+    ck_assert_msg(problems.n > 0 && strstr(problems.items[0].message, "over Kafka's 249") != NULL,
+                  "%s", listing());
+    ck_assert_str_eq(problems.items[0].pointer, "/events/OrderPlaced/topic");
+    def_set_free(set);
+    free(path);
+    free(dir);
+}
+END_TEST
+
 Suite *def_suite(void);
 Suite *def_suite(void)
 {
@@ -1009,6 +1245,12 @@ Suite *def_suite(void)
     tcase_add_test(tc, test_set_duplicate_version);
     tcase_add_test(tc, test_set_bad_paths);
     tcase_add_test(tc, test_suggestions);
+    tcase_add_test(tc, test_schema_member_is_accepted);
+    tcase_add_test(tc, test_key_sources);
+    tcase_add_test(tc, test_type_sources);
+    tcase_add_test(tc, test_time_sources);
+    tcase_add_test(tc, test_any_transitions);
+    tcase_add_test(tc, test_set_map_topics);
     suite_add_tcase(s, tc);
     return s;
 }
