@@ -846,16 +846,6 @@ static void add_history(batch_t *b, const slot_t *slot, const char *event_id,
     b->outcome_counts[r->outcome]++;
 }
 
-/* The judgement for an event the instance's own version does not declare. */
-static engine_result_t undeclared(const slot_t *slot, const char *type)
-{
-    engine_result_t r = {.outcome = ENGINE_UNEXPECTED};
-    r.from_state = r.to_state = slot->inst.exists ? slot->inst.state : -1;
-    snprintf(r.detail, sizeof r.detail, "version %d of %s does not declare %s", slot->def->version,
-             slot->process, type);
-    return r;
-}
-
 /*
  * The alerts a judgement opens or resolves: the late event that ends a
  * missed deadline, the terminal state that ends a missed process deadline
@@ -918,7 +908,7 @@ static void replay_parked(batch_t *b, slot_t *slot, int64_t epoch)
             bool was_process_overdue = slot->inst.process_overdue;
             engine_result_t r;
             if (event < 0) {
-                r = undeclared(slot, p->event_type);
+                r = engine_undeclared(slot->def, &slot->inst, p->event_type);
             } else {
                 engine_event_t ev = {event, p->event_id, p->time_ms, p->payload};
                 r = engine_replay(slot->def, &slot->inst, &ev);
@@ -952,7 +942,7 @@ static err_class_t judge_item(batch_t *b, item_t *item, char *errstr, size_t err
         engine_event_t ev = {event, item->env.id, item->env.time_ms, b->decoded[item->msg].data};
         r = engine_apply(slot->def, &slot->inst, &ev, seen);
     } else {
-        r = undeclared(slot, item->type);
+        r = engine_undeclared(slot->def, &slot->inst, item->type);
     }
     add_history(b, slot, item->env.id, item->type, in->topic, in->partition, in->offset,
                 item->env.time_ms, &r, false, epoch);
@@ -1124,7 +1114,7 @@ static void batch_collect(batch_t *b)
                 pgarr_add_int(&rows->p_offset, p->offset);
                 pgarr_add_int(&rows->p_time, p->time_ms);
                 pgarr_add(&rows->p_payload, payload);
-                pgarr_add_int(&rows->p_expires, p->time_ms + slot->def->reorder_window_ms);
+                pgarr_add_int(&rows->p_expires, engine_park_expires_at(slot->def, p->time_ms));
                 free(payload);
             }
         }
@@ -1493,102 +1483,5 @@ done:
     if (cls != ERR_OK)
         db_rollback(store->conn);
     batch_free(&b);
-    return cls;
-}
-
-/* ---- reorder windows ------------------------------------------------------ */
-
-/*
- * One statement: a parked event whose process's watermark (see
- * steward.process_watermarks) passed its expiry is deleted and recorded as
- * a violation. Its instance lock is only tried, never awaited: an instance
- * a batch holds right now is left for the next round, and nothing here can
- * deadlock with a batch.
- */
-static const char expire_parked_sql[] =
-    "WITH wm AS (SELECT * FROM steward.process_watermarks($1)), "
-    "gone AS ("
-    "  DELETE FROM steward.parked p USING wm "
-    "  WHERE p.process = wm.process "
-    "    AND CASE WHEN p.expires_at < wm.watermark "
-    "        THEN pg_try_advisory_xact_lock(steward.instance_lock_key(p.process, p.key)) "
-    "        ELSE false END "
-    "  RETURNING p.*) "
-    "INSERT INTO steward.history (process, key, version, event_id, event_type, topic, "
-    "  partition, \"offset\", event_time, from_state, to_state, outcome, replayed, detail, "
-    "  replica, epoch) "
-    "SELECT g.process, g.key, i.version, g.event_id, g.event_type, g.topic, g.partition, "
-    "  g.\"offset\", g.event_time, i.state, i.state, 'violation', true, "
-    "  CASE WHEN i.key IS NULL "
-    "    THEN 'the instance did not start within the reorder window' "
-    "    ELSE g.event_type || ' waited past its reorder window in ' || i.state END, "
-    "  $2, coalesce(o.epoch, 0) "
-    "FROM gone g LEFT JOIN steward.instances i USING (process, key) "
-    "LEFT JOIN steward.offsets o ON o.consumer_group = $1 AND o.topic = g.topic "
-    "  AND o.partition = g.partition "
-    "ORDER BY g.event_time, g.id "
-    "RETURNING process, key, version, event_type, event_id, from_state, detail";
-
-err_class_t store_expire_parked(store_t *store, size_t *expired, char *errstr, size_t errstr_size)
-{
-    const char *params[2] = {store->group, store->replica};
-    alert_batch_t alerts = {0};
-    err_class_t cls;
-    PGresult *res = NULL;
-
-    *expired = 0;
-    if ((cls = db_exec(store->conn, "starting parked expiry", "BEGIN", 0, NULL, errstr,
-                       errstr_size)) != ERR_OK)
-        return cls;
-    res = db_query(store->conn, "expiring parked events", expire_parked_sql, 2, params, &cls,
-                   errstr, errstr_size);
-    if (res == NULL)
-        goto fail;
-    for (int row = 0; row < PQntuples(res); row++) {
-        const char *process = PQgetvalue(res, row, 0), *key = PQgetvalue(res, row, 1);
-        const char *type = PQgetvalue(res, row, 3), *event_id = PQgetvalue(res, row, 4);
-        const char *state = PQgetisnull(res, row, 5) ? NULL : PQgetvalue(res, row, 5);
-        const char *detail = PQgetvalue(res, row, 6);
-        const def_t *def = PQgetisnull(res, row, 2)
-                               ? def_set_latest(store->defs, process)
-                               : defcache_get(store->versions, store->conn, process,
-                                              atoi(PQgetvalue(res, row, 2)));
-        long st = def != NULL && state != NULL ? def_find_state(def, state) : -1;
-        const char *owner = def == NULL ? "default"
-                            : st >= 0   ? def_state_owner(def, (size_t) st)
-                                        : def->owner;
-        char summary[512], *dedup = NULL; /* the whole identity */
-        snprintf(summary, sizeof summary, "%s %s out of sequence%s%s: %s (%s); owner %s", process,
-                 key, state ? " in " : "", state ? state : "", detail, type, owner);
-        if (asprintf(&dedup, "steward:sequence:%s:%s:%s", process, key, event_id) < 0)
-            dedup = NULL;
-        json_t *details =
-            json_pack("{s:s, s:s, s:s?, s:s, s:s, s:s}", "process", process, "key", key, "state",
-                      state, "event_type", type, "event_id", event_id, "detail", detail);
-        alert_batch_open(&alerts, ALERT_SEQUENCE, process, key, state, owner, summary, details,
-                         dedup != NULL ? dedup : summary, -1);
-        json_decref(details);
-        free(dedup);
-    }
-    *expired = (size_t) PQntuples(res);
-    PQclear(res);
-    res = NULL;
-    alert_counts_t counts = {0};
-    if (!alert_batch_empty(&alerts) &&
-        (cls = alert_batch_write(store->conn, &alerts, store->routes, &counts, errstr,
-                                 errstr_size)) != ERR_OK)
-        goto fail;
-    if ((cls = db_exec(store->conn, "committing parked expiry", "COMMIT", 0, NULL, errstr,
-                       errstr_size)) != ERR_OK)
-        goto fail;
-    alert_batch_clear(&alerts);
-    metrics_add(&metrics.parked_expired, (long long) *expired);
-    metrics_add(&metrics.outcomes[ENGINE_VIOLATION], (long long) *expired);
-    return ERR_OK;
-
-fail:
-    *expired = 0;
-    alert_batch_clear(&alerts);
-    db_rollback(store->conn);
     return cls;
 }
