@@ -152,6 +152,8 @@ static engine_result_t result_of(engine_outcome_t outcome, long from, long to)
     r.from_state = from;
     r.to_state = to;
     r.late_by_ms = 0;
+    r.entered_ms = ENGINE_NO_DEADLINE;
+    r.time_in_state_ms = -1;
     r.detail[0] = '\0';
     return r;
 }
@@ -174,6 +176,7 @@ static engine_result_t start(const def_t *def, engine_instance_t *inst, const en
     capture(inst->vars, def->events[ev->event].captures, def->events[ev->event].n_captures,
             ev->data, r.detail, sizeof r.detail);
     enter(def, inst, (long) def->start_state, ev->time_ms);
+    r.entered_ms = inst->state_entered_ms;
     return r;
 }
 
@@ -234,7 +237,10 @@ static engine_result_t judge(const def_t *def, engine_instance_t *inst, const en
         capture(inst->vars, event->captures, event->n_captures, ev->data, r.detail,
                 sizeof r.detail);
         inst->events_applied++;
+        int64_t entered = inst->state_entered_ms;
         enter(def, inst, (long) t->to, ev->time_ms);
+        r.entered_ms = inst->state_entered_ms;
+        r.time_in_state_ms = engine_time_in_state(entered, ev->time_ms);
         return r;
     }
 
@@ -287,6 +293,16 @@ int64_t engine_entered_at(int64_t entered_ms, int64_t event_ms)
 int64_t engine_time_in_state(int64_t entered_ms, int64_t event_ms)
 {
     return time_sub(engine_entered_at(entered_ms, event_ms), entered_ms);
+}
+
+int64_t engine_state_late_by(const def_t *def, long from_state, int64_t time_in_state_ms)
+{
+    if (from_state < 0 || (size_t) from_state >= def->n_states)
+        return 0;
+    int64_t limit = def->states[from_state].deadline_ms;
+    if (limit <= 0 || time_in_state_ms <= limit)
+        return 0;
+    return time_sub(time_in_state_ms, limit);
 }
 
 engine_result_t engine_undeclared(const def_t *def, const engine_instance_t *inst,

@@ -29,7 +29,9 @@
  *   an undeclared event     engine_undeclared()
  *   lateness                engine_result_t.late_by_ms (from the event's time)
  *   time in a state         engine_entered_at(): entry never runs back;
- *                           engine_time_in_state()
+ *                           engine_time_in_state(); stored per history row
+ *                           (engine_result_t.entered_ms, time_in_state_ms)
+ *   a step late for its own state's deadline   engine_state_late_by()
  *   deadlines due           engine_judge_due(): state and process deadline
  *                           against the watermark less the grace, with what
  *                           the alert says (engine_due_alert())
@@ -97,6 +99,13 @@ typedef struct engine_result {
      * the larger); 0 when on time or there was none. Judged from the event's
      * time alone, whether or not the scheduler got there first. */
     int64_t late_by_ms;
+    /* started, advanced: when the instance entered to_state, by the rule of
+     * engine_entered_at(); ENGINE_NO_DEADLINE otherwise. */
+    int64_t entered_ms;
+    /* advanced: how long it spent in from_state (engine_time_in_state());
+     * -1 otherwise. Stored on history, so the report and backtest read the
+     * engine's figure instead of computing their own. */
+    int64_t time_in_state_ms;
     char detail[256]; /* why, for history; "" when nothing to say */
 } engine_result_t;
 
@@ -154,6 +163,13 @@ int64_t engine_time_in_state(int64_t entered_ms, int64_t event_ms);
  */
 engine_result_t engine_undeclared(const def_t *def, const engine_instance_t *inst,
                                   const char *event_type);
+
+/*
+ * How long past `from_state`'s own deadline a step that spent
+ * `time_in_state_ms` there ended; 0 when on time or the state has none.
+ * (engine_result_t.late_by_ms is the larger of this and the process's.)
+ */
+int64_t engine_state_late_by(const def_t *def, long from_state, int64_t time_in_state_ms);
 
 /* ---- due times ------------------------------------------------------------
  *

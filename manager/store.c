@@ -91,7 +91,7 @@ typedef struct item {
 /* The columns of the rows a batch writes. */
 typedef struct rows {
     pgarr_t h_process, h_key, h_version, h_event_id, h_event_type, h_topic, h_partition, h_offset,
-        h_time, h_from, h_to, h_outcome, h_replayed, h_detail, h_epoch, h_late;
+        h_time, h_from, h_to, h_outcome, h_replayed, h_detail, h_epoch, h_late, h_entered, h_stayed;
     size_t n_history, n_late;
     pgarr_t p_process, p_key, p_event_id, p_event_type, p_topic, p_partition, p_offset, p_time,
         p_payload, p_expires;
@@ -119,7 +119,7 @@ static void rows_free(rows_t *rows)
         &rows->i_status,     &rows->i_started,  &rows->i_entered,    &rows->i_deadline,
         &rows->i_pdeadline,  &rows->i_next,     &rows->i_overdue,    &rows->i_attempt,
         &rows->i_vars,       &rows->i_applied,  &rows->i_poverdue,   &rows->r_key,
-        &rows->h_late,
+        &rows->h_late,       &rows->h_entered,  &rows->h_stayed,
     };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         pgarr_free(all[i]);
@@ -842,6 +842,14 @@ static void add_history(batch_t *b, const slot_t *slot, const char *event_id,
     } else {
         pgarr_add(&rows->h_late, NULL);
     }
+    if (r->entered_ms != ENGINE_NO_DEADLINE)
+        pgarr_add_int(&rows->h_entered, r->entered_ms);
+    else
+        pgarr_add(&rows->h_entered, NULL);
+    if (r->time_in_state_ms >= 0)
+        pgarr_add_int(&rows->h_stayed, r->time_in_state_ms);
+    else
+        pgarr_add(&rows->h_stayed, NULL);
     rows->n_history++;
     b->outcome_counts[r->outcome]++;
 }
@@ -1144,12 +1152,13 @@ static void batch_collect(batch_t *b)
 #define WRITE_HISTORY_INSERT                                                                       \
     "INSERT INTO steward.history (process, key, version, event_id, event_type, topic, "            \
     "  partition, \"offset\", event_time, from_state, to_state, outcome, replayed, detail, "       \
-    "  replica, epoch, late_by_ms) "                                                               \
-    "SELECT p, k, v, e, t, tp, pa, o, steward.from_ms(et), fs, ts, oc, rp, d, $17, ep, lb "        \
+    "  replica, epoch, late_by_ms, entered_at, time_in_state_ms) "                                 \
+    "SELECT p, k, v, e, t, tp, pa, o, steward.from_ms(et), fs, ts, oc, rp, d, $19, ep, lb, "       \
+    "  steward.from_ms(en), st "                                                                   \
     "FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], "          \
     "  $7::int[], $8::bigint[], $9::bigint[], $10::text[], $11::text[], $12::text[], "             \
-    "  $13::bool[], $14::text[], $15::bigint[], $16::bigint[]) WITH ORDINALITY "                   \
-    "  AS u(p, k, v, e, t, tp, pa, o, et, fs, ts, oc, rp, d, ep, lb, n) "                          \
+    "  $13::bool[], $14::text[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[]) "     \
+    "  WITH ORDINALITY AS u(p, k, v, e, t, tp, pa, o, et, fs, ts, oc, rp, d, ep, lb, en, st, n) "  \
     "ORDER BY n "
 
 static const char write_history_sql[] = WRITE_HISTORY_INSERT;
@@ -1248,9 +1257,10 @@ static err_class_t batch_write(batch_t *b, char *errstr, size_t errstr_size)
         pgarr_t *cols[] = {&r->h_process,    &r->h_key,    &r->h_version,   &r->h_event_id,
                            &r->h_event_type, &r->h_topic,  &r->h_partition, &r->h_offset,
                            &r->h_time,       &r->h_from,   &r->h_to,        &r->h_outcome,
-                           &r->h_replayed,   &r->h_detail, &r->h_epoch,     &r->h_late};
+                           &r->h_replayed,   &r->h_detail, &r->h_epoch,     &r->h_late,
+                           &r->h_entered,    &r->h_stayed};
         if ((cls = bulk(b, "writing history",
-                        r->n_late > 0 ? write_late_history_sql : write_history_sql, cols, 16,
+                        r->n_late > 0 ? write_late_history_sql : write_history_sql, cols, 18,
                         replica, 1, NULL, errstr, errstr_size)) != ERR_OK)
             return cls;
     }
