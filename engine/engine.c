@@ -361,6 +361,12 @@ static void expected_events(const def_t *def, size_t state, char *buf, size_t si
     }
 }
 
+void engine_alert_text_clear(engine_alert_text_t *text)
+{
+    free(text->identity);
+    text->identity = NULL;
+}
+
 json_t *engine_due_alert(const def_t *def, const char *key, const engine_instance_t *inst,
                          const engine_due_action_t *action, engine_alert_text_t *text)
 {
@@ -382,20 +388,41 @@ json_t *engine_due_alert(const def_t *def, const char *key, const engine_instanc
                  "%s %s not finished, started %s, process deadline %s: in %s, expected %s; "
                  "owner %s",
                  def->process, key, since_at, limit, st->name, expected, text->owner);
-        snprintf(text->identity, sizeof text->identity, "steward:process_deadline:%s:%s:%" PRId64,
-                 def->process, key, inst->started_ms);
+        if (asprintf(&text->identity, "steward:process_deadline:%s:%s:%" PRId64, def->process, key,
+                     inst->started_ms) < 0)
+            text->identity = NULL;
     } else {
         snprintf(text->summary, sizeof text->summary,
                  "%s %s stalled in %s since %s, deadline %s: expected %s; owner %s", def->process,
                  key, st->name, since_at, limit, expected, text->owner);
-        snprintf(text->identity, sizeof text->identity, "steward:deadline:%s:%s:%s:%" PRId64,
-                 def->process, key, st->name, inst->state_entered_ms);
+        if (asprintf(&text->identity, "steward:deadline:%s:%s:%s:%" PRId64, def->process, key,
+                     st->name, inst->state_entered_ms) < 0)
+            text->identity = NULL;
     }
     return json_pack("{s:s, s:s, s:s, s:o, s:s, s:s, s:s, s:s, s:I, s:i, s:s, s:I}", "process",
                      def->process, "key", key, "state", st->name, "expected", events, "deadline",
                      limit, "deadline_at", deadline_at, "entered_at", entered_at, "owner",
                      text->owner, "overdue_ms", (json_int_t) action->overdue_ms, "version",
                      def->version, "since", since_at, "since_ms", (json_int_t) action->since_ms);
+}
+
+json_t *engine_sequence_alert(const def_t *def, const char *process, const char *key,
+                              const char *state, const char *event_type, const char *event_id,
+                              const char *detail, engine_alert_text_t *text)
+{
+    long st = def != NULL && state != NULL ? def_find_state(def, state) : -1;
+    text->state = st >= 0 ? def->states[st].name : NULL;
+    text->owner = def == NULL ? "default"
+                  : st >= 0   ? def_state_owner(def, (size_t) st)
+                              : def->owner;
+    /* A sequence summary stays within 511 bytes, as it always has: a long
+     * key is in the details and the identity in full. */
+    snprintf(text->summary, 512, "%s %s out of sequence%s%s: %s (%s); owner %s", process, key,
+             state ? " in " : "", state ? state : "", detail, event_type, text->owner);
+    if (asprintf(&text->identity, "steward:sequence:%s:%s:%s", process, key, event_id) < 0)
+        text->identity = NULL;
+    return json_pack("{s:s, s:s, s:s?, s:s, s:s, s:s}", "process", process, "key", key, "state",
+                     state, "event_type", event_type, "event_id", event_id, "detail", detail);
 }
 
 /* ---- parked events -------------------------------------------------------- */

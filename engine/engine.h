@@ -35,6 +35,7 @@
  *   deadlines due           engine_judge_due(): state and process deadline
  *                           against the watermark less the grace, with what
  *                           the alert says (engine_due_alert())
+ *   a sequence alert's words engine_sequence_alert()
  *   the next deadline       engine_next_deadline()
  *   parked-event expiry     engine_park_expires_at() (when a parked event's
  *                           reorder window ends), engine_judge_parked()
@@ -212,10 +213,14 @@ engine_due_t engine_judge_due(const def_t *def, engine_instance_t *inst, int64_t
 /* What the alert of one due action says. */
 typedef struct engine_alert_text {
     char summary[1024];
-    char identity[512]; /* whole identity of the alert; the dedup key derives from it */
-    const char *owner;  /* borrowed from def */
-    const char *state;  /* borrowed from def */
+    char *identity;    /* the whole identity, of any length (the dedup key derives from it);
+                          owned, NULL when out of memory: free with engine_alert_text_clear() */
+    const char *owner; /* borrowed from def */
+    const char *state; /* borrowed from def */
 } engine_alert_text_t;
+
+/* Frees text->identity; the rest is borrowed or inline. */
+void engine_alert_text_clear(engine_alert_text_t *text);
 
 /*
  * Words the alert of `action` for instance `key`, and returns its details
@@ -226,6 +231,17 @@ typedef struct engine_alert_text {
  */
 json_t *engine_due_alert(const def_t *def, const char *key, const engine_instance_t *inst,
                          const engine_due_action_t *action, engine_alert_text_t *text);
+
+/*
+ * Words the `sequence` alert of an event judged unexpected or a violation
+ * for instance (process, key) in `state` (NULL: no instance), and returns
+ * its details (a new reference; NULL when out of memory). `def` may be NULL
+ * (its version does not load): the owner is then "default". The identity
+ * names the event, so each violating event is one alert.
+ */
+json_t *engine_sequence_alert(const def_t *def, const char *process, const char *key,
+                              const char *state, const char *event_type, const char *event_id,
+                              const char *detail, engine_alert_text_t *text);
 
 /* ---- parked events -------------------------------------------------------- */
 

@@ -137,7 +137,8 @@ static void alert_deadline(alert_batch_t *alerts, const def_t *def, const char *
                      action->kind == ENGINE_DUE_PROCESS_DEADLINE ? ALERT_PROCESS_DEADLINE
                                                                  : ALERT_DEADLINE,
                      def->process, key, text.state, text.owner, text.summary, details,
-                     text.identity, action->deadline_ms);
+                     text.identity != NULL ? text.identity : text.summary, action->deadline_ms);
+    engine_alert_text_clear(&text);
     json_decref(details);
 }
 
@@ -366,28 +367,19 @@ static err_class_t expire_parked(sched_t *s, sched_stats_t *stats, char *errstr,
         const def_t *def = PQgetisnull(res, row, 7) ? def_set_latest(s->defs, process)
                                                     : defcache_get(s->versions, s->conn, process,
                                                                    atoi(PQgetvalue(res, row, 7)));
-        long st = def != NULL && state != NULL ? def_find_state(def, state) : -1;
-        const char *owner = def == NULL ? "default"
-                            : st >= 0   ? def_state_owner(def, (size_t) st)
-                                        : def->owner;
         pgarr_add(&ids, PQgetvalue(res, row, 0));
         pgarr_add(&versions, PQgetisnull(res, row, 7) ? NULL : PQgetvalue(res, row, 7));
         pgarr_add(&states, state);
         pgarr_add(&details, r.detail);
         pgarr_add(&epochs, PQgetvalue(res, row, 9));
 
-        char summary[512], *dedup = NULL; /* the whole identity */
-        snprintf(summary, sizeof summary, "%s %s out of sequence%s%s: %s (%s); owner %s", process,
-                 key, state ? " in " : "", state ? state : "", r.detail, type, owner);
-        if (asprintf(&dedup, "steward:sequence:%s:%s:%s", process, key, event_id) < 0)
-            dedup = NULL;
+        engine_alert_text_t text;
         json_t *info =
-            json_pack("{s:s, s:s, s:s?, s:s, s:s, s:s}", "process", process, "key", key, "state",
-                      state, "event_type", type, "event_id", event_id, "detail", r.detail);
-        alert_batch_open(&alerts, ALERT_SEQUENCE, process, key, state, owner, summary, info,
-                         dedup != NULL ? dedup : summary, -1);
+            engine_sequence_alert(def, process, key, state, type, event_id, r.detail, &text);
+        alert_batch_open(&alerts, ALERT_SEQUENCE, process, key, state, text.owner, text.summary,
+                         info, text.identity != NULL ? text.identity : text.summary, -1);
+        engine_alert_text_clear(&text);
         json_decref(info);
-        free(dedup);
     }
     PQclear(res);
     res = NULL;

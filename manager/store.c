@@ -882,21 +882,15 @@ static void note_alerts(batch_t *b, const slot_t *slot, const engine_result_t *r
         }
     } else if (r->outcome == ENGINE_UNEXPECTED) {
         long state = slot->inst.exists ? slot->inst.state : -1;
-        const char *owner = state >= 0 ? def_state_owner(def, (size_t) state) : def->owner;
-        const char *state_name = state >= 0 ? def->states[state].name : NULL;
-        char *dedup = NULL; /* the whole identity: the dedup key is derived from it */
-        snprintf(text, sizeof text, "%s %s out of sequence%s%s: %s; owner %s", slot->process,
-                 slot->key, state_name ? " in " : "", state_name ? state_name : "", r->detail,
-                 owner);
-        if (asprintf(&dedup, "steward:sequence:%s:%s:%s", slot->process, slot->key, event_id) < 0)
-            dedup = NULL;
-        json_t *details = json_pack("{s:s, s:s, s:s?, s:s, s:s, s:s}", "process", slot->process,
-                                    "key", slot->key, "state", state_name, "event_type", type,
-                                    "event_id", event_id, "detail", r->detail);
-        alert_batch_open(&b->alerts, ALERT_SEQUENCE, slot->process, slot->key, state_name, owner,
-                         text, details, dedup != NULL ? dedup : text, -1);
+        engine_alert_text_t words;
+        json_t *details = engine_sequence_alert(def, slot->process, slot->key,
+                                                state >= 0 ? def->states[state].name : NULL, type,
+                                                event_id, r->detail, &words);
+        alert_batch_open(&b->alerts, ALERT_SEQUENCE, slot->process, slot->key, words.state,
+                         words.owner, words.summary, details,
+                         words.identity != NULL ? words.identity : words.summary, -1);
+        engine_alert_text_clear(&words);
         json_decref(details);
-        free(dedup);
     }
 }
 

@@ -353,12 +353,15 @@ START_TEST(process_deadline_is_due_beside_the_state_deadline)
     ck_assert_ptr_nonnull(strstr(text.summary, "PaymentCaptured or PaymentDeclined"));
     ck_assert_str_eq(text.owner, "fulfilment");
     ck_assert_int_eq(json_integer_value(json_object_get(details, "overdue_ms")), DAY);
+    ck_assert_str_eq(text.identity, "steward:process_deadline:engine_order:O1:1795000000000");
+    engine_alert_text_clear(&text);
     json_decref(details);
 
     details = engine_due_alert(def, "O1", &inst, &d.actions[0], &text);
     ck_assert_str_eq(text.owner, "payments");
     ck_assert_ptr_nonnull(strstr(text.identity, "steward:deadline:engine_order:O1:"
                                                 "awaiting_payment:"));
+    engine_alert_text_clear(&text);
     json_decref(details);
 }
 END_TEST
@@ -429,6 +432,30 @@ START_TEST(parked_event_expires_once_the_watermark_passes_its_window)
 }
 END_TEST
 
+START_TEST(sequence_alert_names_the_event_and_its_owner)
+{
+    engine_alert_text_t text;
+    json_t *details = engine_sequence_alert(
+        def, "engine_order", "O1", "awaiting_payment", "RefundIssued", "e9",
+        "RefundIssued waited past its reorder window in awaiting_payment", &text);
+    ck_assert_str_eq(text.summary, "engine_order O1 out of sequence in awaiting_payment: "
+                                   "RefundIssued waited past its reorder window in "
+                                   "awaiting_payment (RefundIssued); owner payments");
+    ck_assert_str_eq(text.identity, "steward:sequence:engine_order:O1:e9");
+    ck_assert_str_eq(text.owner, "payments");
+    ck_assert_str_eq(json_string_value(json_object_get(details, "event_id")), "e9");
+    engine_alert_text_clear(&text);
+    json_decref(details);
+
+    /* No instance, and a version that does not load: the default owner. */
+    details = engine_sequence_alert(NULL, "p", "K", NULL, "T", "e1", "why", &text);
+    ck_assert_str_eq(text.summary, "p K out of sequence: why (T); owner default");
+    ck_assert_ptr_null(text.state);
+    engine_alert_text_clear(&text);
+    json_decref(details);
+}
+END_TEST
+
 /* A duplicated event, parked once, judged once: the second copy is a
  * duplicate and does not park again. */
 START_TEST(duplicated_parked_event_is_judged_once)
@@ -475,6 +502,7 @@ Suite *engine_suite(void)
     tcase_add_test(tc, undeclared_event_is_unexpected_with_reason);
     tcase_add_test(tc, parked_event_expires_once_the_watermark_passes_its_window);
     tcase_add_test(tc, duplicated_parked_event_is_judged_once);
+    tcase_add_test(tc, sequence_alert_names_the_event_and_its_owner);
     suite_add_tcase(s, tc);
     return s;
 }
