@@ -323,6 +323,11 @@ static bool due(int64_t deadline_ms, bool judged, int64_t judge_ms)
     return !judged && deadline_ms != ENGINE_NO_DEADLINE && deadline_ms <= judge_ms;
 }
 
+int64_t engine_due_bound(int64_t watermark_ms, int64_t grace_ms)
+{
+    return time_sub(watermark_ms, grace_ms);
+}
+
 engine_due_t engine_judge_due(const def_t *def, engine_instance_t *inst, int64_t watermark_ms,
                               int64_t grace_ms)
 {
@@ -330,7 +335,7 @@ engine_due_t engine_judge_due(const def_t *def, engine_instance_t *inst, int64_t
     if (!inst->exists || inst->state < 0 || (size_t) inst->state >= def->n_states ||
         def->states[inst->state].terminal != NULL)
         return d;
-    int64_t judge_ms = time_sub(watermark_ms, grace_ms);
+    int64_t judge_ms = engine_due_bound(watermark_ms, grace_ms);
 
     if (due(inst->deadline_ms, inst->overdue, judge_ms)) {
         d.actions[d.n++] =

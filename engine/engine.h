@@ -207,6 +207,10 @@ typedef struct engine_due {
  * judged again, and says what happens and the next deadline to judge. A
  * finished or absent instance has nothing due.
  */
+/* The latest deadline that is due at `watermark_ms` with `grace_ms`: the
+ * bound by which a caller may select candidates for engine_judge_due(). */
+int64_t engine_due_bound(int64_t watermark_ms, int64_t grace_ms);
+
 engine_due_t engine_judge_due(const def_t *def, engine_instance_t *inst, int64_t watermark_ms,
                               int64_t grace_ms);
 

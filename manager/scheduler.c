@@ -178,7 +178,7 @@ static err_class_t judge_batch(sched_t *s, const char *process, int64_t watermar
                                sched_stats_t *stats, int *n, char *errstr, size_t errstr_size)
 {
     char judge_text[24];
-    int64_t judge_ms = watermark_ms - s->grace_ms;
+    int64_t judge_ms = engine_due_bound(watermark_ms, s->grace_ms);
     const char *params[2] = {process, judge_text};
     pgarr_t keys = {0}, overdue = {0}, poverdue = {0}, next = {0}, aside = {0}, reasons = {0};
     int alerted[8];

@@ -329,6 +329,7 @@ START_TEST(deadline_is_due_against_the_watermark_and_grace)
     ck_assert(inst.overdue);
     ck_assert_int_eq(d.next_ms, T0 + 10 * DAY); /* the process deadline is next */
 
+    ck_assert_int_eq(engine_due_bound(T0 + 16 * MIN, 60000), T0 + 15 * MIN);
     d = engine_judge_due(def, &inst, T0 + 20 * MIN, 0); /* judged once only */
     ck_assert_uint_eq(d.n, 0);
 }
