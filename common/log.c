@@ -49,8 +49,7 @@ bool log_parse_level(const char *name, log_level_t *out)
     return false;
 }
 
-/* Appends s as a JSON string body (no quotes); stops quietly at the end. */
-static size_t append_escaped(char *buf, size_t pos, size_t cap, const char *s)
+size_t log_escape(char *buf, size_t pos, size_t cap, const char *s)
 {
     for (const unsigned char *p = (const unsigned char *) s; *p && pos + 7 < cap; p++) {
         switch (*p) {
@@ -110,7 +109,7 @@ static void log_vwrite(log_level_t level, const char *msg, const char *extra_key
     size_t pos = 0;
     pos += (size_t) snprintf(buf, cap, "{\"ts\":\"%s\",\"level\":\"%s\",\"msg\":\"", stamp,
                              level_names[level]);
-    pos = append_escaped(buf, pos, cap, msg);
+    pos = log_escape(buf, pos, cap, msg);
     pos = append_raw(buf, pos, cap, "\"");
 
     for (;;) {
@@ -119,20 +118,20 @@ static void log_vwrite(log_level_t level, const char *msg, const char *extra_key
             break;
         const char *value = va_arg(ap, const char *);
         pos = append_raw(buf, pos, cap, ",\"");
-        pos = append_escaped(buf, pos, cap, key);
+        pos = log_escape(buf, pos, cap, key);
         if (value == NULL) {
             pos = append_raw(buf, pos, cap, "\":null");
         } else {
             pos = append_raw(buf, pos, cap, "\":\"");
-            pos = append_escaped(buf, pos, cap, value);
+            pos = log_escape(buf, pos, cap, value);
             pos = append_raw(buf, pos, cap, "\"");
         }
     }
     if (extra_key != NULL) {
         pos = append_raw(buf, pos, cap, ",\"");
-        pos = append_escaped(buf, pos, cap, extra_key);
+        pos = log_escape(buf, pos, cap, extra_key);
         pos = append_raw(buf, pos, cap, "\":\"");
-        pos = append_escaped(buf, pos, cap, extra_value);
+        pos = log_escape(buf, pos, cap, extra_value);
         pos = append_raw(buf, pos, cap, "\"");
     }
     buf[pos++] = '}';

@@ -14,6 +14,7 @@
 #define STEWARD_LOG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 typedef enum log_level {
     LOG_LEVEL_DEBUG = 0,
@@ -59,5 +60,13 @@ void log_write_limited(log_level_t level, const char *limit_key, long every_ms, 
         if (log_enabled(level))                                                                    \
             log_write_limited(level, key, every_ms, msg, ##__VA_ARGS__, (const char *) 0);         \
     } while (0)
+
+/*
+ * Appends s to buf[pos..cap) as the body of a JSON string (no quotes):
+ * quote, backslash and control characters escaped; stops quietly where the
+ * escape of the next byte would not fit with room to spare. Returns the new
+ * position. Pure; public so that unit tests can check the escaping.
+ */
+size_t log_escape(char *buf, size_t pos, size_t cap, const char *s);
 
 #endif

@@ -3,9 +3,11 @@
  */
 #include "engine/engine.h"
 
+#include "common/rfc3339.h"
 #include "definitions/duration.h"
 #include "definitions/jsonptr.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,10 +148,7 @@ static void enter(const def_t *def, engine_instance_t *inst, long state, int64_t
 {
     const def_state_t *st = &def->states[state];
 
-    /* Events of one instance travel on several topics, so a later step's
-     * event may carry an earlier time; time in a state never runs back. */
-    if (at_ms < inst->state_entered_ms)
-        at_ms = inst->state_entered_ms;
+    at_ms = engine_entered_at(inst->state_entered_ms, at_ms);
     inst->state = state;
     inst->state_entered_ms = at_ms;
     inst->overdue = false;
@@ -166,6 +165,8 @@ static engine_result_t result_of(engine_outcome_t outcome, long from, long to)
     r.from_state = from;
     r.to_state = to;
     r.late_by_ms = 0;
+    r.entered_ms = ENGINE_NO_DEADLINE;
+    r.time_in_state_ms = -1;
     r.detail[0] = '\0';
     return r;
 }
@@ -188,6 +189,7 @@ static engine_result_t start(const def_t *def, engine_instance_t *inst, const en
     capture(inst->vars, def->events[ev->event].captures, def->events[ev->event].n_captures,
             ev->data, r.detail, sizeof r.detail);
     enter(def, inst, (long) def->start_state, ev->time_ms);
+    r.entered_ms = inst->state_entered_ms;
     return r;
 }
 
@@ -248,7 +250,10 @@ static engine_result_t judge(const def_t *def, engine_instance_t *inst, const en
         capture(inst->vars, event->captures, event->n_captures, ev->data, r.detail,
                 sizeof r.detail);
         inst->events_applied++;
+        int64_t entered = inst->state_entered_ms;
         enter(def, inst, (long) t->to, ev->time_ms);
+        r.entered_ms = inst->state_entered_ms;
+        r.time_in_state_ms = engine_time_in_state(entered, ev->time_ms);
         return r;
     }
 
@@ -287,4 +292,174 @@ engine_result_t engine_apply(const def_t *def, engine_instance_t *inst, const en
 engine_result_t engine_replay(const def_t *def, engine_instance_t *inst, const engine_event_t *ev)
 {
     return judge(def, inst, ev);
+}
+
+int64_t engine_entered_at(int64_t entered_ms, int64_t event_ms)
+{
+    /* Events of one instance travel on several topics, so a later step's
+     * event may carry an earlier time; time in a state never runs back. */
+    if (entered_ms != ENGINE_NO_DEADLINE && event_ms < entered_ms)
+        return entered_ms;
+    return event_ms;
+}
+
+int64_t engine_time_in_state(int64_t entered_ms, int64_t event_ms)
+{
+    return time_sub(engine_entered_at(entered_ms, event_ms), entered_ms);
+}
+
+int64_t engine_state_late_by(const def_t *def, long from_state, int64_t time_in_state_ms)
+{
+    if (from_state < 0 || (size_t) from_state >= def->n_states)
+        return 0;
+    int64_t limit = def->states[from_state].deadline_ms;
+    if (limit <= 0 || time_in_state_ms <= limit)
+        return 0;
+    return time_sub(time_in_state_ms, limit);
+}
+
+engine_result_t engine_undeclared(const def_t *def, const engine_instance_t *inst,
+                                  const char *event_type)
+{
+    long state = inst != NULL && inst->exists ? inst->state : -1;
+    engine_result_t r = result_of(ENGINE_UNEXPECTED, state, state);
+    snprintf(r.detail, sizeof r.detail, "version %d of %s does not declare %s", def->version,
+             def->process, event_type);
+    return r;
+}
+
+/* ---- due times ------------------------------------------------------------ */
+
+/* Due at `judge_ms` (the watermark less the grace) unless already judged. */
+static bool due(int64_t deadline_ms, bool judged, int64_t judge_ms)
+{
+    return !judged && deadline_ms != ENGINE_NO_DEADLINE && deadline_ms <= judge_ms;
+}
+
+int64_t engine_due_bound(int64_t watermark_ms, int64_t grace_ms)
+{
+    return time_sub(watermark_ms, grace_ms);
+}
+
+engine_due_t engine_judge_due(const def_t *def, engine_instance_t *inst, int64_t watermark_ms,
+                              int64_t grace_ms)
+{
+    engine_due_t d = {.n = 0, .next_ms = ENGINE_NO_DEADLINE};
+    if (!inst->exists || inst->state < 0 || (size_t) inst->state >= def->n_states ||
+        def->states[inst->state].terminal != NULL)
+        return d;
+    int64_t judge_ms = engine_due_bound(watermark_ms, grace_ms);
+
+    if (due(inst->deadline_ms, inst->overdue, judge_ms)) {
+        d.actions[d.n++] =
+            (engine_due_action_t){ENGINE_DUE_DEADLINE, inst->deadline_ms, inst->state_entered_ms,
+                                  time_sub(watermark_ms, inst->deadline_ms)};
+        inst->overdue = true;
+    }
+    if (due(inst->process_deadline_ms, inst->process_overdue, judge_ms)) {
+        d.actions[d.n++] = (engine_due_action_t){ENGINE_DUE_PROCESS_DEADLINE,
+                                                 inst->process_deadline_ms, inst->started_ms,
+                                                 time_sub(watermark_ms, inst->process_deadline_ms)};
+        inst->process_overdue = true;
+    }
+    d.next_ms = engine_next_deadline(def, inst);
+    return d;
+}
+
+/* "ShipmentDispatched" or "StockReserved or StockUnavailable". */
+static void expected_events(const def_t *def, size_t state, char *buf, size_t size, json_t *list)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < def->states[state].n_on; i++) {
+        const char *name = def->events[def->states[state].on[i].event].name;
+        len += (size_t) snprintf(buf + len, len < size ? size - len : 0, "%s%s",
+                                 i > 0 ? " or " : "", name);
+        json_array_append_new(list, json_string(name));
+    }
+}
+
+void engine_alert_text_clear(engine_alert_text_t *text)
+{
+    free(text->identity);
+    text->identity = NULL;
+}
+
+json_t *engine_due_alert(const def_t *def, const char *key, const engine_instance_t *inst,
+                         const engine_due_action_t *action, engine_alert_text_t *text)
+{
+    const def_state_t *st = &def->states[inst->state];
+    bool process_wide = action->kind == ENGINE_DUE_PROCESS_DEADLINE;
+    char expected[512], limit[32], deadline_at[40], entered_at[40], since_at[40];
+    json_t *events = json_array();
+
+    expected_events(def, (size_t) inst->state, expected, sizeof expected, events);
+    text->state = st->name;
+    text->owner = process_wide ? def->owner : def_state_owner(def, (size_t) inst->state);
+    duration_format(process_wide ? def->deadline_ms : st->deadline_ms, limit, sizeof limit);
+    rfc3339_format(action->deadline_ms, deadline_at, sizeof deadline_at);
+    rfc3339_format(inst->state_entered_ms, entered_at, sizeof entered_at);
+    rfc3339_format(action->since_ms, since_at, sizeof since_at);
+
+    if (process_wide) {
+        snprintf(text->summary, sizeof text->summary,
+                 "%s %s not finished, started %s, process deadline %s: in %s, expected %s; "
+                 "owner %s",
+                 def->process, key, since_at, limit, st->name, expected, text->owner);
+        if (asprintf(&text->identity, "steward:process_deadline:%s:%s:%" PRId64, def->process, key,
+                     inst->started_ms) < 0)
+            text->identity = NULL;
+    } else {
+        snprintf(text->summary, sizeof text->summary,
+                 "%s %s stalled in %s since %s, deadline %s: expected %s; owner %s", def->process,
+                 key, st->name, since_at, limit, expected, text->owner);
+        if (asprintf(&text->identity, "steward:deadline:%s:%s:%s:%" PRId64, def->process, key,
+                     st->name, inst->state_entered_ms) < 0)
+            text->identity = NULL;
+    }
+    return json_pack("{s:s, s:s, s:s, s:o, s:s, s:s, s:s, s:s, s:I, s:i, s:s, s:I}", "process",
+                     def->process, "key", key, "state", st->name, "expected", events, "deadline",
+                     limit, "deadline_at", deadline_at, "entered_at", entered_at, "owner",
+                     text->owner, "overdue_ms", (json_int_t) action->overdue_ms, "version",
+                     def->version, "since", since_at, "since_ms", (json_int_t) action->since_ms);
+}
+
+json_t *engine_sequence_alert(const def_t *def, const char *process, const char *key,
+                              const char *state, const char *event_type, const char *event_id,
+                              const char *detail, engine_alert_text_t *text)
+{
+    long st = def != NULL && state != NULL ? def_find_state(def, state) : -1;
+    text->state = st >= 0 ? def->states[st].name : NULL;
+    text->owner = def == NULL ? "default"
+                  : st >= 0   ? def_state_owner(def, (size_t) st)
+                              : def->owner;
+    /* A sequence summary stays within 511 bytes, as it always has: a long
+     * key is in the details and the identity in full. */
+    snprintf(text->summary, 512, "%s %s out of sequence%s%s: %s (%s); owner %s", process, key,
+             state ? " in " : "", state ? state : "", detail, event_type, text->owner);
+    if (asprintf(&text->identity, "steward:sequence:%s:%s:%s", process, key, event_id) < 0)
+        text->identity = NULL;
+    return json_pack("{s:s, s:s, s:s?, s:s, s:s, s:s}", "process", process, "key", key, "state",
+                     state, "event_type", event_type, "event_id", event_id, "detail", detail);
+}
+
+/* ---- parked events -------------------------------------------------------- */
+
+int64_t engine_park_expires_at(const def_t *def, int64_t event_ms)
+{
+    return time_add(event_ms, def->reorder_window_ms);
+}
+
+engine_result_t engine_judge_parked(const char *event_type, const char *state, int64_t expires_ms,
+                                    int64_t watermark_ms)
+{
+    if (!(expires_ms < watermark_ms))
+        return result_of(ENGINE_PARKED, -1, -1);
+    engine_result_t r = result_of(ENGINE_VIOLATION, -1, -1);
+    if (state == NULL)
+        snprintf(r.detail, sizeof r.detail, "the instance did not start within the reorder window");
+    else
+        snprintf(r.detail, sizeof r.detail, "%s waited past its reorder window in %s", event_type,
+                 state);
+    return r;
 }

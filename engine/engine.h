@@ -20,6 +20,26 @@
  *
  * Times are event times in milliseconds since the epoch; deadlines are
  * absolute. Storage (store.c) wraps this with the reads and writes.
+ *
+ * Every rule of the state machine is here, and no other module computes
+ * one (SQL only selects candidates by a time the engine computed, and
+ * stores the verdicts):
+ *
+ *   judging an event        engine_apply(), engine_replay()
+ *   an undeclared event     engine_undeclared()
+ *   lateness                engine_result_t.late_by_ms (from the event's time)
+ *   time in a state         engine_entered_at(): entry never runs back;
+ *                           engine_time_in_state(); stored per history row
+ *                           (engine_result_t.entered_ms, time_in_state_ms)
+ *   a step late for its own state's deadline   engine_state_late_by()
+ *   deadlines due           engine_judge_due(): state and process deadline
+ *                           against the watermark less the grace, with what
+ *                           the alert says (engine_due_alert())
+ *   a sequence alert's words engine_sequence_alert()
+ *   the next deadline       engine_next_deadline()
+ *   parked-event expiry     engine_park_expires_at() (when a parked event's
+ *                           reorder window ends), engine_judge_parked()
+ *                           (violation or still waiting, and why)
  */
 #ifndef STEWARD_ENGINE_H
 #define STEWARD_ENGINE_H
@@ -80,6 +100,13 @@ typedef struct engine_result {
      * the larger); 0 when on time or there was none. Judged from the event's
      * time alone, whether or not the scheduler got there first. */
     int64_t late_by_ms;
+    /* started, advanced: when the instance entered to_state, by the rule of
+     * engine_entered_at(); ENGINE_NO_DEADLINE otherwise. */
+    int64_t entered_ms;
+    /* advanced: how long it spent in from_state (engine_time_in_state());
+     * -1 otherwise. Stored on history, so the report and backtest read the
+     * engine's figure instead of computing their own. */
+    int64_t time_in_state_ms;
     char detail[256]; /* why, for history; "" when nothing to say */
 } engine_result_t;
 
@@ -117,5 +144,122 @@ const char *engine_status(const def_t *def, long state);
  * ENGINE_NO_DEADLINE for a finished instance or one with none.
  */
 int64_t engine_next_deadline(const def_t *def, const engine_instance_t *inst);
+
+/*
+ * When the instance, having entered a state at `entered_ms`, enters the
+ * next one on an event of time `event_ms`: never before it entered the
+ * last one (events of one instance travel on several topics, so a later
+ * step's event may carry an earlier time). A first entry (entered_ms
+ * ENGINE_NO_DEADLINE) is the event's time.
+ */
+int64_t engine_entered_at(int64_t entered_ms, int64_t event_ms);
+
+/* How long an instance spent in a state it entered at `entered_ms` and
+ * left on an event of time `event_ms`, by the rule of engine_entered_at(). */
+int64_t engine_time_in_state(int64_t entered_ms, int64_t event_ms);
+
+/*
+ * The judgement of an event whose type the instance's definition version
+ * does not declare: unexpected, with the reason. `inst` may be absent.
+ */
+engine_result_t engine_undeclared(const def_t *def, const engine_instance_t *inst,
+                                  const char *event_type);
+
+/*
+ * How long past `from_state`'s own deadline a step that spent
+ * `time_in_state_ms` there ended; 0 when on time or the state has none.
+ * (engine_result_t.late_by_ms is the larger of this and the process's.)
+ */
+int64_t engine_state_late_by(const def_t *def, long from_state, int64_t time_in_state_ms);
+
+/* ---- due times ------------------------------------------------------------
+ *
+ * At a due time the engine says what happens, as a list of actions, so
+ * that rules of other kinds (a command to send again, a timeout to take, a
+ * lease to expire) add an action kind here and nothing in the callers'
+ * loop changes.
+ */
+typedef enum engine_due_kind {
+    ENGINE_DUE_DEADLINE = 0,     /* the current state's deadline passed: open its alert */
+    ENGINE_DUE_PROCESS_DEADLINE, /* the process deadline passed: open its alert */
+    ENGINE_DUE_N_KINDS
+} engine_due_kind_t;
+
+#define ENGINE_DUE_MAX ENGINE_DUE_N_KINDS
+
+typedef struct engine_due_action {
+    engine_due_kind_t kind;
+    int64_t deadline_ms; /* the deadline that passed */
+    int64_t since_ms;    /* since when the instance waits (state entry or start) */
+    int64_t overdue_ms;  /* how far the watermark is past the deadline */
+} engine_due_action_t;
+
+typedef struct engine_due {
+    size_t n; /* 0: nothing happens */
+    engine_due_action_t actions[ENGINE_DUE_MAX];
+    int64_t next_ms; /* the next deadline still to judge; ENGINE_NO_DEADLINE: none */
+} engine_due_t;
+
+/*
+ * Judges the instance's deadlines at `watermark_ms`: a deadline is due once
+ * the watermark passed it by `grace_ms` (at == deadline counts). Marks each
+ * due deadline judged on *inst (overdue, process_overdue) so it is not
+ * judged again, and says what happens and the next deadline to judge. A
+ * finished or absent instance has nothing due.
+ */
+/* The latest deadline that is due at `watermark_ms` with `grace_ms`: the
+ * bound by which a caller may select candidates for engine_judge_due(). */
+int64_t engine_due_bound(int64_t watermark_ms, int64_t grace_ms);
+
+engine_due_t engine_judge_due(const def_t *def, engine_instance_t *inst, int64_t watermark_ms,
+                              int64_t grace_ms);
+
+/* What the alert of one due action says. */
+typedef struct engine_alert_text {
+    char summary[1024];
+    char *identity;    /* the whole identity, of any length (the dedup key derives from it);
+                          owned, NULL when out of memory: free with engine_alert_text_clear() */
+    const char *owner; /* borrowed from def */
+    const char *state; /* borrowed from def */
+} engine_alert_text_t;
+
+/* Frees text->identity; the rest is borrowed or inline. */
+void engine_alert_text_clear(engine_alert_text_t *text);
+
+/*
+ * Words the alert of `action` for instance `key`, and returns its details
+ * (a new reference; NULL when out of memory). The summary says since when
+ * the instance waits as an absolute time: a duration frozen here would be
+ * wrong by the time a catch-up page is (re)sent; details.since_ms lets the
+ * sender add it.
+ */
+json_t *engine_due_alert(const def_t *def, const char *key, const engine_instance_t *inst,
+                         const engine_due_action_t *action, engine_alert_text_t *text);
+
+/*
+ * Words the `sequence` alert of an event judged unexpected or a violation
+ * for instance (process, key) in `state` (NULL: no instance), and returns
+ * its details (a new reference; NULL when out of memory). `def` may be NULL
+ * (its version does not load): the owner is then "default". The identity
+ * names the event, so each violating event is one alert.
+ */
+json_t *engine_sequence_alert(const def_t *def, const char *process, const char *key,
+                              const char *state, const char *event_type, const char *event_id,
+                              const char *detail, engine_alert_text_t *text);
+
+/* ---- parked events -------------------------------------------------------- */
+
+/* When a parked event of time `event_ms` has waited out its reorder window. */
+int64_t engine_park_expires_at(const def_t *def, int64_t event_ms);
+
+/*
+ * Judges a parked event of `event_type` whose window ends at `expires_ms`,
+ * at `watermark_ms`: ENGINE_VIOLATION once the watermark is past the end
+ * (the instance moved nowhere that accepts it in time), with the reason;
+ * ENGINE_PARKED while it may still wait. `state` is the instance's current
+ * state name, NULL when the instance never started.
+ */
+engine_result_t engine_judge_parked(const char *event_type, const char *state, int64_t expires_ms,
+                                    int64_t watermark_ms);
 
 #endif

@@ -702,7 +702,7 @@ static bool utf8_valid(const unsigned char *s, size_t len)
  * is wrong with it: a '%' without two hex digits, a NUL, or bytes that
  * are not UTF-8.
  */
-static const char *percent_decode(char *s)
+const char *http_percent_decode(char *s)
 {
     char *out = s;
     for (const char *in = s; *in != '\0'; in++) {
@@ -765,7 +765,7 @@ static void route(http_t *h, struct MHD_Connection *conn, const char *url, const
         char *slash = strchr(p, '/');
         if (slash != NULL)
             *slash = '\0';
-        const char *problem = percent_decode(p);
+        const char *problem = http_percent_decode(p);
         if (problem != NULL) {
             reply_error(r, MHD_HTTP_BAD_REQUEST, "malformed path: segment %zu: %s", n + 1, problem);
             return;
@@ -818,7 +818,7 @@ static void route(http_t *h, struct MHD_Connection *conn, const char *url, const
         /* Arguments arrive undecoded too (see keep_escaped()). */
         const char *raw = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "process");
         char *process = raw != NULL && raw[0] != '\0' ? strdup(raw) : NULL;
-        const char *problem = process != NULL ? percent_decode(process) : NULL;
+        const char *problem = process != NULL ? http_percent_decode(process) : NULL;
         if (problem != NULL)
             reply_error(r, MHD_HTTP_BAD_REQUEST, "malformed argument process: %s", problem);
         else if (raw != NULL && raw[0] != '\0' && process == NULL)
@@ -892,8 +892,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
  * Splits "HOST:PORT", "[ADDR]:PORT" or ":PORT" into host (""
  * for every address) and port, checking the port is a number up to 65535.
  */
-static err_class_t parse_listen(const char *listen, char *host, size_t host_size, char *port,
-                                size_t port_size, char *errstr, size_t errstr_size)
+err_class_t http_parse_listen(const char *listen, char *host, size_t host_size, char *port,
+                              size_t port_size, char *errstr, size_t errstr_size)
 {
     const char *host_start = listen, *host_end, *colon;
 
@@ -939,8 +939,8 @@ http_t *http_new(const char *listen, const char *conninfo, const char *group, er
     *cls = ERR_OK;
     if (listen == NULL || listen[0] == '\0')
         return NULL; /* disabled */
-    if ((*cls = parse_listen(listen, host, sizeof host, port, sizeof port, errstr, errstr_size)) !=
-        ERR_OK)
+    if ((*cls = http_parse_listen(listen, host, sizeof host, port, sizeof port, errstr,
+                                  errstr_size)) != ERR_OK)
         return NULL;
     /* ":PORT": every IPv4 address, whatever order the resolver prefers. */
     hints.ai_family = host[0] == '\0' ? AF_INET : AF_UNSPEC;

@@ -84,4 +84,24 @@ void http_set_stall_after(http_t *h, int64_t ms);
  * connection and frees everything. NULL is a no-op. */
 void http_free(http_t *h);
 
+/*
+ * Pure helpers of the server, public so that unit tests can check them
+ * without a socket (tests/unit/test_http_parse.c).
+ */
+
+/*
+ * Percent-decodes s in place (it can only shrink). Returns NULL, or what
+ * is wrong with it: a '%' without two hex digits, a NUL, or bytes that are
+ * not UTF-8.
+ */
+const char *http_percent_decode(char *s);
+
+/*
+ * Splits http.listen, "HOST:PORT", "[ADDR]:PORT" or ":PORT", into host (""
+ * for every address) and port, checking the port is a number up to 65535;
+ * ERR_INVALID with the reason in errstr otherwise.
+ */
+err_class_t http_parse_listen(const char *listen, char *host, size_t host_size, char *port,
+                              size_t port_size, char *errstr, size_t errstr_size);
+
 #endif

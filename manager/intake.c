@@ -902,9 +902,9 @@ err_class_t intake_run(intake_t *in, volatile sig_atomic_t *stop, char *errstr, 
         if (full || due)
             cls = flush(in, errstr, errstr_size);
         if (cls == ERR_OK && now - last_tick >= 1000) {
-            /* Once a second, busy or not: is Kafka there, move caught-up
-             * watermarks, judge expired parked events. */
-            size_t expired = 0;
+            /* Once a second, busy or not, consumer work only: is Kafka
+             * there, move caught-up watermarks. Parked expiry is the
+             * scheduler's (it judges against the watermark, like deadlines). */
             check_reachable(in);
             for (size_t i = 0; i < in->n_owned; i++) { /* for /metrics: the cached watermark */
                 owned_t *o = &in->owned[i];
@@ -915,10 +915,6 @@ err_class_t intake_run(intake_t *in, volatile sig_atomic_t *stop, char *errstr, 
                     metrics_set_partition_lag(o->topic, o->partition, hi - pos);
             }
             cls = flush(in, errstr, errstr_size);
-            if (cls == ERR_OK &&
-                store_expire_parked(in->store, &expired, errstr, errstr_size) != ERR_OK)
-                LOG_LIMITED(LOG_LEVEL_WARN, "expire", 10000, "cannot expire parked events yet",
-                            "error", errstr);
             last_tick = now;
             if (in->dlq != NULL)
                 rd_kafka_poll(in->dlq, 0);

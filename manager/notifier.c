@@ -27,11 +27,10 @@
 #define RESPONSE_KEEP   512 /* bytes of a response body kept as the error */
 #define LEASE_MARGIN_MS 5000
 
-typedef enum verdict {
-    VERDICT_DELIVERED,
-    VERDICT_RETRY,
-    VERDICT_FAILED,
-} verdict_t;
+typedef notifier_verdict_t verdict_t;
+#define VERDICT_DELIVERED NOTIFIER_DELIVERED
+#define VERDICT_RETRY     NOTIFIER_RETRY
+#define VERDICT_FAILED    NOTIFIER_FAILED
 
 /* What one HTTP attempt came to. */
 typedef struct attempt {
@@ -292,16 +291,19 @@ static attempt_t post_result(transfer_t *t, CURLcode rc)
     }
     curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &a.status);
     a.retry_after_ms = t->response.retry_after_ms;
-    if (a.status >= 200 && a.status < 300) {
-        a.verdict = VERDICT_DELIVERED;
-    } else if (a.status == 429 || a.status >= 500 || a.status == 408) {
-        a.verdict = VERDICT_RETRY;
+    a.verdict = notifier_verdict(a.status);
+    if (a.verdict != VERDICT_DELIVERED)
         snprintf(a.error, sizeof a.error, "HTTP %ld: %s", a.status, t->response.body);
-    } else {
-        a.verdict = VERDICT_FAILED;
-        snprintf(a.error, sizeof a.error, "HTTP %ld: %s", a.status, t->response.body);
-    }
     return a;
+}
+
+notifier_verdict_t notifier_verdict(long status)
+{
+    if (status >= 200 && status < 300)
+        return NOTIFIER_DELIVERED;
+    if (status == 0 || status == 429 || status >= 500 || status == 408)
+        return NOTIFIER_RETRY;
+    return NOTIFIER_FAILED;
 }
 
 /* ---- delivery ----------------------------------------------------------------- */
@@ -464,15 +466,19 @@ static attempt_t deliver_log(const sink_t *sink, const payload_alert_t *a, bool 
     return result;
 }
 
-/* Exponential backoff with equal jitter: between half and all of the step. */
-static int64_t backoff_ms(notifier_t *n, int attempts)
+int64_t notifier_backoff_ms(int attempts, int64_t max_backoff_ms, unsigned int *seed)
 {
     int64_t step = 1000;
-    for (int i = 1; i < attempts && step < n->max_backoff_ms; i++)
+    for (int i = 1; i < attempts && step < max_backoff_ms; i++)
         step *= 2;
-    if (step > n->max_backoff_ms)
-        step = n->max_backoff_ms;
-    return step / 2 + (int64_t) (rand_r(&n->seed) % (unsigned int) (step / 2 + 1));
+    if (step > max_backoff_ms)
+        step = max_backoff_ms;
+    return step / 2 + (int64_t) (rand_r(seed) % (unsigned int) (step / 2 + 1));
+}
+
+static int64_t backoff_ms(notifier_t *n, int attempts)
+{
+    return notifier_backoff_ms(attempts, n->max_backoff_ms, &n->seed);
 }
 
 static err_class_t record(notifier_t *n, const char *id, const attempt_t *a, int attempts,

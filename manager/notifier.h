@@ -88,6 +88,28 @@ size_t notifier_in_flight(const notifier_t *n);
 int64_t notifier_parse_retry_after(const char *value, int64_t now_ms, int64_t cap_ms);
 
 /*
+ * The rules below are pure; they are public so that unit tests can check
+ * them without a sink (tests/unit/test_notifier.c).
+ */
+
+/* What one delivery attempt came to. */
+typedef enum notifier_verdict {
+    NOTIFIER_DELIVERED, /* 2xx */
+    NOTIFIER_RETRY,     /* no response, 408, 429 or 5xx: try again after a backoff */
+    NOTIFIER_FAILED,    /* any other status: the sink refuses it for good */
+} notifier_verdict_t;
+
+/* The verdict on an HTTP response with `status`; 0: no response at all. */
+notifier_verdict_t notifier_verdict(long status);
+
+/*
+ * The wait before retry number `attempts` (1 for the first): exponential
+ * from 1s, capped at max_backoff_ms, with equal jitter (between half and
+ * all of the step) drawn from *seed.
+ */
+int64_t notifier_backoff_ms(int attempts, int64_t max_backoff_ms, unsigned int *seed);
+
+/*
  * Passes every interval until *stop is set; then keeps delivering for at
  * most drain_ms while anything is due, so a clean stop flushes what it can.
  * Takes up reloaded routes from `cur` between passes.

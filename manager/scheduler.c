@@ -8,7 +8,6 @@
 #include "common/db.h"
 #include "common/log.h"
 #include "common/pgarr.h"
-#include "common/rfc3339.h"
 #include "definitions/duration.h"
 #include "engine/decode.h"
 #include "engine/engine.h"
@@ -105,19 +104,6 @@ static bool stopping(const sched_t *s)
     return s->stop != NULL && *s->stop;
 }
 
-/* "ShipmentDispatched" or "StockReserved or StockUnavailable". */
-static void expected_events(const def_t *def, size_t state, char *buf, size_t size, json_t *list)
-{
-    size_t len = 0;
-    buf[0] = '\0';
-    for (size_t i = 0; i < def->states[state].n_on; i++) {
-        const char *name = def->events[def->states[state].on[i].event].name;
-        len += (size_t) snprintf(buf + len, len < size ? size - len : 0, "%s%s",
-                                 i > 0 ? " or " : "", name);
-        json_array_append_new(list, json_string(name));
-    }
-}
-
 static int64_t ms_column(const PGresult *res, int row, int col)
 {
     return PQgetisnull(res, row, col) ? ENGINE_NO_DEADLINE
@@ -141,57 +127,19 @@ static const char mark_sql[] =
     "FROM unnest($2::text[], $3::bool[], $4::bool[], $5::bigint[]) AS u(k, o, po, n) "
     "WHERE i.process = $1 AND i.key = u.k";
 
-/*
- * Opens the alert of one missed deadline. The stored summary says since
- * when the instance waits, as an absolute time: a duration frozen here
- * would be wrong by the time a catch-up page is (re)sent. The notifier adds
- * the duration at send time from details.since_ms.
- */
+/* Opens the alert of one due deadline, as the engine words it. */
 static void alert_deadline(alert_batch_t *alerts, const def_t *def, const char *key,
-                           const engine_instance_t *inst, bool process_wide, int64_t watermark_ms)
+                           const engine_instance_t *inst, const engine_due_action_t *action)
 {
-    const def_state_t *st = &def->states[inst->state];
-    char expected[512], limit[32], deadline_at[40], entered_at[40], since_at[40];
-    char summary[1024], *identity = NULL;
-    json_t *events = json_array();
-
-    expected_events(def, (size_t) inst->state, expected, sizeof expected, events);
-    int64_t deadline = process_wide ? inst->process_deadline_ms : inst->deadline_ms;
-    int64_t since = process_wide ? inst->started_ms : inst->state_entered_ms;
-    const char *owner = process_wide ? def->owner : def_state_owner(def, (size_t) inst->state);
-    duration_format(process_wide ? def->deadline_ms : st->deadline_ms, limit, sizeof limit);
-    rfc3339_format(deadline, deadline_at, sizeof deadline_at);
-    rfc3339_format(inst->state_entered_ms, entered_at, sizeof entered_at);
-    rfc3339_format(since, since_at, sizeof since_at);
-
-    int made;
-    if (process_wide) {
-        snprintf(summary, sizeof summary,
-                 "%s %s not finished, started %s, process deadline %s: in %s, expected %s; "
-                 "owner %s",
-                 def->process, key, since_at, limit, st->name, expected, owner);
-        made = asprintf(&identity, "steward:process_deadline:%s:%s:%" PRId64, def->process, key,
-                        inst->started_ms);
-    } else {
-        snprintf(summary, sizeof summary,
-                 "%s %s stalled in %s since %s, deadline %s: expected %s; owner %s", def->process,
-                 key, st->name, since_at, limit, expected, owner);
-        made = asprintf(&identity, "steward:deadline:%s:%s:%s:%" PRId64, def->process, key,
-                        st->name, inst->state_entered_ms);
-    }
-    if (made < 0)
-        identity = NULL;
-    json_t *details =
-        json_pack("{s:s, s:s, s:s, s:o, s:s, s:s, s:s, s:s, s:I, s:i, s:s, s:I}", "process",
-                  def->process, "key", key, "state", st->name, "expected", events, "deadline",
-                  limit, "deadline_at", deadline_at, "entered_at", entered_at, "owner", owner,
-                  "overdue_ms", (json_int_t) (watermark_ms - deadline), "version", def->version,
-                  "since", since_at, "since_ms", (json_int_t) since);
-    alert_batch_open(alerts, process_wide ? ALERT_PROCESS_DEADLINE : ALERT_DEADLINE, def->process,
-                     key, st->name, owner, summary, details, made >= 0 ? identity : summary,
-                     deadline);
+    engine_alert_text_t text;
+    json_t *details = engine_due_alert(def, key, inst, action, &text);
+    alert_batch_open(alerts,
+                     action->kind == ENGINE_DUE_PROCESS_DEADLINE ? ALERT_PROCESS_DEADLINE
+                                                                 : ALERT_DEADLINE,
+                     def->process, key, text.state, text.owner, text.summary, details,
+                     text.identity != NULL ? text.identity : text.summary, action->deadline_ms);
+    engine_alert_text_clear(&text);
     json_decref(details);
-    free(identity);
 }
 
 static const char suspend_sql[] =
@@ -230,7 +178,7 @@ static err_class_t judge_batch(sched_t *s, const char *process, int64_t watermar
                                sched_stats_t *stats, int *n, char *errstr, size_t errstr_size)
 {
     char judge_text[24];
-    int64_t judge_ms = watermark_ms - s->grace_ms;
+    int64_t judge_ms = engine_due_bound(watermark_ms, s->grace_ms);
     const char *params[2] = {process, judge_text};
     pgarr_t keys = {0}, overdue = {0}, poverdue = {0}, next = {0}, aside = {0}, reasons = {0};
     int alerted[8];
@@ -292,17 +240,11 @@ static err_class_t judge_batch(sched_t *s, const char *process, int64_t watermar
         inst.overdue = strcmp(PQgetvalue(res, row, 7), "t") == 0;
         inst.process_overdue = strcmp(PQgetvalue(res, row, 8), "t") == 0;
 
-        if (!inst.overdue && inst.deadline_ms != ENGINE_NO_DEADLINE &&
-            inst.deadline_ms <= judge_ms) {
-            alert_deadline(&alerts, def, key, &inst, false, watermark_ms);
-            inst.overdue = true;
-        }
-        if (!inst.process_overdue && inst.process_deadline_ms != ENGINE_NO_DEADLINE &&
-            inst.process_deadline_ms <= judge_ms) {
-            alert_deadline(&alerts, def, key, &inst, true, watermark_ms);
-            inst.process_overdue = true;
-        }
-        int64_t next_ms = engine_next_deadline(def, &inst);
+        /* The SQL picked candidates by next_deadline_at; the engine decides. */
+        engine_due_t due = engine_judge_due(def, &inst, watermark_ms, s->grace_ms);
+        for (size_t i = 0; i < due.n; i++)
+            alert_deadline(&alerts, def, key, &inst, &due.actions[i]);
+        int64_t next_ms = due.next_ms;
         pgarr_add(&keys, key);
         pgarr_add_bool(&overdue, inst.overdue);
         pgarr_add_bool(&poverdue, inst.process_overdue);
@@ -351,6 +293,136 @@ done:
     pgarr_free(&next);
     pgarr_free(&aside);
     pgarr_free(&reasons);
+    alert_batch_clear(&alerts);
+    return cls;
+}
+
+/* ---- reorder windows ------------------------------------------------------ */
+
+/*
+ * Candidates for expiry: parked events whose stored expires_at (the engine's
+ * engine_park_expires_at()) the process's watermark passed. The instance
+ * lock is only tried, never awaited: an instance a batch holds right now is
+ * left for the next pass, and nothing here can deadlock with a batch. $2
+ * caps the watermark (a replay's end), NULL: none.
+ */
+static const char expiry_candidates_sql[] =
+    "WITH wm AS (SELECT process, CASE WHEN $2::bigint IS NULL THEN watermark "
+    "    ELSE least(watermark, steward.from_ms($2::bigint)) END AS watermark "
+    "  FROM steward.process_watermarks($1) WHERE watermark IS NOT NULL) "
+    "SELECT p.id, p.process, p.key, p.event_id, p.event_type, steward.to_ms(p.expires_at), "
+    "  steward.to_ms(wm.watermark), i.version, i.state, coalesce(o.epoch, 0) "
+    "FROM steward.parked p JOIN wm ON wm.process = p.process "
+    "LEFT JOIN steward.instances i ON i.process = p.process AND i.key = p.key "
+    "LEFT JOIN steward.offsets o ON o.consumer_group = $1 AND o.topic = p.topic "
+    "  AND o.partition = p.partition "
+    "WHERE CASE WHEN p.expires_at < wm.watermark "
+    "  THEN pg_try_advisory_xact_lock(steward.instance_lock_key(p.process, p.key)) "
+    "  ELSE false END "
+    "ORDER BY p.event_time, p.id LIMIT 500";
+
+/* Deletes the judged events and records the engine's verdicts; a row a
+ * batch already replayed and deleted is not recorded. */
+static const char expiry_write_sql[] =
+    "WITH v AS (SELECT * FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[], "
+    "    $6::bigint[]) AS u(id, version, state, detail, epoch)), "
+    "gone AS (DELETE FROM steward.parked p USING v WHERE p.id = v.id RETURNING p.*) "
+    "INSERT INTO steward.history (process, key, version, event_id, event_type, topic, "
+    "  partition, \"offset\", event_time, from_state, to_state, outcome, replayed, detail, "
+    "  replica, epoch) "
+    "SELECT g.process, g.key, v.version, g.event_id, g.event_type, g.topic, g.partition, "
+    "  g.\"offset\", g.event_time, v.state, v.state, 'violation', true, v.detail, $1, v.epoch "
+    "FROM gone g JOIN v ON v.id = g.id ORDER BY g.event_time, g.id "
+    "RETURNING event_id";
+
+/*
+ * Judges parked events whose reorder window may have passed, through the
+ * engine: each it calls a violation is deleted, recorded in history, and
+ * opens a sequence alert. Adds how many to stats->expired.
+ */
+static err_class_t expire_parked(sched_t *s, sched_stats_t *stats, char *errstr, size_t errstr_size)
+{
+    char until[24];
+    snprintf(until, sizeof until, "%" PRId64, s->until_ms);
+    const char *params[2] = {s->group, s->until_ms > 0 ? until : NULL};
+    pgarr_t ids = {0}, versions = {0}, states = {0}, details = {0}, epochs = {0};
+    alert_batch_t alerts = {0};
+    err_class_t cls;
+    PGresult *res = NULL;
+
+    if ((cls = db_exec(s->conn, "starting parked expiry", "BEGIN", 0, NULL, errstr, errstr_size)) !=
+        ERR_OK)
+        return cls;
+    if ((res = db_query(s->conn, "finding parked events to expire", expiry_candidates_sql, 2,
+                        params, &cls, errstr, errstr_size)) == NULL)
+        goto fail;
+    for (int row = 0; row < PQntuples(res); row++) {
+        const char *process = PQgetvalue(res, row, 1), *key = PQgetvalue(res, row, 2);
+        const char *event_id = PQgetvalue(res, row, 3), *type = PQgetvalue(res, row, 4);
+        const char *state = PQgetisnull(res, row, 8) ? NULL : PQgetvalue(res, row, 8);
+        engine_result_t r =
+            engine_judge_parked(type, state, ms_column(res, row, 5), ms_column(res, row, 6));
+        if (r.outcome != ENGINE_VIOLATION)
+            continue;
+        const def_t *def = PQgetisnull(res, row, 7) ? def_set_latest(s->defs, process)
+                                                    : defcache_get(s->versions, s->conn, process,
+                                                                   atoi(PQgetvalue(res, row, 7)));
+        pgarr_add(&ids, PQgetvalue(res, row, 0));
+        pgarr_add(&versions, PQgetisnull(res, row, 7) ? NULL : PQgetvalue(res, row, 7));
+        pgarr_add(&states, state);
+        pgarr_add(&details, r.detail);
+        pgarr_add(&epochs, PQgetvalue(res, row, 9));
+
+        engine_alert_text_t text;
+        json_t *info =
+            engine_sequence_alert(def, process, key, state, type, event_id, r.detail, &text);
+        alert_batch_open(&alerts, ALERT_SEQUENCE, process, key, state, text.owner, text.summary,
+                         info, text.identity != NULL ? text.identity : text.summary, -1);
+        engine_alert_text_clear(&text);
+        json_decref(info);
+    }
+    PQclear(res);
+    res = NULL;
+
+    size_t expired = 0;
+    if (ids.n > 0) {
+        const char *write[6] = {s->replica != NULL ? s->replica : "scheduler",
+                                pgarr_text(&ids),
+                                pgarr_text(&versions),
+                                pgarr_text(&states),
+                                pgarr_text(&details),
+                                pgarr_text(&epochs)};
+        if ((res = db_query(s->conn, "recording expired parked events", expiry_write_sql, 6, write,
+                            &cls, errstr, errstr_size)) == NULL)
+            goto fail;
+        expired = (size_t) PQntuples(res);
+        PQclear(res);
+        res = NULL;
+    }
+    alert_counts_t counts = {0};
+    if (!alert_batch_empty(&alerts) &&
+        (cls = alert_batch_write(s->conn, &alerts, s->routes, &counts, errstr, errstr_size)) !=
+            ERR_OK)
+        goto fail;
+    if ((cls = db_exec(s->conn, "committing parked expiry", "COMMIT", 0, NULL, errstr,
+                       errstr_size)) != ERR_OK)
+        goto fail;
+    stats->expired += expired;
+    stats->opened += counts.opened;
+    metrics_add(&metrics.alerts_opened, (long long) counts.opened);
+    metrics_add(&metrics.parked_expired, (long long) expired);
+    metrics_add(&metrics.outcomes[ENGINE_VIOLATION], (long long) expired);
+    goto done;
+
+fail:
+    db_rollback(s->conn);
+done:
+    PQclear(res);
+    pgarr_free(&ids);
+    pgarr_free(&versions);
+    pgarr_free(&states);
+    pgarr_free(&details);
+    pgarr_free(&epochs);
     alert_batch_clear(&alerts);
     return cls;
 }
@@ -602,6 +674,8 @@ err_class_t sched_tick(sched_t *s, sched_stats_t *stats, char *errstr, size_t er
     }
     PQclear(res);
     if (cls != ERR_OK || stopping(s))
+        return cls;
+    if ((cls = expire_parked(s, stats, errstr, errstr_size)) != ERR_OK)
         return cls;
     return check_blind(s, stats, errstr, errstr_size);
 }

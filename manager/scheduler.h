@@ -30,6 +30,12 @@
  * its scheduler at start and after a reload) and of versions with open
  * instances.
  *
+ * Each pass also expires parked events (moved here from the intake thread,
+ * whose tick keeps only consumer work): an event parked past its reorder
+ * window, against the same watermark, is a sequence violation. The engine
+ * judges both (engine_judge_due(), engine_judge_parked()); the SQL here only
+ * selects candidates by the times the engine computed and stores verdicts.
+ *
  * In shadow mode a missed deadline opens an alert and marks the instance
  * overdue; nothing else changes. One scheduler per process, on its own
  * thread and PostgreSQL connection.
@@ -65,6 +71,7 @@ typedef struct sched_stats {
     size_t opened;    /* alerts opened */
     size_t resolved;  /* alerts resolved (blind) */
     size_t set_aside; /* instances taken out of the due scan: not judgeable */
+    size_t expired;   /* parked events judged violations: their reorder window passed */
     bool blind;       /* some partition is not being read */
 } sched_stats_t;
 
@@ -82,7 +89,7 @@ void sched_free(sched_t *s); /* NULL is a no-op */
  * while it is not running. */
 void sched_set_definitions(sched_t *s, const def_set_t *defs, route_table_t *routes);
 
-/* One pass: every due deadline, then the blind check. */
+/* One pass: every due deadline, expired parked events, then the blind check. */
 err_class_t sched_tick(sched_t *s, sched_stats_t *stats, char *errstr, size_t errstr_size);
 
 /* Passes every interval until *stop is set (every loop of a pass checks it

@@ -91,7 +91,7 @@ typedef struct item {
 /* The columns of the rows a batch writes. */
 typedef struct rows {
     pgarr_t h_process, h_key, h_version, h_event_id, h_event_type, h_topic, h_partition, h_offset,
-        h_time, h_from, h_to, h_outcome, h_replayed, h_detail, h_epoch, h_late;
+        h_time, h_from, h_to, h_outcome, h_replayed, h_detail, h_epoch, h_late, h_entered, h_stayed;
     size_t n_history, n_late;
     pgarr_t p_process, p_key, p_event_id, p_event_type, p_topic, p_partition, p_offset, p_time,
         p_payload, p_expires;
@@ -119,7 +119,7 @@ static void rows_free(rows_t *rows)
         &rows->i_status,     &rows->i_started,  &rows->i_entered,    &rows->i_deadline,
         &rows->i_pdeadline,  &rows->i_next,     &rows->i_overdue,    &rows->i_attempt,
         &rows->i_vars,       &rows->i_applied,  &rows->i_poverdue,   &rows->r_key,
-        &rows->h_late,
+        &rows->h_late,       &rows->h_entered,  &rows->h_stayed,
     };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         pgarr_free(all[i]);
@@ -846,18 +846,16 @@ static void add_history(batch_t *b, const slot_t *slot, const char *event_id,
     } else {
         pgarr_add(&rows->h_late, NULL);
     }
+    if (r->entered_ms != ENGINE_NO_DEADLINE)
+        pgarr_add_int(&rows->h_entered, r->entered_ms);
+    else
+        pgarr_add(&rows->h_entered, NULL);
+    if (r->time_in_state_ms >= 0)
+        pgarr_add_int(&rows->h_stayed, r->time_in_state_ms);
+    else
+        pgarr_add(&rows->h_stayed, NULL);
     rows->n_history++;
     b->outcome_counts[r->outcome]++;
-}
-
-/* The judgement for an event the instance's own version does not declare. */
-static engine_result_t undeclared(const slot_t *slot, const char *type)
-{
-    engine_result_t r = {.outcome = ENGINE_UNEXPECTED};
-    r.from_state = r.to_state = slot->inst.exists ? slot->inst.state : -1;
-    snprintf(r.detail, sizeof r.detail, "version %d of %s does not declare %s", slot->def->version,
-             slot->process, type);
-    return r;
 }
 
 /*
@@ -888,21 +886,15 @@ static void note_alerts(batch_t *b, const slot_t *slot, const engine_result_t *r
         }
     } else if (r->outcome == ENGINE_UNEXPECTED) {
         long state = slot->inst.exists ? slot->inst.state : -1;
-        const char *owner = state >= 0 ? def_state_owner(def, (size_t) state) : def->owner;
-        const char *state_name = state >= 0 ? def->states[state].name : NULL;
-        char *dedup = NULL; /* the whole identity: the dedup key is derived from it */
-        snprintf(text, sizeof text, "%s %s out of sequence%s%s: %s; owner %s", slot->process,
-                 slot->key, state_name ? " in " : "", state_name ? state_name : "", r->detail,
-                 owner);
-        if (asprintf(&dedup, "steward:sequence:%s:%s:%s", slot->process, slot->key, event_id) < 0)
-            dedup = NULL;
-        json_t *details = json_pack("{s:s, s:s, s:s?, s:s, s:s, s:s}", "process", slot->process,
-                                    "key", slot->key, "state", state_name, "event_type", type,
-                                    "event_id", event_id, "detail", r->detail);
-        alert_batch_open(&b->alerts, ALERT_SEQUENCE, slot->process, slot->key, state_name, owner,
-                         text, details, dedup != NULL ? dedup : text, -1);
+        engine_alert_text_t words;
+        json_t *details = engine_sequence_alert(def, slot->process, slot->key,
+                                                state >= 0 ? def->states[state].name : NULL, type,
+                                                event_id, r->detail, &words);
+        alert_batch_open(&b->alerts, ALERT_SEQUENCE, slot->process, slot->key, words.state,
+                         words.owner, words.summary, details,
+                         words.identity != NULL ? words.identity : words.summary, -1);
+        engine_alert_text_clear(&words);
         json_decref(details);
-        free(dedup);
     }
 }
 
@@ -922,7 +914,7 @@ static void replay_parked(batch_t *b, slot_t *slot, int64_t epoch)
             bool was_process_overdue = slot->inst.process_overdue;
             engine_result_t r;
             if (event < 0) {
-                r = undeclared(slot, p->event_type);
+                r = engine_undeclared(slot->def, &slot->inst, p->event_type);
             } else {
                 engine_event_t ev = {event, p->event_id, p->time_ms, p->payload};
                 r = engine_replay(slot->def, &slot->inst, &ev);
@@ -956,7 +948,7 @@ static err_class_t judge_item(batch_t *b, item_t *item, char *errstr, size_t err
         engine_event_t ev = {event, item->env.id, item->env.time_ms, b->decoded[item->msg].data};
         r = engine_apply(slot->def, &slot->inst, &ev, seen);
     } else {
-        r = undeclared(slot, item->type);
+        r = engine_undeclared(slot->def, &slot->inst, item->type);
     }
     add_history(b, slot, item->env.id, item->type, in->topic, in->partition, in->offset,
                 item->env.time_ms, &r, false, epoch);
@@ -1128,7 +1120,7 @@ static void batch_collect(batch_t *b)
                 pgarr_add_int(&rows->p_offset, p->offset);
                 pgarr_add_int(&rows->p_time, p->time_ms);
                 pgarr_add(&rows->p_payload, payload);
-                pgarr_add_int(&rows->p_expires, p->time_ms + slot->def->reorder_window_ms);
+                pgarr_add_int(&rows->p_expires, engine_park_expires_at(slot->def, p->time_ms));
                 free(payload);
             }
         }
@@ -1158,12 +1150,13 @@ static void batch_collect(batch_t *b)
 #define WRITE_HISTORY_INSERT                                                                       \
     "INSERT INTO steward.history (process, key, version, event_id, event_type, topic, "            \
     "  partition, \"offset\", event_time, from_state, to_state, outcome, replayed, detail, "       \
-    "  replica, epoch, late_by_ms) "                                                               \
-    "SELECT p, k, v, e, t, tp, pa, o, steward.from_ms(et), fs, ts, oc, rp, d, $17, ep, lb "        \
+    "  replica, epoch, late_by_ms, entered_at, time_in_state_ms) "                                 \
+    "SELECT p, k, v, e, t, tp, pa, o, steward.from_ms(et), fs, ts, oc, rp, d, $19, ep, lb, "       \
+    "  steward.from_ms(en), st "                                                                   \
     "FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], "          \
     "  $7::int[], $8::bigint[], $9::bigint[], $10::text[], $11::text[], $12::text[], "             \
-    "  $13::bool[], $14::text[], $15::bigint[], $16::bigint[]) WITH ORDINALITY "                   \
-    "  AS u(p, k, v, e, t, tp, pa, o, et, fs, ts, oc, rp, d, ep, lb, n) "                          \
+    "  $13::bool[], $14::text[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[]) "     \
+    "  WITH ORDINALITY AS u(p, k, v, e, t, tp, pa, o, et, fs, ts, oc, rp, d, ep, lb, en, st, n) "  \
     "ORDER BY n "
 
 static const char write_history_sql[] = WRITE_HISTORY_INSERT;
@@ -1262,9 +1255,10 @@ static err_class_t batch_write(batch_t *b, char *errstr, size_t errstr_size)
         pgarr_t *cols[] = {&r->h_process,    &r->h_key,    &r->h_version,   &r->h_event_id,
                            &r->h_event_type, &r->h_topic,  &r->h_partition, &r->h_offset,
                            &r->h_time,       &r->h_from,   &r->h_to,        &r->h_outcome,
-                           &r->h_replayed,   &r->h_detail, &r->h_epoch,     &r->h_late};
+                           &r->h_replayed,   &r->h_detail, &r->h_epoch,     &r->h_late,
+                           &r->h_entered,    &r->h_stayed};
         if ((cls = bulk(b, "writing history",
-                        r->n_late > 0 ? write_late_history_sql : write_history_sql, cols, 16,
+                        r->n_late > 0 ? write_late_history_sql : write_history_sql, cols, 18,
                         replica, 1, NULL, errstr, errstr_size)) != ERR_OK)
             return cls;
     }
@@ -1497,102 +1491,5 @@ done:
     if (cls != ERR_OK)
         db_rollback(store->conn);
     batch_free(&b);
-    return cls;
-}
-
-/* ---- reorder windows ------------------------------------------------------ */
-
-/*
- * One statement: a parked event whose process's watermark (see
- * steward.process_watermarks) passed its expiry is deleted and recorded as
- * a violation. Its instance lock is only tried, never awaited: an instance
- * a batch holds right now is left for the next round, and nothing here can
- * deadlock with a batch.
- */
-static const char expire_parked_sql[] =
-    "WITH wm AS (SELECT * FROM steward.process_watermarks($1)), "
-    "gone AS ("
-    "  DELETE FROM steward.parked p USING wm "
-    "  WHERE p.process = wm.process "
-    "    AND CASE WHEN p.expires_at < wm.watermark "
-    "        THEN pg_try_advisory_xact_lock(steward.instance_lock_key(p.process, p.key)) "
-    "        ELSE false END "
-    "  RETURNING p.*) "
-    "INSERT INTO steward.history (process, key, version, event_id, event_type, topic, "
-    "  partition, \"offset\", event_time, from_state, to_state, outcome, replayed, detail, "
-    "  replica, epoch) "
-    "SELECT g.process, g.key, i.version, g.event_id, g.event_type, g.topic, g.partition, "
-    "  g.\"offset\", g.event_time, i.state, i.state, 'violation', true, "
-    "  CASE WHEN i.key IS NULL "
-    "    THEN 'the instance did not start within the reorder window' "
-    "    ELSE g.event_type || ' waited past its reorder window in ' || i.state END, "
-    "  $2, coalesce(o.epoch, 0) "
-    "FROM gone g LEFT JOIN steward.instances i USING (process, key) "
-    "LEFT JOIN steward.offsets o ON o.consumer_group = $1 AND o.topic = g.topic "
-    "  AND o.partition = g.partition "
-    "ORDER BY g.event_time, g.id "
-    "RETURNING process, key, version, event_type, event_id, from_state, detail";
-
-err_class_t store_expire_parked(store_t *store, size_t *expired, char *errstr, size_t errstr_size)
-{
-    const char *params[2] = {store->group, store->replica};
-    alert_batch_t alerts = {0};
-    err_class_t cls;
-    PGresult *res = NULL;
-
-    *expired = 0;
-    if ((cls = db_exec(store->conn, "starting parked expiry", "BEGIN", 0, NULL, errstr,
-                       errstr_size)) != ERR_OK)
-        return cls;
-    res = db_query(store->conn, "expiring parked events", expire_parked_sql, 2, params, &cls,
-                   errstr, errstr_size);
-    if (res == NULL)
-        goto fail;
-    for (int row = 0; row < PQntuples(res); row++) {
-        const char *process = PQgetvalue(res, row, 0), *key = PQgetvalue(res, row, 1);
-        const char *type = PQgetvalue(res, row, 3), *event_id = PQgetvalue(res, row, 4);
-        const char *state = PQgetisnull(res, row, 5) ? NULL : PQgetvalue(res, row, 5);
-        const char *detail = PQgetvalue(res, row, 6);
-        const def_t *def = PQgetisnull(res, row, 2)
-                               ? def_set_latest(store->defs, process)
-                               : defcache_get(store->versions, store->conn, process,
-                                              atoi(PQgetvalue(res, row, 2)));
-        long st = def != NULL && state != NULL ? def_find_state(def, state) : -1;
-        const char *owner = def == NULL ? "default"
-                            : st >= 0   ? def_state_owner(def, (size_t) st)
-                                        : def->owner;
-        char summary[512], *dedup = NULL; /* the whole identity */
-        snprintf(summary, sizeof summary, "%s %s out of sequence%s%s: %s (%s); owner %s", process,
-                 key, state ? " in " : "", state ? state : "", detail, type, owner);
-        if (asprintf(&dedup, "steward:sequence:%s:%s:%s", process, key, event_id) < 0)
-            dedup = NULL;
-        json_t *details =
-            json_pack("{s:s, s:s, s:s?, s:s, s:s, s:s}", "process", process, "key", key, "state",
-                      state, "event_type", type, "event_id", event_id, "detail", detail);
-        alert_batch_open(&alerts, ALERT_SEQUENCE, process, key, state, owner, summary, details,
-                         dedup != NULL ? dedup : summary, -1);
-        json_decref(details);
-        free(dedup);
-    }
-    *expired = (size_t) PQntuples(res);
-    PQclear(res);
-    res = NULL;
-    alert_counts_t counts = {0};
-    if (!alert_batch_empty(&alerts) &&
-        (cls = alert_batch_write(store->conn, &alerts, store->routes, &counts, errstr,
-                                 errstr_size)) != ERR_OK)
-        goto fail;
-    if ((cls = db_exec(store->conn, "committing parked expiry", "COMMIT", 0, NULL, errstr,
-                       errstr_size)) != ERR_OK)
-        goto fail;
-    alert_batch_clear(&alerts);
-    metrics_add(&metrics.parked_expired, (long long) *expired);
-    metrics_add(&metrics.outcomes[ENGINE_VIOLATION], (long long) *expired);
-    return ERR_OK;
-
-fail:
-    *expired = 0;
-    alert_batch_clear(&alerts);
-    db_rollback(store->conn);
     return cls;
 }

@@ -147,13 +147,4 @@ typedef void (*store_reject_hook_t)(void *arg, const decode_input_t *msg, const 
 /* Sets the reject hook (NULL: none). */
 void store_set_reject_hook(store_t *store, store_reject_hook_t hook, void *arg);
 
-/*
- * Judges parked events whose reorder window has passed: once every
- * partition of the topics a process reads has been read past an event's
- * time plus the window, the event it waited for is not coming, and it is
- * recorded as a sequence violation, and a sequence alert opens. Returns
- * how many in *expired.
- */
-err_class_t store_expire_parked(store_t *store, size_t *expired, char *errstr, size_t errstr_size);
-
 #endif

@@ -6,8 +6,8 @@
 
 #include "common/clock.h"
 #include "common/db.h"
-#include "common/pgarr.h"
 #include "definitions/duration.h"
+#include "engine/engine.h"
 #include "schema/migrate.h"
 
 #include <stdio.h>
@@ -69,21 +69,18 @@ err_class_t backtest_scratch_close(backtest_scratch_t *s, bool keep, char *errst
 }
 
 /*
- * The steps that finished late within the window: the deadline passed in
- * event time before the awaited event came. The replay, reading the window
- * in seconds, cannot tell from its clock, so they are found from history.
+ * Candidates for steps that finished late within the window: advanced rows
+ * the engine judged late, with the time in the state it left as the engine
+ * judged it (history.time_in_state_ms). The replay, reading the window in
+ * seconds, cannot tell from its clock; engine_state_late_by() decides which
+ * were late for their own state's deadline (late_by_ms may be the
+ * process's).
  */
-static const char late_sql[] =
-    "WITH moves AS ("
-    "  SELECT h.key, h.from_state, h.event_type, h.event_time, "
-    "    lag(h.event_time) OVER (PARTITION BY h.process, h.key ORDER BY h.id) AS entered "
-    "  FROM steward.history h WHERE h.outcome IN ('started', 'advanced')) "
-    "SELECT m.key, m.from_state, m.event_type, "
-    "  steward.to_ms(m.event_time - m.entered), d.ms "
-    "FROM moves m JOIN unnest($1::text[], $2::bigint[]) AS d(state, ms) "
-    "  ON d.state = m.from_state "
-    "WHERE m.entered IS NOT NULL AND m.event_time - m.entered > steward.ms_interval(d.ms) "
-    "ORDER BY m.event_time, m.key";
+static const char late_sql[] = "SELECT h.key, h.from_state, h.event_type, h.time_in_state_ms "
+                               "FROM steward.history h "
+                               "WHERE h.outcome = 'advanced' AND h.late_by_ms IS NOT NULL "
+                               "  AND h.time_in_state_ms IS NOT NULL "
+                               "ORDER BY h.event_time, h.key";
 
 static const char open_alerts_sql[] =
     "SELECT kind, key, state, owner, summary FROM steward.alerts "
@@ -101,8 +98,6 @@ err_class_t backtest_alerts(PGconn *conn, const def_t *def, json_t **out, char *
 {
     err_class_t cls;
     json_t *list = json_array();
-    pgarr_t states = {0}, limits = {0};
-    const char *params[2];
 
     *out = NULL;
     PGresult *res =
@@ -115,26 +110,18 @@ err_class_t backtest_alerts(PGconn *conn, const def_t *def, json_t **out, char *
                                                PQgetvalue(res, row, 4), true));
     PQclear(res);
 
-    for (size_t i = 0; i < def->n_states; i++) {
-        if (def->states[i].deadline_ms <= 0)
-            continue;
-        pgarr_add(&states, def->states[i].name);
-        pgarr_add_int(&limits, def->states[i].deadline_ms);
-    }
-    pgarr_t *cols[2] = {&states, &limits};
-    if (!pgarr_params(cols, 2, params)) {
-        cls = err_set(ERR_FATAL, errstr, errstr_size, "reading late steps: out of memory");
-        goto done;
-    }
-    res = db_query(conn, "reading late steps", late_sql, 2, params, &cls, errstr, errstr_size);
+    res = db_query(conn, "reading late steps", late_sql, 0, NULL, &cls, errstr, errstr_size);
     if (res == NULL)
         goto done;
     for (int row = 0; row < PQntuples(res); row++) {
         const char *key = PQgetvalue(res, row, 0), *state = PQgetvalue(res, row, 1);
         long state_idx = def_find_state(def, state);
+        int64_t stayed = strtoll(PQgetvalue(res, row, 3), NULL, 10);
+        if (state_idx < 0 || engine_state_late_by(def, state_idx, stayed) <= 0)
+            continue;
         char took[32], limit[32], summary[512];
-        duration_format(strtoll(PQgetvalue(res, row, 3), NULL, 10), took, sizeof took);
-        duration_format(strtoll(PQgetvalue(res, row, 4), NULL, 10), limit, sizeof limit);
+        duration_format(stayed, took, sizeof took);
+        duration_format(def->states[state_idx].deadline_ms, limit, sizeof limit);
         const char *owner = state_idx >= 0 ? def_state_owner(def, (size_t) state_idx) : def->owner;
         snprintf(summary, sizeof summary,
                  "%s %s spent %s in %s (deadline %s) before %s: paged %s, then resolved",
@@ -144,8 +131,6 @@ err_class_t backtest_alerts(PGconn *conn, const def_t *def, json_t **out, char *
     PQclear(res);
 
 done:
-    pgarr_free(&states);
-    pgarr_free(&limits);
     if (cls == ERR_OK)
         *out = list;
     else

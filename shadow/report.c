@@ -219,9 +219,12 @@ done:
  * its event time the running maximum up to it, as moves would have made it.
  *
  * moves: one window pass over the started/advanced rows of each instance
- * (history_instance gives them in order). An entry's time is the running
- * maximum of the event times so far, as the engine never lets time in a
- * state run back; the exit is the next row's entry time.
+ * (history_instance gives them in order). An entry's time is the one the
+ * engine judged and intake stored (history.entered_at, engine_entered_at());
+ * the exit is the next row's entry time. Rows recorded before migration
+ * 0009 have no entered_at: for them the running maximum of the event times
+ * so far stands in, which is what the engine judged for rows in history
+ * order.
  *
  * Latencies and ages are also counted per ladder step (width_bucket() of
  * ms - 1: bucket b holds those above step b and not above step b + 1), so
@@ -237,15 +240,16 @@ static const char report_sql[] =
     "  FROM unnest($3::text[], $4::text[], $5::bigint[]) WITH ORDINALITY "
     "    AS l(process, state, deadline_ms, ord)), "
     "rows_in AS ("
-    "  SELECT h.id, h.process, h.key, h.from_state, h.to_state, h.event_time "
+    "  SELECT h.id, h.process, h.key, h.from_state, h.to_state, h.event_time, h.entered_at "
     "  FROM steward.history h "
     "  WHERE h.process = ANY ($1::text[]) AND h.outcome IN ('started', 'advanced') "
     "    AND ($7::bigint IS NULL OR h.recorded_at >= steward.from_ms($7::bigint))), "
     "rows_before AS ("
-    "  SELECT b.id, f.process, f.key, b.from_state, b.to_state, m.event_time "
+    "  SELECT b.id, f.process, f.key, b.from_state, b.to_state, m.event_time, b.entered_at "
     "  FROM (SELECT process, key, min(id) AS first_id FROM rows_in "
     "        WHERE $7::bigint IS NOT NULL GROUP BY 1, 2) f "
-    "  CROSS JOIN LATERAL (SELECT h.id, h.from_state, h.to_state FROM steward.history h "
+    "  CROSS JOIN LATERAL (SELECT h.id, h.from_state, h.to_state, h.entered_at "
+    "    FROM steward.history h "
     "    WHERE h.process = f.process AND h.key = f.key AND h.id < f.first_id "
     "      AND h.outcome IN ('started', 'advanced') ORDER BY h.id DESC LIMIT 1) b "
     "  CROSS JOIN LATERAL (SELECT max(h.event_time) AS event_time FROM steward.history h "
@@ -253,9 +257,10 @@ static const char report_sql[] =
     "      AND h.outcome IN ('started', 'advanced')) m), "
     "moves AS ("
     "  SELECT h.process, h.to_state AS state, h.from_state IS NULL AS is_start, "
-    "    max(h.event_time) OVER w AS entered_at, "
+    "    coalesce(h.entered_at, max(h.event_time) OVER w) AS entered_at, "
     "    CASE WHEN lead(h.id) OVER w IS NOT NULL "
-    "      THEN greatest(max(h.event_time) OVER w, lead(h.event_time) OVER w) END AS left_at "
+    "      THEN coalesce(lead(h.entered_at) OVER w, "
+    "        greatest(max(h.event_time) OVER w, lead(h.event_time) OVER w)) END AS left_at "
     "  FROM (SELECT * FROM rows_in UNION ALL SELECT * FROM rows_before) h "
     "  WINDOW w AS (PARTITION BY h.process, h.key ORDER BY h.id)), "
     "stays AS ("

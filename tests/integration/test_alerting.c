@@ -324,8 +324,16 @@ START_TEST(stall_pages_once_and_the_late_event_resolves_it)
     json_decref(resolve);
     wait_am(am, key, "");
 
-    /* Exactly one trigger: nothing more arrives. */
-    sleep(2);
+    /* Exactly one trigger: once no row for the instance is left to send,
+     * nothing more can arrive, and the receiver has the two it was sent. */
+    const char *pending_params[1] = {key};
+    ck_assert_msg(tl_db_wait(w.conn,
+                             "SELECT count(*) FROM steward.outbox WHERE key = $1 "
+                             "AND delivered_at IS NULL AND failed_at IS NULL",
+                             1, pending_params, "0", 30, NULL),
+                  "rows for the instance still unsent");
+    ck_assert_int_eq(scalar_long("SELECT count(*) FROM steward.outbox WHERE destination = 'pd'"),
+                     2);
     ck_assert_int_eq(rcv_count(r), 2);
 
     const char *params[1] = {key};
@@ -511,7 +519,10 @@ START_TEST(backlog_raises_only_the_real_stalls)
              w.group);
     wait_sql(sql, total, 180, "the backlog consumed");
     wait_sql("SELECT count(*) FROM steward.alerts", "25", 60, "the stalls alerted");
-    sleep(2); /* nothing else follows */
+    /* Nothing else can follow once every open instance has had its deadline
+     * judged (the definition has no process deadline). */
+    wait_sql("SELECT count(*) FROM steward.instances WHERE status = 'active' AND NOT overdue", "0",
+             60, "every open instance judged");
     ck_assert_int_eq(scalar_long("SELECT count(*) FROM steward.alerts"), 25);
     char *got = tl_db_scalar(w.conn,
                              "SELECT string_agg(key || ':' || state, ' ' ORDER BY key) FROM "
@@ -539,7 +550,10 @@ START_TEST(two_replicas_alert_each_deadline_once)
     }
     tl_producer_free(p);
     wait_sql("SELECT count(*) FROM steward.alerts", "60", 60, "every stall alerted");
-    sleep(2);
+    /* Once every instance is marked judged, neither replica can judge it
+     * again: a second alert would have been written by now. */
+    wait_sql("SELECT count(*) FROM steward.instances WHERE overdue", "60", 60,
+             "every stall marked overdue");
     ck_assert_int_eq(scalar_long("SELECT count(*) FROM steward.alerts"), 60);
     ck_assert_int_eq(scalar_long("SELECT count(DISTINCT key) FROM steward.alerts"), 60);
     ck_assert_int_eq(scalar_long("SELECT count(*) FROM steward.outbox"), 60);

@@ -311,6 +311,166 @@ START_TEST(deadlines_saturate_instead_of_overflowing)
 }
 END_TEST
 
+/* Deadlines are judged against the watermark less the grace, once each. */
+START_TEST(deadline_is_due_against_the_watermark_and_grace)
+{
+    apply("OrderPlaced", "e1", T0); /* awaiting_payment: 15m */
+    engine_due_t d = engine_judge_due(def, &inst, T0 + 15 * MIN + 30000, 60000);
+    ck_assert_uint_eq(d.n, 0); /* inside the grace */
+    ck_assert(!inst.overdue);
+    ck_assert_int_eq(d.next_ms, T0 + 15 * MIN);
+
+    d = engine_judge_due(def, &inst, T0 + 16 * MIN, 60000); /* at deadline + grace: due */
+    ck_assert_uint_eq(d.n, 1);
+    ck_assert_int_eq(d.actions[0].kind, ENGINE_DUE_DEADLINE);
+    ck_assert_int_eq(d.actions[0].deadline_ms, T0 + 15 * MIN);
+    ck_assert_int_eq(d.actions[0].since_ms, T0);
+    ck_assert_int_eq(d.actions[0].overdue_ms, MIN);
+    ck_assert(inst.overdue);
+    ck_assert_int_eq(d.next_ms, T0 + 10 * DAY); /* the process deadline is next */
+
+    ck_assert_int_eq(engine_due_bound(T0 + 16 * MIN, 60000), T0 + 15 * MIN);
+    d = engine_judge_due(def, &inst, T0 + 20 * MIN, 0); /* judged once only */
+    ck_assert_uint_eq(d.n, 0);
+}
+END_TEST
+
+START_TEST(process_deadline_is_due_beside_the_state_deadline)
+{
+    apply("OrderPlaced", "e1", T0);
+    engine_due_t d = engine_judge_due(def, &inst, T0 + 11 * DAY, 0);
+    ck_assert_uint_eq(d.n, 2);
+    ck_assert_int_eq(d.actions[0].kind, ENGINE_DUE_DEADLINE);
+    ck_assert_int_eq(d.actions[1].kind, ENGINE_DUE_PROCESS_DEADLINE);
+    ck_assert_int_eq(d.actions[1].deadline_ms, T0 + 10 * DAY);
+    ck_assert_int_eq(d.actions[1].since_ms, T0);
+    ck_assert(inst.overdue && inst.process_overdue);
+    ck_assert_int_eq(d.next_ms, ENGINE_NO_DEADLINE);
+
+    engine_alert_text_t text;
+    json_t *details = engine_due_alert(def, "O1", &inst, &d.actions[1], &text);
+    ck_assert_ptr_nonnull(details);
+    ck_assert_ptr_nonnull(strstr(text.summary, "engine_order O1 not finished"));
+    ck_assert_ptr_nonnull(strstr(text.summary, "PaymentCaptured or PaymentDeclined"));
+    ck_assert_str_eq(text.owner, "fulfilment");
+    ck_assert_int_eq(json_integer_value(json_object_get(details, "overdue_ms")), DAY);
+    ck_assert_str_eq(text.identity, "steward:process_deadline:engine_order:O1:1795000000000");
+    engine_alert_text_clear(&text);
+    json_decref(details);
+
+    details = engine_due_alert(def, "O1", &inst, &d.actions[0], &text);
+    ck_assert_str_eq(text.owner, "payments");
+    ck_assert_ptr_nonnull(strstr(text.identity, "steward:deadline:engine_order:O1:"
+                                                "awaiting_payment:"));
+    engine_alert_text_clear(&text);
+    json_decref(details);
+}
+END_TEST
+
+START_TEST(finished_or_absent_instance_has_nothing_due)
+{
+    engine_due_t d = engine_judge_due(def, &inst, T0 + 100 * DAY, 0);
+    ck_assert_uint_eq(d.n, 0);
+    apply("OrderPlaced", "e1", T0);
+    apply("PaymentDeclined", "e2", T0 + MIN); /* cancelled */
+    d = engine_judge_due(def, &inst, T0 + 100 * DAY, 0);
+    ck_assert_uint_eq(d.n, 0);
+    ck_assert_int_eq(d.next_ms, ENGINE_NO_DEADLINE);
+}
+END_TEST
+
+/* A deadline measured from a reordered step's entry, never from its
+ * earlier event time: the entry does not run back. */
+START_TEST(reordered_step_deadline_runs_from_the_entry)
+{
+    apply("OrderPlaced", "e1", T0);
+    apply("PaymentCaptured", "e2", T0 + 10 * MIN); /* awaiting_stock: 1h */
+    apply("StockReserved", "e3", T0 + 5 * MIN);    /* earlier time: enters at +10m */
+    ck_assert_int_eq(inst.state_entered_ms, T0 + 10 * MIN);
+    engine_due_t d = engine_judge_due(def, &inst, T0 + 10 * MIN + 2 * DAY - 1, 0);
+    ck_assert_uint_eq(d.n, 0);
+    d = engine_judge_due(def, &inst, T0 + 10 * MIN + 2 * DAY, 0);
+    ck_assert_uint_eq(d.n, 1);
+}
+END_TEST
+
+START_TEST(time_in_state_never_runs_back)
+{
+    ck_assert_int_eq(engine_entered_at(ENGINE_NO_DEADLINE, T0), T0);
+    ck_assert_int_eq(engine_entered_at(T0, T0 + MIN), T0 + MIN);
+    ck_assert_int_eq(engine_entered_at(T0 + 70 * MIN, T0 + 10 * MIN), T0 + 70 * MIN);
+    ck_assert_int_eq(engine_time_in_state(T0, T0 + 10 * MIN), 10 * MIN);
+    /* Left on an event whose time lies before the entry: zero, not negative. */
+    ck_assert_int_eq(engine_time_in_state(T0 + 70 * MIN, T0 + 10 * MIN), 0);
+}
+END_TEST
+
+START_TEST(undeclared_event_is_unexpected_with_reason)
+{
+    engine_result_t r = engine_undeclared(def, &inst, "Mystery");
+    ck_assert_int_eq(r.outcome, ENGINE_UNEXPECTED);
+    ck_assert_int_eq(r.from_state, -1);
+    ck_assert_str_eq(r.detail, "version 1 of engine_order does not declare Mystery");
+    apply("OrderPlaced", "e1", T0);
+    r = engine_undeclared(def, &inst, "Mystery");
+    ck_assert_int_eq(r.from_state, inst.state);
+    ck_assert_int_eq(r.to_state, inst.state);
+}
+END_TEST
+
+START_TEST(parked_event_expires_once_the_watermark_passes_its_window)
+{
+    int64_t expires = engine_park_expires_at(def, T0);
+    ck_assert_int_eq(expires, T0 + 2 * MIN);
+    engine_result_t r = engine_judge_parked("StockReserved", "awaiting_payment", expires, expires);
+    ck_assert_int_eq(r.outcome, ENGINE_PARKED); /* at the end: still waiting */
+    r = engine_judge_parked("StockReserved", "awaiting_payment", expires, expires + 1);
+    ck_assert_int_eq(r.outcome, ENGINE_VIOLATION);
+    ck_assert_str_eq(r.detail, "StockReserved waited past its reorder window in awaiting_payment");
+    r = engine_judge_parked("PaymentCaptured", NULL, expires, expires + 1);
+    ck_assert_int_eq(r.outcome, ENGINE_VIOLATION);
+    ck_assert_str_eq(r.detail, "the instance did not start within the reorder window");
+}
+END_TEST
+
+START_TEST(sequence_alert_names_the_event_and_its_owner)
+{
+    engine_alert_text_t text;
+    json_t *details = engine_sequence_alert(
+        def, "engine_order", "O1", "awaiting_payment", "RefundIssued", "e9",
+        "RefundIssued waited past its reorder window in awaiting_payment", &text);
+    ck_assert_str_eq(text.summary, "engine_order O1 out of sequence in awaiting_payment: "
+                                   "RefundIssued waited past its reorder window in "
+                                   "awaiting_payment (RefundIssued); owner payments");
+    ck_assert_str_eq(text.identity, "steward:sequence:engine_order:O1:e9");
+    ck_assert_str_eq(text.owner, "payments");
+    ck_assert_str_eq(json_string_value(json_object_get(details, "event_id")), "e9");
+    engine_alert_text_clear(&text);
+    json_decref(details);
+
+    /* No instance, and a version that does not load: the default owner. */
+    details = engine_sequence_alert(NULL, "p", "K", NULL, "T", "e1", "why", &text);
+    ck_assert_str_eq(text.summary, "p K out of sequence: why (T); owner default");
+    ck_assert_ptr_null(text.state);
+    engine_alert_text_clear(&text);
+    json_decref(details);
+}
+END_TEST
+
+/* A duplicated event, parked once, judged once: the second copy is a
+ * duplicate and does not park again. */
+START_TEST(duplicated_parked_event_is_judged_once)
+{
+    apply("OrderPlaced", "e1", T0);
+    engine_event_t stock = event("StockReserved", "e3", T0 + 2 * MIN, "{\"order_id\":\"O1\"}");
+    ck_assert_int_eq(engine_apply(def, &inst, &stock, false).outcome, ENGINE_PARKED);
+    ck_assert_int_eq(engine_apply(def, &inst, &stock, true).outcome, ENGINE_DUPLICATE);
+    apply("PaymentCaptured", "e2", T0 + 3 * MIN);
+    ck_assert_int_eq(engine_replay(def, &inst, &stock).outcome, ENGINE_ADVANCED);
+    ck_assert_int_eq(inst.state_entered_ms, T0 + 3 * MIN); /* not back to +2m */
+}
+END_TEST
+
 Suite *engine_suite(void)
 {
     Suite *s = suite_create("engine");
@@ -335,6 +495,15 @@ Suite *engine_suite(void)
     tcase_add_test(tc, missing_capture_is_noted_not_fatal);
     tcase_add_test(tc, outcome_names_match_the_schema);
     tcase_add_test(tc, deadlines_saturate_instead_of_overflowing);
+    tcase_add_test(tc, deadline_is_due_against_the_watermark_and_grace);
+    tcase_add_test(tc, process_deadline_is_due_beside_the_state_deadline);
+    tcase_add_test(tc, finished_or_absent_instance_has_nothing_due);
+    tcase_add_test(tc, reordered_step_deadline_runs_from_the_entry);
+    tcase_add_test(tc, time_in_state_never_runs_back);
+    tcase_add_test(tc, undeclared_event_is_unexpected_with_reason);
+    tcase_add_test(tc, parked_event_expires_once_the_watermark_passes_its_window);
+    tcase_add_test(tc, duplicated_parked_event_is_judged_once);
+    tcase_add_test(tc, sequence_alert_names_the_event_and_its_owner);
     suite_add_tcase(s, tc);
     return s;
 }
