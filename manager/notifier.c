@@ -572,6 +572,7 @@ static err_class_t start_row(notifier_t *n, PGresult *res, int row, int64_t now,
     const char *event = PQgetvalue(res, row, 2), *alert_id = PQgetvalue(res, row, 4);
     int attempts = atoi(PQgetvalue(res, row, 3)) + 1;
     bool resolve = strcmp(event, "resolve") == 0;
+    bool acknowledge = strcmp(event, "acknowledge") == 0;
     json_t *details;
     payload_alert_t alert = read_alert(res, row, 4, &details);
     const sink_t *sink = route_find_sink(n->routes, destination);
@@ -583,6 +584,10 @@ static err_class_t start_row(notifier_t *n, PGresult *res, int row, int64_t now,
         a.verdict = VERDICT_FAILED;
         snprintf(a.error, sizeof a.error,
                  "no sink named %s in the current routes (the config changed)", destination);
+    } else if (acknowledge && sink->type != SINK_PAGERDUTY && sink->type != SINK_WEBHOOK) {
+        /* The log and Alertmanager have no acknowledge: the alert stays
+         * open there, as it is. */
+        a.verdict = VERDICT_DELIVERED;
     } else if (sink->type == SINK_LOG) {
         a = deliver_log(sink, &alert, resolve, now);
     } else {
@@ -605,11 +610,18 @@ static err_class_t start_row(notifier_t *n, PGresult *res, int row, int64_t now,
             alert.dedup_key = group_key;
         switch (sink->type) {
         case SINK_WEBHOOK:
-            body = payload_webhook(&alert, resolve, now);
-            snprintf(url, sizeof url, "%s", sink->url);
-            break;
         case SINK_PAGERDUTY:
-            body = payload_pagerduty(sink, &alert, resolve, now);
+            if (acknowledge) {
+                body = payload_acknowledge(sink, &alert, now);
+                snprintf(url, sizeof url, "%s", sink->url);
+                break;
+            }
+            if (sink->type == SINK_PAGERDUTY) {
+                body = payload_pagerduty(sink, &alert, resolve, now);
+                snprintf(url, sizeof url, "%s", sink->url);
+                break;
+            }
+            body = payload_webhook(&alert, resolve, now);
             snprintf(url, sizeof url, "%s", sink->url);
             break;
         default:
