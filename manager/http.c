@@ -75,9 +75,8 @@ struct http {
 
     bool loopback;               /* listening on a loopback address only */
     bool anonymous_read;         /* http.allow_anonymous_read */
-    pthread_mutex_t tokens_lock; /* guards the two fields below; reloads swap them */
-    char *tokens_file;           /* NULL: no tokens, so no actions */
-    http_tokens_t *tokens;
+    pthread_mutex_t tokens_lock; /* guards tokens; a reload swaps them */
+    http_tokens_t *tokens;       /* NULL: no tokens, so no actions */
 
     pthread_mutex_t state_lock; /* guards the two fields below */
     char *waiting;              /* why the daemon is not serving yet; NULL once it is */
@@ -789,67 +788,66 @@ static bool parse_hex32(const char *hex, uint8_t out[32])
     return true;
 }
 
-http_tokens_t *http_tokens_load(const char *path, char *errstr, size_t errstr_size)
+http_tokens_t *http_tokens_parse(const char *text, char *errstr, size_t errstr_size)
 {
-    FILE *f = fopen(path, "r");
-    if (f == NULL) {
-        err_set(ERR_INVALID, errstr, errstr_size, "http.tokens_file %s: %s", path, strerror(errno));
-        return NULL;
-    }
     http_tokens_t *t = calloc(1, sizeof *t);
-    char line[1024];
+    char *copy = strdup(text);
     int lineno = 0;
-    bool ok = t != NULL;
+    bool ok = t != NULL && copy != NULL;
     if (!ok)
         err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
-    while (ok && fgets(line, sizeof line, f) != NULL) {
+    /* strtok_r skips empty lines; count them anyway for the messages. */
+    for (char *line = ok ? copy : NULL, *next; ok && line != NULL; line = next) {
+        next = strchr(line, '\n');
+        if (next != NULL)
+            *next++ = '\0';
         lineno++;
-        char *save = NULL, *name = strtok_r(line, " \t\r\n", &save);
+        char *save = NULL, *name = strtok_r(line, " \t\r", &save);
         if (name == NULL || name[0] == '#')
             continue;
-        char *scope = strtok_r(NULL, " \t\r\n", &save), *hex = strtok_r(NULL, " \t\r\n", &save);
-        char *extra = strtok_r(NULL, " \t\r\n", &save);
+        char *scope = strtok_r(NULL, " \t\r", &save), *hex = strtok_r(NULL, " \t\r", &save);
+        char *extra = strtok_r(NULL, " \t\r", &save);
         http_token_t tok = {0};
         /* The line's content is never quoted: a secret pasted by mistake
          * in place of its hash must not reach a log. */
         if (scope == NULL || hex == NULL || extra != NULL) {
             err_set(ERR_INVALID, errstr, errstr_size,
-                    "http.tokens_file %s line %d: expected NAME SCOPE SHA256-HEX", path, lineno);
+                    "http.tokens_file line %d: expected NAME SCOPE SHA256-HEX", lineno);
             ok = false;
         } else if (strcmp(scope, "read") != 0 && strcmp(scope, "operate") != 0) {
             err_set(ERR_INVALID, errstr, errstr_size,
-                    "http.tokens_file %s line %d: the scope must be read or operate", path, lineno);
+                    "http.tokens_file line %d: the scope must be read or operate", lineno);
             ok = false;
         } else if (!parse_hex32(hex, tok.hash)) {
             err_set(ERR_INVALID, errstr, errstr_size,
-                    "http.tokens_file %s line %d: the third field must be the SHA-256 of the "
+                    "http.tokens_file line %d: the third field must be the SHA-256 of the "
                     "secret, 64 hex digits (sha256sum), never the secret itself",
-                    path, lineno);
+                    lineno);
             ok = false;
         } else if (strlen(name) > ACTION_ACTOR_MAX ||
                    !utf8_valid((const unsigned char *) name, strlen(name))) {
             err_set(ERR_INVALID, errstr, errstr_size,
-                    "http.tokens_file %s line %d: a name is 1 to %d bytes of UTF-8", path, lineno,
+                    "http.tokens_file line %d: a name is 1 to %d bytes of UTF-8", lineno,
                     ACTION_ACTOR_MAX);
             ok = false;
         } else {
             http_token_t *grown = realloc(t->items, (t->n + 1) * sizeof *grown);
             tok.name = strdup(name);
             tok.operate = strcmp(scope, "operate") == 0;
+            if (grown != NULL)
+                t->items = grown;
             if (grown == NULL || tok.name == NULL) {
                 free(tok.name);
-                if (grown != NULL)
-                    t->items = grown;
                 err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
                 ok = false;
             } else {
-                t->items = grown;
                 t->items[t->n++] = tok;
             }
         }
     }
-    explicit_bzero(line, sizeof line);
-    fclose(f);
+    if (copy != NULL)
+        explicit_bzero(copy, strlen(text));
+    free(copy);
     if (!ok) {
         http_tokens_free(t);
         return NULL;
@@ -880,19 +878,14 @@ static const http_token_t *token_find(const http_tokens_t *t, const char *secret
     return found;
 }
 
-err_class_t http_reload_tokens(http_t *h, const char *tokens_file, char *errstr, size_t errstr_size)
+err_class_t http_reload_tokens(http_t *h, const char *tokens, char *errstr, size_t errstr_size)
 {
     if (h == NULL)
         return ERR_OK;
     http_tokens_t *next = NULL;
-    char *path = NULL;
-    if (tokens_file != NULL && tokens_file[0] != '\0') {
-        if ((next = http_tokens_load(tokens_file, errstr, errstr_size)) == NULL)
+    if (tokens != NULL && tokens[0] != '\0') {
+        if ((next = http_tokens_parse(tokens, errstr, errstr_size)) == NULL)
             return ERR_INVALID;
-        if ((path = strdup(tokens_file)) == NULL) {
-            http_tokens_free(next);
-            return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
-        }
     } else if (!h->loopback && !h->anonymous_read) {
         return err_set(ERR_INVALID, errstr, errstr_size,
                        "http.tokens_file cannot be removed while listening beyond the loopback "
@@ -900,12 +893,9 @@ err_class_t http_reload_tokens(http_t *h, const char *tokens_file, char *errstr,
     }
     pthread_mutex_lock(&h->tokens_lock);
     http_tokens_t *old = h->tokens;
-    char *old_path = h->tokens_file;
     h->tokens = next;
-    h->tokens_file = path;
     pthread_mutex_unlock(&h->tokens_lock);
     http_tokens_free(old);
-    free(old_path);
     return ERR_OK;
 }
 
@@ -1322,9 +1312,8 @@ static bool is_loopback(const struct sockaddr *addr)
     return false;
 }
 
-http_t *http_new(const char *listen, const char *conninfo, const char *group,
-                 const char *tokens_file, bool allow_anonymous_read, err_class_t *cls, char *errstr,
-                 size_t errstr_size)
+http_t *http_new(const char *listen, const char *conninfo, const char *group, const char *tokens,
+                 bool allow_anonymous_read, err_class_t *cls, char *errstr, size_t errstr_size)
 {
     char host[256], port[8], shown[300];
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
@@ -1359,7 +1348,7 @@ http_t *http_new(const char *listen, const char *conninfo, const char *group,
     h->stall_ms = DEFAULT_STALL_MS;
     h->loopback = is_loopback(addrs->ai_addr);
     h->anonymous_read = allow_anonymous_read;
-    bool has_tokens = tokens_file != NULL && tokens_file[0] != '\0';
+    bool has_tokens = tokens != NULL && tokens[0] != '\0';
     if (!h->loopback && !has_tokens && !allow_anonymous_read) {
         /* Instances carry captured payload values: not for anyone who can
          * reach the port. */
@@ -1370,7 +1359,7 @@ http_t *http_new(const char *listen, const char *conninfo, const char *group,
                        listen);
         goto fail;
     }
-    if (has_tokens && (*cls = http_reload_tokens(h, tokens_file, errstr, errstr_size)) != ERR_OK)
+    if (has_tokens && (*cls = http_reload_tokens(h, tokens, errstr, errstr_size)) != ERR_OK)
         goto fail;
     h->waiting = strdup("starting");
     h->conninfo = strdup(conninfo != NULL ? conninfo : "");
@@ -1461,7 +1450,6 @@ void http_free(http_t *h)
     pthread_mutex_destroy(&h->state_lock);
     pthread_mutex_destroy(&h->tokens_lock);
     http_tokens_free(h->tokens);
-    free(h->tokens_file);
     free(h->waiting);
     free(h->conninfo);
     free(h->group);

@@ -30,7 +30,8 @@
  *                                     or cannot be done (retry), 413 a body
  *                                     over 16 KiB
  *
- * Who may ask. Tokens come from http.tokens_file, one per line:
+ * Who may ask. Tokens come from http.tokens_file (read whole, as every
+ * *_file secret is: at most 4 KiB), one per line:
  *
  *     NAME SCOPE SHA256-HEX        e.g. "alice operate 9f86d0...", '#' comments
  *
@@ -77,11 +78,12 @@ typedef struct http http_t; /* opaque; owns the daemon and the connection */
 typedef struct http_tokens http_tokens_t; /* opaque; a parsed tokens file */
 
 /*
- * Reads a tokens file (format above). Returns the tokens (free with
- * http_tokens_free()), or NULL with the line and what is wrong with it in
- * errstr; never quoting the line, which might hold a pasted secret.
+ * Parses the text of a tokens file (format above). Returns the tokens
+ * (free with http_tokens_free()), or NULL with the line number and what is
+ * wrong with it in errstr; never quoting the line, which might hold a
+ * pasted secret. An empty text (only comments) gives no tokens.
  */
-http_tokens_t *http_tokens_load(const char *path, char *errstr, size_t errstr_size);
+http_tokens_t *http_tokens_parse(const char *text, char *errstr, size_t errstr_size);
 size_t http_tokens_count(const http_tokens_t *t); /* NULL: 0 */
 void http_tokens_free(http_tokens_t *t);          /* NULL is a no-op */
 
@@ -92,8 +94,8 @@ void http_tokens_free(http_tokens_t *t);          /* NULL is a no-op */
  * Starts serving on `listen` ("HOST:PORT", "[IPV6]:PORT", or ":PORT" for
  * every IPv4 address; port 0 lets the kernel pick one, see http_port()),
  * reading PostgreSQL through `conninfo` and the watermarks of consumer
- * group `group` (both copied), with the tokens of `tokens_file` (NULL or
- * "": none, so no actions). Logs "http listening" with the bound address.
+ * group `group` (both copied), with the tokens in `tokens`, the text of
+ * http.tokens_file (NULL or "": none, so no actions). Logs "http listening" with the bound address.
  *
  * Returns the server (free with http_free()). Returns NULL with *cls
  * ERR_OK when `listen` is "" (the server is disabled); NULL with
@@ -107,12 +109,12 @@ http_t *http_new(const char *listen, const char *conninfo, const char *group,
                  size_t errstr_size);
 
 /*
- * Reads tokens_file again (SIGHUP) and swaps it in; requests in flight
- * finish with the tokens they started with. On failure (ERR_INVALID, the
- * reason in errstr) the running tokens stay. Any thread. NULL h: ERR_OK.
+ * Swaps in the tokens of `tokens` (the tokens file as read again on
+ * SIGHUP); a request being authorized finishes with the ones it started
+ * with. On failure (ERR_INVALID, the reason in errstr) the running tokens
+ * stay. Any thread. NULL h: ERR_OK.
  */
-err_class_t http_reload_tokens(http_t *h, const char *tokens_file, char *errstr,
-                               size_t errstr_size);
+err_class_t http_reload_tokens(http_t *h, const char *tokens, char *errstr, size_t errstr_size);
 
 /* The port the server listens on (the kernel's pick when asked for 0). */
 int http_port(const http_t *h);
