@@ -28,6 +28,9 @@ int cli_move(int argc, char **argv);
 int cli_retry(int argc, char **argv);
 int cli_claim(int argc, char **argv);
 int cli_release(int argc, char **argv);
+int cli_silence(int argc, char **argv);
+int cli_silences(int argc, char **argv);
+int cli_unsilence(int argc, char **argv);
 
 /* The database connection string: --database, else STEWARD_DATABASE_URL,
  * else "" (libpq then follows the PG* variables). Borrowed. */

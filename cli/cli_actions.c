@@ -1,6 +1,7 @@
 /*
  * cli_actions - the operator verbs: `steward ack|resolve ALERT_ID` and
- * `steward close|move|retry|claim|release PROCESS KEY`. Each parses its
+ * `steward close|move|retry|claim|release PROCESS KEY`, and the silences:
+ * `steward silence`, `silences`, `unsilence ID`. Each parses its
  * options, names the actor and hands the action to manager/actions, which
  * the HTTP API shares.
  *
@@ -8,6 +9,7 @@
  */
 #include "cli/cli.h"
 #include "common/err.h"
+#include "definitions/duration.h"
 #include "manager/actions.h"
 
 #include <getopt.h>
@@ -215,4 +217,232 @@ int cli_claim(int argc, char **argv)
 int cli_release(int argc, char **argv)
 {
     return run_verb(ACTION_RELEASE, argc, argv);
+}
+
+/* ---- silences ---- */
+
+static const char silence_usage[] =
+    "usage: steward silence --process P [--state S] [--team T] --for DURATION --reason TEXT\n"
+    "                       [OPTIONS]\n"
+    "\n"
+    "No pages for the open alerts of process P (only those in state S, only\n"
+    "those owned by team T) for DURATION (1s to 14d), e.g. a maintenance\n"
+    "window. The alerts stay open and steward stuck shows them silenced; what\n"
+    "is still open when the silence ends is paged then. Prints the silence's\n"
+    "id, for steward unsilence.\n"
+    "\n"
+    "  --for DURATION        how long, e.g. 2h\n" COMMON_OPTIONS;
+
+static const char unsilence_usage[] = "usage: steward unsilence ID --reason TEXT [OPTIONS]\n"
+                                      "\n"
+                                      "Ends a silence now; held pages go out at once.\n"
+                                      "\n" COMMON_OPTIONS;
+
+static const char silences_usage[] =
+    "usage: steward silences [--all] [--json] [--database CONNINFO]\n"
+    "\n"
+    "Lists the silences in force (with --all, ended ones too), newest first.\n";
+
+int cli_silence(int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"process", required_argument, NULL, 'p'}, {"state", required_argument, NULL, 's'},
+        {"team", required_argument, NULL, 't'},    {"for", required_argument, NULL, 'f'},
+        {"reason", required_argument, NULL, 'r'},  {"actor", required_argument, NULL, 'a'},
+        {"json", no_argument, NULL, 'j'},          {"database", required_argument, NULL, 'd'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+    };
+    silence_request_t req = {0};
+    const char *database = NULL, *for_text = NULL;
+    int as_json = 0, opt;
+    char errstr[1024];
+
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+        switch (opt) {
+        case 'p':
+            req.process = optarg;
+            break;
+        case 's':
+            req.state = optarg;
+            break;
+        case 't':
+            req.team = optarg;
+            break;
+        case 'f':
+            for_text = optarg;
+            break;
+        case 'r':
+            req.reason = optarg;
+            break;
+        case 'a':
+            req.actor = optarg;
+            break;
+        case 'j':
+            as_json = 1;
+            break;
+        case 'd':
+            database = optarg;
+            break;
+        default:
+            return cli_help_or_usage(opt, silence_usage);
+        }
+    }
+    if (cli_extra_args(argc, argv, "steward silence", silence_usage))
+        return EXIT_USAGE;
+    if (req.process == NULL || for_text == NULL || req.reason == NULL) {
+        fprintf(stderr, "steward silence: --process, --for and --reason are required\n");
+        return EXIT_USAGE;
+    }
+    if (!duration_parse(for_text, &req.for_ms, errstr, sizeof errstr)) {
+        fprintf(stderr, "steward silence: --for: %s\n", errstr);
+        return EXIT_USAGE;
+    }
+    if (req.actor == NULL)
+        req.actor = default_actor();
+    PGconn *conn = cli_connect(database, "steward silence");
+    if (conn == NULL)
+        return EXIT_RUNTIME;
+    json_t *result = NULL;
+    action_rc_t rc = action_silence(conn, &req, &result, errstr, sizeof errstr);
+    PQfinish(conn);
+    if (rc != ACTION_OK) {
+        fprintf(stderr, "steward silence: %s\n", errstr);
+        return rc == ACTION_BAD_REQUEST ? EXIT_USAGE : EXIT_RUNTIME;
+    }
+    if (as_json)
+        cli_print_json(result);
+    else
+        printf("silence %lld until %s\n",
+               (long long) json_integer_value(json_object_get(result, "id")),
+               json_string_value(json_object_get(result, "ends_at")));
+    json_decref(result);
+    return EXIT_OK;
+}
+
+int cli_unsilence(int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"reason", required_argument, NULL, 'r'}, {"actor", required_argument, NULL, 'a'},
+        {"json", no_argument, NULL, 'j'},         {"database", required_argument, NULL, 'd'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+    };
+    const char *database = NULL, *reason = NULL, *actor = NULL;
+    int as_json = 0, opt;
+    char errstr[1024];
+
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+        switch (opt) {
+        case 'r':
+            reason = optarg;
+            break;
+        case 'a':
+            actor = optarg;
+            break;
+        case 'j':
+            as_json = 1;
+            break;
+        case 'd':
+            database = optarg;
+            break;
+        default:
+            return cli_help_or_usage(opt, unsilence_usage);
+        }
+    }
+    char *end = NULL;
+    long long id = argc - optind == 1 ? strtoll(argv[optind], &end, 10) : 0;
+    if (argc - optind != 1 || *end != '\0' || id <= 0) {
+        fprintf(stderr, "steward unsilence: expected one silence ID (steward silences)\n");
+        fputs(unsilence_usage, stderr);
+        return EXIT_USAGE;
+    }
+    if (reason == NULL) {
+        fprintf(stderr, "steward unsilence: --reason is required\n");
+        return EXIT_USAGE;
+    }
+    if (actor == NULL)
+        actor = default_actor();
+    PGconn *conn = cli_connect(database, "steward unsilence");
+    if (conn == NULL)
+        return EXIT_RUNTIME;
+    json_t *result = NULL;
+    action_rc_t rc = action_unsilence(conn, id, actor, reason, &result, errstr, sizeof errstr);
+    PQfinish(conn);
+    if (rc != ACTION_OK) {
+        fprintf(stderr, "steward unsilence: %s\n", errstr);
+        return rc == ACTION_BAD_REQUEST ? EXIT_USAGE : EXIT_RUNTIME;
+    }
+    if (as_json)
+        cli_print_json(result);
+    else
+        printf("silence %lld ended\n", id);
+    json_decref(result);
+    return EXIT_OK;
+}
+
+int cli_silences(int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"all", no_argument, NULL, 'A'},
+        {"json", no_argument, NULL, 'j'},
+        {"database", required_argument, NULL, 'd'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *database = NULL;
+    int as_json = 0, all = 0, opt;
+    char errstr[1024];
+
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+        switch (opt) {
+        case 'A':
+            all = 1;
+            break;
+        case 'j':
+            as_json = 1;
+            break;
+        case 'd':
+            database = optarg;
+            break;
+        default:
+            return cli_help_or_usage(opt, silences_usage);
+        }
+    }
+    if (cli_extra_args(argc, argv, "steward silences", silences_usage))
+        return EXIT_USAGE;
+    PGconn *conn = cli_connect(database, "steward silences");
+    if (conn == NULL)
+        return EXIT_RUNTIME;
+    json_t *doc = NULL;
+    action_rc_t rc = action_silences(conn, all, &doc, errstr, sizeof errstr);
+    PQfinish(conn);
+    if (rc != ACTION_OK) {
+        fprintf(stderr, "steward silences: %s\n", errstr);
+        return EXIT_RUNTIME;
+    }
+    if (as_json) {
+        cli_print_json(doc);
+    } else {
+        json_t *list = json_object_get(doc, "silences"), *s;
+        size_t i;
+        if (json_array_size(list) == 0)
+            printf("no silences%s\n", all ? "" : " in force");
+        json_array_foreach(list, i, s)
+        {
+            const char *state = json_string_value(json_object_get(s, "state"));
+            const char *team = json_string_value(json_object_get(s, "team"));
+            printf("%-6lld %s%s%s%s%s until %s by %s: %s%s\n",
+                   (long long) json_integer_value(json_object_get(s, "id")),
+                   json_string_value(json_object_get(s, "process")), state ? " state " : "",
+                   state ? state : "", team ? " team " : "", team ? team : "",
+                   json_string_value(json_object_get(s, "ends_at")),
+                   json_string_value(json_object_get(s, "actor")),
+                   json_string_value(json_object_get(s, "reason")),
+                   json_is_true(json_object_get(s, "live")) ? "" : " (ended)");
+        }
+    }
+    json_decref(doc);
+    return EXIT_OK;
 }

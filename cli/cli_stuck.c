@@ -55,6 +55,9 @@ static void print_text(json_t *doc)
                 printf("; acknowledged by %s", acked);
             if (claimed != NULL)
                 printf("; claimed by %s", claimed);
+            const char *silenced = json_string_value(json_object_get(alert, "silenced_until"));
+            if (silenced != NULL)
+                printf("; silenced until %s", silenced);
             printf("]\n");
         }
     }

@@ -44,6 +44,9 @@ static const command_t commands[] = {
     {"retry", cli_retry, "refused: needs active mode, not built yet", false},
     {"claim", cli_claim, "take ownership of an instance's investigation", false},
     {"release", cli_release, "give back an instance you claimed", false},
+    {"silence", cli_silence, "no pages for a process's alerts for a while", false},
+    {"silences", cli_silences, "list the silences in force", false},
+    {"unsilence", cli_unsilence, "end a silence now", false},
 };
 
 static void usage(FILE *out)

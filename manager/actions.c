@@ -492,3 +492,117 @@ action_rc_t action_run(PGconn *conn, action_verb_t verb, const action_request_t 
                     verb == ACTION_CLOSE ? "--as OUTCOME" : "--to STATE");
     return instance_action(conn, verb, req, result, errstr, errstr_size);
 }
+
+/* ---- silences ---- */
+
+static bool check_audit(const char *actor, const char *reason, char *errstr, size_t errstr_size)
+{
+    if (actor == NULL || *actor == '\0' || strlen(actor) > ACTION_ACTOR_MAX) {
+        fail(ACTION_BAD_REQUEST, errstr, errstr_size, "an action needs an actor of 1 to %d bytes",
+             ACTION_ACTOR_MAX);
+        return false;
+    }
+    if (reason == NULL || *reason == '\0' || strlen(reason) > ACTION_REASON_MAX) {
+        fail(ACTION_BAD_REQUEST, errstr, errstr_size,
+             "an action needs a reason (--reason) of 1 to %d bytes", ACTION_REASON_MAX);
+        return false;
+    }
+    return true;
+}
+
+static const char silence_columns[] =
+    "json_build_object('id', id, 'process', process, 'state', state, 'team', team, "
+    "  'starts_at', steward.rfc3339(starts_at), 'ends_at', steward.rfc3339(ends_at), "
+    "  'actor', actor, 'reason', reason, 'lifted_at', steward.rfc3339(lifted_at), "
+    "  'lifted_by', lifted_by, 'live', lifted_at IS NULL AND ends_at > now())::text";
+
+static action_rc_t one_json(PGresult *res, json_t **result, char *errstr, size_t errstr_size)
+{
+    json_error_t jerr;
+    *result = json_loads(PQgetvalue(res, 0, 0), 0, &jerr);
+    PQclear(res);
+    return *result != NULL
+               ? ACTION_OK
+               : fail(ACTION_FAILED, errstr, errstr_size, "reading the silence: %s", jerr.text);
+}
+
+action_rc_t action_silence(PGconn *conn, const silence_request_t *req, json_t **result,
+                           char *errstr, size_t errstr_size)
+{
+    *result = NULL;
+    if (!check_audit(req->actor, req->reason, errstr, errstr_size))
+        return ACTION_BAD_REQUEST;
+    if (req->process == NULL || *req->process == '\0')
+        return fail(ACTION_BAD_REQUEST, errstr, errstr_size, "a silence needs --process");
+    if (req->for_ms < 1000 || req->for_ms > ACTION_SILENCE_MAX_MS)
+        return fail(ACTION_BAD_REQUEST, errstr, errstr_size,
+                    "a silence lasts from 1s to 14d (--for)");
+    char for_ms[32];
+    snprintf(for_ms, sizeof for_ms, "%lld", (long long) req->for_ms);
+    const char *params[6] = {req->process, req->state, req->team, for_ms, req->actor, req->reason};
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO steward.silences (process, state, team, ends_at, actor, reason) "
+             "VALUES ($1, $2, $3, now() + steward.ms_interval($4::bigint), $5, $6) RETURNING %s",
+             silence_columns);
+    err_class_t cls;
+    PGresult *res =
+        db_query(conn, "recording the silence", sql, 6, params, &cls, errstr, errstr_size);
+    if (res == NULL)
+        return ACTION_FAILED;
+    return one_json(res, result, errstr, errstr_size);
+}
+
+action_rc_t action_unsilence(PGconn *conn, long long id, const char *actor, const char *reason,
+                             json_t **result, char *errstr, size_t errstr_size)
+{
+    *result = NULL;
+    if (!check_audit(actor, reason, errstr, errstr_size))
+        return ACTION_BAD_REQUEST;
+    char id_text[32], sql[1024];
+    snprintf(id_text, sizeof id_text, "%lld", id);
+    const char *params[3] = {id_text, actor, reason};
+    /* The reason for lifting it early joins the one for setting it. */
+    snprintf(sql, sizeof sql,
+             "UPDATE steward.silences SET lifted_at = now(), lifted_by = $2, "
+             "  reason = reason || ' / lifted: ' || $3 "
+             "WHERE id = $1::bigint AND lifted_at IS NULL AND ends_at > now() RETURNING %s",
+             silence_columns);
+    err_class_t cls;
+    PGresult *res =
+        db_query(conn, "lifting the silence", sql, 3, params, &cls, errstr, errstr_size);
+    if (res == NULL)
+        return ACTION_FAILED;
+    if (PQntuples(res) == 1)
+        return one_json(res, result, errstr, errstr_size);
+    PQclear(res);
+    res = db_query(conn, "reading the silence",
+                   "SELECT coalesce('lifted by ' || lifted_by, 'expired') FROM steward.silences "
+                   "WHERE id = $1::bigint",
+                   1, params, &cls, errstr, errstr_size);
+    if (res == NULL)
+        return ACTION_FAILED;
+    action_rc_t rc = PQntuples(res) == 0
+                         ? fail(ACTION_NOT_FOUND, errstr, errstr_size, "no silence %s", id_text)
+                         : fail(ACTION_CONFLICT, errstr, errstr_size,
+                                "silence %s already ended (%s)", id_text, PQgetvalue(res, 0, 0));
+    PQclear(res);
+    return rc;
+}
+
+action_rc_t action_silences(PGconn *conn, bool all, json_t **out, char *errstr, size_t errstr_size)
+{
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "SELECT json_build_object('silences', coalesce(json_agg(s.j ORDER BY s.id DESC), "
+             "'[]'))::text FROM (SELECT id, %s::json AS j FROM steward.silences "
+             "WHERE $1::bool OR (lifted_at IS NULL AND ends_at > now())) s",
+             silence_columns);
+    const char *params[1] = {all ? "t" : "f"};
+    err_class_t cls;
+    *out = NULL;
+    PGresult *res = db_query(conn, "reading silences", sql, 1, params, &cls, errstr, errstr_size);
+    if (res == NULL)
+        return ACTION_FAILED;
+    return one_json(res, out, errstr, errstr_size);
+}

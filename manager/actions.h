@@ -27,7 +27,9 @@
 
 #include <jansson.h>
 #include <libpq-fe.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef enum action_verb {
     ACTION_ACK = 0, /* alert: somebody is on it; it stays open */
@@ -73,5 +75,38 @@ typedef struct action_request {
  */
 action_rc_t action_run(PGconn *conn, action_verb_t verb, const action_request_t *req,
                        json_t **result, char *errstr, size_t errstr_size);
+
+/* ---- silences ---- */
+
+/* The longest silence taken: a maintenance window, not a way to mute a
+ * process for good. */
+#define ACTION_SILENCE_MAX_MS (INT64_C(14) * 24 * 3600 * 1000)
+
+/* All borrowed for the call. */
+typedef struct silence_request {
+    const char *actor, *reason; /* required, as for actions */
+    const char *process;        /* required */
+    const char *state, *team;   /* NULL: any */
+    int64_t for_ms;             /* from now; 1 s to ACTION_SILENCE_MAX_MS */
+} silence_request_t;
+
+/*
+ * Silences the open alerts of a process (of one state, of one owning
+ * team) for for_ms from now: the notifier sends no trigger or acknowledge
+ * for them meanwhile, and sends what is still due when the silence ends.
+ * The alerts stay open. On ACTION_OK *result (new reference) is the
+ * silence {"id", "process", "state", "team", "ends_at", ...}.
+ */
+action_rc_t action_silence(PGconn *conn, const silence_request_t *req, json_t **result,
+                           char *errstr, size_t errstr_size);
+
+/* Ends silence `id` now (steward unsilence); ACTION_CONFLICT when it
+ * already ended. Held pages go out at the notifier's next pass. */
+action_rc_t action_unsilence(PGconn *conn, long long id, const char *actor, const char *reason,
+                             json_t **result, char *errstr, size_t errstr_size);
+
+/* The silences live now (all of them, ended ones too, when `all`), newest
+ * first: {"silences": [...]} in *out (new reference). */
+action_rc_t action_silences(PGconn *conn, bool all, json_t **out, char *errstr, size_t errstr_size);
 
 #endif
