@@ -306,13 +306,22 @@ static attempt_t post_result(transfer_t *t, CURLcode rc)
 
 /* ---- delivery ----------------------------------------------------------------- */
 
+/* An alert's details as sent: the stored ones, plus who acknowledged it
+ * and who owns the investigation of its instance (steward ack, claim), as
+ * they are at sending time. */
+#define ALERT_DETAILS_SQL(a)                                                                       \
+    "(" a ".details || jsonb_strip_nulls(jsonb_build_object('acknowledged_by', " a ".acked_by, "   \
+    "'claimed_by', (SELECT i.claimed_by FROM steward.instances i WHERE i.process = " a ".process " \
+    "AND i.key = " a ".key))))::text"
+
 /* What a claimed outbox row comes back with, in claim_sql and group_sql
  * alike: columns read by position in start_row() and read_alert(). */
 #define CLAIMED_COLUMNS                                                                            \
     "RETURNING o.id, o.destination, o.payload->>'event', o.attempts, a.id, a.kind, a.process, "    \
-    "  a.key, a.state, a.owner, a.summary, a.details::text, a.dedup_key, "                         \
-    "  steward.rfc3339(a.opened_at), steward.rfc3339(a.resolved_at), a.resolution, "               \
-    "  steward.rfc3339(a.deadline_at)"
+    "  a.key, a.state, a.owner, a.summary, " ALERT_DETAILS_SQL(                                    \
+        "a") ", a.dedup_key, "                                                                     \
+             "  steward.rfc3339(a.opened_at), steward.rfc3339(a.resolved_at), a.resolution, "      \
+             "  steward.rfc3339(a.deadline_at)"
 
 static const char claim_sql[] =
     "UPDATE steward.outbox o SET next_attempt_at = now() + steward.ms_interval($1::bigint) "
@@ -910,13 +919,14 @@ static err_class_t reap(notifier_t *n, notifier_stats_t *stats, char *errstr, si
 }
 
 static const char open_alerts_sql[] =
-    "SELECT a.id, a.kind, a.process, a.key, a.state, a.owner, a.summary, a.details::text, "
-    "  a.dedup_key, "
-    "  steward.rfc3339(a.opened_at), NULL, NULL, "
-    "  steward.rfc3339(a.deadline_at) "
-    "FROM steward.alerts a WHERE a.resolved_at IS NULL AND NOT " ALERT_SILENCED_SQL(
-        "a") " "
-             "ORDER BY a.id";
+    "SELECT a.id, a.kind, a.process, a.key, a.state, a.owner, a.summary, " ALERT_DETAILS_SQL(
+        "a") ", "
+             "  a.dedup_key, "
+             "  steward.rfc3339(a.opened_at), NULL, NULL, "
+             "  steward.rfc3339(a.deadline_at) "
+             "FROM steward.alerts a WHERE a.resolved_at IS NULL AND NOT " ALERT_SILENCED_SQL(
+                 "a") " "
+                      "ORDER BY a.id";
 
 /*
  * Alertmanager forgets an alert that is not re-sent before its endsAt:

@@ -394,7 +394,11 @@ START_TEST(resolve_by_hand_pages_the_resolve)
     wait_request(r, "/hook", "event", "trigger");
     char *id = scalar("SELECT id FROM steward.alerts WHERE key = $1", key);
 
-    tl_output_t o = verb(NULL, "resolve", id, "--reason", "gateway fixed", "--json", NULL, NULL);
+    /* Who owns the investigation travels with the pages. */
+    tl_output_t o = verb("carol", "claim", "action_order", key, "--reason", "mine", NULL, NULL);
+    ck_assert_msg(o.status == 0, "claim: %s", o.err);
+    tl_output_free(&o);
+    o = verb(NULL, "resolve", id, "--reason", "gateway fixed", "--json", NULL, NULL);
     ck_assert_msg(o.status == 0, "resolve: %d %s", o.status, o.err);
     json_t *doc = json_loads(o.out, 0, NULL);
     ck_assert_msg(doc != NULL, "resolve --json: %s", o.out);
@@ -406,15 +410,18 @@ START_TEST(resolve_by_hand_pages_the_resolve)
     tl_output_free(&o);
     long at = wait_request(r, "/hook", "event", "resolve");
     json_t *body = request_json(r, (size_t) at, NULL);
+    ck_assert_str_eq(json_string_value(json_object_get(
+                         json_object_get(json_object_get(body, "alert"), "details"), "claimed_by")),
+                     "carol");
     expect("SELECT resolution FROM steward.alerts WHERE key = $1", key,
            json_string_value(json_object_get(json_object_get(body, "alert"), "resolution")));
     json_decref(body);
     /* The instance is untouched: still waiting for its payment. */
     expect("SELECT state || ' ' || status FROM steward.instances WHERE key = $1", key,
            "awaiting_payment active");
-    expect("SELECT event_type || ' ' || (actor <> '') FROM steward.history "
-           "WHERE key = $1 AND outcome = 'operator'",
-           key, "operator:resolve true");
+    expect("SELECT string_agg(event_type || ' ' || (actor <> ''), ', ' ORDER BY id) FROM "
+           "steward.history WHERE key = $1 AND outcome = 'operator'",
+           key, "operator:claim true, operator:resolve true");
     free(id);
     free(key);
     world_stop();
