@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/prom.h"
 #include "common/sha256.h"
+#include "definitions/duration.h"
 #include "manager/actions.h"
 #include "manager/metrics.h"
 #include "manager/query.h"
@@ -970,6 +971,8 @@ static bool verb_named(const char *name, action_verb_t *verb)
     return false;
 }
 
+static void reply_action(reply_t *r, action_rc_t rc, json_t *result, const char *errstr);
+
 /* One action, by the token named actor, with the JSON body {"reason", "as"|"to"}. */
 static void post_action(http_t *h, action_verb_t verb, action_request_t *req, const char *body,
                         reply_t *r)
@@ -999,21 +1002,106 @@ static void post_action(http_t *h, action_verb_t verb, action_request_t *req, co
     }
     if (cls != ERR_OK) {
         reply_db_error(r, cls, errstr);
-    } else if (rc == ACTION_OK) {
-        LOG_INFO("operator action", "action", action_verb_name(verb), "actor", req->actor,
-                 "process", req->process, "key", req->key);
-        reply_json(r, MHD_HTTP_OK, result);
-        result = NULL;
     } else {
-        static const unsigned int status[] = {
-            [ACTION_OK] = MHD_HTTP_OK,
-            [ACTION_BAD_REQUEST] = MHD_HTTP_BAD_REQUEST,
-            [ACTION_NOT_FOUND] = MHD_HTTP_NOT_FOUND,
-            [ACTION_CONFLICT] = MHD_HTTP_CONFLICT,
-            [ACTION_REFUSED] = MHD_HTTP_CONFLICT,
-            [ACTION_FAILED] = MHD_HTTP_SERVICE_UNAVAILABLE,
-        };
+        if (rc == ACTION_OK)
+            LOG_INFO("operator action", "action", action_verb_name(verb), "actor", req->actor,
+                     "process", req->process, "key", req->key);
+        reply_action(r, rc, result, errstr);
+        result = NULL; /* taken by reply_action() on OK; NULL otherwise */
+    }
+    json_decref(result);
+    json_decref(doc);
+}
+
+/* A JSON body as an object, or NULL with the 400 in r. Caller frees. */
+static json_t *body_object(const char *body, const char *expected, reply_t *r)
+{
+    json_t *doc = body != NULL ? json_loads(body, 0, NULL) : NULL;
+    if (!json_is_object(doc)) {
+        json_decref(doc);
+        reply_error(r, MHD_HTTP_BAD_REQUEST, "expected a JSON object body: %s", expected);
+        return NULL;
+    }
+    return doc;
+}
+
+/* The answer to an action: 200 with result (taken) or the error's status. */
+static void reply_action(reply_t *r, action_rc_t rc, json_t *result, const char *errstr)
+{
+    static const unsigned int status[] = {
+        [ACTION_OK] = MHD_HTTP_OK,
+        [ACTION_BAD_REQUEST] = MHD_HTTP_BAD_REQUEST,
+        [ACTION_NOT_FOUND] = MHD_HTTP_NOT_FOUND,
+        [ACTION_CONFLICT] = MHD_HTTP_CONFLICT,
+        [ACTION_REFUSED] = MHD_HTTP_CONFLICT,
+        [ACTION_FAILED] = MHD_HTTP_SERVICE_UNAVAILABLE,
+    };
+    if (rc == ACTION_OK)
+        reply_json(r, MHD_HTTP_OK, result);
+    else
         reply_error(r, status[rc], "%s", errstr);
+}
+
+/* POST /v1/silences {"process", "state"?, "team"?, "for", "reason"};
+ * POST /v1/silences/{id}/unsilence {"reason"}; GET /v1/silences[?all=true]. */
+static void silences(http_t *h, const char *method, const char *id, const char *actor,
+                     const char *all, const char *body, reply_t *r)
+{
+    char errstr[1024];
+    json_t *doc = NULL, *result = NULL;
+    silence_request_t req = {.actor = actor};
+    long long sid = 0;
+    bool get = strcmp(method, MHD_HTTP_METHOD_POST) != 0;
+
+    if (!get && id == NULL) {
+        doc = body_object(body,
+                          "{\"process\": P, \"state\": S?, \"team\": T?, \"for\": \"2h\", "
+                          "\"reason\": \"why\"}",
+                          r);
+        if (doc == NULL)
+            return;
+        req.process = json_string_value(json_object_get(doc, "process"));
+        req.state = json_string_value(json_object_get(doc, "state"));
+        req.team = json_string_value(json_object_get(doc, "team"));
+        req.reason = json_string_value(json_object_get(doc, "reason"));
+        const char *for_text = json_string_value(json_object_get(doc, "for"));
+        if (for_text == NULL || !duration_parse(for_text, &req.for_ms, errstr, sizeof errstr)) {
+            reply_error(r, MHD_HTTP_BAD_REQUEST, "for: %s",
+                        for_text == NULL ? "expected a duration such as \"2h\"" : errstr);
+            json_decref(doc);
+            return;
+        }
+    } else if (!get) {
+        char *end;
+        sid = strtoll(id, &end, 10);
+        if (*end != '\0' || sid <= 0) {
+            reply_error(r, MHD_HTTP_NOT_FOUND, "no silence %s", id);
+            return;
+        }
+        if ((doc = body_object(body, "{\"reason\": \"why\"}", r)) == NULL)
+            return;
+        req.reason = json_string_value(json_object_get(doc, "reason"));
+    }
+    action_rc_t rc = ACTION_FAILED;
+    err_class_t cls = db_acquire(h, clock_monotonic_ms() + QUERY_BUDGET_MS, errstr, sizeof errstr);
+    if (cls == ERR_OK) {
+        if (get)
+            rc = action_silences(h->conn, all != NULL && strcmp(all, "true") == 0, &result, errstr,
+                                 sizeof errstr);
+        else if (id == NULL)
+            rc = action_silence(h->conn, &req, &result, errstr, sizeof errstr);
+        else
+            rc = action_unsilence(h->conn, sid, actor, req.reason, &result, errstr, sizeof errstr);
+        db_release(h);
+    }
+    if (cls != ERR_OK) {
+        reply_db_error(r, cls, errstr);
+    } else {
+        if (rc == ACTION_OK && !get)
+            LOG_INFO("operator action", "action", id == NULL ? "silence" : "unsilence", "actor",
+                     actor, "process", req.process);
+        reply_action(r, rc, result, errstr);
+        result = NULL; /* taken by reply_action() on OK; NULL otherwise */
     }
     json_decref(result);
     json_decref(doc);
@@ -1028,6 +1116,8 @@ typedef enum endpoint {
     EP_INSTANCE,
     EP_ALERT_ACTION,    /* POST /v1/alerts/{id}/{ack|resolve} */
     EP_INSTANCE_ACTION, /* POST /v1/instances/{process}/{key}/{verb} */
+    EP_SILENCES,        /* GET, POST /v1/silences */
+    EP_UNSILENCE,       /* POST /v1/silences/{id}/unsilence */
 } endpoint_t;
 
 #define MAX_SEGMENTS 6 /* one more than the longest route, to tell them apart */
@@ -1095,6 +1185,11 @@ static void route(http_t *h, struct MHD_Connection *conn, const char *url, const
              seg[2][0] != '\0' && seg[3][0] != '\0' && verb_named(seg[4], &verb) &&
              verb != ACTION_ACK && verb != ACTION_RESOLVE)
         ep = EP_INSTANCE_ACTION;
+    else if (n == 2 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "silences") == 0)
+        ep = EP_SILENCES;
+    else if (n == 4 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "silences") == 0 &&
+             strcmp(seg[3], "unsilence") == 0)
+        ep = EP_UNSILENCE;
 
     if (ep == EP_NONE) {
         if (n >= 2 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "instances") == 0)
@@ -1104,8 +1199,10 @@ static void route(http_t *h, struct MHD_Connection *conn, const char *url, const
             reply_error(r, MHD_HTTP_NOT_FOUND, "no such endpoint: %s", url);
         return;
     }
-    bool action = ep == EP_ALERT_ACTION || ep == EP_INSTANCE_ACTION;
-    if (action && strcmp(method, MHD_HTTP_METHOD_POST) != 0) {
+    bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
+    bool action = ep == EP_ALERT_ACTION || ep == EP_INSTANCE_ACTION || ep == EP_UNSILENCE ||
+                  (ep == EP_SILENCES && post);
+    if (action && !post) {
         reply_error(r, MHD_HTTP_METHOD_NOT_ALLOWED, "%s answers POST only", url);
         r->allow = r->allow_post = true;
         return;
@@ -1168,6 +1265,13 @@ static void route(http_t *h, struct MHD_Connection *conn, const char *url, const
         post_action(h, verb, &req, q->body, r);
         break;
     }
+    case EP_SILENCES:
+        silences(h, method, NULL, actor,
+                 MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "all"), q->body, r);
+        break;
+    case EP_UNSILENCE:
+        silences(h, method, seg[2], actor, NULL, q->body, r);
+        break;
     case EP_NONE:
         break;
     }

@@ -29,6 +29,10 @@
  *                                     such thing, 409 it changed meanwhile
  *                                     or cannot be done (retry), 413 a body
  *                                     over 16 KiB
+ *   GET /v1/silences[?all=true]       action_silences()
+ *   POST /v1/silences                 action_silence(): body {"process",
+ *                                     "state"?, "team"?, "for": "2h", "reason"}
+ *   POST /v1/silences/{id}/unsilence  action_unsilence(): body {"reason"}
  *
  * Who may ask. Tokens come from http.tokens_file (read whole, as every
  * *_file secret is: at most 4 KiB), one per line:

@@ -783,6 +783,24 @@ START_TEST(http_actions_need_an_operate_token)
            "steward.history WHERE key = $1 AND outcome = 'operator'",
            k2, "operator:claim alice, operator:move alice, operator:close alice");
 
+    /* Silences over HTTP: set with an operate token, listed by anyone on
+     * the loopback, lifted once. */
+    const char *sil = "{\"process\":\"action_order\",\"team\":\"payments\",\"for\":\"1h\","
+                      "\"reason\":\"gateway maintenance\"}";
+    expect_call("POST", "/v1/silences", READ_SECRET, sil, 403, "scope read");
+    expect_call("POST", "/v1/silences", OPS_SECRET, "{\"process\":\"action_order\"}", 400, "for");
+    a = call("POST", "/v1/silences", OPS_SECRET, sil);
+    ck_assert_msg(a.status == 200, "silence: %ld %s", a.status, a.body);
+    json_t *silence = json_loads(a.body, 0, NULL);
+    long long sid = json_integer_value(json_object_get(silence, "id"));
+    ck_assert_str_eq(json_string_value(json_object_get(silence, "actor")), "alice");
+    json_decref(silence);
+    answer_free(&a);
+    expect_call("GET", "/v1/silences", NULL, NULL, 200, "gateway maintenance");
+    snprintf(path, sizeof path, "/v1/silences/%lld/unsilence", sid);
+    expect_call("POST", path, OPS_SECRET, "{\"reason\":\"done\"}", 200, "\"lifted_by\":\"alice\"");
+    expect_call("POST", path, OPS_SECRET, "{\"reason\":\"done\"}", 409, "already ended");
+
     /* SIGHUP reloads the tokens: bob in, alice out. */
     const char *next[] = {"bob", "operate", BOB_SECRET, "reader", "read", READ_SECRET, NULL};
     text = tokens_text(next);
@@ -950,7 +968,7 @@ START_TEST(silence_holds_pages_until_it_ends)
     /* A window that simply expires: the stall inside it is paged after. */
     const char *s2[] = {
         NULL,    "silence", "--process", "action_order", "--state",    "awaiting_payment",
-        "--for", "3s",      "--reason",  "short",        "--database", w.db_url,
+        "--for", "8s",      "--reason",  "short",        "--database", w.db_url,
         NULL};
     o = tl_steward(s2, NULL);
     ck_assert_msg(o.status == 0, "silence: %s", o.err);
