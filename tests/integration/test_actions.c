@@ -315,6 +315,11 @@ START_TEST(ack_then_close_reaches_every_sink_and_is_audited)
     /* Acknowledged is still open: Alertmanager keeps it active. */
     wait_am(am, key, "active");
 
+    const char *stuck[] = {NULL, "stuck", "--database", w.db_url, NULL};
+    o = tl_steward(stuck, NULL);
+    ck_assert_msg(tl_contains(o.out, "acknowledged by alice"), "stuck: %s", o.out);
+    tl_output_free(&o);
+
     /* A second ack is refused: it already is. */
     o = verb("bob", "ack", id, "--reason", "me too", NULL, NULL, NULL);
     ck_assert_msg(o.status == 1 && tl_contains(o.err, "already acknowledged by alice"),
@@ -394,9 +399,15 @@ START_TEST(resolve_by_hand_pages_the_resolve)
     wait_request(r, "/hook", "event", "trigger");
     char *id = scalar("SELECT id FROM steward.alerts WHERE key = $1", key);
 
-    /* Who owns the investigation travels with the pages. */
+    /* Who owns the investigation travels with the pages, and shows in stuck. */
     tl_output_t o = verb("carol", "claim", "action_order", key, "--reason", "mine", NULL, NULL);
     ck_assert_msg(o.status == 0, "claim: %s", o.err);
+    tl_output_free(&o);
+    const char *stuck[] = {NULL, "stuck", "--database", w.db_url, NULL};
+    o = tl_steward(stuck, NULL);
+    ck_assert_msg(tl_contains(o.out, key) && tl_contains(o.out, "claimed by carol") &&
+                      tl_contains(o.out, "[alert "),
+                  "stuck: %s", o.out);
     tl_output_free(&o);
     o = verb(NULL, "resolve", id, "--reason", "gateway fixed", "--json", NULL, NULL);
     ck_assert_msg(o.status == 0, "resolve: %d %s", o.status, o.err);
