@@ -175,13 +175,21 @@ static action_rc_t alert_action(PGconn *conn, action_verb_t verb, const action_r
         goto done;
     if (process != NULL && !lock_instance(conn, process, key, errstr, errstr_size))
         goto done;
-    /* Read again under the lock: what counts is the alert as it is now. */
-    if ((res = db_query(conn, "reading the alert", alert_sql, 1, params, &cls, errstr,
+    /* Read again under the lock, and lock the row (a blind alert has no
+     * instance lock): what counts is the alert as it is now. */
+    char locked_sql[sizeof alert_sql + 16];
+    snprintf(locked_sql, sizeof locked_sql, "%s FOR UPDATE", alert_sql);
+    if ((res = db_query(conn, "reading the alert", locked_sql, 1, params, &cls, errstr,
                         errstr_size)) == NULL)
         goto done;
+    if (PQntuples(res) == 0) { /* deleted meanwhile (retention) */
+        rc = fail(ACTION_NOT_FOUND, errstr, errstr_size, "no alert %s", id);
+        PQclear(res);
+        goto done;
+    }
     bool resolved = strcmp(PQgetvalue(res, 0, 4), "t") == 0;
     bool acked = strcmp(PQgetvalue(res, 0, 6), "t") == 0;
-    char kind[64], state[256], who[256];
+    char kind[64], state[256];
     snprintf(kind, sizeof kind, "%s", PQgetvalue(res, 0, 2));
     snprintf(state, sizeof state, "%s", PQgetvalue(res, 0, 3));
     if (resolved) {
@@ -198,7 +206,6 @@ static action_rc_t alert_action(PGconn *conn, action_verb_t verb, const action_r
         PQclear(res);
         goto done;
     }
-    snprintf(who, sizeof who, "%s", PQgetvalue(res, 0, 7));
     PQclear(res);
 
     char resolution[ACTION_ACTOR_MAX + 64];
@@ -209,8 +216,13 @@ static action_rc_t alert_action(PGconn *conn, action_verb_t verb, const action_r
                    params, &cls, errstr, errstr_size);
     if (res == NULL)
         goto done;
-    long notified = atol(PQgetvalue(res, 0, 1));
+    long changed = atol(PQgetvalue(res, 0, 0)), notified = atol(PQgetvalue(res, 0, 1));
     PQclear(res);
+    if (changed != 1) { /* cannot happen with the row locked; never report a no-op as done */
+        rc =
+            fail(ACTION_CONFLICT, errstr, errstr_size, "alert %s changed meanwhile; try again", id);
+        goto done;
+    }
 
     if (process != NULL) {
         char detail[128];
@@ -227,7 +239,6 @@ static action_rc_t alert_action(PGconn *conn, action_verb_t verb, const action_r
                         "acknowledged", acked, "after", "resolved", verb == ACTION_RESOLVE,
                         "acknowledged", verb == ACTION_ACK || acked, "notifications",
                         (json_int_t) notified);
-    (void) who;
 done:
     if (rc != ACTION_OK)
         db_rollback(conn);
