@@ -21,6 +21,18 @@ int cli_backtest(int argc, char **argv);
 int cli_prune(int argc, char **argv);
 int cli_discover(int argc, char **argv);
 
+/* Operator actions (cli_actions.c); see manager/actions.h. */
+int cli_ack(int argc, char **argv);
+int cli_resolve(int argc, char **argv);
+int cli_close(int argc, char **argv);
+int cli_move(int argc, char **argv);
+int cli_retry(int argc, char **argv);
+int cli_claim(int argc, char **argv);
+int cli_release(int argc, char **argv);
+int cli_silence(int argc, char **argv);
+int cli_silences(int argc, char **argv);
+int cli_unsilence(int argc, char **argv);
+
 /* The database connection string: --database, else STEWARD_DATABASE_URL,
  * else "" (libpq then follows the PG* variables). Borrowed. */
 const char *cli_database_url(const char *flag_value);

@@ -55,6 +55,9 @@ static void print_text(json_t *inst)
     printf("  overdue           %s\n",
            json_is_true(json_object_get(inst, "overdue")) ? "yes" : "no");
     printf("  vars              %s\n", vars != NULL ? vars : "{}");
+    if (json_is_string(json_object_get(inst, "claimed_by")))
+        printf("  claimed by        %s since %s\n", str(inst, "claimed_by"),
+               str(inst, "claimed_at"));
     free(vars);
 
     json_t *history = json_object_get(inst, "history");
@@ -80,6 +83,8 @@ static void print_text(json_t *inst)
         const char *detail = json_string_value(json_object_get(h, "detail"));
         if (detail != NULL)
             printf("  (%s)", detail);
+        if (json_is_string(json_object_get(h, "actor")))
+            printf("  by %s: %s", str(h, "actor"), str(h, "reason"));
         printf("\n");
     }
 }

@@ -268,6 +268,11 @@ static void reload(intake_t *intake, void *arg)
         snprintf(number, sizeof number, "%d", next->number);
         LOG_INFO("definitions and routes reloaded", "definitions", count, "generation", number);
     }
+    /* Tokens reload on their own: a bad tokens file keeps the running ones. */
+    if (http_reload_tokens(ctx->http, cfg->http_tokens, errstr, sizeof errstr) != ERR_OK)
+        LOG_ERROR("http tokens reload refused: keeping the running tokens", "error", errstr);
+    else if (ctx->http != NULL)
+        LOG_INFO("http tokens reloaded");
     def_problems_clear(&problems);
     def_set_free(defs);
     route_table_free(routes);
@@ -606,7 +611,8 @@ int cli_run(int argc, char **argv)
     err_class_t cls;
     sigset_t saved;
     hold_signals(&saved); /* its threads inherit the mask */
-    ctx.http = http_new(cfg->http_listen, cfg->database, cfg->group, &cls, errstr, sizeof errstr);
+    ctx.http = http_new(cfg->http_listen, cfg->database, cfg->group, cfg->http_tokens,
+                        cfg->http_allow_anonymous_read, &cls, errstr, sizeof errstr);
     release_signals(&saved);
     if (ctx.http == NULL && cls != ERR_OK) { /* NULL with ERR_OK: http.listen is "" */
         LOG_ERROR("cannot start the HTTP server", "error", errstr);

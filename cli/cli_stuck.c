@@ -44,9 +44,21 @@ static void print_text(json_t *doc)
             char age[32];
             duration_format(json_integer_value(json_object_get(alert, "age_ms")), age, sizeof age);
             const char *key = json_string_value(json_object_get(alert, "key"));
-            printf("  %-16s %-17s open %-8s %s\n", key != NULL ? key : "-",
+            printf("  %-16s %-17s open %-8s %s  [alert %lld", key != NULL ? key : "-",
                    json_string_value(json_object_get(alert, "kind")), age,
-                   json_string_value(json_object_get(alert, "summary")));
+                   json_string_value(json_object_get(alert, "summary")),
+                   (long long) json_integer_value(json_object_get(alert, "id")));
+            /* Who is on it, so a second person does not start the same work. */
+            const char *acked = json_string_value(json_object_get(alert, "acked_by"));
+            const char *claimed = json_string_value(json_object_get(alert, "claimed_by"));
+            if (acked != NULL)
+                printf("; acknowledged by %s", acked);
+            if (claimed != NULL)
+                printf("; claimed by %s", claimed);
+            const char *silenced = json_string_value(json_object_get(alert, "silenced_until"));
+            if (silenced != NULL)
+                printf("; silenced until %s", silenced);
+            printf("]\n");
         }
     }
 }

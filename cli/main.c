@@ -38,6 +38,16 @@ static const command_t commands[] = {
     {"backtest", cli_backtest, "try a definition on the events Kafka retains", false},
     {"discover", cli_discover, "draft a definition from the traffic on some topics", false},
     {"prune", cli_prune, "remove what the retention settings say is old", false},
+    {"ack", cli_ack, "acknowledge an alert (it stays open)", false},
+    {"resolve", cli_resolve, "resolve an alert by hand", false},
+    {"close", cli_close, "finish an instance in one of its outcomes", false},
+    {"move", cli_move, "put an instance in another state", false},
+    {"retry", cli_retry, "refused: needs active mode, not built yet", false},
+    {"claim", cli_claim, "take ownership of an instance's investigation", false},
+    {"release", cli_release, "give back an instance you claimed", false},
+    {"silence", cli_silence, "no pages for a process's alerts for a while", false},
+    {"silences", cli_silences, "list the silences in force", false},
+    {"unsilence", cli_unsilence, "end a silence now", false},
 };
 
 static void usage(FILE *out)

@@ -102,4 +102,15 @@ err_class_t alert_batch_write(PGconn *conn, alert_batch_t *b, route_table_t *rou
 
 void alert_batch_clear(alert_batch_t *b);
 
+/*
+ * SQL: whether the alert aliased `a` is silenced now: a silence (steward
+ * silence) live at now() names its process and, when it names them, its
+ * state and its owning team. The notifier holds such an alert's triggers
+ * and acknowledges until no silence covers it; views show it as silenced.
+ */
+#define ALERT_SILENCED_SQL(a)                                                                      \
+    "EXISTS (SELECT 1 FROM steward.silences s WHERE s.process = " a ".process "                    \
+    "AND s.lifted_at IS NULL AND s.starts_at <= now() AND s.ends_at > now() "                      \
+    "AND (s.state IS NULL OR s.state = " a ".state) AND (s.team IS NULL OR s.team = " a ".owner))"
+
 #endif

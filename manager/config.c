@@ -75,6 +75,9 @@ static const config_key_t config_keys[] = {
      INT64_C(3650) * 86400000, NULL},
     {"retention.interval", CONFIG_DURATION_OFF, OFF(retention_interval_ms), 1000, 86400000, NULL},
     {"http.stall_after", CONFIG_DURATION, OFF(stall_after_ms), 1000, 86400000, NULL},
+    /* Set as http.tokens_file, like every secret: the file's text. */
+    {"http.tokens", CONFIG_STRING, OFF(http_tokens), 0, 0, NULL},
+    {"http.allow_anonymous_read", CONFIG_BOOL, OFF(http_allow_anonymous_read), 0, 0, NULL},
 };
 
 #define N_KEYS (sizeof config_keys / sizeof config_keys[0])

@@ -60,8 +60,10 @@ typedef struct config {
 
     json_t *routes; /* team -> list of sinks; validated by routes.c */
 
-    char *http_listen;      /* "127.0.0.1:9464"; "" disables the HTTP server */
-    int64_t stall_after_ms; /* /healthz: a worker thread silent this long is stuck */
+    char *http_listen;              /* "127.0.0.1:9464"; "" disables the HTTP server */
+    char *http_tokens;              /* the text of http.tokens_file (http.h); NULL: none */
+    bool http_allow_anonymous_read; /* reads without a token off the loopback */
+    int64_t stall_after_ms;         /* /healthz: a worker thread silent this long is stuck */
 
     /* How long rows are kept (manager/retention.h); 0 ("off"): forever. */
     int64_t retention_history_ms;

@@ -12,6 +12,9 @@
 #include "common/db.h"
 #include "common/log.h"
 #include "common/prom.h"
+#include "common/sha256.h"
+#include "definitions/duration.h"
+#include "manager/actions.h"
 #include "manager/metrics.h"
 #include "manager/query.h"
 
@@ -20,6 +23,7 @@
 #include <libpq-fe.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -70,6 +74,11 @@ struct http {
     bool starting;            /* MHD's complaints are kept for http_new()'s errstr */
     char start_error[512];
 
+    bool loopback;               /* listening on a loopback address only */
+    bool anonymous_read;         /* http.allow_anonymous_read */
+    pthread_mutex_t tokens_lock; /* guards tokens; a reload swaps them */
+    http_tokens_t *tokens;       /* NULL: no tokens, so no actions */
+
     pthread_mutex_t state_lock; /* guards the two fields below */
     char *waiting;              /* why the daemon is not serving yet; NULL once it is */
     int64_t stall_ms;           /* /healthz: longest silence of a worker thread */
@@ -81,8 +90,20 @@ typedef struct reply {
     char *body; /* malloc'd; handed to MHD */
     size_t len;
     const char *content_type;
-    bool allow; /* a 405: say which methods are */
+    bool allow;        /* a 405: say which methods are */
+    bool allow_post;   /* ... and they are POST */
+    bool unauthorized; /* a 401: say how to authenticate */
 } reply_t;
+
+/* What one connection's request brought, kept between MHD's calls. */
+typedef struct request {
+    char *body; /* the POST body so far, NUL-terminated; NULL when none */
+    size_t len;
+    bool too_large;
+} request_t;
+
+/* The longest POST body read; actions need a reason, not a document. */
+#define MAX_BODY 16384
 
 /* ---- replies -------------------------------------------------------------- */
 
@@ -154,7 +175,9 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, reply_t *r)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->content_type);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     if (r->allow)
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow_post ? "POST" : "GET, HEAD");
+    if (r->unauthorized)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"steward\"");
     enum MHD_Result ret = MHD_queue_response(conn, r->status, resp);
     MHD_destroy_response(resp);
     return ret;
@@ -725,6 +748,365 @@ const char *http_percent_decode(char *s)
     return NULL;
 }
 
+/* ---- tokens --------------------------------------------------------------- */
+
+typedef struct http_token {
+    char *name;
+    bool operate; /* scope operate (else read) */
+    uint8_t hash[32];
+} http_token_t;
+
+struct http_tokens {
+    http_token_t *items;
+    size_t n;
+};
+
+void http_tokens_free(http_tokens_t *t)
+{
+    if (t == NULL)
+        return;
+    for (size_t i = 0; i < t->n; i++)
+        free(t->items[i].name);
+    free(t->items);
+    free(t);
+}
+
+size_t http_tokens_count(const http_tokens_t *t)
+{
+    return t != NULL ? t->n : 0;
+}
+
+static bool parse_hex32(const char *hex, uint8_t out[32])
+{
+    if (strlen(hex) != 64)
+        return false;
+    for (size_t i = 0; i < 32; i++) {
+        int hi = hex_value(hex[2 * i]), lo = hex_value(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return false;
+        out[i] = (uint8_t) (hi * 16 + lo);
+    }
+    return true;
+}
+
+http_tokens_t *http_tokens_parse(const char *text, char *errstr, size_t errstr_size)
+{
+    http_tokens_t *t = calloc(1, sizeof *t);
+    char *copy = strdup(text);
+    int lineno = 0;
+    bool ok = t != NULL && copy != NULL;
+    if (!ok)
+        err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    /* strtok_r skips empty lines; count them anyway for the messages. */
+    for (char *line = ok ? copy : NULL, *next; ok && line != NULL; line = next) {
+        next = strchr(line, '\n');
+        if (next != NULL)
+            *next++ = '\0';
+        lineno++;
+        char *save = NULL, *name = strtok_r(line, " \t\r", &save);
+        if (name == NULL || name[0] == '#')
+            continue;
+        char *scope = strtok_r(NULL, " \t\r", &save), *hex = strtok_r(NULL, " \t\r", &save);
+        char *extra = strtok_r(NULL, " \t\r", &save);
+        http_token_t tok = {0};
+        /* The line's content is never quoted: a secret pasted by mistake
+         * in place of its hash must not reach a log. */
+        if (scope == NULL || hex == NULL || extra != NULL) {
+            err_set(ERR_INVALID, errstr, errstr_size,
+                    "http.tokens_file line %d: expected NAME SCOPE SHA256-HEX", lineno);
+            ok = false;
+        } else if (strcmp(scope, "read") != 0 && strcmp(scope, "operate") != 0) {
+            err_set(ERR_INVALID, errstr, errstr_size,
+                    "http.tokens_file line %d: the scope must be read or operate", lineno);
+            ok = false;
+        } else if (!parse_hex32(hex, tok.hash)) {
+            err_set(ERR_INVALID, errstr, errstr_size,
+                    "http.tokens_file line %d: the third field must be the SHA-256 of the "
+                    "secret, 64 hex digits (sha256sum), never the secret itself",
+                    lineno);
+            ok = false;
+        } else if (strlen(name) > ACTION_ACTOR_MAX ||
+                   !utf8_valid((const unsigned char *) name, strlen(name))) {
+            err_set(ERR_INVALID, errstr, errstr_size,
+                    "http.tokens_file line %d: a name is 1 to %d bytes of UTF-8", lineno,
+                    ACTION_ACTOR_MAX);
+            ok = false;
+        } else {
+            http_token_t *grown = realloc(t->items, (t->n + 1) * sizeof *grown);
+            tok.name = strdup(name);
+            tok.operate = strcmp(scope, "operate") == 0;
+            if (grown != NULL)
+                t->items = grown;
+            if (grown == NULL || tok.name == NULL) {
+                free(tok.name);
+                err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+                ok = false;
+            } else {
+                t->items[t->n++] = tok;
+            }
+        }
+    }
+    if (copy != NULL)
+        explicit_bzero(copy, strlen(text));
+    free(copy);
+    if (!ok) {
+        http_tokens_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+/*
+ * The token whose hash the presented secret has, comparing every token in
+ * full whatever matches (constant time in the secret); NULL when none.
+ * Borrowed from t.
+ */
+static const http_token_t *token_find(const http_tokens_t *t, const char *secret)
+{
+    uint8_t hash[32];
+    const http_token_t *found = NULL;
+    sha256(secret, strlen(secret), hash);
+    for (size_t i = 0; t != NULL && i < t->n; i++) {
+        uint8_t diff = 0;
+        for (size_t k = 0; k < 32; k++)
+            diff |= (uint8_t) (hash[k] ^ t->items[i].hash[k]);
+        /* Branch-free select, so timing does not say which line matched. */
+        uintptr_t mask = (uintptr_t) 0 - (uintptr_t) (diff == 0);
+        found = (const http_token_t *) (((uintptr_t) &t->items[i] & mask) |
+                                        ((uintptr_t) found & ~mask));
+    }
+    explicit_bzero(hash, sizeof hash);
+    return found;
+}
+
+err_class_t http_reload_tokens(http_t *h, const char *tokens, char *errstr, size_t errstr_size)
+{
+    if (h == NULL)
+        return ERR_OK;
+    http_tokens_t *next = NULL;
+    if (tokens != NULL && tokens[0] != '\0') {
+        if ((next = http_tokens_parse(tokens, errstr, errstr_size)) == NULL)
+            return ERR_INVALID;
+    } else if (!h->loopback && !h->anonymous_read) {
+        return err_set(ERR_INVALID, errstr, errstr_size,
+                       "http.tokens_file cannot be removed while listening beyond the loopback "
+                       "without http.allow_anonymous_read");
+    }
+    pthread_mutex_lock(&h->tokens_lock);
+    http_tokens_t *old = h->tokens;
+    h->tokens = next;
+    pthread_mutex_unlock(&h->tokens_lock);
+    http_tokens_free(old);
+    return ERR_OK;
+}
+
+typedef enum access {
+    ACCESS_OPEN,    /* probes: anyone */
+    ACCESS_READ,    /* views and metrics */
+    ACCESS_OPERATE, /* actions */
+} access_t;
+
+/*
+ * Whether the request may go on. On true, actor (actor_size >= the
+ * longest name + 1) holds the token's name, or "" for an anonymous read.
+ * On false r holds the 401 or 403.
+ */
+static bool authorize(http_t *h, struct MHD_Connection *conn, access_t need, char *actor,
+                      size_t actor_size, reply_t *r)
+{
+    actor[0] = '\0';
+    if (need == ACCESS_OPEN)
+        return true;
+    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+    if (auth == NULL) {
+        if (need == ACCESS_READ && (h->loopback || h->anonymous_read))
+            return true;
+        reply_error(r, MHD_HTTP_UNAUTHORIZED, "%s",
+                    need == ACCESS_OPERATE
+                        ? "this endpoint changes state: it needs Authorization: Bearer TOKEN "
+                          "with scope operate (http.tokens_file)"
+                        : "reads off the loopback need Authorization: Bearer TOKEN "
+                          "(http.tokens_file)");
+        r->unauthorized = true;
+        return false;
+    }
+    if (strncasecmp(auth, "Bearer ", 7) != 0 || auth[7] == '\0') {
+        reply_error(r, MHD_HTTP_UNAUTHORIZED, "expected Authorization: Bearer TOKEN");
+        r->unauthorized = true;
+        return false;
+    }
+    bool operate = false;
+    pthread_mutex_lock(&h->tokens_lock);
+    const http_token_t *tok = token_find(h->tokens, auth + 7);
+    if (tok != NULL) {
+        snprintf(actor, actor_size, "%s", tok->name);
+        operate = tok->operate;
+    }
+    pthread_mutex_unlock(&h->tokens_lock);
+    if (tok == NULL) {
+        /* Never echo what was presented: it may be a real secret with a typo. */
+        reply_error(r, MHD_HTTP_UNAUTHORIZED, "unknown token");
+        r->unauthorized = true;
+        return false;
+    }
+    if (need == ACCESS_OPERATE && !operate) {
+        reply_error(r, MHD_HTTP_FORBIDDEN, "token %s has scope read; this needs operate", actor);
+        return false;
+    }
+    return true;
+}
+
+/* ---- actions ------------------------------------------------------------------ */
+
+static bool verb_named(const char *name, action_verb_t *verb)
+{
+    static const action_verb_t all[] = {ACTION_ACK,   ACTION_RESOLVE, ACTION_CLOSE,  ACTION_MOVE,
+                                        ACTION_RETRY, ACTION_CLAIM,   ACTION_RELEASE};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        if (strcmp(name, action_verb_name(all[i])) == 0) {
+            *verb = all[i];
+            return true;
+        }
+    }
+    return false;
+}
+
+static void reply_action(reply_t *r, action_rc_t rc, json_t *result, const char *errstr);
+
+/* One action, by the token named actor, with the JSON body {"reason", "as"|"to"}. */
+static void post_action(http_t *h, action_verb_t verb, action_request_t *req, const char *body,
+                        reply_t *r)
+{
+    char errstr[1024];
+    json_error_t jerr;
+    json_t *doc = body != NULL ? json_loads(body, 0, &jerr) : NULL;
+    if (!json_is_object(doc)) {
+        json_decref(doc);
+        reply_error(r, MHD_HTTP_BAD_REQUEST, "expected a JSON object body: {\"reason\": \"why\"%s}",
+                    verb == ACTION_CLOSE  ? ", \"as\": \"OUTCOME\""
+                    : verb == ACTION_MOVE ? ", \"to\": \"STATE\""
+                                          : "");
+        return;
+    }
+    req->reason = json_string_value(json_object_get(doc, "reason"));
+    req->target = json_string_value(json_object_get(doc, verb == ACTION_CLOSE  ? "as"
+                                                         : verb == ACTION_MOVE ? "to"
+                                                                               : ""));
+
+    json_t *result = NULL;
+    action_rc_t rc = ACTION_FAILED;
+    err_class_t cls = db_acquire(h, clock_monotonic_ms() + QUERY_BUDGET_MS, errstr, sizeof errstr);
+    if (cls == ERR_OK) {
+        rc = action_run(h->conn, verb, req, &result, errstr, sizeof errstr);
+        db_release(h);
+    }
+    if (cls != ERR_OK) {
+        reply_db_error(r, cls, errstr);
+    } else {
+        if (rc == ACTION_OK)
+            LOG_INFO("operator action", "action", action_verb_name(verb), "actor", req->actor,
+                     "process", req->process, "key", req->key);
+        reply_action(r, rc, result, errstr);
+        result = NULL; /* taken by reply_action() on OK; NULL otherwise */
+    }
+    json_decref(result);
+    json_decref(doc);
+}
+
+/* A JSON body as an object, or NULL with the 400 in r. Caller frees. */
+static json_t *body_object(const char *body, const char *expected, reply_t *r)
+{
+    json_t *doc = body != NULL ? json_loads(body, 0, NULL) : NULL;
+    if (!json_is_object(doc)) {
+        json_decref(doc);
+        reply_error(r, MHD_HTTP_BAD_REQUEST, "expected a JSON object body: %s", expected);
+        return NULL;
+    }
+    return doc;
+}
+
+/* The answer to an action: 200 with result (taken) or the error's status. */
+static void reply_action(reply_t *r, action_rc_t rc, json_t *result, const char *errstr)
+{
+    static const unsigned int status[] = {
+        [ACTION_OK] = MHD_HTTP_OK,
+        [ACTION_BAD_REQUEST] = MHD_HTTP_BAD_REQUEST,
+        [ACTION_NOT_FOUND] = MHD_HTTP_NOT_FOUND,
+        [ACTION_CONFLICT] = MHD_HTTP_CONFLICT,
+        [ACTION_REFUSED] = MHD_HTTP_CONFLICT,
+        [ACTION_FAILED] = MHD_HTTP_SERVICE_UNAVAILABLE,
+    };
+    if (rc == ACTION_OK)
+        reply_json(r, MHD_HTTP_OK, result);
+    else
+        reply_error(r, status[rc], "%s", errstr);
+}
+
+/* POST /v1/silences {"process", "state"?, "team"?, "for", "reason"};
+ * POST /v1/silences/{id}/unsilence {"reason"}; GET /v1/silences[?all=true]. */
+static void silences(http_t *h, const char *method, const char *id, const char *actor,
+                     const char *all, const char *body, reply_t *r)
+{
+    char errstr[1024];
+    json_t *doc = NULL, *result = NULL;
+    silence_request_t req = {.actor = actor};
+    long long sid = 0;
+    bool get = strcmp(method, MHD_HTTP_METHOD_POST) != 0;
+
+    if (!get && id == NULL) {
+        doc = body_object(body,
+                          "{\"process\": P, \"state\": S?, \"team\": T?, \"for\": \"2h\", "
+                          "\"reason\": \"why\"}",
+                          r);
+        if (doc == NULL)
+            return;
+        req.process = json_string_value(json_object_get(doc, "process"));
+        req.state = json_string_value(json_object_get(doc, "state"));
+        req.team = json_string_value(json_object_get(doc, "team"));
+        req.reason = json_string_value(json_object_get(doc, "reason"));
+        const char *for_text = json_string_value(json_object_get(doc, "for"));
+        if (for_text == NULL || !duration_parse(for_text, &req.for_ms, errstr, sizeof errstr)) {
+            reply_error(r, MHD_HTTP_BAD_REQUEST, "for: %s",
+                        for_text == NULL ? "expected a duration such as \"2h\"" : errstr);
+            json_decref(doc);
+            return;
+        }
+    } else if (!get) {
+        char *end;
+        sid = strtoll(id, &end, 10);
+        if (*end != '\0' || sid <= 0) {
+            reply_error(r, MHD_HTTP_NOT_FOUND, "no silence %s", id);
+            return;
+        }
+        if ((doc = body_object(body, "{\"reason\": \"why\"}", r)) == NULL)
+            return;
+        req.reason = json_string_value(json_object_get(doc, "reason"));
+    }
+    action_rc_t rc = ACTION_FAILED;
+    err_class_t cls = db_acquire(h, clock_monotonic_ms() + QUERY_BUDGET_MS, errstr, sizeof errstr);
+    if (cls == ERR_OK) {
+        if (get)
+            rc = action_silences(h->conn, all != NULL && strcmp(all, "true") == 0, &result, errstr,
+                                 sizeof errstr);
+        else if (id == NULL)
+            rc = action_silence(h->conn, &req, &result, errstr, sizeof errstr);
+        else
+            rc = action_unsilence(h->conn, sid, actor, req.reason, &result, errstr, sizeof errstr);
+        db_release(h);
+    }
+    if (cls != ERR_OK) {
+        reply_db_error(r, cls, errstr);
+    } else {
+        if (rc == ACTION_OK && !get)
+            LOG_INFO("operator action", "action", id == NULL ? "silence" : "unsilence", "actor",
+                     actor, "process", req.process);
+        reply_action(r, rc, result, errstr);
+        result = NULL; /* taken by reply_action() on OK; NULL otherwise */
+    }
+    json_decref(result);
+    json_decref(doc);
+}
+
 typedef enum endpoint {
     EP_NONE,
     EP_METRICS,
@@ -732,13 +1114,19 @@ typedef enum endpoint {
     EP_READYZ,
     EP_STUCK,
     EP_INSTANCE,
+    EP_ALERT_ACTION,    /* POST /v1/alerts/{id}/{ack|resolve} */
+    EP_INSTANCE_ACTION, /* POST /v1/instances/{process}/{key}/{verb} */
+    EP_SILENCES,        /* GET, POST /v1/silences */
+    EP_UNSILENCE,       /* POST /v1/silences/{id}/unsilence */
 } endpoint_t;
 
-#define MAX_SEGMENTS 5 /* one more than the longest route, to tell them apart */
+#define MAX_SEGMENTS 6 /* one more than the longest route, to tell them apart */
 
 static void route(http_t *h, struct MHD_Connection *conn, const char *url, const char *method,
-                  reply_t *r)
+                  const request_t *q, reply_t *r)
 {
+    action_verb_t verb = ACTION_ACK;
+    char actor[ACTION_ACTOR_MAX + 1];
     char path[HTTP_MAX_PATH + 1];
     char *seg[MAX_SEGMENTS];
     size_t n = 0, len = strlen(url);
@@ -789,6 +1177,19 @@ static void route(http_t *h, struct MHD_Connection *conn, const char *url, const
     else if (n == 4 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "instances") == 0 &&
              seg[2][0] != '\0' && seg[3][0] != '\0')
         ep = EP_INSTANCE;
+    else if (n == 4 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "alerts") == 0 &&
+             seg[2][0] != '\0' && verb_named(seg[3], &verb) &&
+             (verb == ACTION_ACK || verb == ACTION_RESOLVE))
+        ep = EP_ALERT_ACTION;
+    else if (n == 5 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "instances") == 0 &&
+             seg[2][0] != '\0' && seg[3][0] != '\0' && verb_named(seg[4], &verb) &&
+             verb != ACTION_ACK && verb != ACTION_RESOLVE)
+        ep = EP_INSTANCE_ACTION;
+    else if (n == 2 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "silences") == 0)
+        ep = EP_SILENCES;
+    else if (n == 4 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "silences") == 0 &&
+             strcmp(seg[3], "unsilence") == 0)
+        ep = EP_UNSILENCE;
 
     if (ep == EP_NONE) {
         if (n >= 2 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "instances") == 0)
@@ -798,9 +1199,27 @@ static void route(http_t *h, struct MHD_Connection *conn, const char *url, const
             reply_error(r, MHD_HTTP_NOT_FOUND, "no such endpoint: %s", url);
         return;
     }
-    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
+    bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
+    bool action = ep == EP_ALERT_ACTION || ep == EP_INSTANCE_ACTION || ep == EP_UNSILENCE ||
+                  (ep == EP_SILENCES && post);
+    if (action && !post) {
+        reply_error(r, MHD_HTTP_METHOD_NOT_ALLOWED, "%s answers POST only", url);
+        r->allow = r->allow_post = true;
+        return;
+    }
+    if (!action && strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
+        strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
         reply_error(r, MHD_HTTP_METHOD_NOT_ALLOWED, "%s answers GET and HEAD only", url);
         r->allow = true;
+        return;
+    }
+    access_t need = action                                ? ACCESS_OPERATE
+                    : ep == EP_HEALTHZ || ep == EP_READYZ ? ACCESS_OPEN
+                                                          : ACCESS_READ;
+    if (!authorize(h, conn, need, actor, sizeof actor, r))
+        return;
+    if (action && q->too_large) {
+        reply_error(r, MHD_HTTP_CONTENT_TOO_LARGE, "the body is longer than %d bytes", MAX_BODY);
         return;
     }
 
@@ -831,6 +1250,28 @@ static void route(http_t *h, struct MHD_Connection *conn, const char *url, const
     case EP_INSTANCE:
         get_instance(h, seg[2], seg[3], r);
         break;
+    case EP_ALERT_ACTION: {
+        char *end;
+        action_request_t req = {.actor = actor, .alert_id = strtoll(seg[2], &end, 10)};
+        if (*end != '\0' || req.alert_id <= 0)
+            reply_error(r, MHD_HTTP_NOT_FOUND, "no alert %s (alert ids are positive numbers)",
+                        seg[2]);
+        else
+            post_action(h, verb, &req, q->body, r);
+        break;
+    }
+    case EP_INSTANCE_ACTION: {
+        action_request_t req = {.actor = actor, .process = seg[2], .key = seg[3]};
+        post_action(h, verb, &req, q->body, r);
+        break;
+    }
+    case EP_SILENCES:
+        silences(h, method, NULL, actor,
+                 MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "all"), q->body, r);
+        break;
+    case EP_UNSILENCE:
+        silences(h, method, seg[2], actor, NULL, q->body, r);
+        break;
     case EP_NONE:
         break;
     }
@@ -840,23 +1281,58 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
                               const char *method, const char *version, const char *upload_data,
                               size_t *upload_data_size, void **con_cls)
 {
-    static int first_call; /* only its address matters */
     reply_t r = {.status = MHD_HTTP_INTERNAL_SERVER_ERROR};
     (void) version;
-    (void) upload_data;
 
     /* MHD keeps a connection open only for an answer queued once the
      * request is complete: the first call comes with the headers alone. */
     if (*con_cls == NULL) {
-        *con_cls = &first_call;
+        request_t *q = calloc(1, sizeof *q);
+        if (q == NULL)
+            return MHD_NO;
+        *con_cls = q;
         return MHD_YES;
     }
-    if (*upload_data_size > 0) { /* a body: nobody reads it */
+    request_t *q = *con_cls;
+    if (*upload_data_size > 0) {
+        /* Only POSTs use it; past MAX_BODY it is read and dropped, and
+         * the answer says so. */
+        size_t n = *upload_data_size;
         *upload_data_size = 0;
+        if (strcmp(method, MHD_HTTP_METHOD_POST) != 0 || q->too_large)
+            return MHD_YES;
+        if (q->len + n > MAX_BODY) {
+            q->too_large = true;
+            return MHD_YES;
+        }
+        char *grown = realloc(q->body, q->len + n + 1);
+        if (grown == NULL)
+            return MHD_NO;
+        memcpy(grown + q->len, upload_data, n);
+        q->body = grown;
+        q->len += n;
+        q->body[q->len] = '\0';
         return MHD_YES;
     }
-    route(cls, conn, url, method, &r);
+    route(cls, conn, url, method, q, &r);
     return send_reply(conn, &r);
+}
+
+/* The request is over (answered or cut off): its body goes. */
+static void request_done(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void) cls;
+    (void) conn;
+    (void) toe;
+    request_t *q = *con_cls;
+    if (q != NULL) {
+        if (q->body != NULL)
+            explicit_bzero(q->body, q->len);
+        free(q->body);
+        free(q);
+        *con_cls = NULL;
+    }
 }
 
 /* MHD would percent-decode the path before the handler sees it, turning a
@@ -928,8 +1404,20 @@ err_class_t http_parse_listen(const char *listen, char *host, size_t host_size, 
     return ERR_OK;
 }
 
-http_t *http_new(const char *listen, const char *conninfo, const char *group, err_class_t *cls,
-                 char *errstr, size_t errstr_size)
+/* Whether addr is a loopback address (127.0.0.0/8, ::1, ::ffff:127.x). */
+static bool is_loopback(const struct sockaddr *addr)
+{
+    if (addr->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *) addr)->sin_addr.s_addr) >> 24) == 127;
+    if (addr->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *) addr)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    }
+    return false;
+}
+
+http_t *http_new(const char *listen, const char *conninfo, const char *group, const char *tokens,
+                 bool allow_anonymous_read, err_class_t *cls, char *errstr, size_t errstr_size)
 {
     char host[256], port[8], shown[300];
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
@@ -960,7 +1448,23 @@ http_t *http_new(const char *listen, const char *conninfo, const char *group, er
     pthread_mutex_init(&h->db_lock, NULL);
     pthread_mutex_init(&h->log_lock, NULL);
     pthread_mutex_init(&h->state_lock, NULL);
+    pthread_mutex_init(&h->tokens_lock, NULL);
     h->stall_ms = DEFAULT_STALL_MS;
+    h->loopback = is_loopback(addrs->ai_addr);
+    h->anonymous_read = allow_anonymous_read;
+    bool has_tokens = tokens != NULL && tokens[0] != '\0';
+    if (!h->loopback && !has_tokens && !allow_anonymous_read) {
+        /* Instances carry captured payload values: not for anyone who can
+         * reach the port. */
+        *cls = err_set(ERR_INVALID, errstr, errstr_size,
+                       "http.listen '%s' is not a loopback address and there is no "
+                       "http.tokens_file: set one, or http.allow_anonymous_read=true to serve "
+                       "reads to anyone who can reach it, or listen on 127.0.0.1",
+                       listen);
+        goto fail;
+    }
+    if (has_tokens && (*cls = http_reload_tokens(h, tokens, errstr, errstr_size)) != ERR_OK)
+        goto fail;
     h->waiting = strdup("starting");
     h->conninfo = strdup(conninfo != NULL ? conninfo : "");
     h->group = strdup(group != NULL ? group : "");
@@ -979,12 +1483,12 @@ http_t *http_new(const char *listen, const char *conninfo, const char *group, er
      * pool thread for its budget; the others keep accepting. */
     unsigned int flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG |
                          (addrs->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
-    h->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, h, MHD_OPTION_EXTERNAL_LOGGER,
-                                 mhd_log, h, MHD_OPTION_SOCK_ADDR, addrs->ai_addr,
-                                 MHD_OPTION_THREAD_POOL_SIZE, (unsigned int) POOL_THREADS,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned int) MAX_CONNECTIONS,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int) IDLE_TIMEOUT_S,
-                                 MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL, MHD_OPTION_END);
+    h->daemon = MHD_start_daemon(
+        flags, 0, NULL, NULL, handle, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
+        MHD_OPTION_SOCK_ADDR, addrs->ai_addr, MHD_OPTION_THREAD_POOL_SIZE,
+        (unsigned int) POOL_THREADS, MHD_OPTION_CONNECTION_LIMIT, (unsigned int) MAX_CONNECTIONS,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int) IDLE_TIMEOUT_S, MHD_OPTION_UNESCAPE_CALLBACK,
+        keep_escaped, NULL, MHD_OPTION_NOTIFY_COMPLETED, request_done, NULL, MHD_OPTION_END);
     pthread_mutex_lock(&h->log_lock);
     h->starting = false;
     pthread_mutex_unlock(&h->log_lock);
@@ -1048,6 +1552,8 @@ void http_free(http_t *h)
     pthread_mutex_destroy(&h->db_lock);
     pthread_mutex_destroy(&h->log_lock);
     pthread_mutex_destroy(&h->state_lock);
+    pthread_mutex_destroy(&h->tokens_lock);
+    http_tokens_free(h->tokens);
     free(h->waiting);
     free(h->conninfo);
     free(h->group);

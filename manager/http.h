@@ -1,6 +1,7 @@
 /*
  * http - the HTTP server of `steward run`: metrics for Prometheus, health
- * and readiness probes, and the read-only views of query.h as JSON.
+ * and readiness probes, the read-only views of query.h as JSON, and the
+ * operator actions of actions.h for holders of a token.
  *
  *   GET /metrics                      Prometheus text format 0.0.4: the
  *                                     counters of metrics.h, and gauges
@@ -18,6 +19,35 @@
  *                                     "kafka_reachable": false, not as 503
  *   GET /v1/instances/{process}/{key} query_instance(); 404 when absent
  *   GET /v1/stuck[?process=P]         query_stuck()
+ *   POST /v1/alerts/{id}/{ack|resolve}
+ *   POST /v1/instances/{process}/{key}/{close|move|retry|claim|release}
+ *                                     the actions of manager/actions.h;
+ *                                     body {"reason": "...", "as": OUTCOME
+ *                                     (close), "to": STATE (move)}; the
+ *                                     token's name is the actor. 200 with
+ *                                     what changed; 400 bad body, 404 no
+ *                                     such thing, 409 it changed meanwhile
+ *                                     or cannot be done (retry), 413 a body
+ *                                     over 16 KiB
+ *   GET /v1/silences[?all=true]       action_silences()
+ *   POST /v1/silences                 action_silence(): body {"process",
+ *                                     "state"?, "team"?, "for": "2h", "reason"}
+ *   POST /v1/silences/{id}/unsilence  action_unsilence(): body {"reason"}
+ *
+ * Who may ask. Tokens come from http.tokens_file (read whole, as every
+ * *_file secret is: at most 4 KiB), one per line:
+ *
+ *     NAME SCOPE SHA256-HEX        e.g. "alice operate 9f86d0...", '#' comments
+ *
+ * SCOPE is read or operate; the third field is the SHA-256 of the secret
+ * (the file never holds a secret). A request presents the secret as
+ * "Authorization: Bearer SECRET"; its hash is compared with every line's in
+ * constant time. /healthz and /readyz are open to all. Reads (/metrics and
+ * the /v1 views) are open without a token on a loopback listener, or
+ * anywhere with http.allow_anonymous_read; otherwise they need a token of
+ * either scope. Actions always need an operate token: no token or an
+ * unknown one 401 (with WWW-Authenticate), a read token 403. Neither a
+ * secret nor the Authorization header is ever logged or echoed.
  *
  * Path segments and the process argument are percent-decoded here, once,
  * segment by segment, so a key holding '/' is asked for as %2F. Other
@@ -43,10 +73,23 @@
 
 #include "common/err.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 typedef struct http http_t; /* opaque; owns the daemon and the connection */
+
+typedef struct http_tokens http_tokens_t; /* opaque; a parsed tokens file */
+
+/*
+ * Parses the text of a tokens file (format above). Returns the tokens
+ * (free with http_tokens_free()), or NULL with the line number and what is
+ * wrong with it in errstr; never quoting the line, which might hold a
+ * pasted secret. An empty text (only comments) gives no tokens.
+ */
+http_tokens_t *http_tokens_parse(const char *text, char *errstr, size_t errstr_size);
+size_t http_tokens_count(const http_tokens_t *t); /* NULL: 0 */
+void http_tokens_free(http_tokens_t *t);          /* NULL is a no-op */
 
 /* The longest request path served; longer ones answer 400. */
 #define HTTP_MAX_PATH 2048
@@ -55,16 +98,27 @@ typedef struct http http_t; /* opaque; owns the daemon and the connection */
  * Starts serving on `listen` ("HOST:PORT", "[IPV6]:PORT", or ":PORT" for
  * every IPv4 address; port 0 lets the kernel pick one, see http_port()),
  * reading PostgreSQL through `conninfo` and the watermarks of consumer
- * group `group` (both copied). Logs "http listening" with the bound
- * address.
+ * group `group` (both copied), with the tokens in `tokens`, the text of
+ * http.tokens_file (NULL or "": none, so no actions). Logs "http listening" with the bound address.
  *
  * Returns the server (free with http_free()). Returns NULL with *cls
  * ERR_OK when `listen` is "" (the server is disabled); NULL with
- * ERR_INVALID and the reason in errstr for a malformed address, ERR_TRANSIENT
- * when it cannot be bound (in use, not local), ERR_FATAL when out of memory.
+ * ERR_INVALID and the reason in errstr for a malformed address, a bad
+ * tokens file, or a non-loopback address with no tokens file and
+ * allow_anonymous_read false; ERR_TRANSIENT when it cannot be bound (in
+ * use, not local), ERR_FATAL when out of memory.
  */
-http_t *http_new(const char *listen, const char *conninfo, const char *group, err_class_t *cls,
-                 char *errstr, size_t errstr_size);
+http_t *http_new(const char *listen, const char *conninfo, const char *group,
+                 const char *tokens_file, bool allow_anonymous_read, err_class_t *cls, char *errstr,
+                 size_t errstr_size);
+
+/*
+ * Swaps in the tokens of `tokens` (the tokens file as read again on
+ * SIGHUP); a request being authorized finishes with the ones it started
+ * with. On failure (ERR_INVALID, the reason in errstr) the running tokens
+ * stay. Any thread. NULL h: ERR_OK.
+ */
+err_class_t http_reload_tokens(http_t *h, const char *tokens, char *errstr, size_t errstr_size);
 
 /* The port the server listens on (the kernel's pick when asked for 0). */
 int http_port(const http_t *h);

@@ -308,13 +308,22 @@ notifier_verdict_t notifier_verdict(long status)
 
 /* ---- delivery ----------------------------------------------------------------- */
 
+/* An alert's details as sent: the stored ones, plus who acknowledged it
+ * and who owns the investigation of its instance (steward ack, claim), as
+ * they are at sending time. */
+#define ALERT_DETAILS_SQL(a)                                                                       \
+    "(" a ".details || jsonb_strip_nulls(jsonb_build_object('acknowledged_by', " a ".acked_by, "   \
+    "'claimed_by', (SELECT i.claimed_by FROM steward.instances i WHERE i.process = " a ".process " \
+    "AND i.key = " a ".key))))::text"
+
 /* What a claimed outbox row comes back with, in claim_sql and group_sql
  * alike: columns read by position in start_row() and read_alert(). */
 #define CLAIMED_COLUMNS                                                                            \
     "RETURNING o.id, o.destination, o.payload->>'event', o.attempts, a.id, a.kind, a.process, "    \
-    "  a.key, a.state, a.owner, a.summary, a.details::text, a.dedup_key, "                         \
-    "  steward.rfc3339(a.opened_at), steward.rfc3339(a.resolved_at), a.resolution, "               \
-    "  steward.rfc3339(a.deadline_at)"
+    "  a.key, a.state, a.owner, a.summary, " ALERT_DETAILS_SQL(                                    \
+        "a") ", a.dedup_key, "                                                                     \
+             "  steward.rfc3339(a.opened_at), steward.rfc3339(a.resolved_at), a.resolution, "      \
+             "  steward.rfc3339(a.deadline_at)"
 
 static const char claim_sql[] =
     "UPDATE steward.outbox o SET next_attempt_at = now() + steward.ms_interval($1::bigint) "
@@ -331,7 +340,11 @@ static const char claim_sql[] =
     "    AND NOT EXISTS (SELECT 1 FROM steward.outbox e "
     "      WHERE e.alert_id = c.alert_id AND e.destination = c.destination AND e.id < c.id "
     "        AND e.delivered_at IS NULL AND e.failed_at IS NULL) "
-    "  ORDER BY c.id LIMIT $3::int FOR UPDATE SKIP LOCKED) " CLAIMED_COLUMNS;
+    /* a silenced alert pages nobody until its silence ends */
+    "    AND NOT (c.payload->>'event' IN ('trigger', 'acknowledge') AND EXISTS ("
+    "      SELECT 1 FROM steward.alerts sa WHERE sa.id = c.alert_id AND " ALERT_SILENCED_SQL(
+        "sa") ")) "
+              "  ORDER BY c.id LIMIT $3::int FOR UPDATE SKIP LOCKED) " CLAIMED_COLUMNS;
 
 /*
  * The sequence triggers of one (process, state) pending for one sink, once
@@ -344,18 +357,23 @@ static const char group_sql[] =
     "  WHERE c.kind = 'notification' AND c.destination = $2 AND c.delivered_at IS NULL "
     "    AND c.failed_at IS NULL AND c.next_attempt_at <= now() "
     "    AND c.payload->>'event' = 'trigger' AND a.kind = 'sequence' "
-    "  GROUP BY a.process, a.state "
-    "  HAVING min(c.created_at) <= now() - steward.ms_interval($3::bigint) "
-    "  ORDER BY min(c.id) LIMIT 1) "
-    "UPDATE steward.outbox o SET next_attempt_at = now() + steward.ms_interval($1::bigint) "
-    "FROM steward.alerts a "
-    "WHERE a.id = o.alert_id AND o.id IN ("
-    "  SELECT c.id FROM steward.outbox c JOIN steward.alerts ca ON ca.id = c.alert_id "
-    "  JOIN due d ON d.process = ca.process AND d.state IS NOT DISTINCT FROM ca.state "
-    "  WHERE c.kind = 'notification' AND c.destination = $2 AND c.delivered_at IS NULL "
-    "    AND c.failed_at IS NULL AND c.next_attempt_at <= now() "
-    "    AND c.payload->>'event' = 'trigger' AND ca.kind = 'sequence' "
-    "  ORDER BY c.id LIMIT $4::int FOR UPDATE OF c SKIP LOCKED) " CLAIMED_COLUMNS;
+    "    AND NOT " ALERT_SILENCED_SQL(
+        "a") " "
+             "  GROUP BY a.process, a.state "
+             "  HAVING min(c.created_at) <= now() - steward.ms_interval($3::bigint) "
+             "  ORDER BY min(c.id) LIMIT 1) "
+             "UPDATE steward.outbox o SET next_attempt_at = now() + "
+             "steward.ms_interval($1::bigint) "
+             "FROM steward.alerts a "
+             "WHERE a.id = o.alert_id AND o.id IN ("
+             "  SELECT c.id FROM steward.outbox c JOIN steward.alerts ca ON ca.id = c.alert_id "
+             "  JOIN due d ON d.process = ca.process AND d.state IS NOT DISTINCT FROM ca.state "
+             "  WHERE c.kind = 'notification' AND c.destination = $2 AND c.delivered_at IS NULL "
+             "    AND c.failed_at IS NULL AND c.next_attempt_at <= now() "
+             "    AND c.payload->>'event' = 'trigger' AND ca.kind = 'sequence' "
+             "    AND NOT " ALERT_SILENCED_SQL("ca") " "
+                                                     "  ORDER BY c.id LIMIT $4::int FOR UPDATE OF "
+                                                     "c SKIP LOCKED) " CLAIMED_COLUMNS;
 
 /*
  * For a sequence alert's resolve (row $3): the group its trigger went out
@@ -578,6 +596,7 @@ static err_class_t start_row(notifier_t *n, PGresult *res, int row, int64_t now,
     const char *event = PQgetvalue(res, row, 2), *alert_id = PQgetvalue(res, row, 4);
     int attempts = atoi(PQgetvalue(res, row, 3)) + 1;
     bool resolve = strcmp(event, "resolve") == 0;
+    bool acknowledge = strcmp(event, "acknowledge") == 0;
     json_t *details;
     payload_alert_t alert = read_alert(res, row, 4, &details);
     const sink_t *sink = route_find_sink(n->routes, destination);
@@ -589,6 +608,10 @@ static err_class_t start_row(notifier_t *n, PGresult *res, int row, int64_t now,
         a.verdict = VERDICT_FAILED;
         snprintf(a.error, sizeof a.error,
                  "no sink named %s in the current routes (the config changed)", destination);
+    } else if (acknowledge && sink->type != SINK_PAGERDUTY && sink->type != SINK_WEBHOOK) {
+        /* The log and Alertmanager have no acknowledge: the alert stays
+         * open there, as it is. */
+        a.verdict = VERDICT_DELIVERED;
     } else if (sink->type == SINK_LOG) {
         a = deliver_log(sink, &alert, resolve, now);
     } else {
@@ -611,11 +634,18 @@ static err_class_t start_row(notifier_t *n, PGresult *res, int row, int64_t now,
             alert.dedup_key = group_key;
         switch (sink->type) {
         case SINK_WEBHOOK:
-            body = payload_webhook(&alert, resolve, now);
-            snprintf(url, sizeof url, "%s", sink->url);
-            break;
         case SINK_PAGERDUTY:
-            body = payload_pagerduty(sink, &alert, resolve, now);
+            if (acknowledge) {
+                body = payload_acknowledge(sink, &alert, now);
+                snprintf(url, sizeof url, "%s", sink->url);
+                break;
+            }
+            if (sink->type == SINK_PAGERDUTY) {
+                body = payload_pagerduty(sink, &alert, resolve, now);
+                snprintf(url, sizeof url, "%s", sink->url);
+                break;
+            }
+            body = payload_webhook(&alert, resolve, now);
             snprintf(url, sizeof url, "%s", sink->url);
             break;
         default:
@@ -766,12 +796,35 @@ static err_class_t claim_group(notifier_t *n, const sink_t *sink, notifier_stats
  * open is not given more, so a sink that hangs holds only its own rows.
  * Rows naming a sink the routes no longer have are claimed too, and failed.
  */
+/*
+ * An alert that resolved while silenced, before any page about it reached
+ * a sink, is news to nobody there: its pending rows for that sink are
+ * closed unsent rather than paging and resolving at once when the silence
+ * ends.
+ */
+static const char silenced_resolved_sql[] =
+    "UPDATE steward.outbox o SET delivered_at = now(), "
+    "  last_error = 'not sent: the alert resolved while silenced' "
+    "FROM steward.alerts a "
+    "WHERE a.id = o.alert_id AND a.resolved_at IS NOT NULL AND o.kind = 'notification' "
+    "  AND o.delivered_at IS NULL AND o.failed_at IS NULL "
+    "  AND NOT EXISTS (SELECT 1 FROM steward.outbox d WHERE d.alert_id = o.alert_id "
+    "    AND d.destination = o.destination AND d.payload->>'event' = 'trigger' "
+    "    AND d.delivered_at IS NOT NULL "
+    "    AND d.last_error IS DISTINCT FROM 'not sent: the alert resolved while silenced') "
+    "  AND EXISTS (SELECT 1 FROM steward.silences s WHERE s.process = a.process "
+    "    AND (s.state IS NULL OR s.state = a.state) AND (s.team IS NULL OR s.team = a.owner) "
+    "    AND s.starts_at <= a.resolved_at AND coalesce(s.lifted_at, s.ends_at) > a.resolved_at)";
+
 static err_class_t claim_due(notifier_t *n, notifier_stats_t *stats, char *errstr,
                              size_t errstr_size)
 {
     size_t n_sinks = route_sink_count(n->routes);
     pgarr_t all = {0};
-    err_class_t cls = ERR_OK;
+    err_class_t cls = db_exec(n->conn, "closing the pages of alerts resolved while silenced",
+                              silenced_resolved_sql, 0, NULL, errstr, errstr_size);
+    if (cls != ERR_OK)
+        return cls;
     int claimed;
 
     for (size_t s = 0; s < n_sinks && cls == ERR_OK; s++) {
@@ -872,11 +925,14 @@ static err_class_t reap(notifier_t *n, notifier_stats_t *stats, char *errstr, si
 }
 
 static const char open_alerts_sql[] =
-    "SELECT a.id, a.kind, a.process, a.key, a.state, a.owner, a.summary, a.details::text, "
-    "  a.dedup_key, "
-    "  steward.rfc3339(a.opened_at), NULL, NULL, "
-    "  steward.rfc3339(a.deadline_at) "
-    "FROM steward.alerts a WHERE a.resolved_at IS NULL ORDER BY a.id";
+    "SELECT a.id, a.kind, a.process, a.key, a.state, a.owner, a.summary, " ALERT_DETAILS_SQL(
+        "a") ", "
+             "  a.dedup_key, "
+             "  steward.rfc3339(a.opened_at), NULL, NULL, "
+             "  steward.rfc3339(a.deadline_at) "
+             "FROM steward.alerts a WHERE a.resolved_at IS NULL AND NOT " ALERT_SILENCED_SQL(
+                 "a") " "
+                      "ORDER BY a.id";
 
 /*
  * Alertmanager forgets an alert that is not re-sent before its endsAt:

@@ -130,6 +130,21 @@ char *payload_pagerduty(const sink_t *sink, const payload_alert_t *a, bool resol
     return dump(doc);
 }
 
+char *payload_acknowledge(const sink_t *sink, const payload_alert_t *a, int64_t now_ms)
+{
+    json_t *doc = json_object();
+    if (sink->type == SINK_PAGERDUTY) {
+        json_object_set_new(doc, "routing_key", json_string(sink->routing_key));
+        json_object_set_new(doc, "event_action", json_string("acknowledge"));
+        json_object_set_new(doc, "dedup_key", json_string(a->dedup_key));
+    } else {
+        json_object_set_new(doc, "version", json_integer(1));
+        json_object_set_new(doc, "event", json_string("acknowledge"));
+        json_object_set_new(doc, "alert", alert_object(a, now_ms));
+    }
+    return dump(doc);
+}
+
 char *payload_group(const sink_t *sink, const payload_alert_t *alerts, size_t n,
                     const char *group_key, int64_t now_ms)
 {

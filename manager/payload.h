@@ -2,7 +2,8 @@
  * payload - the bodies each kind of sink is sent for an alert. Pure: no
  * I/O, the time is an argument.
  *
- *   webhook       {"version":1, "event":"trigger"|"resolve", "alert":{...}}
+ *   webhook       {"version":1, "event":"trigger"|"resolve"|"acknowledge",
+ *                 "alert":{...}}
  *                 (docs/operations.md documents every field)
  *   pagerduty     Events API v2: trigger with summary, severity and
  *                 custom_details; resolve by the same dedup_key
@@ -58,6 +59,14 @@ char *payload_summary(const payload_alert_t *alert, int64_t now_ms);
 char *payload_webhook(const payload_alert_t *alert, bool resolve, int64_t now_ms);
 char *payload_pagerduty(const sink_t *sink, const payload_alert_t *alert, bool resolve,
                         int64_t now_ms);
+
+/*
+ * The acknowledge of an open alert (steward ack): PagerDuty's
+ * event_action "acknowledge" by the alert's dedup_key, or the webhook body
+ * with event "acknowledge". Alertmanager has no acknowledge: the notifier
+ * sends it nothing, the alert keeps firing until it is resolved.
+ */
+char *payload_acknowledge(const sink_t *sink, const payload_alert_t *alert, int64_t now_ms);
 
 /* Keys listed by name in a grouped page; the rest are counted. */
 #define PAYLOAD_GROUP_KEYS 100

@@ -21,6 +21,7 @@ static const char instance_sql[] =
     "  'process_deadline_at', steward.rfc3339(i.process_deadline_at), "
     "  'overdue', i.overdue, 'attempt', i.attempt, 'vars', i.vars, "
     "  'events_applied', i.events_applied, "
+    "  'claimed_by', i.claimed_by, 'claimed_at', steward.rfc3339(i.claimed_at), "
     "  'ms_in_state', steward.to_ms(now() - i.state_entered_at), "
     "  'ms_to_deadline', steward.to_ms(i.deadline_at - now()), "
     "  'history', coalesce((SELECT json_agg(json_build_object("
@@ -28,7 +29,8 @@ static const char instance_sql[] =
     "       'partition', h.partition, 'offset', h.\"offset\", "
     "       'event_time', steward.rfc3339(h.event_time), "
     "       'from_state', h.from_state, 'to_state', h.to_state, 'outcome', h.outcome, "
-    "       'replayed', h.replayed, 'detail', h.detail) ORDER BY h.id) "
+    "       'replayed', h.replayed, 'detail', h.detail, 'actor', h.actor, "
+    "       'reason', h.reason) ORDER BY h.id) "
     "     FROM steward.history h WHERE h.process = i.process AND h.key = i.key), '[]')"
     ")::text "
     "FROM steward.instances i WHERE i.process = $1 AND i.key = $2";
@@ -76,9 +78,16 @@ static const char stuck_sql[] =
     "    json_agg(json_build_object('id', id, 'kind', kind, 'key', key, 'owner', owner, "
     "      'summary', summary, 'dedup_key', dedup_key, "
     "      'opened_at', steward.rfc3339(opened_at), "
-    "      'age_ms', steward.to_ms(now() - opened_at)) "
+    "      'age_ms', steward.to_ms(now() - opened_at), "
+    "      'acked_by', acked_by, 'acked_at', steward.rfc3339(acked_at), "
+    "      'silenced_until', (SELECT steward.rfc3339(max(s.ends_at)) FROM steward.silences s "
+    "        WHERE s.process = a.process AND s.lifted_at IS NULL AND s.starts_at <= now() "
+    "        AND s.ends_at > now() AND (s.state IS NULL OR s.state = a.state) "
+    "        AND (s.team IS NULL OR s.team = a.owner)), "
+    "      'claimed_by', (SELECT i.claimed_by FROM steward.instances i "
+    "        WHERE i.process = a.process AND i.key = a.key)) "
     "      ORDER BY opened_at, id) AS alerts "
-    "  FROM steward.alerts WHERE resolved_at IS NULL AND ($1::text IS NULL OR process = $1) "
+    "  FROM steward.alerts a WHERE resolved_at IS NULL AND ($1::text IS NULL OR process = $1) "
     "  GROUP BY 1, 2) g";
 
 err_class_t query_stuck(PGconn *conn, const char *process, json_t **out, char *errstr,

@@ -54,8 +54,8 @@ CREATE INDEX commands_sent ON steward.commands (sent_at) WHERE sent_at IS NOT NU
 ALTER TABLE steward.history DROP CONSTRAINT history_outcome_check;
 ALTER TABLE steward.history ADD CONSTRAINT history_outcome_check
     CHECK (outcome IN ('started', 'advanced', 'duplicate', 'parked', 'unexpected', 'late',
-                       'violation', 'timeout', 'retried', 'stale', 'claimed', 'renewed',
-                       'lease_expired', 'handed_off', 'released'));
+                       'violation', 'operator', 'timeout', 'retried', 'stale', 'claimed',
+                       'renewed', 'lease_expired', 'handed_off', 'released'));
 
 -- New alert kinds: a command that cannot be rendered (a template variable
 -- never captured), one that cannot be delivered (topic missing, too

@@ -264,6 +264,24 @@ START_TEST(webhook_shape)
 }
 END_TEST
 
+START_TEST(acknowledge_by_the_same_dedup_key)
+{
+    payload_alert_t a = alert(NULL);
+    json_t *t = parse(payload_acknowledge(&pd, &a, NOW));
+    ck_assert_str_eq(str(t, "event_action"), "acknowledge");
+    ck_assert_str_eq(str(t, "dedup_key"), a.dedup_key);
+    ck_assert_str_eq(str(t, "routing_key"), pd.routing_key);
+    ck_assert_ptr_null(json_object_get(t, "payload"));
+    json_decref(t);
+
+    sink_t hook = {.name = "hook", .type = SINK_WEBHOOK, .url = "http://x/hook"};
+    json_t *w = parse(payload_acknowledge(&hook, &a, NOW));
+    ck_assert_str_eq(str(w, "event"), "acknowledge");
+    ck_assert_str_eq(str(w, "alert.dedup_key"), a.dedup_key);
+    json_decref(w);
+}
+END_TEST
+
 Suite *payload_suite(void)
 {
     Suite *s = suite_create("payload");
@@ -275,6 +293,7 @@ Suite *payload_suite(void)
     tcase_add_test(tc, group_page_lists_the_keys);
     tcase_add_test(tc, alertmanager_open_and_resolved);
     tcase_add_test(tc, webhook_shape);
+    tcase_add_test(tc, acknowledge_by_the_same_dedup_key);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,1018 @@
+/*
+ * test_actions - operator actions end to end: steward run on the real
+ * broker and PostgreSQL pages the test's receiver (PagerDuty and webhook)
+ * and a real Alertmanager; the verbs act through the CLI.
+ *
+ *   ack, close    an acknowledge reaches PagerDuty and the webhook; close
+ *                 finishes the instance, resolves its alert everywhere,
+ *                 and both are audited; acting again is refused
+ *   move, claim   a claim keeps others out; move restarts the deadline;
+ *                 retry is refused; bad targets are usage errors
+ *   race          an action waits for the instance's lock like a batch,
+ *                 and the result is consistent with the event that raced it
+ */
+#include "receiver.h"
+#include "testlib.h"
+
+#include <check.h>
+#include <curl/curl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pwd.h>
+#include <unistd.h>
+
+typedef struct world {
+    char *prefix;
+    char *group;
+    const char *db_url;
+    PGconn *conn;
+    char *dir;
+    char *log;
+    int pid;
+    const char *listen;      /* http.listen; NULL: "" (off) */
+    const char *tokens_file; /* http.tokens_file; NULL: none */
+    char base[128];          /* "http://127.0.0.1:PORT" once listening */
+} world_t;
+
+static world_t w;
+
+static char *topic(const char *name)
+{
+    char *t = NULL;
+    ck_assert_int_ge(asprintf(&t, "%s%s", w.prefix, name), 0);
+    return t;
+}
+
+static char *fill(const char *text, const char *d1, const char *d2)
+{
+    size_t cap = strlen(text) + 4096, len = 0;
+    char *out = calloc(1, cap);
+    for (const char *p = text; *p;) {
+        const char *with = strncmp(p, "@P@", 3) == 0    ? w.prefix
+                           : strncmp(p, "@D1@", 4) == 0 ? d1
+                           : strncmp(p, "@D2@", 4) == 0 ? d2
+                                                        : NULL;
+        if (with != NULL) {
+            len += (size_t) snprintf(out + len, cap - len, "%s", with);
+            p += p[2] == '@' ? 3 : 4;
+        } else {
+            out[len++] = *p++;
+        }
+    }
+    return out;
+}
+
+/* Topics, definition, migrated database, config with `routes`, steward run. */
+static void world_start(const char *name, const char *d1, const char *d2, const char *routes)
+{
+    const char *listen = w.listen, *tokens_file = w.tokens_file;
+    memset(&w, 0, sizeof w);
+    w.listen = listen;
+    w.tokens_file = tokens_file;
+    char *base = tl_unique(name);
+    ck_assert_int_ge(asprintf(&w.prefix, "%s.", base), 0);
+    w.group = base;
+    w.db_url = tl_db_create(name);
+    w.conn = tl_db_connect(w.db_url);
+    w.dir = strdup(tl_tmpdir());
+    w.log = tl_write_file(w.dir, "steward.log", "");
+
+    char *tpl = tl_source_path("tests/data/definitions/action_order.json.in");
+    char *text = tl_read_file(tpl);
+    char *def = fill(text, d1, d2);
+    free(tl_write_file(w.dir, "action_order.json", def));
+    free(def);
+    free(text);
+    free(tpl);
+
+    char *topics[3] = {topic("orders"), topic("payments"), topic("shipping")};
+    tl_kafka_create_topics((const char *const *) topics, 3, 1);
+    for (int i = 0; i < 3; i++)
+        free(topics[i]);
+    const char *margv[] = {NULL, "migrate", "--database", w.db_url, NULL};
+    tl_output_t o = tl_steward(margv, NULL);
+    ck_assert_msg(o.status == 0, "migrate: %s", o.err);
+    tl_output_free(&o);
+
+    json_error_t jerr;
+    json_t *r = json_loads(routes, 0, &jerr);
+    ck_assert_msg(r != NULL, "routes: %s", jerr.text);
+    char defs[1024], path[1024];
+    snprintf(defs, sizeof defs, "%s/action_order.json", w.dir);
+    json_t *cfg = json_pack(
+        "{s:s, s:s, s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:s}, s:{s:s}, s:o, s:s}", "brokers",
+        tl_kafka_brokers(), "database", w.db_url, "definitions", defs, "group", w.group,
+        "scheduler", "interval", "200ms", "grace", "200ms", "notifier", "interval", "100ms",
+        "timeout", "2s", "max_backoff", "1s", "alertmanager_resend", "1s", "http", "listen",
+        w.listen != NULL ? w.listen : "", "routes", r, "log_level", "info");
+    if (w.tokens_file != NULL)
+        json_object_set_new(json_object_get(cfg, "http"), "tokens_file",
+                            json_string(w.tokens_file));
+    snprintf(path, sizeof path, "%s/config.json", w.dir);
+    ck_assert_int_eq(json_dump_file(cfg, path, JSON_INDENT(2)), 0);
+    json_decref(cfg);
+
+    const char *argv[] = {NULL, "run", "--config", path, NULL};
+    w.pid = tl_steward_spawn(argv, NULL, w.log);
+    const char *params[1] = {w.group};
+    if (!tl_db_wait(w.conn, "SELECT count(*) FROM steward.offsets WHERE consumer_group = $1", 1,
+                    params, "3", 60, NULL)) {
+        tl_print_tail(w.log, 6000);
+        ck_abort_msg("partitions not claimed (steward's log above)");
+    }
+}
+
+static void world_stop(void)
+{
+    if (w.pid > 0)
+        tl_stop(w.pid, SIGKILL, 10);
+    PQfinish(w.conn);
+}
+
+static void send_event(const char *name, const char *type, const char *key)
+{
+    char value[256], *t = topic(name);
+    tl_producer_t *p = tl_producer_new();
+    snprintf(value, sizeof value, "{\"type\":\"%s\",\"id\":\"%s-%s\",\"order_id\":\"%s\"}", type,
+             type, key, key);
+    tl_produce(p, t, -1, value, -1, NULL, 0);
+    tl_producer_free(p);
+    free(t);
+}
+
+static void wait_sql(const char *sql, const char *key, const char *expected, int timeout_s)
+{
+    char *last = NULL;
+    const char *params[1] = {key};
+    if (!tl_db_wait(w.conn, sql, 1, params, expected, timeout_s, &last)) {
+        tl_print_tail(w.log, 6000);
+        ck_abort_msg("%s: got %s, expected %s (steward's log above)", sql, last, expected);
+    }
+}
+
+static char *scalar(const char *sql, const char *key)
+{
+    const char *params[1] = {key};
+    return tl_db_scalar(w.conn, sql, 1, params);
+}
+
+/* Asserts that sql with $1 = key gives expected. */
+static void expect(const char *sql, const char *key, const char *expected)
+{
+    char *got = scalar(sql, key);
+    ck_assert_msg(got != NULL && strcmp(got, expected) == 0, "%s: got %s, expected %s", sql, got,
+                  expected);
+    free(got);
+}
+
+/* Runs `steward ARGS... --database DB` as actor (NULL: --actor not given). */
+static tl_output_t verb(const char *actor, const char *a0, const char *a1, const char *a2,
+                        const char *a3, const char *a4, const char *a5, const char *a6)
+{
+    const char *argv[16] = {NULL};
+    int n = 1;
+    const char *args[] = {a0, a1, a2, a3, a4, a5, a6};
+    for (size_t i = 0; i < sizeof args / sizeof args[0] && args[i] != NULL; i++)
+        argv[n++] = args[i];
+    argv[n++] = "--database";
+    argv[n++] = w.db_url;
+    if (actor != NULL) {
+        argv[n++] = "--actor";
+        argv[n++] = actor;
+    }
+    return tl_steward(argv, NULL);
+}
+
+/* The JSON body of the receiver's i-th request. */
+static json_t *request_json(rcv_t *r, size_t i, char **path)
+{
+    rcv_request_t req = rcv_get(r, i);
+    json_t *doc = json_loads(req.body, 0, NULL);
+    ck_assert_msg(doc != NULL, "request %zu is not JSON: %s", i, req.body);
+    if (path != NULL)
+        *path = strdup(req.path);
+    rcv_request_clear(&req);
+    return doc;
+}
+
+/* The index of the first request from `from` on with path and field == value; -1. */
+static long find_request(rcv_t *r, size_t from, const char *path, const char *field,
+                         const char *value)
+{
+    for (size_t i = from; i < rcv_count(r); i++) {
+        char *p;
+        json_t *doc = request_json(r, i, &p);
+        bool match =
+            strcmp(p, path) == 0 && strcmp(json_string_value(json_object_get(doc, field)) != NULL
+                                               ? json_string_value(json_object_get(doc, field))
+                                               : "",
+                                           value) == 0;
+        free(p);
+        json_decref(doc);
+        if (match)
+            return (long) i;
+    }
+    return -1;
+}
+
+static long wait_request(rcv_t *r, const char *path, const char *field, const char *value)
+{
+    for (int i = 0; i < 300; i++) {
+        long at = find_request(r, 0, path, field, value);
+        if (at >= 0)
+            return at;
+        usleep(100 * 1000);
+    }
+    tl_print_tail(w.log, 4000);
+    ck_abort_msg("no %s with %s=%s at the receiver", path, field, value);
+    return -1;
+}
+
+/* The Alertmanager state of the alert for `key`: "active", or "" when not listed. */
+static char *am_state(const char *am, const char *key)
+{
+    char url[1024], filter[256];
+    long status;
+    CURL *curl = curl_easy_init();
+    snprintf(filter, sizeof filter, "key=\"%s\"", key);
+    char *escaped = curl_easy_escape(curl, filter, 0);
+    snprintf(url, sizeof url, "%s/api/v2/alerts?filter=%s", am, escaped);
+    curl_free(escaped);
+    curl_easy_cleanup(curl);
+    char *body = tl_http_get(url, &status);
+    ck_assert_msg(status == 200, "GET %s: %ld %s", url, status, body);
+    json_t *list = json_loads(body, 0, NULL);
+    free(body);
+    ck_assert_ptr_nonnull(list);
+    const char *state = "";
+    if (json_array_size(list) > 0)
+        state = json_string_value(
+            json_object_get(json_object_get(json_array_get(list, 0), "status"), "state"));
+    char *copy = strdup(state != NULL ? state : "");
+    json_decref(list);
+    return copy;
+}
+
+static void wait_am(const char *am, const char *key, const char *expected)
+{
+    for (int i = 0; i < 300; i++) {
+        char *state = am_state(am, key);
+        bool match = strcmp(state, expected) == 0;
+        free(state);
+        if (match)
+            return;
+        usleep(100 * 1000);
+    }
+    ck_abort_msg("Alertmanager never showed %s as '%s'", key, expected);
+}
+
+/* ---- ack, close ------------------------------------------------------------ */
+
+START_TEST(ack_then_close_reaches_every_sink_and_is_audited)
+{
+    const char *am = getenv("STEWARD_TEST_ALERTMANAGER_URL");
+    ck_assert_msg(am != NULL && *am, "STEWARD_TEST_ALERTMANAGER_URL is not set");
+    rcv_t *r = rcv_new();
+    char routes[2048];
+    snprintf(routes, sizeof routes,
+             "{\"payments\":[{\"type\":\"pagerduty\",\"name\":\"pd\","
+             "\"routing_key\":\"R0UTINGKEYSECRET\",\"url\":\"%s/v2/enqueue\"},"
+             "{\"type\":\"webhook\",\"name\":\"hook\",\"url\":\"%s/hook\"},"
+             "{\"type\":\"alertmanager\",\"name\":\"am\",\"url\":\"%s\"}],"
+             "\"default\":[{\"type\":\"log\"}]}",
+             rcv_url(r), rcv_url(r), am);
+    world_start("actclose", "1s", "1h", routes);
+
+    char *key = tl_unique("ORD-");
+    send_event("orders", "OrderPlaced", key);
+    wait_sql("SELECT count(*) FROM steward.alerts WHERE key = $1 AND resolved_at IS NULL", key, "1",
+             30);
+    wait_request(r, "/v2/enqueue", "event_action", "trigger");
+    wait_request(r, "/hook", "event", "trigger");
+    wait_am(am, key, "active");
+    char *id = scalar("SELECT id FROM steward.alerts WHERE key = $1", key);
+
+    /* ack without a reason is a usage error and changes nothing. */
+    tl_output_t o = verb("alice", "ack", id, NULL, NULL, NULL, NULL, NULL);
+    ck_assert_msg(o.status == 2 && tl_contains(o.err, "--reason"), "ack: %d %s", o.status, o.err);
+    tl_output_free(&o);
+
+    o = verb("alice", "ack", id, "--reason", "looking at the payment gateway", NULL, NULL, NULL);
+    ck_assert_msg(o.status == 0, "ack: %d %s", o.status, o.err);
+    tl_output_free(&o);
+    expect("SELECT acked_by || ' ' || (resolved_at IS NULL) FROM "
+           "steward.alerts WHERE key = $1",
+           key, "alice true");
+    long pd_ack = wait_request(r, "/v2/enqueue", "event_action", "acknowledge");
+    json_t *ack = request_json(r, (size_t) pd_ack, NULL);
+    char *dedup = scalar("SELECT dedup_key FROM steward.alerts WHERE key = $1", key);
+    ck_assert_str_eq(json_string_value(json_object_get(ack, "dedup_key")), dedup);
+    json_decref(ack);
+    wait_request(r, "/hook", "event", "acknowledge");
+    /* Acknowledged is still open: Alertmanager keeps it active. */
+    wait_am(am, key, "active");
+
+    const char *stuck[] = {NULL, "stuck", "--database", w.db_url, NULL};
+    o = tl_steward(stuck, NULL);
+    ck_assert_msg(tl_contains(o.out, "acknowledged by alice"), "stuck: %s", o.out);
+    tl_output_free(&o);
+
+    /* A second ack is refused: it already is. */
+    o = verb("bob", "ack", id, "--reason", "me too", NULL, NULL, NULL);
+    ck_assert_msg(o.status == 1 && tl_contains(o.err, "already acknowledged by alice"),
+                  "second ack: %d %s", o.status, o.err);
+    tl_output_free(&o);
+
+    /* An outcome the definition does not have: usage error, listing them. */
+    o = verb("alice", "close", "action_order", key, "--as", "refunded", "--reason", "x");
+    ck_assert_msg(o.status == 2 && tl_contains(o.err, "outcomes: "), "close --as refunded: %d %s",
+                  o.status, o.err);
+    tl_output_free(&o);
+
+    o = verb("alice", "close", "action_order", key, "--as", "cancelled", "--reason",
+             "refunded by support, ticket 4411");
+    ck_assert_msg(o.status == 0, "close: %d %s", o.status, o.err);
+    tl_output_free(&o);
+    expect("SELECT state || ' ' || status FROM steward.instances WHERE key = $1", key,
+           "cancelled cancelled");
+    expect("SELECT resolved_by || ' ' || resolution FROM steward.alerts "
+           "WHERE key = $1",
+           key, "alice closed by alice");
+    expect("SELECT string_agg(event_type || ' ' || coalesce(from_state, '-') || "
+           "' ' || coalesce(to_state, '-') || ' ' || actor || ' ' || reason, "
+           "'; ' ORDER BY id) FROM steward.history WHERE key = $1 AND "
+           "outcome = 'operator'",
+           key,
+           "operator:ack awaiting_payment awaiting_payment alice looking at the "
+           "payment gateway; operator:close awaiting_payment cancelled alice refunded "
+           "by support, ticket 4411");
+    wait_request(r, "/v2/enqueue", "event_action", "resolve");
+    wait_request(r, "/hook", "event", "resolve");
+    wait_am(am, key, "");
+
+    /* inspect shows the actions with who and why. */
+    const char *iargv[] = {NULL, "inspect", "action_order", key, "--database", w.db_url, NULL};
+    o = tl_steward(iargv, NULL);
+    ck_assert_msg(o.status == 0 && tl_contains(o.out, "operator:close") &&
+                      tl_contains(o.out, "by alice: refunded by support, ticket 4411"),
+                  "inspect: %s", o.out);
+    tl_output_free(&o);
+
+    /* Stale: it already finished, the alert is already resolved. */
+    o = verb("bob", "close", "action_order", key, "--as", "success", "--reason", "late");
+    ck_assert_msg(o.status == 1 && tl_contains(o.err, "already finished"), "close again: %d %s",
+                  o.status, o.err);
+    tl_output_free(&o);
+    o = verb("bob", "resolve", id, "--reason", "late", NULL, NULL, NULL);
+    ck_assert_msg(o.status == 1 && tl_contains(o.err, "already resolved"), "resolve: %d %s",
+                  o.status, o.err);
+    tl_output_free(&o);
+    expect("SELECT count(*) FROM steward.history WHERE key = $1 AND "
+           "outcome = 'operator'",
+           key, "2");
+
+    char *log = tl_read_file(w.log);
+    ck_assert_msg(!tl_contains(log, "R0UTINGKEYSECRET"), "the routing key was logged");
+    free(log);
+    free(dedup);
+    free(id);
+    free(key);
+    world_stop();
+    rcv_free(r);
+}
+END_TEST
+
+START_TEST(resolve_by_hand_pages_the_resolve)
+{
+    rcv_t *r = rcv_new();
+    char routes[1024];
+    snprintf(routes, sizeof routes,
+             "{\"payments\":[{\"type\":\"webhook\",\"name\":\"hook\",\"url\":\"%s/hook\"}],"
+             "\"default\":[{\"type\":\"log\"}]}",
+             rcv_url(r));
+    world_start("actresolve", "1s", "1h", routes);
+    char *key = tl_unique("ORD-");
+    send_event("orders", "OrderPlaced", key);
+    wait_request(r, "/hook", "event", "trigger");
+    char *id = scalar("SELECT id FROM steward.alerts WHERE key = $1", key);
+
+    /* Who owns the investigation travels with the pages, and shows in stuck. */
+    tl_output_t o = verb("carol", "claim", "action_order", key, "--reason", "mine", NULL, NULL);
+    ck_assert_msg(o.status == 0, "claim: %s", o.err);
+    tl_output_free(&o);
+    const char *stuck[] = {NULL, "stuck", "--database", w.db_url, NULL};
+    o = tl_steward(stuck, NULL);
+    ck_assert_msg(tl_contains(o.out, key) && tl_contains(o.out, "claimed by carol") &&
+                      tl_contains(o.out, "[alert "),
+                  "stuck: %s", o.out);
+    tl_output_free(&o);
+    o = verb(NULL, "resolve", id, "--reason", "gateway fixed", "--json", NULL, NULL);
+    ck_assert_msg(o.status == 0, "resolve: %d %s", o.status, o.err);
+    json_t *doc = json_loads(o.out, 0, NULL);
+    ck_assert_msg(doc != NULL, "resolve --json: %s", o.out);
+    /* No --actor and no $STEWARD_ACTOR: the OS user name. */
+    struct passwd *pw = getpwuid(geteuid());
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "actor")), pw->pw_name);
+    ck_assert(json_is_true(json_object_get(json_object_get(doc, "after"), "resolved")));
+    json_decref(doc);
+    tl_output_free(&o);
+    long at = wait_request(r, "/hook", "event", "resolve");
+    json_t *body = request_json(r, (size_t) at, NULL);
+    ck_assert_str_eq(json_string_value(json_object_get(
+                         json_object_get(json_object_get(body, "alert"), "details"), "claimed_by")),
+                     "carol");
+    expect("SELECT resolution FROM steward.alerts WHERE key = $1", key,
+           json_string_value(json_object_get(json_object_get(body, "alert"), "resolution")));
+    json_decref(body);
+    /* The instance is untouched: still waiting for its payment. */
+    expect("SELECT state || ' ' || status FROM steward.instances WHERE key = $1", key,
+           "awaiting_payment active");
+    expect("SELECT string_agg(event_type || ' ' || (actor <> ''), ', ' ORDER BY id) FROM "
+           "steward.history WHERE key = $1 AND outcome = 'operator'",
+           key, "operator:claim true, operator:resolve true");
+    free(id);
+    free(key);
+    world_stop();
+    rcv_free(r);
+}
+END_TEST
+
+/* ---- move, claim, retry ----------------------------------------------------- */
+
+START_TEST(claim_keeps_others_out_and_move_restarts_the_deadline)
+{
+    world_start("actmove", "1h", "2h", "{\"default\":[{\"type\":\"log\"}]}");
+    char *key = tl_unique("ORD-");
+    send_event("orders", "OrderPlaced", key);
+    wait_sql("SELECT state FROM steward.instances WHERE key = $1", key, "awaiting_payment", 30);
+
+    tl_output_t o =
+        verb("alice", "claim", "action_order", key, "--reason", "investigating", NULL, NULL);
+    ck_assert_msg(o.status == 0, "claim: %d %s", o.status, o.err);
+    tl_output_free(&o);
+    o = verb("bob", "claim", "action_order", key, "--reason", "mine", NULL, NULL);
+    ck_assert_msg(o.status == 1 && tl_contains(o.err, "already claimed by alice"), "claim: %d %s",
+                  o.status, o.err);
+    tl_output_free(&o);
+    o = verb("bob", "move", "action_order", key, "--to", "awaiting_dispatch", "--reason", "x");
+    ck_assert_msg(o.status == 1 && tl_contains(o.err, "claimed by alice"), "bob move: %d %s",
+                  o.status, o.err);
+    tl_output_free(&o);
+
+    const char *iargv[] = {NULL, "inspect", "action_order", key, "--database", w.db_url, NULL};
+    o = tl_steward(iargv, NULL);
+    ck_assert_msg(tl_contains(o.out, "claimed by        alice"), "inspect: %s", o.out);
+    tl_output_free(&o);
+
+    /* A terminal state is for close; an unknown one lists the states. */
+    o = verb("alice", "move", "action_order", key, "--to", "completed", "--reason", "x");
+    ck_assert_msg(o.status == 2 && tl_contains(o.err, "use steward close"), "move: %d %s", o.status,
+                  o.err);
+    tl_output_free(&o);
+    o = verb("alice", "move", "action_order", key, "--to", "nowhere", "--reason", "x");
+    ck_assert_msg(o.status == 2 && tl_contains(o.err, "awaiting_payment, awaiting_dispatch"),
+                  "move: %d %s", o.status, o.err);
+    tl_output_free(&o);
+
+    o = verb("alice", "move", "action_order", key, "--to", "awaiting_dispatch", "--reason",
+             "payment confirmed by phone");
+    ck_assert_msg(o.status == 0, "move: %d %s", o.status, o.err);
+    tl_output_free(&o);
+    /* The new state's 2h deadline counts from the move. */
+    expect("SELECT state || ' ' || (abs(extract(epoch FROM deadline_at - "
+           "state_entered_at) - 7200) < 1) || ' ' || (state_entered_at > "
+           "started_at) FROM steward.instances WHERE key = $1",
+           key, "awaiting_dispatch true true");
+    expect("SELECT from_state || ' ' || to_state || ' ' || actor FROM "
+           "steward.history WHERE key = $1 AND event_type = 'operator:move'",
+           key, "awaiting_payment awaiting_dispatch alice");
+
+    /* retry needs active mode, which is not built: refused, nothing recorded. */
+    o = verb("alice", "retry", "action_order", key, "--reason", "again", NULL, NULL);
+    ck_assert_msg(o.status == 1 && tl_contains(o.err, "active mode is not built yet"),
+                  "retry: %d %s", o.status, o.err);
+    tl_output_free(&o);
+
+    o = verb("bob", "release", "action_order", key, "--reason", "x", NULL, NULL);
+    ck_assert_msg(o.status == 1 && tl_contains(o.err, "claimed by alice"), "bob release: %d %s",
+                  o.status, o.err);
+    tl_output_free(&o);
+    o = verb("alice", "release", "action_order", key, "--reason", "handing over", NULL, NULL);
+    ck_assert_msg(o.status == 0, "release: %d %s", o.status, o.err);
+    tl_output_free(&o);
+    ck_assert_ptr_null(scalar("SELECT claimed_by FROM steward.instances WHERE key = $1", key));
+    expect("SELECT string_agg(event_type, ' ' ORDER BY id) FROM "
+           "steward.history WHERE key = $1 AND outcome = 'operator'",
+           key, "operator:claim operator:move operator:release");
+
+    /* The next event applies to the moved instance as to any other. */
+    send_event("shipping", "ShipmentDispatched", key);
+    wait_sql("SELECT status FROM steward.instances WHERE key = $1", key, "success", 30);
+    free(key);
+    world_stop();
+}
+END_TEST
+
+/* ---- race ------------------------------------------------------------------- */
+
+START_TEST(action_waits_for_the_instance_lock_and_agrees_with_the_event)
+{
+    world_start("actrace", "1h", "1h", "{\"default\":[{\"type\":\"log\"}]}");
+    char *key = tl_unique("ORD-");
+    send_event("orders", "OrderPlaced", key);
+    wait_sql("SELECT state FROM steward.instances WHERE key = $1", key, "awaiting_payment", 30);
+
+    /* Hold the instance's lock as a batch would. */
+    PGconn *holder = tl_db_connect(w.db_url);
+    const char *lp[2] = {"action_order", key};
+    PGresult *res =
+        PQexecParams(holder, "SELECT pg_advisory_lock(steward.instance_lock_key($1, $2))", 2, NULL,
+                     lp, NULL, NULL, 0);
+    ck_assert_int_eq(PQresultStatus(res), PGRES_TUPLES_OK);
+    PQclear(res);
+
+    char *alog = tl_write_file(w.dir, "close.log", "");
+    const char *argv[] = {NULL,      "close",     "action_order", key,
+                          "--as",    "cancelled", "--reason",     "customer called",
+                          "--actor", "carol",     "--database",   w.db_url,
+                          NULL};
+    int pid = tl_steward_spawn(argv, NULL, alog);
+    /* The action is waiting for the lock, not acting. */
+    const char *ap[1] = {"steward close"};
+    ck_assert_msg(tl_db_wait(w.conn,
+                             "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 "
+                             "AND wait_event_type = 'Lock' AND wait_event = 'advisory'",
+                             1, ap, "1", 30, NULL),
+                  "steward close is not waiting for the instance's lock");
+    /* The event that completes the payment races it: its batch waits too. */
+    send_event("payments", "PaymentCaptured", key);
+    ck_assert_msg(tl_db_wait(w.conn,
+                             "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                             "current_database() AND wait_event_type = 'Lock' AND wait_event = "
+                             "'advisory'",
+                             0, NULL, "2", 30, NULL),
+                  "the batch with the payment is not waiting for the instance's lock");
+
+    res = PQexecParams(holder, "SELECT pg_advisory_unlock(steward.instance_lock_key($1, $2))", 2,
+                       NULL, lp, NULL, NULL, 0);
+    PQclear(res);
+    int rc = tl_stop(pid, 0, 30);
+    char *out = tl_read_file(alog);
+    ck_assert_msg(rc == 0, "close exit %d: %s", rc, out);
+    wait_sql("SELECT (SELECT state || ' ' || status FROM steward.instances WHERE key = $1) || "
+             "' ' || (SELECT count(*) FROM steward.history WHERE key = $1 AND event_type = "
+             "'PaymentCaptured')",
+             key, "cancelled cancelled 1", 30);
+    /* Whichever went first, the close judged the state the other left: after
+     * the payment it closed awaiting_dispatch; before it, awaiting_payment,
+     * and the payment then found a finished instance. */
+    char *order = scalar("SELECT CASE WHEN p.id < c.id "
+                         "  THEN 'event first ' || (p.outcome = 'advanced' AND "
+                         "    c.from_state = 'awaiting_dispatch') "
+                         "  ELSE 'close first ' || (p.outcome <> 'advanced' AND "
+                         "    c.from_state = 'awaiting_payment') END "
+                         "FROM steward.history p, steward.history c WHERE p.key = $1 AND "
+                         "c.key = $1 AND p.event_type = 'PaymentCaptured' AND "
+                         "c.event_type = 'operator:close' AND c.actor = 'carol'",
+                         key);
+    ck_assert_msg(order != NULL && tl_contains(order, " true"), "order: %s", order);
+    free(order);
+    free(out);
+    free(alog);
+    PQfinish(holder);
+    free(key);
+    world_stop();
+}
+END_TEST
+
+/* ---- HTTP ------------------------------------------------------------------- */
+
+/* Waits for steward's "http listening" line and keeps its address. */
+static void wait_listening(void)
+{
+    for (int i = 0; i < 300; i++) {
+        char *log = tl_read_file(w.log);
+        for (char *line = strtok(log, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+            json_t *doc = json_loads(line, 0, NULL);
+            const char *msg = json_string_value(json_object_get(doc, "msg"));
+            const char *address = json_string_value(json_object_get(doc, "address"));
+            if (msg != NULL && strcmp(msg, "http listening") == 0 && address != NULL) {
+                snprintf(w.base, sizeof w.base, "http://%s", address);
+                json_decref(doc);
+                free(log);
+                return;
+            }
+            json_decref(doc);
+        }
+        free(log);
+        usleep(100 * 1000);
+    }
+    tl_print_tail(w.log, 4000);
+    ck_abort_msg("steward never logged \"http listening\"");
+}
+
+typedef struct answer {
+    long status;
+    char *body;
+    char *headers;
+} answer_t;
+
+static size_t collect(char *data, size_t size, size_t n, void *arg)
+{
+    char **buf = arg;
+    size_t old = *buf != NULL ? strlen(*buf) : 0;
+    char *grown = realloc(*buf, old + size * n + 1);
+    ck_assert_ptr_nonnull(grown);
+    memcpy(grown + old, data, size * n);
+    grown[old + size * n] = '\0';
+    *buf = grown;
+    return size * n;
+}
+
+/* Everything the API answered, headers and bodies, for the secret grep. */
+static char *all_answers;
+
+/* method on w.base + path, with a bearer secret and a body when not NULL. */
+static answer_t call(const char *method, const char *path, const char *secret, const char *body)
+{
+    answer_t a = {0};
+    char url[1024], auth[256];
+    snprintf(url, sizeof url, "%s%s", w.base, path);
+    CURL *curl = curl_easy_init();
+    struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: application/json");
+    if (secret != NULL) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", secret);
+        headers = curl_slist_append(headers, auth);
+    }
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    if (body != NULL)
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &a.body);
+    curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, collect);
+    curl_easy_setopt(curl, CURLOPT_HEADERDATA, &a.headers);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT, 30L);
+    CURLcode rc = curl_easy_perform(curl);
+    ck_assert_msg(rc == CURLE_OK, "%s %s: %s", method, url, curl_easy_strerror(rc));
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &a.status);
+    curl_slist_free_all(headers);
+    curl_easy_cleanup(curl);
+    if (a.body == NULL)
+        a.body = strdup("");
+    if (a.headers == NULL)
+        a.headers = strdup("");
+    collect(a.body, 1, strlen(a.body), &all_answers);
+    collect(a.headers, 1, strlen(a.headers), &all_answers);
+    return a;
+}
+
+static void answer_free(answer_t *a)
+{
+    free(a->body);
+    free(a->headers);
+}
+
+/* Calls, and asserts the status, that in_body (if any) is in the body and
+ * that an error answer is JSON {"error": ...}. */
+static void expect_call(const char *method, const char *path, const char *secret, const char *body,
+                        long status, const char *in_body)
+{
+    answer_t a = call(method, path, secret, body);
+    ck_assert_msg(a.status == status && (in_body == NULL || tl_contains(a.body, in_body)),
+                  "%s %s: %ld %s (expected %ld with \"%s\")", method, path, a.status, a.body,
+                  status, in_body != NULL ? in_body : "");
+    if (a.status >= 400) {
+        json_t *doc = json_loads(a.body, 0, NULL);
+        ck_assert_msg(json_is_string(json_object_get(doc, "error")), "error body: %s", a.body);
+        json_decref(doc);
+    }
+    answer_free(&a);
+}
+
+/* A tokens file from (name, scope, secret) triples ending in NULL, each
+ * secret hashed with sha256sum as an operator would. */
+static char *tokens_text(const char *const *lines)
+{
+    char *out = calloc(1, 4096);
+    size_t len = (size_t) snprintf(out, 4096, "# name scope sha256(secret)\n\n");
+    for (size_t i = 0; lines[i] != NULL; i += 3) {
+        char cmd[512], hex[128] = "";
+        snprintf(cmd, sizeof cmd, "printf %%s '%s' | sha256sum", lines[i + 2]);
+        FILE *f = popen(cmd, "r");
+        ck_assert_ptr_nonnull(f);
+        ck_assert_ptr_nonnull(fgets(hex, sizeof hex, f));
+        pclose(f);
+        hex[64] = '\0';
+        len += (size_t) snprintf(out + len, 4096 - len, "%s %s %s\n", lines[i], lines[i + 1], hex);
+    }
+    return out;
+}
+
+#define OPS_SECRET   "opsecret-AAAA1111"
+#define READ_SECRET  "readsecret-BBBB2222"
+#define BOB_SECRET   "bobsecret-CCCC3333"
+#define ROUTE_SECRET "R0UTINGKEYSECRET"
+
+START_TEST(http_actions_need_an_operate_token)
+{
+    rcv_t *r = rcv_new();
+    char *dir = strdup(tl_tmpdir());
+    const char *lines[] = {"alice", "operate", OPS_SECRET, "reader", "read", READ_SECRET, NULL};
+    char *text = tokens_text(lines);
+    char *tokens = tl_write_file(dir, "tokens", text);
+    free(text);
+    w.listen = "127.0.0.1:0";
+    w.tokens_file = tokens;
+    char routes[1024];
+    snprintf(routes, sizeof routes,
+             "{\"payments\":[{\"type\":\"pagerduty\",\"name\":\"pd\",\"routing_key\":\"%s\","
+             "\"url\":\"%s/v2/enqueue\"}],\"default\":[{\"type\":\"log\"}]}",
+             ROUTE_SECRET, rcv_url(r));
+    world_start("acthttp", "1s", "1h", routes);
+    wait_listening();
+
+    char *k1 = tl_unique("ORD-"), *k2 = tl_unique("ORD-"), path[512], body[512];
+    send_event("orders", "OrderPlaced", k1);
+    send_event("orders", "OrderPlaced", k2);
+    wait_sql("SELECT count(*) FROM steward.alerts WHERE key = $1", k1, "1", 30);
+    wait_request(r, "/v2/enqueue", "event_action", "trigger");
+    char *id = scalar("SELECT id FROM steward.alerts WHERE key = $1", k1);
+
+    /* Reads stay open on the loopback. */
+    snprintf(path, sizeof path, "/v1/instances/action_order/%s", k1);
+    expect_call("GET", path, NULL, NULL, 200, "awaiting_payment");
+
+    /* Acting needs an operate token: none or an unknown one 401, read 403. */
+    snprintf(path, sizeof path, "/v1/alerts/%s/ack", id);
+    const char *why = "{\"reason\":\"on it\"}";
+    answer_t a = call("POST", path, NULL, why);
+    ck_assert_msg(a.status == 401 && tl_contains(a.headers, "WWW-Authenticate: Bearer"),
+                  "no token: %ld %s", a.status, a.headers);
+    answer_free(&a);
+    expect_call("POST", path, "not-a-token", why, 401, "unknown token");
+    expect_call("POST", path, READ_SECRET, why, 403, "scope read");
+    expect_call("GET", path, OPS_SECRET, NULL, 405, "POST only");
+    expect_call("POST", path, OPS_SECRET, "{}", 400, "reason");
+    expect_call("POST", path, OPS_SECRET, "not json", 400, "JSON object");
+    ck_assert_ptr_null(scalar("SELECT acked_by FROM steward.alerts WHERE key = $1", k1));
+
+    expect_call("POST", path, OPS_SECRET, why, 200, "\"actor\":\"alice\"");
+    expect("SELECT acked_by FROM steward.alerts WHERE key = $1", k1, "alice");
+    wait_request(r, "/v2/enqueue", "event_action", "acknowledge");
+    expect_call("POST", path, OPS_SECRET, why, 409, "already acknowledged");
+    snprintf(path, sizeof path, "/v1/alerts/%s/resolve", id);
+    expect_call("POST", path, OPS_SECRET, "{\"reason\":\"fixed by hand\"}", 200, NULL);
+    wait_request(r, "/v2/enqueue", "event_action", "resolve");
+    expect_call("POST", path, OPS_SECRET, "{\"reason\":\"again\"}", 409, "already resolved");
+    expect("SELECT actor || ': ' || reason FROM steward.history WHERE key = $1 AND "
+           "event_type = 'operator:resolve'",
+           k1, "alice: fixed by hand");
+
+    /* Instance actions: the token's name is the actor. */
+    snprintf(path, sizeof path, "/v1/instances/action_order/%s/claim", k2);
+    expect_call("POST", path, OPS_SECRET, "{\"reason\":\"mine\"}", 200, NULL);
+    snprintf(path, sizeof path, "/v1/instances/action_order/%s/retry", k2);
+    expect_call("POST", path, OPS_SECRET, "{\"reason\":\"x\"}", 409, "active mode is not built");
+    snprintf(path, sizeof path, "/v1/instances/action_order/%s/move", k2);
+    expect_call("POST", path, OPS_SECRET, "{\"reason\":\"x\",\"to\":\"nowhere\"}", 400,
+                "not a non-terminal state");
+    expect_call("POST", path, OPS_SECRET,
+                "{\"reason\":\"paid by phone\",\"to\":\"awaiting_dispatch\"}", 200,
+                "\"state\":\"awaiting_dispatch\"");
+    snprintf(path, sizeof path, "/v1/instances/action_order/%s/close", k2);
+    snprintf(body, sizeof body, "{\"reason\":\"refunded\",\"as\":\"cancelled\"}");
+    expect_call("POST", path, OPS_SECRET, body, 200, "\"status\":\"cancelled\"");
+    expect_call("POST", path, OPS_SECRET, body, 409, "already finished");
+    snprintf(path, sizeof path, "/v1/instances/action_order/%s", k2);
+    expect_call("GET", path, NULL, NULL, 200, "\"actor\":\"alice\"");
+    expect("SELECT string_agg(event_type || ' ' || actor, ', ' ORDER BY id) FROM "
+           "steward.history WHERE key = $1 AND outcome = 'operator'",
+           k2, "operator:claim alice, operator:move alice, operator:close alice");
+
+    /* Silences over HTTP: set with an operate token, listed by anyone on
+     * the loopback, lifted once. */
+    const char *sil = "{\"process\":\"action_order\",\"team\":\"payments\",\"for\":\"1h\","
+                      "\"reason\":\"gateway maintenance\"}";
+    expect_call("POST", "/v1/silences", READ_SECRET, sil, 403, "scope read");
+    expect_call("POST", "/v1/silences", OPS_SECRET, "{\"process\":\"action_order\"}", 400, "for");
+    a = call("POST", "/v1/silences", OPS_SECRET, sil);
+    ck_assert_msg(a.status == 200, "silence: %ld %s", a.status, a.body);
+    json_t *silence = json_loads(a.body, 0, NULL);
+    long long sid = json_integer_value(json_object_get(silence, "id"));
+    ck_assert_str_eq(json_string_value(json_object_get(silence, "actor")), "alice");
+    json_decref(silence);
+    answer_free(&a);
+    expect_call("GET", "/v1/silences", NULL, NULL, 200, "gateway maintenance");
+    snprintf(path, sizeof path, "/v1/silences/%lld/unsilence", sid);
+    expect_call("POST", path, OPS_SECRET, "{\"reason\":\"done\"}", 200, "\"lifted_by\":\"alice\"");
+    expect_call("POST", path, OPS_SECRET, "{\"reason\":\"done\"}", 409, "already ended");
+
+    /* SIGHUP reloads the tokens: bob in, alice out. */
+    const char *next[] = {"bob", "operate", BOB_SECRET, "reader", "read", READ_SECRET, NULL};
+    text = tokens_text(next);
+    free(tl_write_file(dir, "tokens", text));
+    free(text);
+    kill(w.pid, SIGHUP);
+    for (int i = 0;; i++) {
+        char *log = tl_read_file(w.log);
+        bool done = tl_contains(log, "http tokens reloaded");
+        free(log);
+        if (done)
+            break;
+        ck_assert_msg(i < 300, "no \"http tokens reloaded\" in the log");
+        usleep(100 * 1000);
+    }
+    char *k3 = tl_unique("ORD-");
+    send_event("orders", "OrderPlaced", k3);
+    wait_sql("SELECT count(*) FROM steward.instances WHERE key = $1", k3, "1", 30);
+    snprintf(path, sizeof path, "/v1/instances/action_order/%s/claim", k3);
+    expect_call("POST", path, OPS_SECRET, "{\"reason\":\"x\"}", 401, "unknown token");
+    expect_call("POST", path, BOB_SECRET, "{\"reason\":\"x\"}", 200, "\"claimed_by\":\"bob\"");
+
+    /* No secret anywhere: the log, every answer, the metrics. */
+    answer_t m = call("GET", "/metrics", NULL, NULL);
+    ck_assert_int_eq(m.status, 200);
+    answer_free(&m);
+    char *log = tl_read_file(w.log);
+    const char *secrets[] = {OPS_SECRET, READ_SECRET, BOB_SECRET, ROUTE_SECRET};
+    for (size_t i = 0; i < sizeof secrets / sizeof secrets[0]; i++) {
+        ck_assert_msg(!tl_contains(log, secrets[i]), "%s is in the log", secrets[i]);
+        ck_assert_msg(!tl_contains(all_answers, secrets[i]), "%s is in an API answer", secrets[i]);
+    }
+    free(log);
+    free(all_answers);
+    all_answers = NULL;
+    free(id);
+    free(k1);
+    free(k2);
+    free(k3);
+    free(tokens);
+    free(dir);
+    world_stop();
+    rcv_free(r);
+}
+END_TEST
+
+START_TEST(a_listener_off_the_loopback_needs_tokens)
+{
+    memset(&w, 0, sizeof w);
+    w.prefix = strdup("anon.");
+    char *dir = strdup(tl_tmpdir());
+    char *tpl = tl_source_path("tests/data/definitions/action_order.json.in");
+    char *text = tl_read_file(tpl);
+    char *def = fill(text, "1h", "1h");
+    char *defs = tl_write_file(dir, "action_order.json", def);
+    char *cfg = NULL;
+    ck_assert_int_ge(asprintf(&cfg,
+                              "{\"brokers\":\"%s\",\"database\":\"%s\",\"definitions\":\"%s\","
+                              "\"http\":{\"listen\":\"0.0.0.0:0\"}}",
+                              tl_kafka_brokers(), tl_db_create("actanon"), defs),
+                     0);
+    char *path = tl_write_file(dir, "config.json", cfg);
+    const char *argv[] = {NULL, "run", "--config", path, NULL};
+    tl_output_t o = tl_steward(argv, NULL);
+    ck_assert_msg(o.status == 2 && tl_contains(o.err, "not a loopback address") &&
+                      tl_contains(o.err, "http.allow_anonymous_read"),
+                  "exit %d: %s", o.status, o.err);
+    tl_output_free(&o);
+    free(path);
+    free(cfg);
+    free(defs);
+    free(def);
+    free(text);
+    free(tpl);
+    free(dir);
+    free(w.prefix);
+}
+END_TEST
+
+/* ---- silences --------------------------------------------------------------- */
+
+/* Whether any request the receiver got mentions `text`. */
+static bool received_mention(rcv_t *r, const char *text)
+{
+    for (size_t i = 0; i < rcv_count(r); i++) {
+        rcv_request_t q = rcv_get(r, i);
+        bool found = q.body != NULL && tl_contains(q.body, text);
+        rcv_request_clear(&q);
+        if (found)
+            return true;
+    }
+    return false;
+}
+
+START_TEST(silence_holds_pages_until_it_ends)
+{
+    rcv_t *r = rcv_new();
+    char routes[1024];
+    snprintf(routes, sizeof routes,
+             "{\"payments\":[{\"type\":\"webhook\",\"name\":\"hook\",\"url\":\"%s/hook\"}],"
+             "\"default\":[{\"type\":\"log\"}]}",
+             rcv_url(r));
+    world_start("actsilence", "1s", "1h", routes);
+
+    /* A maintenance window, set before anything stalls. */
+    const char *sargv[] = {NULL,      "silence", "--process",  "action_order",
+                           "--for",   "1h",      "--reason",   "gateway maintenance",
+                           "--actor", "alice",   "--database", w.db_url,
+                           NULL};
+    tl_output_t o = tl_steward(sargv, NULL);
+    ck_assert_msg(o.status == 0 && tl_contains(o.out, "silence "), "silence: %d %s", o.status,
+                  o.err);
+    long long sid = atoll(o.out + strlen("silence "));
+    tl_output_free(&o);
+
+    char *k1 = tl_unique("ORD-"), *k2 = tl_unique("ORD-");
+    send_event("orders", "OrderPlaced", k1);
+    send_event("orders", "OrderPlaced", k2);
+    wait_sql("SELECT count(*) FROM steward.alerts WHERE key = $1 AND resolved_at IS NULL", k1, "1",
+             30);
+    wait_sql("SELECT count(*) FROM steward.alerts WHERE key = $1 AND resolved_at IS NULL", k2, "1",
+             30);
+
+    /* Open and shown as silenced; listed with who and why. */
+    const char *stuck[] = {NULL, "stuck", "--database", w.db_url, NULL};
+    o = tl_steward(stuck, NULL);
+    ck_assert_msg(tl_contains(o.out, k1) && tl_contains(o.out, "silenced until"), "stuck: %s",
+                  o.out);
+    tl_output_free(&o);
+    const char *list[] = {NULL, "silences", "--database", w.db_url, NULL};
+    o = tl_steward(list, NULL);
+    ck_assert_msg(tl_contains(o.out, "action_order") &&
+                      tl_contains(o.out, "by alice: gateway maintenance"),
+                  "silences: %s", o.out);
+    tl_output_free(&o);
+
+    /* k2 is fixed by hand during the window: nobody needs to hear of it. */
+    o = verb("alice", "close", "action_order", k2, "--as", "cancelled", "--reason", "refunded");
+    ck_assert_msg(o.status == 0, "close: %s", o.err);
+    tl_output_free(&o);
+
+    char id[32];
+    snprintf(id, sizeof id, "%lld", sid);
+    o = verb("alice", "unsilence", id, "--reason", "maintenance over", NULL, NULL, NULL);
+    ck_assert_msg(o.status == 0, "unsilence: %d %s", o.status, o.err);
+    tl_output_free(&o);
+    o = verb("alice", "unsilence", id, "--reason", "again", NULL, NULL, NULL);
+    ck_assert_msg(o.status == 1 && tl_contains(o.err, "already ended"), "unsilence: %d %s",
+                  o.status, o.err);
+    tl_output_free(&o);
+
+    /* What is still open is paged once the silence is lifted, not before. */
+    wait_request(r, "/hook", "event", "trigger");
+    expect("SELECT bool_and(o.delivered_at > s.lifted_at)::text FROM steward.outbox o "
+           "JOIN steward.alerts a ON a.id = o.alert_id, steward.silences s "
+           "WHERE a.key = $1 AND o.payload->>'event' = 'trigger'",
+           k1, "true");
+    /* What resolved meanwhile is closed unsent: no trigger, no resolve. */
+    wait_sql("SELECT count(*) FILTER (WHERE o.last_error = 'not sent: the alert resolved while "
+             "silenced') || '/' || count(*) FROM steward.outbox o JOIN steward.alerts a ON a.id "
+             "= o.alert_id WHERE a.key = $1",
+             k2, "2/2", 30);
+    ck_assert_msg(!received_mention(r, k2), "a page about %s went out", k2);
+
+    /* A window that simply expires: the stall inside it is paged after. */
+    const char *s2[] = {
+        NULL,    "silence", "--process", "action_order", "--state",    "awaiting_payment",
+        "--for", "8s",      "--reason",  "short",        "--database", w.db_url,
+        NULL};
+    o = tl_steward(s2, NULL);
+    ck_assert_msg(o.status == 0, "silence: %s", o.err);
+    tl_output_free(&o);
+    char *k3 = tl_unique("ORD-");
+    send_event("orders", "OrderPlaced", k3);
+    wait_sql("SELECT count(*) FROM steward.outbox o JOIN steward.alerts a ON a.id = o.alert_id "
+             "WHERE a.key = $1 AND o.delivered_at IS NOT NULL",
+             k3, "1", 30);
+    expect("SELECT (a.opened_at < s.ends_at AND o.delivered_at >= s.ends_at)::text "
+           "FROM steward.outbox o JOIN steward.alerts a ON a.id = o.alert_id, steward.silences s "
+           "WHERE a.key = $1 AND s.state = 'awaiting_payment'",
+           k3, "true");
+    free(k1);
+    free(k2);
+    free(k3);
+    world_stop();
+    rcv_free(r);
+}
+END_TEST
+
+Suite *actions_suite(void)
+{
+    Suite *s = suite_create("actions");
+    TCase *tc = tcase_create("actions");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, ack_then_close_reaches_every_sink_and_is_audited);
+    tcase_add_test(tc, resolve_by_hand_pages_the_resolve);
+    tcase_add_test(tc, claim_keeps_others_out_and_move_restarts_the_deadline);
+    tcase_add_test(tc, action_waits_for_the_instance_lock_and_agrees_with_the_event);
+    tcase_add_test(tc, http_actions_need_an_operate_token);
+    tcase_add_test(tc, a_listener_off_the_loopback_needs_tokens);
+    tcase_add_test(tc, silence_holds_pages_until_it_ends);
+    suite_add_tcase(s, tc);
+    return s;
+}
