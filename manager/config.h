@@ -100,9 +100,12 @@ err_class_t config_set_kafka(config_t *cfg, const char *name, const char *value,
                              size_t errstr_size);
 
 /*
- * Reads a secret from a file: its contents without the trailing newline, as
- * a new string (free it). NULL with the reason in errstr when unreadable.
+ * Reads a secret from a file: its whole contents without the trailing
+ * newline, as a new string (free it). NULL with the reason in errstr when
+ * unreadable, larger than CONFIG_SECRET_MAX_BYTES, or not text (a NUL byte).
  */
+#define CONFIG_SECRET_MAX_BYTES (1024 * 1024)
+
 char *config_read_secret(const char *path, char *errstr, size_t errstr_size);
 
 /* A command-line setting: a config key and its value, or "kafka" or "set"

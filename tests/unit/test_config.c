@@ -139,6 +139,36 @@ START_TEST(secrets_and_kafka_properties)
 }
 END_TEST
 
+/* A secret file is read whole (a tokens file of many lines), or refused. */
+START_TEST(secret_files_are_read_whole_or_refused)
+{
+    char err[256];
+    size_t big = 9999; /* ends on a letter: only the final newline goes */
+    char *text = malloc(big + 2);
+    for (size_t i = 0; i < big; i++)
+        text[i] = i % 80 == 79 ? '\n' : (char) ('a' + i % 26);
+    text[big] = '\n';
+    text[big + 1] = '\0';
+    char *path = tl_write_file(dir, "tokens", text);
+    char *read = config_read_secret(path, err, sizeof err);
+    ck_assert_msg(read != NULL, "%s", err);
+    ck_assert_uint_eq(strlen(read), big); /* all of it, the last newline dropped */
+    ck_assert_int_eq(memcmp(read, text, big), 0);
+    free(read);
+    free(path);
+    free(text);
+
+    text = malloc(CONFIG_SECRET_MAX_BYTES + 2);
+    memset(text, 'x', CONFIG_SECRET_MAX_BYTES + 1);
+    text[CONFIG_SECRET_MAX_BYTES + 1] = '\0';
+    path = tl_write_file(dir, "huge", text);
+    ck_assert_ptr_null(config_read_secret(path, err, sizeof err));
+    ck_assert_msg(tl_contains(err, "larger than"), "%s", err);
+    free(path);
+    free(text);
+}
+END_TEST
+
 START_TEST(missing_settings_and_environment)
 {
     refused("{\"definitions\": \"/tmp\"}", NULL, "brokers: not set");
@@ -185,6 +215,7 @@ Suite *config_suite(void)
     tcase_add_test(tc, topic_mapping_keys);
     tcase_add_test(tc, routes_are_checked);
     tcase_add_test(tc, secrets_and_kafka_properties);
+    tcase_add_test(tc, secret_files_are_read_whole_or_refused);
     tcase_add_test(tc, missing_settings_and_environment);
     tcase_add_test(tc, invalid_definitions_refuse_to_start);
     suite_add_tcase(s, tc);
