@@ -94,7 +94,7 @@ int cli_inspect(int argc, char **argv)
     char errstr[1024];
     cli_opts_t o;
 
-    if (!cli_opts_init(&o, "steward inspect", inspect_usage, argc))
+    if (!cli_opts_init(&o, "steward inspect", inspect_usage, argc, argv))
         return EXIT_RUNTIME;
     while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTIONS, options, NULL)) != -1) {
         if ((rc = cli_opts_take(&o, opt, optarg)) >= 0) {

@@ -132,7 +132,7 @@ int cli_migrate(int argc, char **argv)
     char errstr[1024];
     cli_opts_t o;
 
-    if (!cli_opts_init(&o, "steward migrate", migrate_usage, argc))
+    if (!cli_opts_init(&o, "steward migrate", migrate_usage, argc, argv))
         return EXIT_RUNTIME;
     while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTIONS, options, NULL)) != -1) {
         if (opt == 's')

@@ -75,7 +75,7 @@ int cli_prune(int argc, char **argv)
     int opt, rc;
     cli_opts_t o;
 
-    if (!cli_opts_init(&o, "steward prune", prune_usage, argc))
+    if (!cli_opts_init(&o, "steward prune", prune_usage, argc, argv))
         return EXIT_RUNTIME;
     while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTIONS, options, NULL)) != -1) {
         if (opt == 'n') {

@@ -80,7 +80,7 @@ int cli_report(int argc, char **argv)
     char errstr[1024];
     cli_opts_t o;
 
-    if (!cli_opts_init(&o, "steward report", report_usage, argc))
+    if (!cli_opts_init(&o, "steward report", report_usage, argc, argv))
         return EXIT_RUNTIME;
     while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTIONS, options, NULL)) != -1) {
         if (opt == 'p') {

@@ -79,7 +79,7 @@ int cli_stuck(int argc, char **argv)
     char errstr[1024];
     cli_opts_t o;
 
-    if (!cli_opts_init(&o, "steward stuck", stuck_usage, argc))
+    if (!cli_opts_init(&o, "steward stuck", stuck_usage, argc, argv))
         return EXIT_RUNTIME;
     while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTIONS, options, NULL)) != -1) {
         if (opt == 'p') {

@@ -11,12 +11,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-bool cli_opts_init(cli_opts_t *o, const char *cmd, const char *usage, int argc)
+bool cli_opts_init(cli_opts_t *o, const char *cmd, const char *usage, int argc, char **argv)
 {
-    *o = (cli_opts_t){.cmd = cmd, .usage = usage, .config_path = getenv("STEWARD_CONFIG")};
+    *o = (cli_opts_t){
+        .cmd = cmd, .usage = usage, .argv = argv, .config_path = getenv("STEWARD_CONFIG")};
     /* Every argument could be a setting: the array never grows. */
     o->flags = calloc((size_t) argc + 2, sizeof *o->flags);
     optind = 1;
+    opterr = 0;
     if (o->flags == NULL) {
         fprintf(stderr, "%s: out of memory\n", cmd);
         return false;
@@ -55,6 +57,18 @@ int cli_opts_take(cli_opts_t *o, int opt, const char *arg)
     case CLI_OPT_JSON:
         o->json = true;
         return -1;
+    case '?':
+    case ':': {
+        /* getopt left the offending word behind optind, or in optopt for
+         * a short option. */
+        char shortopt[3] = {'-', (char) optopt, '\0'};
+        const char *word = optopt > 0 && optopt < 128 ? shortopt : o->argv[optind - 1];
+        if (opt == ':')
+            fprintf(stderr, "%s: option '%s' needs a value\n", o->cmd, word);
+        else
+            fprintf(stderr, "%s: unknown option '%s'\n", o->cmd, word);
+        return cli_help_or_usage(opt, o->usage);
+    }
     default:
         return cli_help_or_usage(opt, o->usage);
     }
@@ -92,5 +106,6 @@ PGconn *cli_opts_connect(cli_opts_t *o, bool need_schema, int *exit_code)
         PQfinish(conn);
         return NULL;
     }
+    *exit_code = EXIT_OK;
     return conn;
 }

@@ -28,7 +28,9 @@ enum {
     CLI_OPT_JSON,
 };
 
-#define CLI_SHORT_OPTIONS "h"
+/* ':' first: getopt stays quiet and cli_opts_take() names the problem
+ * as "steward VERB: ...", the same in every verb. */
+#define CLI_SHORT_OPTIONS ":h"
 
 #define CLI_COMMON_OPTIONS                                                                         \
     {"config", required_argument, NULL, CLI_OPT_CONFIG},                                           \
@@ -50,6 +52,7 @@ enum {
 typedef struct cli_opts {
     const char *cmd;         /* "steward stuck", for messages */
     const char *usage;       /* printed by -h (stdout) and on a usage error (stderr) */
+    char **argv;             /* borrowed, to name a bad option */
     const char *config_path; /* --config, else $STEWARD_CONFIG, else NULL */
     config_flag_t *flags;    /* --database and --set, in order (owned) */
     size_t n_flags;
@@ -59,7 +62,7 @@ typedef struct cli_opts {
 
 /* Prepares o for argc arguments; false (message printed) when out of memory.
  * Resets getopt (optind = 1). */
-bool cli_opts_init(cli_opts_t *o, const char *cmd, const char *usage, int argc);
+bool cli_opts_init(cli_opts_t *o, const char *cmd, const char *usage, int argc, char **argv);
 
 /* Releases what o owns; o may be zeroed or half initialized. */
 void cli_opts_free(cli_opts_t *o);
@@ -68,7 +71,8 @@ void cli_opts_free(cli_opts_t *o);
  * Takes one option getopt_long returned that the verb does not handle.
  * Returns -1 when it was a common option (consumed), or the exit code the
  * verb must return at once: EXIT_OK after printing the help for -h,
- * EXIT_USAGE after printing the usage to stderr for anything else.
+ * EXIT_USAGE after "cmd: unknown option 'X'" or "cmd: option 'X' needs a
+ * value" and the usage on stderr for anything else.
  */
 int cli_opts_take(cli_opts_t *o, int opt, const char *arg);
 
@@ -88,7 +92,8 @@ const config_t *cli_opts_config(cli_opts_t *o);
  * if needed) and, when need_schema, checks that the steward schema is
  * there at this binary's version (migrate_require()). NULL, the reason
  * printed to stderr as "cmd: reason", on failure; *exit_code is then the
- * code to return (EXIT_USAGE for a config error, else EXIT_RUNTIME).
+ * code to return (EXIT_USAGE for a config error, else EXIT_RUNTIME);
+ * EXIT_OK with the connection.
  */
 PGconn *cli_opts_connect(cli_opts_t *o, bool need_schema, int *exit_code);
 
