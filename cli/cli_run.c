@@ -584,8 +584,14 @@ int cli_run(int argc, char **argv)
     log_set_level(cfg->log_level);
 
     char errstr[1024], replica_buf[300];
-    if (db_check_conninfo(cfg->database, errstr, sizeof errstr) != ERR_OK) {
-        fprintf(stderr, "steward run: config: database: %s\n", errstr);
+    const char *bad_key = NULL;
+    if (db_check_conninfo(cfg->database, errstr, sizeof errstr) != ERR_OK)
+        bad_key = "database";
+    else if (cfg->http_database[0] != '\0' &&
+             db_check_conninfo(cfg->http_database, errstr, sizeof errstr) != ERR_OK)
+        bad_key = "http.database";
+    if (bad_key != NULL) {
+        fprintf(stderr, "steward run: config: %s: %s\n", bad_key, errstr);
         config_free(cfg);
         free(flags);
         return EXIT_USAGE;
@@ -635,7 +641,9 @@ int cli_run(int argc, char **argv)
     err_class_t cls;
     sigset_t saved;
     hold_signals(&saved); /* its threads inherit the mask */
-    ctx.http = http_new(cfg->http_listen, cfg->database, cfg->group, &cls, errstr, sizeof errstr);
+    /* The read endpoints may log in as a reader of their own: they never write. */
+    const char *http_db = cfg->http_database[0] != '\0' ? cfg->http_database : cfg->database;
+    ctx.http = http_new(cfg->http_listen, http_db, cfg->group, &cls, errstr, sizeof errstr);
     release_signals(&saved);
     if (ctx.http == NULL && cls != ERR_OK) { /* NULL with ERR_OK: http.listen is "" */
         LOG_ERROR("cannot start the HTTP server", "error", errstr);

@@ -63,6 +63,7 @@ static const config_key_t config_keys[] = {
     {"notifier.alertmanager_resend", CONFIG_DURATION, OFF(alertmanager_resend_ms), 1000, 3600000,
      NULL, false},
     {"http.listen", CONFIG_STRING, OFF(http_listen), 0, 0, "STEWARD_HTTP_LISTEN", false},
+    {"http.database", CONFIG_STRING, OFF(http_database), 0, 0, NULL, false},
     {"retention.history", CONFIG_DURATION_OFF, OFF(retention_history_ms), 3600000,
      INT64_C(3650) * 86400000, NULL, false},
     {"retention.rejected", CONFIG_DURATION_OFF, OFF(retention_rejected_ms), 3600000,
@@ -112,6 +113,7 @@ config_t *config_new(void)
     cfg->alertmanager_resend_ms = 60000;
     cfg->routes = json_pack("{s:[{s:s}]}", "default", "type", "log");
     cfg->http_listen = strdup("127.0.0.1:9464");
+    cfg->http_database = strdup("");
     cfg->retention_history_ms = 30 * 86400000LL;
     cfg->retention_rejected_ms = 14 * 86400000LL;
     cfg->retention_outbox_ms = 7 * 86400000LL;
@@ -126,8 +128,8 @@ config_t *config_new(void)
     cfg->roles_runtime = strdup("steward_runtime");
     cfg->roles_reader = strdup("steward_reader");
     if (cfg->database == NULL || cfg->group == NULL || cfg->blind_owner == NULL ||
-        cfg->routes == NULL || cfg->http_listen == NULL || cfg->roles_owner == NULL ||
-        cfg->roles_runtime == NULL || cfg->roles_reader == NULL) {
+        cfg->routes == NULL || cfg->http_listen == NULL || cfg->http_database == NULL ||
+        cfg->roles_owner == NULL || cfg->roles_runtime == NULL || cfg->roles_reader == NULL) {
         config_free(cfg);
         return NULL;
     }

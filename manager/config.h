@@ -54,6 +54,7 @@ typedef struct config {
     json_t *routes; /* team -> list of sinks; validated by routes.c */
 
     char *http_listen;      /* "127.0.0.1:9464"; "" disables the HTTP server */
+    char *http_database;    /* the HTTP reads' own login (a reader); "": database */
     int64_t stall_after_ms; /* /healthz: a worker thread silent this long is stuck */
 
     /* How long rows are kept (manager/retention.h); 0 ("off"): forever. */

@@ -6,7 +6,8 @@
  *
  *   roles      run works as the runtime role (an event becomes an
  *              instance), stuck and inspect work as the reader, and
- *              inspect --json equals the HTTP answer for the instance; the
+ *              inspect --json equals the HTTP answer for the instance,
+ *              which the HTTP server read as the reader (http.database); the
  *              reader cannot change a row, the runtime role cannot create
  *              or alter a table (SQLSTATE 42501)
  *   refusals   run as the runtime role without --no-migrate stops at once
@@ -201,6 +202,8 @@ START_TEST(runtime_runs_and_reader_reads)
     char *orders = topic("orders"), *payments = topic("payments"), *shipping = topic("shipping");
     const char *topics[] = {orders, payments, shipping};
     tl_kafka_create_topics(topics, 3, 1);
+    char http_database[1200];
+    snprintf(http_database, sizeof http_database, "http.database=%s", w.reader_url);
 
     /* Retention's partition upkeep is DDL, the owner's: off for the runtime
      * role, run by `steward prune` as the owner instead. */
@@ -221,6 +224,8 @@ START_TEST(runtime_runs_and_reader_reads)
                           "127.0.0.1:0",
                           "--set",
                           "retention.interval=off",
+                          "--set",
+                          http_database,
                           "--kafka",
                           "topic.metadata.refresh.interval.ms=1000",
                           NULL};
@@ -265,6 +270,15 @@ START_TEST(runtime_runs_and_reader_reads)
         json_object_del(http, moving[i]);
     }
     ck_assert_msg(json_equal(cli, http), "inspect --json:\n%s\nHTTP:\n%s", o.out, body);
+    /* The HTTP reads went through the reader's login (http.database), which
+     * keeps its connection open after the request. */
+    const char *login[1] = {w.read_login};
+    char *readers = tl_db_scalar(w.conn,
+                                 "SELECT count(*) > 0 FROM pg_stat_activity WHERE usename = $1 "
+                                 "AND datname = current_database()",
+                                 1, login);
+    ck_assert_str_eq(readers, "t");
+    free(readers);
     json_decref(cli);
     json_decref(http);
     free(body);
