@@ -269,6 +269,10 @@ char *migrate_roles_sql(PGconn *conn, const migrate_roles_t *roles, char *errstr
                  "GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA steward TO %2$s;\n"
                  "GRANT SELECT ON ALL TABLES IN SCHEMA steward TO %3$s;\n"
                  "GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA steward TO %2$s, %3$s;\n"
+                 /* Partition upkeep (0011) runs as the owner: runtime only. */
+                 "REVOKE EXECUTE ON FUNCTION\n"
+                 "  steward.history_week_create(text, timestamptz, timestamptz),\n"
+                 "  steward.history_week_drop(text) FROM %3$s;\n"
                  "ALTER DEFAULT PRIVILEGES FOR ROLE %1$s IN SCHEMA steward\n"
                  "  GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %2$s;\n"
                  "ALTER DEFAULT PRIVILEGES FOR ROLE %1$s IN SCHEMA steward\n"
