@@ -214,7 +214,36 @@ err_class_t migrate_require(PGconn *conn, char *errstr, size_t errstr_size)
                        "schema in database %s at version %d is newer than this steward (%d): "
                        "upgrade steward",
                        db, version, migrate_latest());
-    return ERR_OK;
+
+    /* At the newest version, a migration numbered below it may still be
+     * missing (branches merged out of order): count every one. */
+    size_t cap = migrate_n_scripts * 12 + 3, len = 0;
+    char *versions = malloc(cap);
+    if (versions == NULL)
+        return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    len += (size_t) snprintf(versions + len, cap - len, "{");
+    for (size_t i = 0; i < migrate_n_scripts; i++)
+        len += (size_t) snprintf(versions + len, cap - len, "%s%d", i > 0 ? "," : "",
+                                 migrate_scripts[i].version);
+    snprintf(versions + len, cap - len, "}");
+    const char *params[1] = {versions};
+    PGresult *res = PQexecParams(conn,
+                                 "SELECT count(*) FROM unnest($1::int[]) AS v(version) "
+                                 "WHERE NOT EXISTS (SELECT FROM steward.schema_versions s "
+                                 "                  WHERE s.version = v.version)",
+                                 1, NULL, params, NULL, NULL, 0);
+    free(versions);
+    cls = db_result_class(res, conn);
+    if (cls != ERR_OK)
+        err_set(cls, errstr, errstr_size, "reading the applied migrations: %s",
+                PQerrorMessage(conn));
+    else if (atoi(PQgetvalue(res, 0, 0)) > 0)
+        cls = err_set(ERR_INVALID, errstr, errstr_size,
+                      "schema in database %s lacks %s migration(s) of this steward: run steward "
+                      "migrate as the owner",
+                      db, PQgetvalue(res, 0, 0));
+    PQclear(res);
+    return cls;
 }
 
 char *migrate_roles_sql(PGconn *conn, const migrate_roles_t *roles, char *errstr,

@@ -6,7 +6,8 @@
  *   config     STEWARD_CONFIG and --config, with database_file, reach the
  *              database for stuck, inspect, report, migrate and prune
  *   status     migrate --status exits 1 while migrations are pending, 0 after
- *   stuck      --process with an unknown process exits 1 and says so
+ *   stuck      --process with an unknown process exits 1 and says so; a
+ *              schema missing a migration below its newest is refused
  *   check      check --database refuses a changed document under a version
  *              the database recorded; the same document passes
  *   run        --batch-ms takes a duration; a port in use is named in the
@@ -145,6 +146,17 @@ START_TEST(stuck_refuses_an_unknown_process)
     tl_output_t o = tl_steward(argv, NULL);
     ck_assert_msg(o.status == 1 && tl_contains(o.err, "no process no_such_process"),
                   "exit %d: %s%s", o.status, o.out, o.err);
+    tl_output_free(&o);
+
+    /* A migration below the newest missing (branches merged out of order):
+     * the readers see it too, not only a lower version. */
+    PGconn *conn = tl_db_connect(url);
+    tl_db_exec(conn, "DELETE FROM steward.schema_versions WHERE version = 4");
+    PQfinish(conn);
+    const char *plain[] = {NULL, "stuck", "--database", url, NULL};
+    o = tl_steward(plain, NULL);
+    ck_assert_msg(o.status == 1 && tl_contains(o.err, "lacks 1 migration(s)"), "exit %d: %s%s",
+                  o.status, o.out, o.err);
     tl_output_free(&o);
 }
 END_TEST
