@@ -70,7 +70,10 @@ static int status(PGconn *conn, bool as_json)
         fprintf(stderr, "steward migrate: %s\n", errstr);
         return EXIT_RUNTIME;
     }
-    bool pending = version < migrate_latest();
+    /* migrate_require() also counts a migration missing below the newest. */
+    char why[1024];
+    bool pending =
+        version <= migrate_latest() && migrate_require(conn, why, sizeof why) == ERR_INVALID;
     if (as_json) {
         json_t *doc = json_pack("{s:s, s:i, s:i, s:b}", "database", PQdb(conn), "version", version,
                                 "latest", migrate_latest(), "pending", pending);
