@@ -17,8 +17,9 @@
  *              unmigrated database stops with "no steward schema in
  *              database X; run steward migrate", as do the read commands
  *
- * Roles are cluster-wide: their names start with the test database's name,
- * and the teardown drops them.
+ * Roles are cluster-wide: their names carry the runner's pid, the teardown
+ * drops them, and so does the runner after the tests when a failed test
+ * could not.
  */
 #include "testlib.h"
 
@@ -123,11 +124,13 @@ static void world_init(void)
     w.dir = strdup(tl_tmpdir());
     w.log = tl_write_file(w.dir, "steward.log", "");
     write_definition();
-    snprintf(w.owner, sizeof w.owner, "%.50s_owner", w.db_name);
-    snprintf(w.runtime, sizeof w.runtime, "%.50s_runtime", w.db_name);
-    snprintf(w.reader, sizeof w.reader, "%.50s_reader", w.db_name);
-    snprintf(w.run_login, sizeof w.run_login, "%.50s_svc", w.db_name);
-    snprintf(w.read_login, sizeof w.read_login, "%.50s_alice", w.db_name);
+    /* Named after the runner (the parent of this forked test), so that
+     * sweep_roles() there finds what a failed test left. */
+    snprintf(w.owner, sizeof w.owner, "stw_roles_%d_owner", (int) getppid());
+    snprintf(w.runtime, sizeof w.runtime, "stw_roles_%d_runtime", (int) getppid());
+    snprintf(w.reader, sizeof w.reader, "stw_roles_%d_reader", (int) getppid());
+    snprintf(w.run_login, sizeof w.run_login, "stw_roles_%d_svc", (int) getppid());
+    snprintf(w.read_login, sizeof w.read_login, "stw_roles_%d_alice", (int) getppid());
     drop_roles(); /* left over from a killed run */
 
     char set_owner[128], set_runtime[128], set_reader[128];
@@ -399,12 +402,62 @@ static void teardown(void)
     world_teardown();
 }
 
+/*
+ * In the runner, after the tests: a failed assertion ends a forked test
+ * before its teardown, and roles are cluster-wide. Finds this runner's
+ * roles, clears what they own or were granted in every database that
+ * records a dependency on them (pg_shdepend), and drops them.
+ */
+static void sweep_roles(void)
+{
+    const char *base = getenv("STEWARD_TEST_DATABASE_URL");
+    if (base == NULL)
+        return;
+    PGconn *admin = PQconnectdb(base);
+    char pattern[64], sql[512];
+    snprintf(pattern, sizeof pattern, "stw\\_roles\\_%d\\_%%", (int) getpid());
+    const char *params[1] = {pattern};
+    PGresult *roles = PQexecParams(admin,
+                                   "SELECT rolname FROM pg_roles WHERE rolname LIKE $1 "
+                                   "ORDER BY rolcanlogin DESC",
+                                   1, NULL, params, NULL, NULL, 0);
+    PGresult *dbs = PQexecParams(admin,
+                                 "SELECT DISTINCT d.datname FROM pg_shdepend s "
+                                 "JOIN pg_database d ON d.oid = s.dbid "
+                                 "JOIN pg_roles r ON r.oid = s.refobjid "
+                                 "WHERE r.rolname LIKE $1",
+                                 1, NULL, params, NULL, NULL, 0);
+    for (int d = 0; PQresultStatus(dbs) == PGRES_TUPLES_OK && d < PQntuples(dbs); d++) {
+        char *url = NULL;
+        if (asprintf(&url, "%s dbname='%s'", base, PQgetvalue(dbs, d, 0)) < 0)
+            continue;
+        PGconn *conn = PQconnectdb(url);
+        for (int r = 0; PQresultStatus(roles) == PGRES_TUPLES_OK && r < PQntuples(roles); r++) {
+            const char *name = PQgetvalue(roles, r, 0);
+            snprintf(sql, sizeof sql, "REASSIGN OWNED BY \"%s\" TO current_user", name);
+            PQclear(PQexec(conn, sql));
+            snprintf(sql, sizeof sql, "DROP OWNED BY \"%s\"", name);
+            PQclear(PQexec(conn, sql));
+        }
+        PQfinish(conn);
+        free(url);
+    }
+    for (int r = 0; PQresultStatus(roles) == PGRES_TUPLES_OK && r < PQntuples(roles); r++) {
+        snprintf(sql, sizeof sql, "DROP ROLE IF EXISTS \"%s\"", PQgetvalue(roles, r, 0));
+        PQclear(PQexec(admin, sql));
+    }
+    PQclear(dbs);
+    PQclear(roles);
+    PQfinish(admin);
+}
+
 Suite *roles_suite(void)
 {
     Suite *s = suite_create("roles");
     TCase *tc = tcase_create("roles");
     tcase_set_timeout(tc, 120);
     tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_add_unchecked_fixture(tc, NULL, sweep_roles);
     tcase_add_test(tc, runtime_runs_and_reader_reads);
     tcase_add_test(tc, refusals_name_the_fix);
     suite_add_tcase(s, tc);
