@@ -128,7 +128,7 @@ int cli_backtest(int argc, char **argv)
     char errstr[1024];
 
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
         switch (opt) {
         case 'f':
             definition = optarg;

@@ -237,7 +237,7 @@ int cli_demo(int argc, char **argv)
     char errstr[1024];
 
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
         switch (opt) {
         case 'o':
             orders = optarg;

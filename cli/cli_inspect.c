@@ -3,6 +3,7 @@
  * and everything that happened to it, in one command.
  */
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "common/db.h"
 #include "common/err.h"
 #include "definitions/duration.h"
@@ -14,14 +15,13 @@
 #include <string.h>
 
 static const char inspect_usage[] =
-    "usage: steward inspect PROCESS KEY [--json] [--database CONNINFO]\n"
+    "usage: steward inspect PROCESS KEY [--json] [--config FILE] [--database CONNINFO]\n"
     "\n"
     "Prints the instance (state, status, start, time in the current state,\n"
     "its deadline, variables, definition version) and its history, oldest\n"
     "first, with what each event did. Exits 1 when there is no such instance.\n"
-    "\n"
-    "  --json                the same as one JSON object\n"
-    "  --database CONNINFO   libpq connection string ($STEWARD_DATABASE_URL)\n";
+    "--json prints exactly what GET /instances/PROCESS/KEY answers.\n"
+    "\n" CLI_COMMON_USAGE;
 
 static const char *str(const json_t *obj, const char *name)
 {
@@ -92,40 +92,36 @@ static void print_text(json_t *inst)
 int cli_inspect(int argc, char **argv)
 {
     static const struct option options[] = {
-        {"json", no_argument, NULL, 'j'},
-        {"database", required_argument, NULL, 'd'},
-        {"help", no_argument, NULL, 'h'},
+        CLI_COMMON_OPTIONS,
         {NULL, 0, NULL, 0},
     };
-    const char *database = NULL;
-    int as_json = 0, opt;
+    int opt, rc;
     char errstr[1024];
+    cli_opts_t o;
 
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
-        switch (opt) {
-        case 'j':
-            as_json = 1;
-            break;
-        case 'd':
-            database = optarg;
-            break;
-        default:
-            return cli_help_or_usage(opt, inspect_usage);
+    if (!cli_opts_init(&o, "steward inspect", inspect_usage, argc, argv))
+        return EXIT_RUNTIME;
+    while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTIONS, options, NULL)) != -1) {
+        if ((rc = cli_opts_take(&o, opt, optarg)) >= 0) {
+            cli_opts_free(&o);
+            return rc;
         }
     }
     if (argc - optind != 2) {
         fputs(inspect_usage, stderr);
+        cli_opts_free(&o);
         return EXIT_USAGE;
     }
     const char *process = argv[optind], *key = argv[optind + 1];
 
-    PGconn *conn = cli_connect(database, "steward inspect");
-    if (conn == NULL)
-        return EXIT_RUNTIME;
+    PGconn *conn = cli_opts_connect(&o, true, &rc);
+    if (conn == NULL) {
+        cli_opts_free(&o);
+        return rc;
+    }
     json_t *inst = NULL;
     long judged = 0;
-    int rc = EXIT_OK;
+    rc = EXIT_OK;
     if (query_instance(conn, process, key, &inst, &judged, errstr, sizeof errstr) != ERR_OK) {
         fprintf(stderr, "steward inspect: %s\n", errstr);
         rc = EXIT_RUNTIME;
@@ -138,14 +134,14 @@ int cli_inspect(int argc, char **argv)
         else
             fprintf(stderr, "steward inspect: no instance %s of %s\n", key, process);
         rc = EXIT_RUNTIME;
-    } else if (as_json) {
-        json_object_del(inst, "ms_in_state");
-        json_object_del(inst, "ms_to_deadline");
+    } else if (o.json) {
+        /* The HTTP answer, byte for byte in content: one query builds both. */
         cli_print_json(inst);
     } else {
         print_text(inst);
     }
     json_decref(inst);
     PQfinish(conn);
+    cli_opts_free(&o);
     return rc;
 }

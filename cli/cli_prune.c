@@ -4,6 +4,7 @@
  * would remove). See manager/retention.h for what goes and what stays.
  */
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "common/clock.h"
 #include "common/db.h"
 #include "common/err.h"
@@ -26,12 +27,8 @@ static const char prune_usage[] =
     "partitions. Undelivered outbox rows and open alerts are never removed.\n"
     "\n"
     "  --dry-run             change nothing; print what would be removed\n"
-    "  --json                the same as one JSON object\n"
-    "  --config FILE         read retention.* from this config file\n"
-    "                        ($STEWARD_CONFIG)\n"
-    "  --set KEY=VALUE       a retention key, e.g. retention.history=60d or\n"
-    "                        retention.rejected=off\n"
-    "  --database CONNINFO   libpq connection string ($STEWARD_DATABASE_URL)\n";
+    "(--set takes a retention key too, e.g. retention.history=60d or\n"
+    "retention.rejected=off)\n" CLI_COMMON_USAGE;
 
 static void print_text(const json_t *doc)
 {
@@ -70,65 +67,40 @@ int cli_prune(int argc, char **argv)
 {
     static const struct option options[] = {
         {"dry-run", no_argument, NULL, 'n'},
-        {"json", no_argument, NULL, 'j'},
-        {"config", required_argument, NULL, 'c'},
-        {"set", required_argument, NULL, 's'},
-        {"database", required_argument, NULL, 'd'},
-        {"help", no_argument, NULL, 'h'},
+        CLI_COMMON_OPTIONS,
         {NULL, 0, NULL, 0},
     };
-    const char *database = NULL, *config_path = getenv("STEWARD_CONFIG");
-    config_flag_t *sets = calloc((size_t) argc + 1, sizeof *sets);
-    size_t n_sets = 0;
-    bool dry_run = false, as_json = false;
+    bool dry_run = false;
     char errstr[1024];
-    int opt, rc = EXIT_OK;
+    int opt, rc;
+    cli_opts_t o;
 
-    if (sets == NULL)
+    if (!cli_opts_init(&o, "steward prune", prune_usage, argc, argv))
         return EXIT_RUNTIME;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
-        switch (opt) {
-        case 'n':
+    while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTIONS, options, NULL)) != -1) {
+        if (opt == 'n') {
             dry_run = true;
-            break;
-        case 'j':
-            as_json = true;
-            break;
-        case 'c':
-            config_path = optarg;
-            break;
-        case 's':
-            sets[n_sets++] = (config_flag_t){"set", optarg};
-            break;
-        case 'd':
-            database = optarg;
-            break;
-        default:
-            free(sets);
-            return cli_help_or_usage(opt, prune_usage);
+        } else if ((rc = cli_opts_take(&o, opt, optarg)) >= 0) {
+            cli_opts_free(&o);
+            return rc;
         }
     }
-    if (cli_extra_args(argc, argv, "steward prune", prune_usage)) {
-        free(sets);
+    if (cli_extra_args(argc, argv, o.cmd, prune_usage)) {
+        cli_opts_free(&o);
         return EXIT_USAGE;
     }
 
     /* The same settings `steward run` would use: file, environment, flags. */
-    err_class_t cls;
-    config_t *cfg = config_build(config_path, sets, n_sets, &cls, errstr, sizeof errstr);
-    free(sets);
-    if (cfg == NULL) {
-        fprintf(stderr, "steward prune: config: %s\n", cls == ERR_FATAL ? "out of memory" : errstr);
-        return cls == ERR_FATAL ? EXIT_RUNTIME : EXIT_USAGE;
+    PGconn *conn = cli_opts_connect(&o, true, &rc);
+    if (conn == NULL) {
+        cli_opts_free(&o);
+        return rc;
     }
     retention_config_t rcfg;
-    retention_config_from(cfg, &rcfg);
-    const char *url = database != NULL ? database : cfg->database;
-    PGconn *conn = cli_connect(url != NULL && *url != '\0' ? url : NULL, "steward prune");
-    config_free(cfg);
-    if (conn == NULL)
-        return EXIT_RUNTIME;
+    retention_config_from(o.cfg, &rcfg);
+    bool as_json = o.json;
+    err_class_t cls;
+    rc = EXIT_OK;
 
     retention_result_t result;
     bool skipped;
@@ -149,5 +121,6 @@ int cli_prune(int argc, char **argv)
     json_decref(doc);
     retention_result_clear(&result);
     PQfinish(conn);
+    cli_opts_free(&o);
     return rc;
 }

@@ -6,6 +6,7 @@
  * have sent. The figures are defined in docs/report.md.
  */
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "common/db.h"
 #include "common/err.h"
 #include "definitions/def.h"
@@ -19,7 +20,7 @@
 
 static const char report_usage[] =
     "usage: steward report [--process NAME] [--since DURATION] [--json]\n"
-    "                      [--definitions PATH] [--database CONNINFO]\n"
+    "                      [--definitions PATH] [--config FILE] [--database CONNINFO]\n"
     "\n"
     "Per process and state, from steward.history: how many instances entered,\n"
     "left and are still in each state, the latency percentiles (p50, p90, p99,\n"
@@ -31,12 +32,10 @@ static const char report_usage[] =
     "  --process NAME        only this process\n"
     "  --since DURATION      only the last DURATION of event time (7d, 12h...);\n"
     "                        default: all history\n"
-    "  --json                the same as one JSON object\n"
     "  --definitions PATH    the definition files to judge against\n"
-    "                        ($STEWARD_DEFINITIONS); default: the latest version\n"
-    "                        of each process recorded in steward.definitions\n"
-    "  --database CONNINFO   libpq connection string ($STEWARD_DATABASE_URL)\n"
-    "\n"
+    "                        ($STEWARD_DEFINITIONS, the config's definitions);\n"
+    "                        default: the latest version of each process\n"
+    "                        recorded in steward.definitions\n" CLI_COMMON_USAGE "\n"
     "exit status: 0 ok, 1 database failure or unknown process, 2 usage or\n"
     "definition error.\n";
 
@@ -72,46 +71,42 @@ int cli_report(int argc, char **argv)
     static const struct option options[] = {
         {"process", required_argument, NULL, 'p'},
         {"since", required_argument, NULL, 's'},
-        {"json", no_argument, NULL, 'j'},
         {"definitions", required_argument, NULL, 'f'},
-        {"database", required_argument, NULL, 'd'},
-        {"help", no_argument, NULL, 'h'},
+        CLI_COMMON_OPTIONS,
         {NULL, 0, NULL, 0},
     };
-    const char *database = NULL, *process = NULL, *since_text = NULL, *path = NULL;
-    int as_json = 0, opt;
+    const char *process = NULL, *since_text = NULL, *path = NULL;
+    int opt, rc;
     char errstr[1024];
+    cli_opts_t o;
 
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
-        switch (opt) {
-        case 'p':
+    if (!cli_opts_init(&o, "steward report", report_usage, argc, argv))
+        return EXIT_RUNTIME;
+    while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTIONS, options, NULL)) != -1) {
+        if (opt == 'p') {
             process = optarg;
-            break;
-        case 's':
+        } else if (opt == 's') {
             since_text = optarg;
-            break;
-        case 'j':
-            as_json = 1;
-            break;
-        case 'f':
-            path = optarg;
-            break;
-        case 'd':
-            database = optarg;
-            break;
-        default:
-            return cli_help_or_usage(opt, report_usage);
+        } else if (opt == 'f') {
+            cli_opts_add(&o, "definitions", optarg);
+        } else if ((rc = cli_opts_take(&o, opt, optarg)) >= 0) {
+            cli_opts_free(&o);
+            return rc;
         }
     }
-    if (cli_extra_args(argc, argv, "steward report", report_usage))
+    if (cli_extra_args(argc, argv, o.cmd, report_usage) || cli_opts_config(&o) == NULL) {
+        cli_opts_free(&o);
         return EXIT_USAGE;
+    }
+    if (o.cfg->definitions != NULL && *o.cfg->definitions != '\0')
+        path = o.cfg->definitions;
 
     report_options_t opts = {.since_ms = 0, .since_text = since_text};
     if (since_text != NULL) {
         if (!duration_parse(since_text, &opts.since_ms, errstr, sizeof errstr)) {
             fprintf(stderr, "steward report: --since '%s' is not a duration: %s\n", since_text,
                     errstr);
+            cli_opts_free(&o);
             return EXIT_USAGE;
         }
         if (opts.since_ms <= 0) {
@@ -119,12 +114,10 @@ int cli_report(int argc, char **argv)
                     "steward report: --since '%s' is an empty window: give a duration "
                     "longer than 0, or leave --since out for all history\n",
                     since_text);
+            cli_opts_free(&o);
             return EXIT_USAGE;
         }
     }
-    if (path == NULL && getenv("STEWARD_DEFINITIONS") != NULL &&
-        *getenv("STEWARD_DEFINITIONS") != '\0')
-        path = getenv("STEWARD_DEFINITIONS");
     opts.definitions = path != NULL ? path : "steward.definitions";
 
     /* Files first: a definition error is the user's to fix, whatever the
@@ -139,19 +132,18 @@ int cli_report(int argc, char **argv)
                         problems.items[i].message);
             fprintf(stderr, "steward report: invalid definitions in %s\n", path);
             def_problems_clear(&problems);
+            cli_opts_free(&o);
             return EXIT_USAGE;
         }
     }
 
-    int rc = EXIT_OK;
     const def_t **defs = NULL;
     size_t n_defs = 0;
     json_t *doc = NULL;
-    PGconn *conn = cli_connect(database, "steward report");
-    if (conn == NULL) {
-        rc = EXIT_RUNTIME;
+    PGconn *conn = cli_opts_connect(&o, true, &rc);
+    if (conn == NULL)
         goto done;
-    }
+    rc = EXIT_OK;
     if (set == NULL && report_load_recorded(conn, process, &set, errstr, sizeof errstr) != ERR_OK) {
         fprintf(stderr, "steward report: %s\n", errstr);
         rc = EXIT_RUNTIME;
@@ -173,7 +165,7 @@ int cli_report(int argc, char **argv)
         rc = EXIT_RUNTIME;
         goto done;
     }
-    if (as_json) {
+    if (o.json) {
         cli_print_json(doc);
     } else {
         report_print_text(doc, stdout);
@@ -185,5 +177,6 @@ done:
     def_set_free(set);
     if (conn != NULL)
         PQfinish(conn);
+    cli_opts_free(&o);
     return rc;
 }

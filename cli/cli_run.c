@@ -65,11 +65,17 @@ static const char run_usage[] =
     "  --group NAME          consumer group ($STEWARD_GROUP, default steward)\n"
     "  --replica NAME        this process's name in history (default host-pid)\n"
     "  --batch-size N        messages per transaction, at most (default 2000)\n"
-    "  --batch-ms MS         how long a batch gathers, in ms (default 200)\n"
+    "  --batch-ms DURATION   how long a batch gathers, e.g. 200ms (default 200ms;\n"
+    "                        a bare number is milliseconds)\n"
     "  --max-message-bytes N larger messages are rejected (default 1048576)\n"
+    "  --http-listen ADDR    the HTTP listener, e.g. 127.0.0.1:9464; \"\" turns\n"
+    "                        it off ($STEWARD_HTTP_LISTEN)\n"
+    "  --no-migrate          do not migrate at start; check the schema's version\n"
+    "                        and refuse to start on a mismatch (migrate_on_start=false)\n"
     "  --set KEY=VALUE       any config key, e.g. scheduler.blind_after=30s\n"
     "  --kafka NAME=VALUE    a librdkafka property; repeatable\n"
-    "  --log-level LEVEL     debug, info, warn or error (default info)\n";
+    "  --log-level LEVEL     debug, info, warn or error (default info)\n"
+    "  -h, --help            this help\n";
 
 static volatile sig_atomic_t stop_requested;
 static volatile sig_atomic_t reload_requested;
@@ -180,6 +186,7 @@ typedef struct run_ctx {
     const config_flag_t *flags;
     size_t n_flags;
     const char *config_path;
+    const config_t *running; /* the configuration the daemon started with */
     gen_current_t *current;
     gen_t *intake_gen; /* the generation intake works with */
     sched_t *sched;
@@ -240,6 +247,13 @@ static void reload(intake_t *intake, void *arg)
                   "definitions and routes");
         return;
     }
+    /* Settings read only at start keep their running values: say so, each
+     * by name, rather than let the file and the daemon silently disagree. */
+    const char *changed[64];
+    size_t n_changed = config_restart_needed(ctx->running, cfg, changed, 64);
+    for (size_t i = 0; i < n_changed && i < 64; i++)
+        LOG_WARN("setting changed but needs a restart to apply; keeping the running value", "key",
+                 changed[i]);
     route_table_t *routes = route_table_new(cfg->routes, errstr, sizeof errstr);
     def_problems_t problems = {0};
     const char *paths[1] = {cfg->definitions};
@@ -280,7 +294,9 @@ static void reload(intake_t *intake, void *arg)
 }
 
 /*
- * Connects to PostgreSQL and applies pending migrations. ERR_TRANSIENT when
+ * Connects to PostgreSQL and applies pending migrations, or with
+ * migrate_on_start false only checks the schema's version (a role without
+ * CREATE; see docs/operations.md, roles). ERR_TRANSIENT when
  * the database may yet come (worth waiting for), ERR_INVALID when it never
  * will for this config (a bad connection string, refused credentials),
  * anything else when the schema cannot be brought up to date.
@@ -293,6 +309,14 @@ static err_class_t prepare_database(const config_t *cfg, char *errstr, size_t er
 
     if (conn == NULL)
         return cls;
+    if (!cfg->migrate_on_start) {
+        /* A runtime role cannot migrate: the owner does, as its own step. */
+        cls = migrate_require(conn, errstr, errstr_size);
+        if (cls != ERR_OK && PQstatus(conn) == CONNECTION_BAD)
+            cls = ERR_TRANSIENT;
+        PQfinish(conn);
+        return cls;
+    }
     cls = migrate_apply(conn, &migrated, errstr, errstr_size);
     if (cls == ERR_OK && migrated.applied > 0) {
         char from[16], to[16];
@@ -484,6 +508,8 @@ int cli_run(int argc, char **argv)
         {"set", required_argument, NULL, 's'},
         {"kafka", required_argument, NULL, 'k'},
         {"log-level", required_argument, NULL, 'l'},
+        {"http-listen", required_argument, NULL, 'H'},
+        {"no-migrate", no_argument, NULL, 'M'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -497,7 +523,7 @@ int cli_run(int argc, char **argv)
     if (flags == NULL)
         return EXIT_RUNTIME;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
         const char *key = NULL;
         switch (opt) {
         case 'c':
@@ -522,9 +548,20 @@ int cli_run(int argc, char **argv)
             key = "intake.batch_size";
             break;
         case 't':
-            /* A bare number of milliseconds, as the flag always took. */
-            snprintf(batch_ms, sizeof batch_ms, "%sms", optarg);
-            flags[n_flags++] = (config_flag_t){"intake.batch_ms", batch_ms};
+            /* A duration like the key; a bare number of milliseconds, as
+             * the flag always took, still works. */
+            if (optarg[0] != '\0' && strspn(optarg, "0123456789") == strlen(optarg)) {
+                snprintf(batch_ms, sizeof batch_ms, "%.20sms", optarg);
+                flags[n_flags++] = (config_flag_t){"intake.batch_ms", batch_ms};
+                continue;
+            }
+            key = "intake.batch_ms";
+            break;
+        case 'H':
+            key = "http.listen";
+            break;
+        case 'M':
+            flags[n_flags++] = (config_flag_t){"migrate_on_start", "false"};
             continue;
         case 'm':
             key = "intake.max_message_bytes";
@@ -556,8 +593,14 @@ int cli_run(int argc, char **argv)
     log_set_level(cfg->log_level);
 
     char errstr[1024], replica_buf[300];
-    if (db_check_conninfo(cfg->database, errstr, sizeof errstr) != ERR_OK) {
-        fprintf(stderr, "steward run: config: database: %s\n", errstr);
+    const char *bad_key = NULL;
+    if (db_check_conninfo(cfg->database, errstr, sizeof errstr) != ERR_OK)
+        bad_key = "database";
+    else if (cfg->http_database[0] != '\0' &&
+             db_check_conninfo(cfg->http_database, errstr, sizeof errstr) != ERR_OK)
+        bad_key = "http.database";
+    if (bad_key != NULL) {
+        fprintf(stderr, "steward run: config: %s: %s\n", bad_key, errstr);
         config_free(cfg);
         free(flags);
         return EXIT_USAGE;
@@ -607,11 +650,13 @@ int cli_run(int argc, char **argv)
 
     /* The HTTP server first: /healthz answers, and /readyz says why not
      * ready, while the database is waited for. */
-    run_ctx_t ctx = {flags, n_flags, config_path, NULL, NULL, NULL, NULL, NULL};
+    run_ctx_t ctx = {flags, n_flags, config_path, cfg, NULL, NULL, NULL, NULL, NULL};
     err_class_t cls;
     sigset_t saved;
     hold_signals(&saved); /* its threads inherit the mask */
-    ctx.http = http_new(cfg->http_listen, cfg->database, cfg->group, cfg->http_tokens,
+    /* The read endpoints may log in as a reader of their own: they never write. */
+    const char *http_db = cfg->http_database[0] != '\0' ? cfg->http_database : cfg->database;
+    ctx.http = http_new(cfg->http_listen, http_db, cfg->group, cfg->http_tokens,
                         cfg->http_allow_anonymous_read, &cls, errstr, sizeof errstr);
     release_signals(&saved);
     if (ctx.http == NULL && cls != ERR_OK) { /* NULL with ERR_OK: http.listen is "" */

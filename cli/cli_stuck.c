@@ -3,6 +3,7 @@
  * state, oldest first: what is stuck, for how long, and whose it is.
  */
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "common/db.h"
 #include "common/err.h"
 #include "definitions/duration.h"
@@ -13,14 +14,13 @@
 #include <stdio.h>
 
 static const char stuck_usage[] =
-    "usage: steward stuck [--process NAME] [--json] [--database CONNINFO]\n"
+    "usage: steward stuck [--process NAME] [--json] [--config FILE] [--database CONNINFO]\n"
     "\n"
     "Lists the open alerts grouped by process and state, oldest first, with\n"
-    "their age and owning team.\n"
+    "their age and owning team. Exits 1 when --process names a process the\n"
+    "database has no definition of.\n"
     "\n"
-    "  --process NAME        only this process\n"
-    "  --json                the same as one JSON object\n"
-    "  --database CONNINFO   libpq connection string ($STEWARD_DATABASE_URL)\n";
+    "  --process NAME        only this process\n" CLI_COMMON_USAGE;
 
 static void print_text(json_t *doc)
 {
@@ -63,51 +63,72 @@ static void print_text(json_t *doc)
     }
 }
 
+/* True when the database has recorded a definition of process. */
+static err_class_t process_known(PGconn *conn, const char *process, bool *known, char *errstr,
+                                 size_t errstr_size)
+{
+    const char *params[1] = {process};
+    PGresult *res =
+        PQexecParams(conn, "SELECT 1 FROM steward.definitions WHERE process = $1 LIMIT 1", 1, NULL,
+                     params, NULL, NULL, 0);
+    err_class_t cls = db_result_class(res, conn);
+    if (cls != ERR_OK)
+        err_set(cls, errstr, errstr_size, "reading the definitions: %s", PQerrorMessage(conn));
+    *known = cls == ERR_OK && PQntuples(res) > 0;
+    PQclear(res);
+    return cls;
+}
+
 int cli_stuck(int argc, char **argv)
 {
     static const struct option options[] = {
         {"process", required_argument, NULL, 'p'},
-        {"json", no_argument, NULL, 'j'},
-        {"database", required_argument, NULL, 'd'},
-        {"help", no_argument, NULL, 'h'},
+        CLI_COMMON_OPTIONS,
         {NULL, 0, NULL, 0},
     };
-    const char *database = NULL, *process = NULL;
-    int as_json = 0, opt;
+    const char *process = NULL;
+    int opt, rc = EXIT_OK;
     char errstr[1024];
+    cli_opts_t o;
 
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
-        switch (opt) {
-        case 'p':
+    if (!cli_opts_init(&o, "steward stuck", stuck_usage, argc, argv))
+        return EXIT_RUNTIME;
+    while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTIONS, options, NULL)) != -1) {
+        if (opt == 'p') {
             process = optarg;
-            break;
-        case 'j':
-            as_json = 1;
-            break;
-        case 'd':
-            database = optarg;
-            break;
-        default:
-            return cli_help_or_usage(opt, stuck_usage);
+        } else if ((rc = cli_opts_take(&o, opt, optarg)) >= 0) {
+            cli_opts_free(&o);
+            return rc;
         }
     }
-    if (cli_extra_args(argc, argv, "steward stuck", stuck_usage))
+    rc = EXIT_OK;
+    if (cli_extra_args(argc, argv, o.cmd, stuck_usage)) {
+        cli_opts_free(&o);
         return EXIT_USAGE;
-    PGconn *conn = cli_connect(database, "steward stuck");
-    if (conn == NULL)
-        return EXIT_RUNTIME;
+    }
+    PGconn *conn = cli_opts_connect(&o, true, &rc);
+    if (conn == NULL) {
+        cli_opts_free(&o);
+        return rc;
+    }
     json_t *doc = NULL;
-    int rc = EXIT_OK;
-    if (query_stuck(conn, process, &doc, errstr, sizeof errstr) != ERR_OK) {
+    bool known = true;
+    if (process != NULL && process_known(conn, process, &known, errstr, sizeof errstr) != ERR_OK) {
         fprintf(stderr, "steward stuck: %s\n", errstr);
         rc = EXIT_RUNTIME;
-    } else if (as_json) {
+    } else if (!known) {
+        fprintf(stderr, "steward stuck: no process %s in steward.definitions\n", process);
+        rc = EXIT_RUNTIME;
+    } else if (query_stuck(conn, process, &doc, errstr, sizeof errstr) != ERR_OK) {
+        fprintf(stderr, "steward stuck: %s\n", errstr);
+        rc = EXIT_RUNTIME;
+    } else if (o.json) {
         cli_print_json(doc);
     } else {
         print_text(doc);
     }
     json_decref(doc);
     PQfinish(conn);
+    cli_opts_free(&o);
     return rc;
 }

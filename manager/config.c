@@ -31,59 +31,71 @@ typedef struct config_key {
     size_t offset;   /* into config_t */
     long min, max;   /* for CONFIG_INT; for durations, ms */
     const char *env; /* the STEWARD_* variable, or NULL */
+    bool reload;     /* SIGHUP applies a change; false: it waits for a restart */
 } config_key_t;
 
 #define OFF(field) offsetof(config_t, field)
 
 /* One row per key. `kafka` and `routes` are objects and handled apart. */
 static const config_key_t config_keys[] = {
-    {"database", CONFIG_STRING, OFF(database), 0, 0, "STEWARD_DATABASE_URL"},
-    {"brokers", CONFIG_STRING, OFF(brokers), 0, 0, "STEWARD_KAFKA_BROKERS"},
-    {"definitions", CONFIG_STRING, OFF(definitions), 0, 0, "STEWARD_DEFINITIONS"},
-    {"group", CONFIG_STRING, OFF(group), 0, 0, "STEWARD_GROUP"},
-    {"replica", CONFIG_STRING, OFF(replica), 0, 0, "STEWARD_REPLICA"},
-    {"log_level", CONFIG_LOG_LEVEL, OFF(log_level), 0, 0, "STEWARD_LOG_LEVEL"},
-    {"intake.batch_size", CONFIG_INT, OFF(batch_size), 1, 100000, "STEWARD_BATCH_SIZE"},
-    {"intake.batch_ms", CONFIG_DURATION, OFF(batch_ms), 1, 60000, "STEWARD_BATCH_MS"},
-    {"intake.max_message_bytes", CONFIG_INT, OFF(max_message_bytes), 64, 100 * 1024 * 1024, NULL},
-    {"intake.record_unknown", CONFIG_BOOL, OFF(record_unknown), 0, 0, NULL},
-    {"intake.dead_letter_topic", CONFIG_STRING, OFF(dead_letter_topic), 0, 0, NULL},
-    {"topics.prefix", CONFIG_TOPIC_PREFIX, OFF(topics_prefix), 0, 0, "STEWARD_TOPICS_PREFIX"},
-    {"topics.map", CONFIG_TOPIC_MAP, OFF(topics_map), 0, 0, "STEWARD_TOPICS_MAP"},
-    {"scheduler.interval", CONFIG_DURATION, OFF(scheduler_interval_ms), 10, 3600000, NULL},
-    {"scheduler.grace", CONFIG_DURATION, OFF(grace_ms), 0, 86400000, NULL},
-    {"scheduler.blind_after", CONFIG_DURATION, OFF(blind_after_ms), 1000, 86400000, NULL},
-    {"scheduler.blind_owner", CONFIG_STRING, OFF(blind_owner), 0, 0, NULL},
-    {"scheduler.unowned_after", CONFIG_DURATION, OFF(unowned_after_ms), 1000, 86400000, NULL},
-    {"notifier.interval", CONFIG_DURATION, OFF(notifier_interval_ms), 10, 3600000, NULL},
-    {"notifier.timeout", CONFIG_DURATION, OFF(http_timeout_ms), 100, 600000, NULL},
-    {"notifier.max_backoff", CONFIG_DURATION, OFF(max_backoff_ms), 100, 86400000, NULL},
-    {"notifier.max_retry_after", CONFIG_DURATION, OFF(max_retry_after_ms), 1000, 86400000, NULL},
-    {"notifier.group_window", CONFIG_DURATION, OFF(group_window_ms), 0, 3600000, NULL},
+    {"database", CONFIG_STRING, OFF(database), 0, 0, "STEWARD_DATABASE_URL", false},
+    {"brokers", CONFIG_STRING, OFF(brokers), 0, 0, "STEWARD_KAFKA_BROKERS", false},
+    {"definitions", CONFIG_STRING, OFF(definitions), 0, 0, "STEWARD_DEFINITIONS", true},
+    {"group", CONFIG_STRING, OFF(group), 0, 0, "STEWARD_GROUP", false},
+    {"replica", CONFIG_STRING, OFF(replica), 0, 0, "STEWARD_REPLICA", false},
+    {"log_level", CONFIG_LOG_LEVEL, OFF(log_level), 0, 0, "STEWARD_LOG_LEVEL", false},
+    {"intake.batch_size", CONFIG_INT, OFF(batch_size), 1, 100000, "STEWARD_BATCH_SIZE", false},
+    {"intake.batch_ms", CONFIG_DURATION, OFF(batch_ms), 1, 60000, "STEWARD_BATCH_MS", false},
+    {"intake.max_message_bytes", CONFIG_INT, OFF(max_message_bytes), 64, 100 * 1024 * 1024, NULL,
+     false},
+    {"intake.record_unknown", CONFIG_BOOL, OFF(record_unknown), 0, 0, NULL, false},
+    {"intake.dead_letter_topic", CONFIG_STRING, OFF(dead_letter_topic), 0, 0, NULL, false},
+    {"topics.prefix", CONFIG_TOPIC_PREFIX, OFF(topics_prefix), 0, 0, "STEWARD_TOPICS_PREFIX",
+     false},
+    {"topics.map", CONFIG_TOPIC_MAP, OFF(topics_map), 0, 0, "STEWARD_TOPICS_MAP", false},
+    {"scheduler.interval", CONFIG_DURATION, OFF(scheduler_interval_ms), 10, 3600000, NULL, false},
+    {"scheduler.grace", CONFIG_DURATION, OFF(grace_ms), 0, 86400000, NULL, false},
+    {"scheduler.blind_after", CONFIG_DURATION, OFF(blind_after_ms), 1000, 86400000, NULL, false},
+    {"scheduler.blind_owner", CONFIG_STRING, OFF(blind_owner), 0, 0, NULL, false},
+    {"scheduler.unowned_after", CONFIG_DURATION, OFF(unowned_after_ms), 1000, 86400000, NULL,
+     false},
+    {"notifier.interval", CONFIG_DURATION, OFF(notifier_interval_ms), 10, 3600000, NULL, false},
+    {"notifier.timeout", CONFIG_DURATION, OFF(http_timeout_ms), 100, 600000, NULL, false},
+    {"notifier.max_backoff", CONFIG_DURATION, OFF(max_backoff_ms), 100, 86400000, NULL, false},
+    {"notifier.max_retry_after", CONFIG_DURATION, OFF(max_retry_after_ms), 1000, 86400000, NULL,
+     false},
+    {"notifier.group_window", CONFIG_DURATION, OFF(group_window_ms), 0, 3600000, NULL, false},
     {"notifier.alertmanager_resend", CONFIG_DURATION, OFF(alertmanager_resend_ms), 1000, 3600000,
-     NULL},
-    {"http.listen", CONFIG_STRING, OFF(http_listen), 0, 0, "STEWARD_HTTP_LISTEN"},
+     NULL, false},
+    {"http.listen", CONFIG_STRING, OFF(http_listen), 0, 0, "STEWARD_HTTP_LISTEN", false},
+    {"http.database", CONFIG_STRING, OFF(http_database), 0, 0, NULL, false},
     {"retention.history", CONFIG_DURATION_OFF, OFF(retention_history_ms), 3600000,
-     INT64_C(3650) * 86400000, NULL},
+     INT64_C(3650) * 86400000, NULL, false},
     {"retention.rejected", CONFIG_DURATION_OFF, OFF(retention_rejected_ms), 3600000,
-     INT64_C(3650) * 86400000, NULL},
+     INT64_C(3650) * 86400000, NULL, false},
     {"retention.outbox", CONFIG_DURATION_OFF, OFF(retention_outbox_ms), 3600000,
-     INT64_C(3650) * 86400000, NULL},
+     INT64_C(3650) * 86400000, NULL, false},
     {"retention.alerts", CONFIG_DURATION_OFF, OFF(retention_alerts_ms), 3600000,
-     INT64_C(3650) * 86400000, NULL},
+     INT64_C(3650) * 86400000, NULL, false},
     {"retention.ownership_log", CONFIG_DURATION_OFF, OFF(retention_ownership_log_ms), 3600000,
-     INT64_C(3650) * 86400000, NULL},
-    {"retention.interval", CONFIG_DURATION_OFF, OFF(retention_interval_ms), 1000, 86400000, NULL},
-    {"http.stall_after", CONFIG_DURATION, OFF(stall_after_ms), 1000, 86400000, NULL},
+     INT64_C(3650) * 86400000, NULL, false},
+    {"retention.interval", CONFIG_DURATION_OFF, OFF(retention_interval_ms), 1000, 86400000, NULL,
+     false},
+    {"http.stall_after", CONFIG_DURATION, OFF(stall_after_ms), 1000, 86400000, NULL, false},
+    {"migrate_on_start", CONFIG_BOOL, OFF(migrate_on_start), 0, 0, "STEWARD_MIGRATE_ON_START",
+     false},
+    {"roles.owner", CONFIG_STRING, OFF(roles_owner), 0, 0, NULL, false},
+    {"roles.runtime", CONFIG_STRING, OFF(roles_runtime), 0, 0, NULL, false},
+    {"roles.reader", CONFIG_STRING, OFF(roles_reader), 0, 0, NULL, false},
     /* Set as http.tokens_file, like every secret: the file's text. */
-    {"http.tokens", CONFIG_STRING, OFF(http_tokens), 0, 0, NULL},
-    {"http.allow_anonymous_read", CONFIG_BOOL, OFF(http_allow_anonymous_read), 0, 0, NULL},
+    {"http.tokens", CONFIG_STRING, OFF(http_tokens), 0, 0, NULL, true},
+    {"http.allow_anonymous_read", CONFIG_BOOL, OFF(http_allow_anonymous_read), 0, 0, NULL, false},
 };
 
 #define N_KEYS (sizeof config_keys / sizeof config_keys[0])
 
 static const char *const sections[] = {"intake", "scheduler", "notifier",
-                                       "http",   "retention", "topics"};
+                                       "http",   "retention", "topics", "roles"};
 
 config_t *config_new(void)
 {
@@ -110,6 +122,7 @@ config_t *config_new(void)
     cfg->routes = json_pack("{s:[{s:s}]}", "default", "type", "log");
     cfg->http_listen = strdup("127.0.0.1:9464");
     cfg->topics_map = json_object();
+    cfg->http_database = strdup("");
     cfg->retention_history_ms = 30 * 86400000LL;
     cfg->retention_rejected_ms = 14 * 86400000LL;
     cfg->retention_outbox_ms = 7 * 86400000LL;
@@ -119,8 +132,14 @@ config_t *config_new(void)
     /* Longer than any legitimate pass: the notifier marks progress every
      * 50 ms, the scheduler between batches of due instances. */
     cfg->stall_after_ms = 300000;
+    cfg->migrate_on_start = true;
+    cfg->roles_owner = strdup("steward_owner");
+    cfg->roles_runtime = strdup("steward_runtime");
+    cfg->roles_reader = strdup("steward_reader");
     if (cfg->database == NULL || cfg->group == NULL || cfg->blind_owner == NULL ||
-        cfg->routes == NULL || cfg->http_listen == NULL || cfg->topics_map == NULL) {
+        cfg->routes == NULL || cfg->http_listen == NULL || cfg->topics_map == NULL ||
+        cfg->http_database == NULL || cfg->roles_owner == NULL || cfg->roles_runtime == NULL ||
+        cfg->roles_reader == NULL) {
         config_free(cfg);
         return NULL;
     }
@@ -653,4 +672,56 @@ config_t *config_build(const char *path, const config_flag_t *flags, size_t n_fl
         return NULL;
     }
     return cfg;
+}
+
+/* Whether one key's value differs between a and b. */
+static bool key_differs(const config_t *a, const config_t *b, const config_key_t *key)
+{
+    const void *fa = (const char *) a + key->offset, *fb = (const char *) b + key->offset;
+    switch (key->type) {
+    case CONFIG_STRING: {
+        const char *sa = *(char *const *) fa, *sb = *(char *const *) fb;
+        return (sa == NULL) != (sb == NULL) || (sa != NULL && strcmp(sa, sb) != 0);
+    }
+    case CONFIG_INT:
+        return *(const long *) fa != *(const long *) fb;
+    case CONFIG_DURATION:
+    case CONFIG_DURATION_OFF:
+        return *(const int64_t *) fa != *(const int64_t *) fb;
+    case CONFIG_BOOL:
+        return *(const bool *) fa != *(const bool *) fb;
+    case CONFIG_LOG_LEVEL:
+        return *(const log_level_t *) fa != *(const log_level_t *) fb;
+    }
+    return false;
+}
+
+bool config_key_reloads(const char *name)
+{
+    if (strcmp(name, "routes") == 0)
+        return true;
+    const config_key_t *key = find_key(name);
+    return key != NULL && key->reload;
+}
+
+size_t config_restart_needed(const config_t *running, const config_t *next, const char **names,
+                             size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < N_KEYS; i++) {
+        if (!config_keys[i].reload && key_differs(running, next, &config_keys[i])) {
+            if (n < max)
+                names[n] = config_keys[i].name;
+            n++;
+        }
+    }
+    bool kafka = running->n_kafka_props != next->n_kafka_props;
+    for (size_t i = 0; !kafka && i < running->n_kafka_props; i++)
+        kafka = strcmp(running->kafka_props[i], next->kafka_props[i]) != 0;
+    if (kafka) {
+        if (n < max)
+            names[n] = "kafka";
+        n++;
+    }
+    return n;
 }

@@ -61,6 +61,7 @@ typedef struct config {
     json_t *routes; /* team -> list of sinks; validated by routes.c */
 
     char *http_listen;              /* "127.0.0.1:9464"; "" disables the HTTP server */
+    char *http_database;            /* the HTTP reads' own login (a reader); "": database */
     char *http_tokens;              /* the text of http.tokens_file (http.h); NULL: none */
     bool http_allow_anonymous_read; /* reads without a token off the loopback */
     int64_t stall_after_ms;         /* /healthz: a worker thread silent this long is stuck */
@@ -72,6 +73,16 @@ typedef struct config {
     int64_t retention_alerts_ms; /* resolved alerts */
     int64_t retention_ownership_log_ms;
     int64_t retention_interval_ms; /* between passes of `steward run`; 0: none */
+
+    /* `steward run` applies pending migrations at start (true: the
+     * single-user setup); false: it only checks the schema's version and
+     * refuses to start on a mismatch (a runtime role that cannot migrate). */
+    bool migrate_on_start;
+
+    /* The database roles `steward migrate --create-roles` sets up. */
+    char *roles_owner;
+    char *roles_runtime;
+    char *roles_reader;
 } config_t;
 
 /* A configuration holding every default; free with config_free(). */
@@ -124,6 +135,19 @@ typedef struct config_flag {
  */
 config_t *config_build(const char *path, const config_flag_t *flags, size_t n_flags,
                        err_class_t *cls, char *errstr, size_t errstr_size);
+
+/* Whether SIGHUP applies a change of key `name` ("definitions", "routes");
+ * false for every key a running daemon only reads at start. */
+bool config_key_reloads(const char *name);
+
+/*
+ * The keys (and "kafka" for librdkafka properties) whose values differ
+ * between the running configuration and next but which SIGHUP does not
+ * apply: they need a restart. Fills names (borrowed, static strings) with
+ * up to max of them and returns how many there are.
+ */
+size_t config_restart_needed(const config_t *running, const config_t *next, const char **names,
+                             size_t max);
 
 /* Checks what no single key can: required keys present. */
 err_class_t config_check(const config_t *cfg, char *errstr, size_t errstr_size);

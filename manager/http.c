@@ -1483,8 +1483,10 @@ http_t *http_new(const char *listen, const char *conninfo, const char *group, co
      * pool thread for its budget; the others keep accepting. */
     unsigned int flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG |
                          (addrs->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    /* The port is also given beside the address, which is what MHD binds:
+     * its own messages then name it instead of "port 0". */
     h->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, handle, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
+        flags, (uint16_t) atoi(port), NULL, NULL, handle, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
         MHD_OPTION_SOCK_ADDR, addrs->ai_addr, MHD_OPTION_THREAD_POOL_SIZE,
         (unsigned int) POOL_THREADS, MHD_OPTION_CONNECTION_LIMIT, (unsigned int) MAX_CONNECTIONS,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int) IDLE_TIMEOUT_S, MHD_OPTION_UNESCAPE_CALLBACK,

@@ -185,88 +185,24 @@ static err_class_t list_partitions(PGconn *conn, retention_partition_t **out, si
     return ERR_OK;
 }
 
-/* Runs DDL naming one partition: "FMT" with %s the quoted, qualified name. */
-static err_class_t exec_on(PGconn *conn, const char *what, const char *fmt, const char *name,
-                           const char *extra, char *errstr, size_t errstr_size)
-{
-    char *ident = PQescapeIdentifier(conn, name, strlen(name));
-    char *sql = NULL;
-    err_class_t cls;
-    if (ident == NULL || asprintf(&sql, fmt, ident, extra != NULL ? extra : "") < 0) {
-        PQfreemem(ident);
-        return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
-    }
-    /* DDL takes no parameters: the name is escaped, the bounds are
-     * timestamps Steward formatted itself. */
-    cls = db_exec(conn, what, sql, 0, NULL, errstr, errstr_size);
-    PQfreemem(ident);
-    free(sql);
-    return cls;
-}
-
 /*
- * Creates one week. Rows the DEFAULT partition took for it move into the
- * new table before it is attached (attaching checks that none are left
- * there), all in one transaction.
+ * Creates one week through steward.history_week_create() (migration 0011),
+ * which runs with the schema owner's rights: the rows the DEFAULT partition
+ * took for it move into the new table before it is attached, all in this
+ * one statement's transaction.
  */
 static err_class_t create_week(PGconn *conn, int64_t start_ms, char *name, size_t name_size,
                                char *errstr, size_t errstr_size)
 {
-    char lo[32], hi[32], bounds[128];
-    err_class_t cls;
+    char lo[32], hi[32];
     retention_week_name(start_ms, name, name_size);
     snprintf(lo, sizeof lo, "%" PRId64, start_ms);
     snprintf(hi, sizeof hi, "%" PRId64, start_ms + RETENTION_WEEK_MS);
-    const char *params[2] = {lo, hi};
-    PGresult *res = db_query(conn, "formatting week bounds",
-                             "SELECT format('FROM (%L) TO (%L)', steward.from_ms($1::bigint), "
-                             "  steward.from_ms($2::bigint))",
-                             2, params, &cls, errstr, errstr_size);
-    if (res == NULL)
-        return cls;
-    snprintf(bounds, sizeof bounds, "%s", PQgetvalue(res, 0, 0));
-    PQclear(res);
-
-    /* The default partition is locked first: a row inserted into it for
-     * this week after the move would make the attach fail. Inserts that go
-     * to a week's partition do not touch it. */
-    if ((cls = db_exec(conn, "starting a partition", "BEGIN", 0, NULL, errstr, errstr_size)) !=
-            ERR_OK ||
-        (cls = db_exec(conn, "locking the default history partition",
-                       "LOCK TABLE steward.history_default IN EXCLUSIVE MODE", 0, NULL, errstr,
-                       errstr_size)) != ERR_OK ||
-        (cls = exec_on(conn, "creating a history partition",
-                       "CREATE TABLE steward.%s (LIKE steward.history INCLUDING DEFAULTS "
-                       "INCLUDING CONSTRAINTS INCLUDING STORAGE)%s",
-                       name, NULL, errstr, errstr_size)) != ERR_OK)
-        goto fail;
-    char *ident = PQescapeIdentifier(conn, name, strlen(name));
-    char *move = NULL;
-    if (ident == NULL || asprintf(&move,
-                                  "WITH moved AS (DELETE FROM steward.history_default "
-                                  "  WHERE recorded_at >= steward.from_ms($1::bigint) "
-                                  "    AND recorded_at < steward.from_ms($2::bigint) RETURNING *) "
-                                  "INSERT INTO steward.%s SELECT * FROM moved",
-                                  ident) < 0) {
-        PQfreemem(ident);
-        cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
-        goto fail;
-    }
-    PQfreemem(ident);
-    cls = db_exec(conn, "moving rows out of the default history partition", move, 2, params, errstr,
-                  errstr_size);
-    free(move);
-    if (cls != ERR_OK ||
-        (cls = exec_on(conn, "attaching a history partition",
-                       "ALTER TABLE steward.history ATTACH PARTITION steward.%s FOR VALUES %s",
-                       name, bounds, errstr, errstr_size)) != ERR_OK ||
-        (cls = db_exec(conn, "committing a partition", "COMMIT", 0, NULL, errstr, errstr_size)) !=
-            ERR_OK)
-        goto fail;
-    return ERR_OK;
-fail:
-    db_rollback(conn);
-    return cls;
+    const char *params[3] = {name, lo, hi};
+    return db_exec(conn, "creating a history partition",
+                   "SELECT steward.history_week_create($1, steward.from_ms($2::bigint), "
+                   "  steward.from_ms($3::bigint))",
+                   3, params, errstr, errstr_size);
 }
 
 static long long count_rows(PGconn *conn, const char *name, err_class_t *cls, char *errstr,
@@ -406,8 +342,9 @@ static err_class_t history_partitions(PGconn *conn, const retention_config_t *cf
             continue;
         long long rows = count_rows(conn, parts[i].name, &cls, errstr, errstr_size);
         if (cls == ERR_OK && !dry_run)
-            cls = exec_on(conn, "dropping a history partition", "DROP TABLE steward.%s%s",
-                          parts[i].name, NULL, errstr, errstr_size);
+            cls = db_exec(conn, "dropping a history partition",
+                          "SELECT steward.history_week_drop($1)", 1,
+                          (const char *const[]){parts[i].name}, errstr, errstr_size);
         if (cls == ERR_OK) {
             out->rows[RETENTION_HISTORY] += rows;
             if (!add_name(&out->dropped, &out->n_dropped, parts[i].name))

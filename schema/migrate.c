@@ -25,7 +25,15 @@ static err_class_t run(PGconn *conn, const char *what, const char *sql, char *er
 
     if (cls != ERR_OK) {
         const char *msg = PQerrorMessage(conn);
-        err_set(cls, errstr, errstr_size, "%s: %.*s", what, (int) strcspn(msg, "\n"), msg);
+        const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+        /* 42501 insufficient_privilege: no retry helps; the role is wrong. */
+        bool denied = state != NULL && strcmp(state, "42501") == 0;
+        if (denied)
+            cls = ERR_INVALID;
+        err_set(cls, errstr, errstr_size, "%s: %.*s%s", what, (int) strcspn(msg, "\n"), msg,
+                denied ? "; this role may not change the schema: run steward migrate as its "
+                         "owner, and steward run with --no-migrate (migrate_on_start=false)"
+                       : "");
     }
     PQclear(res);
     return cls;
@@ -183,4 +191,133 @@ err_class_t migrate_current(PGconn *conn, int *version, char *errstr, size_t err
     if (cls != ERR_OK)
         err_set(cls, errstr, errstr_size, "reading the schema version: %s", PQerrorMessage(conn));
     return cls;
+}
+
+err_class_t migrate_require(PGconn *conn, char *errstr, size_t errstr_size)
+{
+    int version = 0;
+    err_class_t cls = migrate_current(conn, &version, errstr, errstr_size);
+    const char *db = PQdb(conn);
+
+    if (cls != ERR_OK)
+        return cls;
+    if (version == 0)
+        return err_set(ERR_INVALID, errstr, errstr_size,
+                       "no steward schema in database %s; run steward migrate", db);
+    if (version < migrate_latest())
+        return err_set(ERR_INVALID, errstr, errstr_size,
+                       "schema in database %s at version %d, this steward needs %d: run steward "
+                       "migrate as the owner",
+                       db, version, migrate_latest());
+    if (version > migrate_latest())
+        return err_set(ERR_INVALID, errstr, errstr_size,
+                       "schema in database %s at version %d is newer than this steward (%d): "
+                       "upgrade steward",
+                       db, version, migrate_latest());
+
+    /* At the newest version, a migration numbered below it may still be
+     * missing (branches merged out of order): count every one. */
+    size_t cap = migrate_n_scripts * 12 + 3, len = 0;
+    char *versions = malloc(cap);
+    if (versions == NULL)
+        return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    len += (size_t) snprintf(versions + len, cap - len, "{");
+    for (size_t i = 0; i < migrate_n_scripts; i++)
+        len += (size_t) snprintf(versions + len, cap - len, "%s%d", i > 0 ? "," : "",
+                                 migrate_scripts[i].version);
+    snprintf(versions + len, cap - len, "}");
+    const char *params[1] = {versions};
+    PGresult *res = PQexecParams(conn,
+                                 "SELECT count(*) FROM unnest($1::int[]) AS v(version) "
+                                 "WHERE NOT EXISTS (SELECT FROM steward.schema_versions s "
+                                 "                  WHERE s.version = v.version)",
+                                 1, NULL, params, NULL, NULL, 0);
+    free(versions);
+    cls = db_result_class(res, conn);
+    if (cls != ERR_OK)
+        err_set(cls, errstr, errstr_size, "reading the applied migrations: %s",
+                PQerrorMessage(conn));
+    else if (atoi(PQgetvalue(res, 0, 0)) > 0)
+        cls = err_set(ERR_INVALID, errstr, errstr_size,
+                      "schema in database %s lacks %s migration(s) of this steward: run steward "
+                      "migrate as the owner",
+                      db, PQgetvalue(res, 0, 0));
+    PQclear(res);
+    return cls;
+}
+
+char *migrate_roles_sql(PGconn *conn, const migrate_roles_t *roles, char *errstr,
+                        size_t errstr_size)
+{
+    char *owner = PQescapeIdentifier(conn, roles->owner, strlen(roles->owner));
+    char *runtime = PQescapeIdentifier(conn, roles->runtime, strlen(roles->runtime));
+    char *reader = PQescapeIdentifier(conn, roles->reader, strlen(roles->reader));
+    char *owner_lit = PQescapeLiteral(conn, roles->owner, strlen(roles->owner));
+    char *runtime_lit = PQescapeLiteral(conn, roles->runtime, strlen(roles->runtime));
+    char *reader_lit = PQescapeLiteral(conn, roles->reader, strlen(roles->reader));
+    char *sql = NULL;
+
+    if (owner == NULL || runtime == NULL || reader == NULL || owner_lit == NULL ||
+        runtime_lit == NULL || reader_lit == NULL) {
+        err_set(ERR_INVALID, errstr, errstr_size, "quoting the role names: %s",
+                PQerrorMessage(conn));
+        goto done;
+    }
+    /* Group roles without LOGIN: people and services log in as themselves
+     * and are granted into one (GRANT steward_runtime TO svc_steward), so a
+     * password never lives in this SQL and each login shows in pg_stat_activity.
+     * Ownership moves object by object: ALTER SCHEMA alone leaves the tables
+     * with whoever created them; a table carries its owned sequences. */
+    if (asprintf(&sql,
+                 "DO $roles$ BEGIN\n"
+                 "  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = %4$s) THEN\n"
+                 "    CREATE ROLE %1$s NOLOGIN; END IF;\n"
+                 "END $roles$;\n"
+                 "DO $roles$ BEGIN\n"
+                 "  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = %5$s) THEN\n"
+                 "    CREATE ROLE %2$s NOLOGIN; END IF;\n"
+                 "  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = %6$s) THEN\n"
+                 "    CREATE ROLE %3$s NOLOGIN; END IF;\n"
+                 "END $roles$;\n"
+                 "ALTER SCHEMA steward OWNER TO %1$s;\n"
+                 "DO $roles$ DECLARE r record; BEGIN\n"
+                 "  FOR r IN SELECT c.oid::regclass AS name FROM pg_class c\n"
+                 "    JOIN pg_namespace n ON n.oid = c.relnamespace\n"
+                 "    WHERE n.nspname = 'steward' AND c.relkind IN ('r', 'p', 'v', 'm') LOOP\n"
+                 "    EXECUTE format('ALTER TABLE %%s OWNER TO %%I', r.name, %4$s);\n"
+                 "  END LOOP;\n"
+                 "  FOR r IN SELECT p.oid::regprocedure AS name FROM pg_proc p\n"
+                 "    JOIN pg_namespace n ON n.oid = p.pronamespace\n"
+                 "    WHERE n.nspname = 'steward' LOOP\n"
+                 "    EXECUTE format('ALTER ROUTINE %%s OWNER TO %%I', r.name, %4$s);\n"
+                 "  END LOOP;\n"
+                 "END $roles$;\n"
+                 "REVOKE ALL ON SCHEMA steward FROM PUBLIC;\n"
+                 "GRANT USAGE ON SCHEMA steward TO %2$s, %3$s;\n"
+                 "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA steward TO %2$s;\n"
+                 "GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA steward TO %2$s;\n"
+                 "GRANT SELECT ON ALL TABLES IN SCHEMA steward TO %3$s;\n"
+                 "GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA steward TO %2$s, %3$s;\n"
+                 /* Partition upkeep (0011) runs as the owner: runtime only. */
+                 "REVOKE EXECUTE ON FUNCTION\n"
+                 "  steward.history_week_create(text, timestamptz, timestamptz),\n"
+                 "  steward.history_week_drop(text) FROM %3$s;\n"
+                 "ALTER DEFAULT PRIVILEGES FOR ROLE %1$s IN SCHEMA steward\n"
+                 "  GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %2$s;\n"
+                 "ALTER DEFAULT PRIVILEGES FOR ROLE %1$s IN SCHEMA steward\n"
+                 "  GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO %2$s;\n"
+                 "ALTER DEFAULT PRIVILEGES FOR ROLE %1$s IN SCHEMA steward\n"
+                 "  GRANT SELECT ON TABLES TO %3$s;\n",
+                 owner, runtime, reader, owner_lit, runtime_lit, reader_lit) < 0) {
+        sql = NULL;
+        err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    }
+done:
+    PQfreemem(owner);
+    PQfreemem(runtime);
+    PQfreemem(reader);
+    PQfreemem(owner_lit);
+    PQfreemem(runtime_lit);
+    PQfreemem(reader_lit);
+    return sql;
 }

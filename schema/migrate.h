@@ -41,7 +41,9 @@ typedef struct migrate_result {
  * transaction). On failure nothing is applied, *result is untouched and the
  * class says why: ERR_TRANSIENT for a lost connection, ERR_FATAL for a
  * database whose schema is newer than this binary or whose applied
- * migrations differ from the embedded ones, ERR_FATAL for SQL errors.
+ * migrations differ from the embedded ones, ERR_INVALID when the role may
+ * not change the schema (SQLSTATE 42501: waiting cannot help; the message
+ * says to migrate as the owner), ERR_FATAL for other SQL errors.
  */
 err_class_t migrate_apply(PGconn *conn, migrate_result_t *result, char *errstr, size_t errstr_size);
 
@@ -50,6 +52,40 @@ err_class_t migrate_apply(PGconn *conn, migrate_result_t *result, char *errstr, 
  * absent) without changing anything.
  */
 err_class_t migrate_current(PGconn *conn, int *version, char *errstr, size_t errstr_size);
+
+/*
+ * Checks, changing nothing, that the steward schema is on `conn` at exactly
+ * this binary's version: what a command that only reads or writes rows
+ * (and so may run as a role that cannot migrate) needs before it starts.
+ * ERR_INVALID with a sentence naming the database and what to do: "no
+ * steward schema in database X; run steward migrate", "schema at version
+ * N, this steward needs M: run steward migrate as the owner", or "...
+ * newer than this steward: upgrade steward". Other classes for a failed
+ * query.
+ */
+err_class_t migrate_require(PGconn *conn, char *errstr, size_t errstr_size);
+
+/* The three database roles of a least-privilege deployment. */
+typedef struct migrate_roles {
+    const char *owner;   /* owns the schema; `steward migrate` and `steward prune` */
+    const char *runtime; /* `steward run`: DML on the tables, no DDL */
+    const char *reader;  /* inspect, stuck, report, the HTTP reads: SELECT */
+} migrate_roles_t;
+
+#define MIGRATE_DEFAULT_OWNER   "steward_owner"
+#define MIGRATE_DEFAULT_RUNTIME "steward_runtime"
+#define MIGRATE_DEFAULT_READER  "steward_reader"
+
+/*
+ * The SQL that creates the roles (NOLOGIN groups, created when missing),
+ * hands the steward schema and everything in it to the owner, and grants
+ * the runtime and reader roles what they need on what exists now and on
+ * what the owner creates later. Needs a migrated schema when run. Returns
+ * a new string (free it), or NULL with the reason in errstr (a role name
+ * libpq cannot quote, out of memory).
+ */
+char *migrate_roles_sql(PGconn *conn, const migrate_roles_t *roles, char *errstr,
+                        size_t errstr_size);
 
 /* The newest version this binary knows. */
 int migrate_latest(void);

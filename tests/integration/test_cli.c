@@ -1,0 +1,303 @@
+/*
+ * test_cli - what every verb shares, through the binary: -h, the config
+ * file and its secrets, the schema check, and the consistency rules.
+ *
+ *   help       `steward VERB -h` prints the usage on stdout and exits 0
+ *   config     STEWARD_CONFIG and --config, with database_file, reach the
+ *              database for stuck, inspect, report, migrate and prune
+ *   status     migrate --status exits 1 while migrations are pending, 0 after
+ *   stuck      --process with an unknown process exits 1 and says so; a
+ *              schema missing a migration below its newest is refused
+ *   check      check --database refuses a changed document under a version
+ *              the database recorded; the same document passes
+ *   run        --batch-ms takes a duration; a port in use is named in the
+ *              error; SIGHUP names each changed setting that needs a restart
+ */
+#include "testlib.h"
+
+#include <arpa/inet.h>
+#include <check.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* A small valid definition; deadline is the first state's. */
+static char *write_definition(const char *dir, const char *prefix, const char *deadline)
+{
+    char text[2048];
+    snprintf(text, sizeof text,
+             "{\"process\": \"cli_order\", \"version\": 1, \"mode\": \"shadow\",\n"
+             " \"owner\": \"fulfilment\", \"key\": \"/order_id\",\n"
+             " \"events\": {\"OrderPlaced\": {\"topic\": \"%sorders\"},\n"
+             "            \"OrderShipped\": {\"topic\": \"%sorders\"}},\n"
+             " \"start\": {\"on\": \"OrderPlaced\", \"to\": \"placed\"},\n"
+             " \"states\": {\"placed\": {\"deadline\": \"%s\", \"on\": {\"OrderShipped\": "
+             "\"shipped\"}},\n"
+             "            \"shipped\": {\"terminal\": \"success\"}}}\n",
+             prefix, prefix, deadline);
+    return tl_write_file(dir, "cli_order.json", text);
+}
+
+static void migrate(const char *url)
+{
+    const char *argv[] = {NULL, "migrate", "--database", url, NULL};
+    tl_output_t o = tl_steward(argv, NULL);
+    ck_assert_msg(o.status == 0, "migrate: %s", o.err);
+    tl_output_free(&o);
+}
+
+START_TEST(every_verb_has_help)
+{
+    const char *verbs[] = {"run",    "check", "migrate",  "inspect", "stuck",
+                           "report", "demo",  "backtest", "prune"};
+    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++) {
+        for (int form = 0; form < 2; form++) {
+            const char *argv[] = {NULL, verbs[i], form == 0 ? "-h" : "--help", NULL};
+            tl_output_t o = tl_steward(argv, NULL);
+            char expected[64];
+            snprintf(expected, sizeof expected, "usage: steward %s", verbs[i]);
+            ck_assert_msg(o.status == 0 && tl_contains(o.out, expected),
+                          "steward %s %s: exit %d, stdout %s, stderr %s", verbs[i], argv[2],
+                          o.status, o.out, o.err);
+            tl_output_free(&o);
+        }
+    }
+}
+END_TEST
+
+START_TEST(config_file_reaches_the_database_for_every_verb)
+{
+    const char *url = tl_db_create("cli_config");
+    migrate(url);
+    const char *dir = tl_tmpdir();
+    char *secret = tl_write_file(dir, "database", url); /* no newline: as a secret file may be */
+    json_t *cfg = json_pack("{s:s}", "database_file", secret);
+    char config[1024];
+    snprintf(config, sizeof config, "%s/config.json", dir);
+    ck_assert_int_eq(json_dump_file(cfg, config, 0), 0);
+    json_decref(cfg);
+    char env_config[1100];
+    snprintf(env_config, sizeof env_config, "STEWARD_CONFIG=%s", config);
+    const char *env[] = {env_config, NULL};
+
+    /* Each verb, once through the variable and once through the flag. */
+    const char *const verbs[][5] = {
+        {"stuck", NULL},
+        {"inspect", "cli_order", "k-1", NULL},
+        {"report", NULL},
+        {"migrate", "--status", NULL},
+        {"prune", "--dry-run", NULL},
+    };
+    const int expect[] = {0, 1, 0, 0, 0};
+    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++) {
+        for (int via_flag = 0; via_flag < 2; via_flag++) {
+            const char *argv[10] = {NULL};
+            size_t n = 1;
+            for (size_t j = 0; verbs[i][j] != NULL; j++)
+                argv[n++] = verbs[i][j];
+            if (via_flag) {
+                argv[n++] = "--config";
+                argv[n++] = config;
+            }
+            tl_output_t o = tl_steward(argv, via_flag ? NULL : env);
+            ck_assert_msg(o.status == expect[i], "steward %s (%s): exit %d: %s", verbs[i][0],
+                          via_flag ? "--config" : "STEWARD_CONFIG", o.status, o.err);
+            if (i == 1) /* connected and queried: the instance is just absent */
+                ck_assert_msg(tl_contains(o.err, "no instance k-1 of cli_order"), "got: %s", o.err);
+            tl_output_free(&o);
+        }
+    }
+    free(secret);
+}
+END_TEST
+
+START_TEST(migrate_status_exits_1_while_pending)
+{
+    const char *url = tl_db_create("cli_status");
+    const char *argv[] = {NULL, "migrate", "--status", "--database", url, NULL};
+    tl_output_t o = tl_steward(argv, NULL);
+    ck_assert_msg(o.status == 1 && tl_contains(o.out, "migrations pending"), "exit %d: %s%s",
+                  o.status, o.out, o.err);
+    tl_output_free(&o);
+    const char *json_argv[] = {NULL, "migrate", "--status", "--json", "--database", url, NULL};
+    o = tl_steward(json_argv, NULL);
+    json_t *doc = json_loads(o.out, 0, NULL);
+    ck_assert_msg(o.status == 1 && json_is_true(json_object_get(doc, "pending")), "got: %s", o.out);
+    json_decref(doc);
+    tl_output_free(&o);
+
+    migrate(url);
+    o = tl_steward(argv, NULL);
+    ck_assert_msg(o.status == 0 && !tl_contains(o.out, "pending"), "exit %d: %s", o.status, o.out);
+    tl_output_free(&o);
+}
+END_TEST
+
+START_TEST(stuck_refuses_an_unknown_process)
+{
+    const char *url = tl_db_create("cli_stuck");
+    migrate(url);
+    const char *argv[] = {NULL, "stuck", "--process", "no_such_process", "--database", url, NULL};
+    tl_output_t o = tl_steward(argv, NULL);
+    ck_assert_msg(o.status == 1 && tl_contains(o.err, "no process no_such_process"),
+                  "exit %d: %s%s", o.status, o.out, o.err);
+    tl_output_free(&o);
+
+    /* A migration below the newest missing (branches merged out of order):
+     * the readers see it too, not only a lower version. */
+    PGconn *conn = tl_db_connect(url);
+    tl_db_exec(conn, "DELETE FROM steward.schema_versions WHERE version = 4");
+    PQfinish(conn);
+    const char *plain[] = {NULL, "stuck", "--database", url, NULL};
+    o = tl_steward(plain, NULL);
+    ck_assert_msg(o.status == 1 && tl_contains(o.err, "lacks 1 migration(s)"), "exit %d: %s%s",
+                  o.status, o.out, o.err);
+    tl_output_free(&o);
+}
+END_TEST
+
+START_TEST(check_database_refuses_a_changed_recorded_version)
+{
+    const char *url = tl_db_create("cli_check");
+    migrate(url);
+    const char *dir = tl_tmpdir();
+    char *recorded = write_definition(dir, "p.", "1h");
+    char *text = tl_read_file(recorded);
+    PGconn *conn = tl_db_connect(url);
+    const char *params[1] = {text};
+    free(tl_db_scalar(conn,
+                      "INSERT INTO steward.definitions (process, version, mode, document, "
+                      "checksum) VALUES ('cli_order', 1, 'shadow', $1::jsonb, "
+                      "md5(($1::jsonb)::text)) RETURNING 1",
+                      1, params));
+    PQfinish(conn);
+
+    /* The same document, reformatted by nothing: fine with or without a database. */
+    const char *same[] = {NULL, "check", "--database", url, recorded, NULL};
+    tl_output_t o = tl_steward(same, NULL);
+    ck_assert_msg(o.status == 0, "exit %d: %s", o.status, o.err);
+    tl_output_free(&o);
+
+    char *changed = write_definition(dir, "p.", "2h"); /* same version, another deadline */
+    const char *offline[] = {NULL, "check", changed, NULL};
+    o = tl_steward(offline, NULL);
+    ck_assert_msg(o.status == 0, "offline: exit %d: %s", o.status, o.err);
+    tl_output_free(&o);
+    const char *online[] = {NULL, "check", "--database", url, changed, NULL};
+    o = tl_steward(online, NULL);
+    ck_assert_msg(o.status == 2 &&
+                      tl_contains(o.err, "version 1 of process cli_order is "
+                                         "already recorded") &&
+                      tl_contains(o.err, ": /version: "),
+                  "exit %d: %s", o.status, o.err);
+    tl_output_free(&o);
+    free(changed);
+    free(recorded);
+    free(text);
+}
+END_TEST
+
+START_TEST(run_flags_and_messages)
+{
+    const char *dir = tl_tmpdir();
+    char *defs = write_definition(dir, "p.", "1h");
+
+    /* --batch-ms is a duration, judged like its key. */
+    const char *bad_ms[] = {NULL, "run",        "--brokers",    "127.0.0.1:1", "--definitions",
+                            defs, "--batch-ms", "2 fortnights", NULL};
+    tl_output_t o = tl_steward(bad_ms, NULL);
+    ck_assert_msg(o.status == 2 && tl_contains(o.err, "intake.batch_ms"), "exit %d: %s", o.status,
+                  o.err);
+    tl_output_free(&o);
+
+    /* A port someone holds: the error names it, not "port 0". */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t addr_len = sizeof addr;
+    ck_assert_int_eq(bind(fd, (struct sockaddr *) &addr, sizeof addr), 0);
+    ck_assert_int_eq(listen(fd, 1), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *) &addr, &addr_len), 0);
+    char listen_at[64], port_words[64];
+    snprintf(listen_at, sizeof listen_at, "127.0.0.1:%d", ntohs(addr.sin_port));
+    snprintf(port_words, sizeof port_words, "port %d", ntohs(addr.sin_port));
+    const char *in_use[] = {NULL, "run",        "--brokers", "127.0.0.1:1",   "--definitions",
+                            defs, "--batch-ms", "20ms",      "--http-listen", listen_at,
+                            NULL};
+    o = tl_steward(in_use, NULL);
+    ck_assert_msg(o.status == 1 && tl_contains(o.err, port_words) && !tl_contains(o.err, "port 0"),
+                  "exit %d: %s", o.status, o.err);
+    tl_output_free(&o);
+    close(fd);
+    free(defs);
+}
+END_TEST
+
+START_TEST(sighup_names_settings_that_need_a_restart)
+{
+    const char *url = tl_db_create("cli_hup");
+    migrate(url);
+    const char *dir = tl_tmpdir();
+    char *prefix = tl_unique("cli");
+    char *defs = write_definition(dir, prefix, "1h");
+    char config[1024];
+    snprintf(config, sizeof config, "%s/config.json", dir);
+    json_t *cfg = json_pack("{s:s, s:s, s:s, s:s, s:{s:s}, s:{s:s}}", "database", url, "brokers",
+                            tl_kafka_brokers(), "definitions", defs, "group", prefix, "scheduler",
+                            "interval", "1s", "http", "listen", "");
+    ck_assert_int_eq(json_dump_file(cfg, config, 0), 0);
+    char *log = tl_write_file(dir, "steward.log", "");
+    const char *argv[] = {NULL, "run", "--config", config, NULL};
+    int pid = tl_steward_spawn(argv, NULL, log);
+
+    /* Running once the replica row is there. */
+    PGconn *conn = tl_db_connect(url);
+    ck_assert_msg(
+        tl_db_wait(conn, "SELECT count(*) > 0 FROM steward.replicas", 0, NULL, "t", 30, NULL),
+        "steward never started");
+    json_object_set_new(json_object_get(cfg, "scheduler"), "interval", json_string("2s"));
+    ck_assert_int_eq(json_dump_file(cfg, config, 0), 0);
+    json_decref(cfg);
+    kill(pid, SIGHUP);
+
+    int found = 0;
+    for (int i = 0; i < 200 && !found; i++) {
+        char *text = tl_read_file(log);
+        found = tl_contains(text, "needs a restart") && tl_contains(text, "scheduler.interval");
+        free(text);
+        if (!found)
+            usleep(100 * 1000);
+    }
+    if (!found)
+        tl_print_tail(log, 3000);
+    ck_assert_msg(found, "no restart warning naming scheduler.interval");
+    char *text = tl_read_file(log);
+    ck_assert_msg(!tl_contains(text, "\"key\":\"definitions\""), "definitions reload: %s", text);
+    free(text);
+    ck_assert_int_eq(tl_stop(pid, SIGTERM, 30), 0);
+    PQfinish(conn);
+    free(log);
+    free(defs);
+    free(prefix);
+}
+END_TEST
+
+Suite *cli_suite(void)
+{
+    Suite *s = suite_create("cli");
+    TCase *tc = tcase_create("cli");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, every_verb_has_help);
+    tcase_add_test(tc, config_file_reaches_the_database_for_every_verb);
+    tcase_add_test(tc, migrate_status_exits_1_while_pending);
+    tcase_add_test(tc, stuck_refuses_an_unknown_process);
+    tcase_add_test(tc, check_database_refuses_a_changed_recorded_version);
+    tcase_add_test(tc, run_flags_and_messages);
+    tcase_add_test(tc, sighup_names_settings_that_need_a_restart);
+    suite_add_tcase(s, tc);
+    return s;
+}

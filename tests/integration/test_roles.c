@@ -1,0 +1,465 @@
+/*
+ * test_roles - the least-privilege database roles, end to end: `steward
+ * migrate --create-roles` as the test's superuser, then `steward run
+ * --no-migrate` logged in as a member of the runtime role and the read
+ * commands as a member of the reader role.
+ *
+ *   roles      run works as the runtime role (an event becomes an
+ *              instance), stuck and inspect work as the reader, and
+ *              inspect --json equals the HTTP answer for the instance,
+ *              which the HTTP server read as the reader (http.database);
+ *              the runtime role's retention pass makes week partitions
+ *              through the owner's SECURITY DEFINER functions; the
+ *              reader cannot change a row, the runtime role cannot create
+ *              or alter a table (SQLSTATE 42501)
+ *   refusals   run as the runtime role without --no-migrate stops at once
+ *              (exit 2) saying to migrate as the owner; --no-migrate on an
+ *              unmigrated database stops with "no steward schema in
+ *              database X; run steward migrate", as do the read commands
+ *
+ * Roles are cluster-wide: their names carry the runner's pid, the teardown
+ * drops them, and so does the runner after the tests when a failed test
+ * could not.
+ */
+#include "testlib.h"
+
+#include <check.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct world {
+    char *prefix; /* topic prefix */
+    char *group;
+    char *db_url; /* as the test's superuser */
+    char *db_name;
+    PGconn *conn;
+    char *dir;
+    char *log;
+    int pid;
+    char owner[64], runtime[64], reader[64], run_login[64], read_login[64];
+    char *runtime_url, *reader_url;
+    char base[64]; /* http://127.0.0.1:PORT */
+} world_t;
+
+static world_t w;
+
+static char *topic(const char *name)
+{
+    char *t = NULL;
+    ck_assert_int_ge(asprintf(&t, "%s%s", w.prefix, name), 0);
+    return t;
+}
+
+/* The alerting definition with our topics. */
+static void write_definition(void)
+{
+    char *path = tl_source_path("tests/data/definitions/alert_order.json.in");
+    char *text = tl_read_file(path);
+    size_t cap = strlen(text) + 1024, len = 0;
+    char *out = calloc(1, cap);
+    for (const char *p = text; *p;) {
+        const char *with = strncmp(p, "@P@", 3) == 0    ? w.prefix
+                           : strncmp(p, "@D1@", 4) == 0 ? "1h"
+                           : strncmp(p, "@D2@", 4) == 0 ? "1h"
+                                                        : NULL;
+        if (with != NULL) {
+            len += (size_t) snprintf(out + len, cap - len, "%s", with);
+            p += p[2] == '@' ? 3 : 4;
+        } else {
+            out[len++] = *p++;
+        }
+    }
+    free(tl_write_file(w.dir, "alert_order.json", out));
+    free(out);
+    free(text);
+    free(path);
+}
+
+/* The database URL as another user: libpq takes the last of a repeated keyword. */
+static char *as_user(const char *user)
+{
+    char *url = NULL;
+    ck_assert_int_ge(asprintf(&url, "%s user=%s", w.db_url, user), 0);
+    return url;
+}
+
+static void drop_roles(void)
+{
+    if (w.conn == NULL || w.owner[0] == '\0')
+        return;
+    char sql[1024];
+    /* Objects and grants first: a role holding any cannot go. One role per
+     * statement: DROP OWNED BY of several at once trips over default
+     * privileges that name two of them. */
+    const char *holders[] = {w.runtime, w.reader, w.owner};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(sql, sizeof sql,
+                 "DO $$ BEGIN IF EXISTS (SELECT FROM pg_roles WHERE rolname = '%s') THEN "
+                 "REASSIGN OWNED BY \"%s\" TO current_user; DROP OWNED BY \"%s\"; "
+                 "END IF; END $$",
+                 holders[i], holders[i], holders[i]);
+        PQclear(PQexec(w.conn, sql));
+    }
+    const char *roles[] = {w.run_login, w.read_login, w.runtime, w.reader, w.owner};
+    for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++) {
+        snprintf(sql, sizeof sql, "DROP ROLE IF EXISTS \"%s\"", roles[i]);
+        PQclear(PQexec(w.conn, sql));
+    }
+}
+
+/* A migrated database whose roles exist, and two login users in them. */
+static void world_init(void)
+{
+    memset(&w, 0, sizeof w);
+    char *base = tl_unique("roles");
+    ck_assert_int_ge(asprintf(&w.prefix, "%s.", base), 0);
+    w.group = base;
+    w.db_url = strdup(tl_db_create("roles"));
+    w.conn = tl_db_connect(w.db_url);
+    w.db_name = strdup(PQdb(w.conn));
+    w.dir = strdup(tl_tmpdir());
+    w.log = tl_write_file(w.dir, "steward.log", "");
+    write_definition();
+    /* Named after the runner (the parent of this forked test), so that
+     * sweep_roles() there finds what a failed test left. */
+    snprintf(w.owner, sizeof w.owner, "stw_roles_%d_owner", (int) getppid());
+    snprintf(w.runtime, sizeof w.runtime, "stw_roles_%d_runtime", (int) getppid());
+    snprintf(w.reader, sizeof w.reader, "stw_roles_%d_reader", (int) getppid());
+    snprintf(w.run_login, sizeof w.run_login, "stw_roles_%d_svc", (int) getppid());
+    snprintf(w.read_login, sizeof w.read_login, "stw_roles_%d_alice", (int) getppid());
+    drop_roles(); /* left over from a killed run */
+
+    char set_owner[128], set_runtime[128], set_reader[128];
+    snprintf(set_owner, sizeof set_owner, "roles.owner=%s", w.owner);
+    snprintf(set_runtime, sizeof set_runtime, "roles.runtime=%s", w.runtime);
+    snprintf(set_reader, sizeof set_reader, "roles.reader=%s", w.reader);
+    const char *argv[] = {NULL,      "migrate", "--create-roles", "--database", w.db_url,   "--set",
+                          set_owner, "--set",   set_runtime,      "--set",      set_reader, NULL};
+    tl_output_t o = tl_steward(argv, NULL);
+    ck_assert_msg(o.status == 0, "migrate --create-roles: %s", o.err);
+    ck_assert_msg(tl_contains(o.out, "ready in database"), "got: %s", o.out);
+    tl_output_free(&o);
+
+    char sql[512];
+    snprintf(sql, sizeof sql, "CREATE ROLE \"%s\" LOGIN IN ROLE \"%s\"", w.run_login, w.runtime);
+    tl_db_exec(w.conn, sql);
+    snprintf(sql, sizeof sql, "CREATE ROLE \"%s\" LOGIN IN ROLE \"%s\"", w.read_login, w.reader);
+    tl_db_exec(w.conn, sql);
+    w.runtime_url = as_user(w.run_login);
+    w.reader_url = as_user(w.read_login);
+}
+
+static void world_teardown(void)
+{
+    if (w.pid > 0)
+        tl_stop(w.pid, SIGKILL, 10);
+    w.pid = 0;
+    drop_roles();
+    PQfinish(w.conn);
+    w.conn = NULL;
+}
+
+/* The SQLSTATE a statement fails with as conninfo's user ("" when it succeeds). */
+static char *sqlstate_as(const char *conninfo, const char *sql)
+{
+    PGconn *conn = tl_db_connect(conninfo);
+    PGresult *res = PQexec(conn, sql);
+    const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    char *out = strdup(state != NULL ? state : "");
+    PQclear(res);
+    PQfinish(conn);
+    return out;
+}
+
+/* Waits for steward's "http listening" line and keeps its address. */
+static void wait_listening(void)
+{
+    for (int i = 0; i < 300; i++) {
+        char *log = tl_read_file(w.log);
+        for (char *line = strtok(log, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+            json_t *doc = json_loads(line, 0, NULL);
+            const char *msg = json_string_value(json_object_get(doc, "msg"));
+            const char *address = json_string_value(json_object_get(doc, "address"));
+            if (msg != NULL && strcmp(msg, "http listening") == 0 && address != NULL) {
+                snprintf(w.base, sizeof w.base, "http://%s", address);
+                json_decref(doc);
+                free(log);
+                return;
+            }
+            json_decref(doc);
+        }
+        free(log);
+        usleep(100 * 1000);
+    }
+    tl_print_tail(w.log, 4000);
+    ck_abort_msg("steward never said where it listens");
+}
+
+START_TEST(runtime_runs_and_reader_reads)
+{
+    world_init();
+    char defs[1024];
+    snprintf(defs, sizeof defs, "%s/alert_order.json", w.dir);
+    char *orders = topic("orders"), *payments = topic("payments"), *shipping = topic("shipping");
+    const char *topics[] = {orders, payments, shipping};
+    tl_kafka_create_topics(topics, 3, 1);
+    char http_database[1200];
+    snprintf(http_database, sizeof http_database, "http.database=%s", w.reader_url);
+
+    /* Retention's partition upkeep is DDL, done through the owner's
+     * SECURITY DEFINER functions: the runtime role's first retention pass
+     * must make the week partitions, which migrate does not. */
+    const char weeks_sql[] =
+        "SELECT count(*) > 0 FROM pg_inherits i JOIN pg_class c "
+        "ON c.oid = i.inhrelid WHERE i.inhparent = 'steward.history'::regclass "
+        "AND c.relname <> 'history_default'";
+    char *weeks = tl_db_scalar(w.conn, weeks_sql, 0, NULL);
+    ck_assert_str_eq(weeks, "f");
+    free(weeks);
+    const char *argv[] = {NULL,
+                          "run",
+                          "--no-migrate",
+                          "--database",
+                          w.runtime_url,
+                          "--brokers",
+                          tl_kafka_brokers(),
+                          "--definitions",
+                          defs,
+                          "--group",
+                          w.group,
+                          "--batch-ms",
+                          "50ms",
+                          "--http-listen",
+                          "127.0.0.1:0",
+                          "--set",
+                          http_database,
+                          "--kafka",
+                          "topic.metadata.refresh.interval.ms=1000",
+                          NULL};
+    w.pid = tl_steward_spawn(argv, NULL, w.log);
+    wait_listening();
+
+    tl_producer_t *p = tl_producer_new();
+    tl_produce(p, orders, -1, "{\"type\":\"OrderPlaced\",\"id\":\"e1\",\"order_id\":\"r-1\"}", -1,
+               NULL, 0);
+    tl_producer_free(p);
+    char *last = NULL;
+    if (!tl_db_wait(w.conn,
+                    "SELECT state FROM steward.instances WHERE process = 'alert_order' "
+                    "AND key = 'r-1'",
+                    0, NULL, "awaiting_payment", 60, &last)) {
+        tl_print_tail(w.log, 4000);
+        ck_abort_msg("the runtime role's steward never made the instance (got %s)", last);
+    }
+
+    if (!tl_db_wait(w.conn, weeks_sql, 0, NULL, "t", 30, NULL)) {
+        tl_print_tail(w.log, 4000);
+        ck_abort_msg("the runtime role's retention pass made no week partition");
+    }
+
+    /* The reader reads: stuck, and inspect --json equal to the HTTP answer. */
+    const char *stuck_argv[] = {NULL, "stuck", "--json", "--database", w.reader_url, NULL};
+    tl_output_t o = tl_steward(stuck_argv, NULL);
+    ck_assert_msg(o.status == 0, "stuck as the reader: %s", o.err);
+    tl_output_free(&o);
+    const char *inspect_argv[] = {NULL,     "inspect",    "alert_order", "r-1",
+                                  "--json", "--database", w.reader_url,  NULL};
+    o = tl_steward(inspect_argv, NULL);
+    ck_assert_msg(o.status == 0, "inspect as the reader: %s", o.err);
+    char url[256];
+    snprintf(url, sizeof url, "%s/v1/instances/alert_order/r-1", w.base);
+    long status = 0;
+    char *body = tl_http_get(url, &status);
+    ck_assert_int_eq(status, 200);
+    json_t *cli = json_loads(o.out, 0, NULL), *http = json_loads(body, 0, NULL);
+    ck_assert_msg(cli != NULL && http != NULL, "cli: %s\nhttp: %s", o.out, body);
+    /* Read a moment apart: the clock-relative fields may differ by that. */
+    const char *moving[] = {"ms_in_state", "ms_to_deadline"};
+    for (size_t i = 0; i < 2; i++) {
+        ck_assert_msg(json_object_get(cli, moving[i]) != NULL, "inspect --json lacks %s: %s",
+                      moving[i], o.out);
+        json_object_del(cli, moving[i]);
+        json_object_del(http, moving[i]);
+    }
+    ck_assert_msg(json_equal(cli, http), "inspect --json:\n%s\nHTTP:\n%s", o.out, body);
+    /* The HTTP reads went through the reader's login (http.database), which
+     * keeps its connection open after the request. */
+    const char *login[1] = {w.read_login};
+    char *readers = tl_db_scalar(w.conn,
+                                 "SELECT count(*) > 0 FROM pg_stat_activity WHERE usename = $1 "
+                                 "AND datname = current_database()",
+                                 1, login);
+    ck_assert_str_eq(readers, "t");
+    free(readers);
+    json_decref(cli);
+    json_decref(http);
+    free(body);
+    tl_output_free(&o);
+
+    /* Least privilege, asked of PostgreSQL itself. */
+    char *s = sqlstate_as(w.reader_url, "UPDATE steward.instances SET state = 'x'");
+    ck_assert_str_eq(s, "42501");
+    free(s);
+    s = sqlstate_as(w.reader_url, "DELETE FROM steward.alerts");
+    ck_assert_str_eq(s, "42501");
+    free(s);
+    s = sqlstate_as(w.runtime_url, "CREATE TABLE steward.intruder (a int)");
+    ck_assert_str_eq(s, "42501");
+    free(s);
+    s = sqlstate_as(w.runtime_url, "ALTER TABLE steward.instances ADD COLUMN intruder int");
+    ck_assert_str_eq(s, "42501");
+    free(s);
+    s = sqlstate_as(w.runtime_url, "DROP TABLE steward.rejected");
+    ck_assert_str_eq(s, "42501");
+    free(s);
+    s = sqlstate_as(w.reader_url, "SELECT steward.history_week_drop('history_default')");
+    ck_assert_str_eq(s, "42501");
+    free(s);
+    /* The functions take only a week partition: no other DDL through them. */
+    s = sqlstate_as(w.runtime_url, "SELECT steward.history_week_drop('instances')");
+    ck_assert_str_eq(s, "22023");
+    free(s);
+    s = sqlstate_as(w.runtime_url, "SELECT count(*) FROM steward.instances");
+    ck_assert_str_eq(s, "");
+    free(s);
+
+    ck_assert_int_eq(tl_stop(w.pid, SIGTERM, 30), 0);
+    w.pid = 0;
+    free(orders);
+    free(payments);
+    free(shipping);
+}
+END_TEST
+
+START_TEST(refusals_name_the_fix)
+{
+    world_init();
+    char defs[1024];
+    snprintf(defs, sizeof defs, "%s/alert_order.json", w.dir);
+
+    /* The runtime role, asked to migrate at start: a config error, at once. */
+    const char *argv[] = {NULL,
+                          "run",
+                          "--database",
+                          w.runtime_url,
+                          "--brokers",
+                          tl_kafka_brokers(),
+                          "--definitions",
+                          defs,
+                          "--http-listen",
+                          "",
+                          NULL};
+    tl_output_t o = tl_steward(argv, NULL);
+    ck_assert_msg(o.status == 2, "exit %d: %s", o.status, o.err);
+    ck_assert_msg(tl_contains(o.err, "permission denied") && tl_contains(o.err, "--no-migrate"),
+                  "stderr: %s", o.err);
+    tl_output_free(&o);
+
+    /* An unmigrated database: run --no-migrate and the readers say what to do. */
+    char *empty = strdup(tl_db_create("roles_empty"));
+    PGconn *conn = tl_db_connect(empty);
+    char expected[256];
+    snprintf(expected, sizeof expected, "no steward schema in database %s; run steward migrate",
+             PQdb(conn));
+    PQfinish(conn);
+    const char *run_argv[] = {NULL,
+                              "run",
+                              "--no-migrate",
+                              "--database",
+                              empty,
+                              "--brokers",
+                              tl_kafka_brokers(),
+                              "--definitions",
+                              defs,
+                              "--http-listen",
+                              "",
+                              NULL};
+    o = tl_steward(run_argv, NULL);
+    ck_assert_msg(o.status == 2 && tl_contains(o.err, expected), "exit %d: %s", o.status, o.err);
+    tl_output_free(&o);
+    const char *stuck_argv[] = {NULL, "stuck", "--database", empty, NULL};
+    o = tl_steward(stuck_argv, NULL);
+    ck_assert_msg(o.status == 1 && tl_contains(o.err, expected), "exit %d: %s", o.status, o.err);
+    tl_output_free(&o);
+    const char *inspect_argv[] = {NULL, "inspect", "p", "k", "--database", empty, NULL};
+    o = tl_steward(inspect_argv, NULL);
+    ck_assert_msg(o.status == 1 && tl_contains(o.err, expected), "exit %d: %s", o.status, o.err);
+    tl_output_free(&o);
+    const char *report_argv[] = {NULL, "report", "--database", empty, NULL};
+    o = tl_steward(report_argv, NULL);
+    ck_assert_msg(o.status == 1 && tl_contains(o.err, expected), "exit %d: %s", o.status, o.err);
+    tl_output_free(&o);
+    free(empty);
+}
+END_TEST
+
+static void teardown(void)
+{
+    world_teardown();
+}
+
+/*
+ * In the runner, after the tests: a failed assertion ends a forked test
+ * before its teardown, and roles are cluster-wide. Finds this runner's
+ * roles, clears what they own or were granted in every database that
+ * records a dependency on them (pg_shdepend), and drops them.
+ */
+static void sweep_roles(void)
+{
+    const char *base = getenv("STEWARD_TEST_DATABASE_URL");
+    if (base == NULL)
+        return;
+    PGconn *admin = PQconnectdb(base);
+    char pattern[64], sql[512];
+    snprintf(pattern, sizeof pattern, "stw\\_roles\\_%d\\_%%", (int) getpid());
+    const char *params[1] = {pattern};
+    PGresult *roles = PQexecParams(admin,
+                                   "SELECT rolname FROM pg_roles WHERE rolname LIKE $1 "
+                                   "ORDER BY rolcanlogin DESC",
+                                   1, NULL, params, NULL, NULL, 0);
+    PGresult *dbs = PQexecParams(admin,
+                                 "SELECT DISTINCT d.datname FROM pg_shdepend s "
+                                 "JOIN pg_database d ON d.oid = s.dbid "
+                                 "JOIN pg_roles r ON r.oid = s.refobjid "
+                                 "WHERE r.rolname LIKE $1",
+                                 1, NULL, params, NULL, NULL, 0);
+    for (int d = 0; PQresultStatus(dbs) == PGRES_TUPLES_OK && d < PQntuples(dbs); d++) {
+        char *url = NULL;
+        if (asprintf(&url, "%s dbname='%s'", base, PQgetvalue(dbs, d, 0)) < 0)
+            continue;
+        PGconn *conn = PQconnectdb(url);
+        for (int r = 0; PQresultStatus(roles) == PGRES_TUPLES_OK && r < PQntuples(roles); r++) {
+            const char *name = PQgetvalue(roles, r, 0);
+            snprintf(sql, sizeof sql, "REASSIGN OWNED BY \"%s\" TO current_user", name);
+            PQclear(PQexec(conn, sql));
+            snprintf(sql, sizeof sql, "DROP OWNED BY \"%s\"", name);
+            PQclear(PQexec(conn, sql));
+        }
+        PQfinish(conn);
+        free(url);
+    }
+    for (int r = 0; PQresultStatus(roles) == PGRES_TUPLES_OK && r < PQntuples(roles); r++) {
+        snprintf(sql, sizeof sql, "DROP ROLE IF EXISTS \"%s\"", PQgetvalue(roles, r, 0));
+        PQclear(PQexec(admin, sql));
+    }
+    PQclear(dbs);
+    PQclear(roles);
+    PQfinish(admin);
+}
+
+Suite *roles_suite(void)
+{
+    Suite *s = suite_create("roles");
+    TCase *tc = tcase_create("roles");
+    tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_add_unchecked_fixture(tc, NULL, sweep_roles);
+    tcase_add_test(tc, runtime_runs_and_reader_reads);
+    tcase_add_test(tc, refusals_name_the_fix);
+    suite_add_tcase(s, tc);
+    return s;
+}
