@@ -679,7 +679,10 @@ static bool key_differs(const config_t *a, const config_t *b, const config_key_t
 {
     const void *fa = (const char *) a + key->offset, *fb = (const char *) b + key->offset;
     switch (key->type) {
-    case CONFIG_STRING: {
+    case CONFIG_TOPIC_MAP:
+        return !json_equal(*(json_t *const *) fa, *(json_t *const *) fb);
+    case CONFIG_STRING:
+    case CONFIG_TOPIC_PREFIX: {
         const char *sa = *(char *const *) fa, *sb = *(char *const *) fb;
         return (sa == NULL) != (sb == NULL) || (sa != NULL && strcmp(sa, sb) != 0);
     }
