@@ -2,12 +2,15 @@
  * cli_actions - the operator verbs: `steward ack|resolve ALERT_ID` and
  * `steward close|move|retry|claim|release PROCESS KEY`, and the silences:
  * `steward silence`, `silences`, `unsilence ID`. Each parses its
- * options, names the actor and hands the action to manager/actions, which
- * the HTTP API shares.
+ * options (its own, and the shared ones through cli/options, so the
+ * config file and its database_file secret reach it like every verb),
+ * checks the schema, names the actor and hands the action to
+ * manager/actions, which the HTTP API shares.
  *
  * The actor is --actor, else $STEWARD_ACTOR, else the OS user name.
  */
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "common/err.h"
 #include "definitions/duration.h"
 #include "manager/actions.h"
@@ -24,12 +27,9 @@ typedef struct verb_spec {
     const char *usage;
 } verb_spec_t;
 
-#define COMMON_OPTIONS                                                                             \
+#define ACTION_USAGE                                                                               \
     "  --reason TEXT         why (required; recorded in the audit trail)\n"                        \
-    "  --actor NAME          who ($STEWARD_ACTOR, else the OS user name)\n"                        \
-    "  --json                print the result as one JSON object\n"                                \
-    "  --database CONNINFO   libpq connection string ($STEWARD_DATABASE_URL)\n"                    \
-    "\n"                                                                                           \
+    "  --actor NAME          who ($STEWARD_ACTOR, else the OS user name)\n" CLI_COMMON_USAGE "\n"  \
     "Exits 0 when done; 1 when there is no such alert or instance, when it\n"                      \
     "changed meanwhile (already resolved, already finished, claimed by\n"                          \
     "someone else) or the database failed, and nothing was changed; 2 on a\n"                      \
@@ -40,40 +40,40 @@ static const verb_spec_t verbs[] = {
                  "\n"
                  "Acknowledges an open alert: somebody is on it. It stays open; PagerDuty and\n"
                  "webhook sinks that got its trigger get an acknowledge.\n"
-                 "\n" COMMON_OPTIONS},
+                 "\n" ACTION_USAGE},
     {ACTION_RESOLVE, "usage: steward resolve ALERT_ID --reason TEXT [OPTIONS]\n"
                      "\n"
                      "Resolves an open alert by hand; every sink that got its trigger gets the\n"
                      "resolve (Alertmanager: endsAt).\n"
-                     "\n" COMMON_OPTIONS},
+                     "\n" ACTION_USAGE},
     {ACTION_CLOSE, "usage: steward close PROCESS KEY --as OUTCOME --reason TEXT [OPTIONS]\n"
                    "\n"
                    "Finishes an active instance in the terminal state of OUTCOME (or the\n"
                    "terminal state so named) and resolves its open alerts.\n"
                    "\n"
-                   "  --as OUTCOME          the outcome, e.g. cancelled\n" COMMON_OPTIONS},
+                   "  --as OUTCOME          the outcome, e.g. cancelled\n" ACTION_USAGE},
     {ACTION_MOVE, "usage: steward move PROCESS KEY --to STATE --reason TEXT [OPTIONS]\n"
                   "\n"
                   "Puts an active instance in another non-terminal state; that state's\n"
                   "deadline starts now, and the alert of the old state's missed deadline is\n"
                   "resolved.\n"
                   "\n"
-                  "  --to STATE            the state to put it in\n" COMMON_OPTIONS},
+                  "  --to STATE            the state to put it in\n" ACTION_USAGE},
     {ACTION_RETRY, "usage: steward retry PROCESS KEY --reason TEXT [OPTIONS]\n"
                    "\n"
                    "Would send the current step's command again. Commands are sent only in\n"
                    "active mode, which is not built yet: retry is always refused (exit 1)\n"
                    "and nothing is sent.\n"
-                   "\n" COMMON_OPTIONS},
+                   "\n" ACTION_USAGE},
     {ACTION_CLAIM, "usage: steward claim PROCESS KEY --reason TEXT [OPTIONS]\n"
                    "\n"
                    "Takes ownership of an instance's investigation. While claimed, only the\n"
                    "claimant can close, move or release it; inspect shows who.\n"
-                   "\n" COMMON_OPTIONS},
+                   "\n" ACTION_USAGE},
     {ACTION_RELEASE, "usage: steward release PROCESS KEY --reason TEXT [OPTIONS]\n"
                      "\n"
                      "Gives back an instance you claimed.\n"
-                     "\n" COMMON_OPTIONS},
+                     "\n" ACTION_USAGE},
 };
 
 static const char *default_actor(void)
@@ -85,49 +85,91 @@ static const char *default_actor(void)
     return pw != NULL ? pw->pw_name : NULL;
 }
 
-static int run_verb(action_verb_t verb, int argc, char **argv)
+/*
+ * Parses the options getopt returns until the end: the verb's own through
+ * `own` (which returns -1 when it took the option, -2 when it is not the
+ * verb's own, else an exit code), the rest through cli_opts_take(). -1
+ * when all were taken, else the exit code to return at once.
+ */
+typedef int (*own_option_fn)(int opt, const char *arg, void *state);
+
+static int parse_options(cli_opts_t *o, int argc, char **argv, const struct option *options,
+                         own_option_fn own, void *state)
+{
+    int opt, rc;
+    while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTIONS, options, NULL)) != -1) {
+        if ((rc = own(opt, optarg, state)) == -1)
+            continue;
+        if (rc != -2 || (rc = cli_opts_take(o, opt, optarg)) >= 0)
+            return rc;
+    }
+    return -1;
+}
+
+/* Codes for the verbs' own long options, below CLI_OPT_CONFIG. */
+enum {
+    OPT_REASON = 0x800,
+    OPT_ACTOR,
+    OPT_AS,
+    OPT_TO,
+    OPT_PROCESS,
+    OPT_STATE,
+    OPT_TEAM,
+    OPT_FOR,
+    OPT_ALL,
+};
+
+typedef struct verb_args {
+    action_verb_t verb;
+    const char *cmd, *usage, *target;
+    action_request_t *req;
+} verb_args_t;
+
+/* -1: taken; -2: not the verb's own; else an exit code. */
+static int verb_option(int opt, const char *arg, void *state)
+{
+    verb_args_t *v = state;
+    switch (opt) {
+    case OPT_REASON:
+        v->req->reason = arg;
+        return -1;
+    case OPT_ACTOR:
+        v->req->actor = arg;
+        return -1;
+    case OPT_AS:
+    case OPT_TO:
+        if ((opt == OPT_AS) != (v->verb == ACTION_CLOSE) ||
+            (opt == OPT_TO) != (v->verb == ACTION_MOVE)) {
+            fprintf(stderr, "%s: --%s is not an option of %s\n", v->cmd,
+                    opt == OPT_AS ? "as" : "to", action_verb_name(v->verb));
+            fputs(v->usage, stderr);
+            return EXIT_USAGE;
+        }
+        v->target = arg;
+        return -1;
+    default:
+        return -2;
+    }
+}
+
+static int run_verb_with(cli_opts_t *o, verb_args_t *v, int argc, char **argv)
 {
     static const struct option options[] = {
-        {"reason", required_argument, NULL, 'r'}, {"actor", required_argument, NULL, 'a'},
-        {"as", required_argument, NULL, 's'},     {"to", required_argument, NULL, 't'},
-        {"json", no_argument, NULL, 'j'},         {"database", required_argument, NULL, 'd'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+        {"reason", required_argument, NULL, OPT_REASON},
+        {"actor", required_argument, NULL, OPT_ACTOR},
+        {"as", required_argument, NULL, OPT_AS},
+        {"to", required_argument, NULL, OPT_TO},
+        CLI_COMMON_OPTIONS,
+        {NULL, 0, NULL, 0},
     };
-    const char *usage = verbs[verb].usage, *database = NULL, *target = NULL;
-    action_request_t req = {0};
-    int as_json = 0, opt;
-    char cmd[32], errstr[1024];
-    snprintf(cmd, sizeof cmd, "steward %s", action_verb_name(verb));
+    action_verb_t verb = v->verb;
+    const char *cmd = v->cmd, *usage = v->usage;
+    action_request_t *req = v->req;
+    char errstr[1024];
+    int rc = parse_options(o, argc, argv, options, verb_option, v);
+    if (rc >= 0)
+        return rc;
 
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
-        switch (opt) {
-        case 'r':
-            req.reason = optarg;
-            break;
-        case 'a':
-            req.actor = optarg;
-            break;
-        case 's':
-        case 't':
-            if ((opt == 's') != (verb == ACTION_CLOSE) || (opt == 't') != (verb == ACTION_MOVE)) {
-                fprintf(stderr, "%s: --%s is not an option of %s\n", cmd, opt == 's' ? "as" : "to",
-                        action_verb_name(verb));
-                fputs(usage, stderr);
-                return EXIT_USAGE;
-            }
-            target = optarg;
-            break;
-        case 'j':
-            as_json = 1;
-            break;
-        case 'd':
-            database = optarg;
-            break;
-        default:
-            return cli_help_or_usage(opt, usage);
-        }
-    }
     bool on_alert = verb == ACTION_ACK || verb == ACTION_RESOLVE;
     if (argc - optind != (on_alert ? 1 : 2)) {
         fprintf(stderr, "%s: expected %s\n", cmd, on_alert ? "ALERT_ID" : "PROCESS KEY");
@@ -136,58 +178,72 @@ static int run_verb(action_verb_t verb, int argc, char **argv)
     }
     if (on_alert) {
         char *end;
-        req.alert_id = strtoll(argv[optind], &end, 10);
-        if (*argv[optind] == '\0' || *end != '\0' || req.alert_id <= 0) {
+        req->alert_id = strtoll(argv[optind], &end, 10);
+        if (*argv[optind] == '\0' || *end != '\0' || req->alert_id <= 0) {
             fprintf(stderr, "%s: %s is not an alert id (steward stuck lists them)\n", cmd,
                     argv[optind]);
             return EXIT_USAGE;
         }
     } else {
-        req.process = argv[optind];
-        req.key = argv[optind + 1];
+        req->process = argv[optind];
+        req->key = argv[optind + 1];
     }
-    if (req.reason == NULL || *req.reason == '\0') {
+    if (req->reason == NULL || *req->reason == '\0') {
         fprintf(stderr, "%s: --reason is required: say why, for the audit trail\n", cmd);
         return EXIT_USAGE;
     }
-    if ((verb == ACTION_CLOSE || verb == ACTION_MOVE) && target == NULL) {
+    if ((verb == ACTION_CLOSE || verb == ACTION_MOVE) && v->target == NULL) {
         fprintf(stderr, "%s: %s is required\n", cmd,
                 verb == ACTION_CLOSE ? "--as OUTCOME" : "--to STATE");
         return EXIT_USAGE;
     }
-    req.target = target;
-    if (req.actor == NULL)
-        req.actor = default_actor();
-    if (req.actor == NULL) {
+    req->target = v->target;
+    if (req->actor == NULL)
+        req->actor = default_actor();
+    if (req->actor == NULL) {
         fprintf(stderr, "%s: no actor: pass --actor or set STEWARD_ACTOR\n", cmd);
         return EXIT_USAGE;
     }
 
-    PGconn *conn = cli_connect(database, cmd);
+    PGconn *conn = cli_opts_connect(o, true, &rc);
     if (conn == NULL)
-        return EXIT_RUNTIME;
+        return rc;
     json_t *result = NULL;
-    action_rc_t rc = action_run(conn, verb, &req, &result, errstr, sizeof errstr);
+    action_rc_t arc = action_run(conn, verb, req, &result, errstr, sizeof errstr);
     PQfinish(conn);
-    if (rc != ACTION_OK) {
+    if (arc != ACTION_OK) {
         fprintf(stderr, "%s: %s\n", cmd, errstr);
-        return rc == ACTION_BAD_REQUEST ? EXIT_USAGE : EXIT_RUNTIME;
+        return arc == ACTION_BAD_REQUEST ? EXIT_USAGE : EXIT_RUNTIME;
     }
-    if (as_json) {
+    if (o->json) {
         cli_print_json(result);
     } else if (on_alert) {
         printf("alert %s %s by %s\n", argv[optind],
-               verb == ACTION_ACK ? "acknowledged" : "resolved", req.actor);
+               verb == ACTION_ACK ? "acknowledged" : "resolved", req->actor);
     } else {
         json_t *before = json_object_get(result, "before"),
                *after = json_object_get(result, "after");
-        printf("%s %s: %s %s -> %s (%s) by %s\n", req.process, req.key, action_verb_name(verb),
+        printf("%s %s: %s %s -> %s (%s) by %s\n", req->process, req->key, action_verb_name(verb),
                json_string_value(json_object_get(before, "state")),
                json_string_value(json_object_get(after, "state")),
-               json_string_value(json_object_get(after, "status")), req.actor);
+               json_string_value(json_object_get(after, "status")), req->actor);
     }
     json_decref(result);
     return EXIT_OK;
+}
+
+static int run_verb(action_verb_t verb, int argc, char **argv)
+{
+    char cmd[32];
+    action_request_t req = {0};
+    verb_args_t v = {.verb = verb, .cmd = cmd, .usage = verbs[verb].usage, .req = &req};
+    cli_opts_t o;
+    snprintf(cmd, sizeof cmd, "steward %s", action_verb_name(verb));
+    if (!cli_opts_init(&o, cmd, v.usage, argc, argv))
+        return EXIT_RUNTIME;
+    int rc = run_verb_with(&o, &v, argc, argv);
+    cli_opts_free(&o);
+    return rc;
 }
 
 int cli_ack(int argc, char **argv)
@@ -231,86 +287,98 @@ static const char silence_usage[] =
     "is still open when the silence ends is paged then. Prints the silence's\n"
     "id, for steward unsilence.\n"
     "\n"
-    "  --for DURATION        how long, e.g. 2h\n" COMMON_OPTIONS;
+    "  --for DURATION        how long, e.g. 2h\n" ACTION_USAGE;
 
 static const char unsilence_usage[] = "usage: steward unsilence ID --reason TEXT [OPTIONS]\n"
                                       "\n"
                                       "Ends a silence now; held pages go out at once.\n"
-                                      "\n" COMMON_OPTIONS;
+                                      "\n" ACTION_USAGE;
 
 static const char silences_usage[] =
-    "usage: steward silences [--all] [--json] [--database CONNINFO]\n"
+    "usage: steward silences [--all] [OPTIONS]\n"
     "\n"
-    "Lists the silences in force (with --all, ended ones too), newest first.\n";
+    "Lists the silences in force (with --all, ended ones too), newest first.\n"
+    "\n"
+    "  --all                 ended silences too\n" CLI_COMMON_USAGE;
 
-int cli_silence(int argc, char **argv)
+typedef struct silence_args {
+    silence_request_t *req;
+    const char *for_text;
+    bool all;
+} silence_args_t;
+
+/* The options of silence, unsilence and silences; see own_option_fn. */
+static int silence_option(int opt, const char *arg, void *state)
+{
+    silence_args_t *a = state;
+    switch (opt) {
+    case OPT_PROCESS:
+        a->req->process = arg;
+        return -1;
+    case OPT_STATE:
+        a->req->state = arg;
+        return -1;
+    case OPT_TEAM:
+        a->req->team = arg;
+        return -1;
+    case OPT_FOR:
+        a->for_text = arg;
+        return -1;
+    case OPT_REASON:
+        a->req->reason = arg;
+        return -1;
+    case OPT_ACTOR:
+        a->req->actor = arg;
+        return -1;
+    case OPT_ALL:
+        a->all = true;
+        return -1;
+    default:
+        return -2;
+    }
+}
+
+static int silence_with(cli_opts_t *o, int argc, char **argv)
 {
     static const struct option options[] = {
-        {"process", required_argument, NULL, 'p'}, {"state", required_argument, NULL, 's'},
-        {"team", required_argument, NULL, 't'},    {"for", required_argument, NULL, 'f'},
-        {"reason", required_argument, NULL, 'r'},  {"actor", required_argument, NULL, 'a'},
-        {"json", no_argument, NULL, 'j'},          {"database", required_argument, NULL, 'd'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+        {"process", required_argument, NULL, OPT_PROCESS},
+        {"state", required_argument, NULL, OPT_STATE},
+        {"team", required_argument, NULL, OPT_TEAM},
+        {"for", required_argument, NULL, OPT_FOR},
+        {"reason", required_argument, NULL, OPT_REASON},
+        {"actor", required_argument, NULL, OPT_ACTOR},
+        CLI_COMMON_OPTIONS,
+        {NULL, 0, NULL, 0},
     };
     silence_request_t req = {0};
-    const char *database = NULL, *for_text = NULL;
-    int as_json = 0, opt;
+    silence_args_t a = {.req = &req};
     char errstr[1024];
-
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
-        switch (opt) {
-        case 'p':
-            req.process = optarg;
-            break;
-        case 's':
-            req.state = optarg;
-            break;
-        case 't':
-            req.team = optarg;
-            break;
-        case 'f':
-            for_text = optarg;
-            break;
-        case 'r':
-            req.reason = optarg;
-            break;
-        case 'a':
-            req.actor = optarg;
-            break;
-        case 'j':
-            as_json = 1;
-            break;
-        case 'd':
-            database = optarg;
-            break;
-        default:
-            return cli_help_or_usage(opt, silence_usage);
-        }
-    }
-    if (cli_extra_args(argc, argv, "steward silence", silence_usage))
+    int rc = parse_options(o, argc, argv, options, silence_option, &a);
+    if (rc >= 0)
+        return rc;
+    if (cli_extra_args(argc, argv, o->cmd, silence_usage))
         return EXIT_USAGE;
-    if (req.process == NULL || for_text == NULL || req.reason == NULL) {
+    if (req.process == NULL || a.for_text == NULL || req.reason == NULL) {
         fprintf(stderr, "steward silence: --process, --for and --reason are required\n");
         return EXIT_USAGE;
     }
-    if (!duration_parse(for_text, &req.for_ms, errstr, sizeof errstr)) {
+    if (!duration_parse(a.for_text, &req.for_ms, errstr, sizeof errstr)) {
         fprintf(stderr, "steward silence: --for: %s\n", errstr);
         return EXIT_USAGE;
     }
     if (req.actor == NULL)
         req.actor = default_actor();
-    PGconn *conn = cli_connect(database, "steward silence");
+    PGconn *conn = cli_opts_connect(o, true, &rc);
     if (conn == NULL)
-        return EXIT_RUNTIME;
+        return rc;
     json_t *result = NULL;
-    action_rc_t rc = action_silence(conn, &req, &result, errstr, sizeof errstr);
+    action_rc_t arc = action_silence(conn, &req, &result, errstr, sizeof errstr);
     PQfinish(conn);
-    if (rc != ACTION_OK) {
+    if (arc != ACTION_OK) {
         fprintf(stderr, "steward silence: %s\n", errstr);
-        return rc == ACTION_BAD_REQUEST ? EXIT_USAGE : EXIT_RUNTIME;
+        return arc == ACTION_BAD_REQUEST ? EXIT_USAGE : EXIT_RUNTIME;
     }
-    if (as_json)
+    if (o->json)
         cli_print_json(result);
     else
         printf("silence %lld until %s\n",
@@ -320,36 +388,20 @@ int cli_silence(int argc, char **argv)
     return EXIT_OK;
 }
 
-int cli_unsilence(int argc, char **argv)
+static int unsilence_with(cli_opts_t *o, int argc, char **argv)
 {
     static const struct option options[] = {
-        {"reason", required_argument, NULL, 'r'}, {"actor", required_argument, NULL, 'a'},
-        {"json", no_argument, NULL, 'j'},         {"database", required_argument, NULL, 'd'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+        {"reason", required_argument, NULL, OPT_REASON},
+        {"actor", required_argument, NULL, OPT_ACTOR},
+        CLI_COMMON_OPTIONS,
+        {NULL, 0, NULL, 0},
     };
-    const char *database = NULL, *reason = NULL, *actor = NULL;
-    int as_json = 0, opt;
+    silence_request_t req = {0};
+    silence_args_t a = {.req = &req};
     char errstr[1024];
-
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
-        switch (opt) {
-        case 'r':
-            reason = optarg;
-            break;
-        case 'a':
-            actor = optarg;
-            break;
-        case 'j':
-            as_json = 1;
-            break;
-        case 'd':
-            database = optarg;
-            break;
-        default:
-            return cli_help_or_usage(opt, unsilence_usage);
-        }
-    }
+    int rc = parse_options(o, argc, argv, options, silence_option, &a);
+    if (rc >= 0)
+        return rc;
     char *end = NULL;
     long long id = argc - optind == 1 ? strtoll(argv[optind], &end, 10) : 0;
     if (argc - optind != 1 || *end != '\0' || id <= 0) {
@@ -357,23 +409,24 @@ int cli_unsilence(int argc, char **argv)
         fputs(unsilence_usage, stderr);
         return EXIT_USAGE;
     }
-    if (reason == NULL) {
+    if (req.reason == NULL) {
         fprintf(stderr, "steward unsilence: --reason is required\n");
         return EXIT_USAGE;
     }
-    if (actor == NULL)
-        actor = default_actor();
-    PGconn *conn = cli_connect(database, "steward unsilence");
+    if (req.actor == NULL)
+        req.actor = default_actor();
+    PGconn *conn = cli_opts_connect(o, true, &rc);
     if (conn == NULL)
-        return EXIT_RUNTIME;
+        return rc;
     json_t *result = NULL;
-    action_rc_t rc = action_unsilence(conn, id, actor, reason, &result, errstr, sizeof errstr);
+    action_rc_t arc =
+        action_unsilence(conn, id, req.actor, req.reason, &result, errstr, sizeof errstr);
     PQfinish(conn);
-    if (rc != ACTION_OK) {
+    if (arc != ACTION_OK) {
         fprintf(stderr, "steward unsilence: %s\n", errstr);
-        return rc == ACTION_BAD_REQUEST ? EXIT_USAGE : EXIT_RUNTIME;
+        return arc == ACTION_BAD_REQUEST ? EXIT_USAGE : EXIT_RUNTIME;
     }
-    if (as_json)
+    if (o->json)
         cli_print_json(result);
     else
         printf("silence %lld ended\n", id);
@@ -381,48 +434,33 @@ int cli_unsilence(int argc, char **argv)
     return EXIT_OK;
 }
 
-int cli_silences(int argc, char **argv)
+static int silences_with(cli_opts_t *o, int argc, char **argv)
 {
     static const struct option options[] = {
-        {"all", no_argument, NULL, 'A'},
-        {"json", no_argument, NULL, 'j'},
-        {"database", required_argument, NULL, 'd'},
-        {"help", no_argument, NULL, 'h'},
+        {"all", no_argument, NULL, OPT_ALL},
+        CLI_COMMON_OPTIONS,
         {NULL, 0, NULL, 0},
     };
-    const char *database = NULL;
-    int as_json = 0, all = 0, opt;
+    silence_request_t req = {0};
+    silence_args_t a = {.req = &req};
     char errstr[1024];
-
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
-        switch (opt) {
-        case 'A':
-            all = 1;
-            break;
-        case 'j':
-            as_json = 1;
-            break;
-        case 'd':
-            database = optarg;
-            break;
-        default:
-            return cli_help_or_usage(opt, silences_usage);
-        }
-    }
-    if (cli_extra_args(argc, argv, "steward silences", silences_usage))
+    int rc = parse_options(o, argc, argv, options, silence_option, &a);
+    if (rc >= 0)
+        return rc;
+    bool all = a.all;
+    if (cli_extra_args(argc, argv, o->cmd, silences_usage))
         return EXIT_USAGE;
-    PGconn *conn = cli_connect(database, "steward silences");
+    PGconn *conn = cli_opts_connect(o, true, &rc);
     if (conn == NULL)
-        return EXIT_RUNTIME;
+        return rc;
     json_t *doc = NULL;
-    action_rc_t rc = action_silences(conn, all, &doc, errstr, sizeof errstr);
+    action_rc_t arc = action_silences(conn, all, &doc, errstr, sizeof errstr);
     PQfinish(conn);
-    if (rc != ACTION_OK) {
+    if (arc != ACTION_OK) {
         fprintf(stderr, "steward silences: %s\n", errstr);
         return EXIT_RUNTIME;
     }
-    if (as_json) {
+    if (o->json) {
         cli_print_json(doc);
     } else {
         json_t *list = json_object_get(doc, "silences"), *s;
@@ -445,4 +483,31 @@ int cli_silences(int argc, char **argv)
     }
     json_decref(doc);
     return EXIT_OK;
+}
+
+/* Runs one silence verb with the shared options, which it then releases. */
+static int with_opts(const char *cmd, const char *usage, int (*body)(cli_opts_t *, int, char **),
+                     int argc, char **argv)
+{
+    cli_opts_t o;
+    if (!cli_opts_init(&o, cmd, usage, argc, argv))
+        return EXIT_RUNTIME;
+    int rc = body(&o, argc, argv);
+    cli_opts_free(&o);
+    return rc;
+}
+
+int cli_silence(int argc, char **argv)
+{
+    return with_opts("steward silence", silence_usage, silence_with, argc, argv);
+}
+
+int cli_unsilence(int argc, char **argv)
+{
+    return with_opts("steward unsilence", unsilence_usage, unsilence_with, argc, argv);
+}
+
+int cli_silences(int argc, char **argv)
+{
+    return with_opts("steward silences", silences_usage, silences_with, argc, argv);
 }

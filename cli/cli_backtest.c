@@ -10,6 +10,7 @@
  * offsets. The scratch database is dropped at the end unless --keep.
  */
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
@@ -39,12 +40,16 @@ static const char backtest_usage[] =
     "  --definition FILE     the candidate definition\n"
     "  --from TIME           RFC 3339, or a duration back from now (\"7d\")\n"
     "  --to TIME             RFC 3339, or a duration back from now (default: now)\n"
-    "  --brokers LIST        Kafka bootstrap servers ($STEWARD_KAFKA_BROKERS)\n"
-    "  --database CONNINFO   where to create the scratch database ($STEWARD_DATABASE_URL);\n"
-    "                        its user needs CREATEDB\n"
+    "  --brokers LIST        Kafka bootstrap servers ($STEWARD_KAFKA_BROKERS, or the\n"
+    "                        config's brokers)\n"
     "  --kafka NAME=VALUE    a librdkafka property; repeatable\n"
-    "  --json                print the alerts as JSON\n"
-    "  --keep                keep the scratch database and print its name\n";
+    "  --keep                keep the scratch database and print its name\n"
+    "\n"
+    "The scratch database is created on the server of the configured database\n"
+    "(--database, $STEWARD_DATABASE_URL, the config's database or\n"
+    "database_file), whose user needs CREATEDB; the live schema is not read.\n"
+    "--json prints only the alerts, as a JSON array.\n"
+    "\n" CLI_COMMON_USAGE;
 
 static volatile sig_atomic_t backtest_done;
 
@@ -106,59 +111,75 @@ static const def_t **latest_defs(const def_set_t *set, size_t *n)
     return picked;
 }
 
+/* Codes for backtest's own long options, below CLI_OPT_CONFIG. */
+enum {
+    OPT_DEFINITION = 0x800,
+    OPT_FROM,
+    OPT_TO,
+    OPT_BROKERS,
+    OPT_KAFKA,
+    OPT_KEEP,
+};
+
+static int backtest_with(cli_opts_t *o, int argc, char **argv);
+
 int cli_backtest(int argc, char **argv)
 {
+    cli_opts_t o;
+    if (!cli_opts_init(&o, "steward backtest", backtest_usage, argc, argv))
+        return EXIT_RUNTIME;
+    int rc = backtest_with(&o, argc, argv);
+    cli_opts_free(&o);
+    return rc;
+}
+
+static int backtest_with(cli_opts_t *o, int argc, char **argv)
+{
     static const struct option options[] = {
-        {"definition", required_argument, NULL, 'f'},
-        {"from", required_argument, NULL, 'F'},
-        {"to", required_argument, NULL, 'T'},
-        {"brokers", required_argument, NULL, 'b'},
-        {"database", required_argument, NULL, 'd'},
-        {"kafka", required_argument, NULL, 'k'},
-        {"json", no_argument, NULL, 'j'},
-        {"keep", no_argument, NULL, 'K'},
-        {"help", no_argument, NULL, 'h'},
+        {"definition", required_argument, NULL, OPT_DEFINITION},
+        {"from", required_argument, NULL, OPT_FROM},
+        {"to", required_argument, NULL, OPT_TO},
+        {"brokers", required_argument, NULL, OPT_BROKERS},
+        {"kafka", required_argument, NULL, OPT_KAFKA},
+        {"keep", no_argument, NULL, OPT_KEEP},
+        CLI_COMMON_OPTIONS,
         {NULL, 0, NULL, 0},
     };
-    const char *definition = NULL, *from = NULL, *to = NULL, *database = NULL;
-    const char *brokers = getenv("STEWARD_KAFKA_BROKERS");
-    const char **props = calloc((size_t) argc + 1, sizeof *props);
-    size_t n_props = 0;
-    int opt, as_json = 0, keep = 0, rc = EXIT_OK;
+    const char *definition = NULL, *from = NULL, *to = NULL;
+    int opt, keep = 0, rc = EXIT_OK;
     char errstr[1024];
 
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTIONS, options, NULL)) != -1) {
         switch (opt) {
-        case 'f':
+        case OPT_DEFINITION:
             definition = optarg;
             break;
-        case 'F':
+        case OPT_FROM:
             from = optarg;
             break;
-        case 'T':
+        case OPT_TO:
             to = optarg;
             break;
-        case 'b':
-            brokers = optarg;
+        case OPT_BROKERS:
+            cli_opts_add(o, "brokers", optarg);
             break;
-        case 'd':
-            database = optarg;
+        case OPT_KAFKA:
+            cli_opts_add(o, "kafka", optarg);
             break;
-        case 'k':
-            props[n_props++] = optarg;
-            break;
-        case 'j':
-            as_json = 1;
-            break;
-        case 'K':
+        case OPT_KEEP:
             keep = 1;
             break;
         default:
-            free(props);
-            return cli_help_or_usage(opt, backtest_usage);
+            if ((rc = cli_opts_take(o, opt, optarg)) >= 0)
+                return rc;
         }
     }
+    rc = EXIT_OK;
+    const config_t *cfg = cli_opts_config(o);
+    if (cfg == NULL)
+        return EXIT_USAGE;
+    const char *brokers = cfg->brokers != NULL && *cfg->brokers != '\0' ? cfg->brokers : NULL;
+    bool as_json = o->json;
     int64_t from_ms = 0, to_ms = clock_wall_ms();
     const char *problem =
         definition == NULL                      ? "--definition is required"
@@ -171,7 +192,6 @@ int cli_backtest(int argc, char **argv)
                                                 : NULL;
     if (problem != NULL) {
         fprintf(stderr, "steward backtest: %s\n%s", problem, backtest_usage);
-        free(props);
         return EXIT_USAGE;
     }
 
@@ -184,15 +204,13 @@ int cli_backtest(int argc, char **argv)
         fprintf(stderr, "steward backtest: the candidate definition is invalid\n");
         def_problems_clear(&problems);
         def_set_free(defs);
-        free(props);
         return EXIT_USAGE;
     }
 
     /* The scratch database, on the same server as the live one. */
     backtest_scratch_t scratch;
     route_table_t *routes = NULL;
-    if (backtest_scratch_open(&scratch, cli_database_url(database), errstr, sizeof errstr) !=
-        ERR_OK) {
+    if (backtest_scratch_open(&scratch, cfg->database, errstr, sizeof errstr) != ERR_OK) {
         fprintf(stderr, "steward backtest: %s\n", errstr);
         rc = EXIT_RUNTIME;
         goto out;
@@ -222,8 +240,8 @@ int cli_backtest(int argc, char **argv)
         .batch_max = INTAKE_DEFAULT_BATCH_MAX,
         .batch_ms = INTAKE_DEFAULT_BATCH_MS,
         .limits = {DECODE_DEFAULT_MAX_BYTES, DECODE_DEFAULT_MAX_DEPTH},
-        .kafka_props = props,
-        .n_kafka_props = n_props,
+        .kafka_props = (const char *const *) cfg->kafka_props,
+        .n_kafka_props = cfg->n_kafka_props,
         .routes = routes,
         .on_tick = stop_when_drained,
         .from_ms = from_ms,
@@ -290,6 +308,5 @@ out:
     route_table_free(routes);
     def_problems_clear(&problems);
     def_set_free(defs);
-    free(props);
     return rc;
 }
