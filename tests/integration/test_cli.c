@@ -4,7 +4,10 @@
  *
  *   help       `steward VERB -h` prints the usage on stdout and exits 0
  *   config     STEWARD_CONFIG and --config, with database_file, reach the
- *              database for stuck, inspect, report, migrate and prune
+ *              database for stuck, inspect, report, migrate, prune and the
+ *              operator verbs; backtest takes its database and brokers there
+ *   schema     the operator verbs on an unmigrated database say so, before
+ *              any query fails
  *   status     migrate --status exits 1 while migrations are pending, 0 after
  *   stuck      --process with an unknown process exits 1 and says so; a
  *              schema missing a migration below its newest is refused
@@ -53,8 +56,10 @@ static void migrate(const char *url)
 
 START_TEST(every_verb_has_help)
 {
-    const char *verbs[] = {"run",    "check", "migrate",  "inspect", "stuck",
-                           "report", "demo",  "backtest", "prune"};
+    const char *verbs[] = {"run",     "check",   "migrate",  "inspect",  "stuck",
+                           "report",  "demo",    "backtest", "prune",    "ack",
+                           "resolve", "close",   "move",     "retry",    "claim",
+                           "release", "silence", "silences", "unsilence"};
     for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++) {
         for (int form = 0; form < 2; form++) {
             const char *argv[] = {NULL, verbs[i], form == 0 ? "-h" : "--help", NULL};
@@ -86,17 +91,28 @@ START_TEST(config_file_reaches_the_database_for_every_verb)
     const char *env[] = {env_config, NULL};
 
     /* Each verb, once through the variable and once through the flag. */
-    const char *const verbs[][5] = {
+    const char *const verbs[][8] = {
         {"stuck", NULL},
         {"inspect", "cli_order", "k-1", NULL},
         {"report", NULL},
         {"migrate", "--status", NULL},
         {"prune", "--dry-run", NULL},
+        {"silences", "--json", NULL},
+        {"ack", "1", "--reason", "x", "--actor", "tester", NULL},
+        {"close", "cli_order", "k-1", "--as", "cancelled", "--reason", "x", NULL},
+        {"silence", "--process", "cli_order", "--for", "1h", "--reason", "x", NULL},
+        {"unsilence", "999999", "--reason", "x", NULL},
     };
-    const int expect[] = {0, 1, 0, 0, 0};
+    const int expect[] = {0, 1, 0, 0, 0, 0, 1, 1, 0, 1};
+    /* What each says once it has queried, not merely connected. */
+    const char *const says[] = {NULL,         "no instance k-1 of cli_order",
+                                NULL,         NULL,
+                                NULL,         "\"silences\"",
+                                "no alert 1", "no instance k-1 of cli_order",
+                                " until ",    "no silence 999999"};
     for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++) {
         for (int via_flag = 0; via_flag < 2; via_flag++) {
-            const char *argv[10] = {NULL};
+            const char *argv[12] = {NULL};
             size_t n = 1;
             for (size_t j = 0; verbs[i][j] != NULL; j++)
                 argv[n++] = verbs[i][j];
@@ -107,12 +123,75 @@ START_TEST(config_file_reaches_the_database_for_every_verb)
             tl_output_t o = tl_steward(argv, via_flag ? NULL : env);
             ck_assert_msg(o.status == expect[i], "steward %s (%s): exit %d: %s", verbs[i][0],
                           via_flag ? "--config" : "STEWARD_CONFIG", o.status, o.err);
-            if (i == 1) /* connected and queried: the instance is just absent */
-                ck_assert_msg(tl_contains(o.err, "no instance k-1 of cli_order"), "got: %s", o.err);
+            if (says[i] != NULL)
+                ck_assert_msg(tl_contains(o.out, says[i]) || tl_contains(o.err, says[i]),
+                              "steward %s: want %s, got: %s%s", verbs[i][0], says[i], o.out, o.err);
             tl_output_free(&o);
         }
     }
     free(secret);
+}
+END_TEST
+
+START_TEST(backtest_takes_database_and_brokers_from_the_config)
+{
+    const char *dir = tl_tmpdir();
+    char *defs = write_definition(dir, "p.", "1h");
+    /* A server nobody listens on: the error shows which database it used. */
+    char *secret = tl_write_file(dir, "database", "host=127.0.0.1 port=1 dbname=nowhere");
+    json_t *cfg = json_pack("{s:s, s:s}", "database_file", secret, "brokers", tl_kafka_brokers());
+    char config[1024], env_config[1100];
+    snprintf(config, sizeof config, "%s/config.json", dir);
+    ck_assert_int_eq(json_dump_file(cfg, config, 0), 0);
+    json_decref(cfg);
+    snprintf(env_config, sizeof env_config, "STEWARD_CONFIG=%s", config);
+    const char *env[] = {env_config, NULL};
+
+    const char *argv[] = {NULL, "backtest", "--definition", defs, "--from", "1h", NULL};
+    tl_output_t o = tl_steward(argv, env);
+    ck_assert_msg(o.status == 1 && !tl_contains(o.err, "no brokers") &&
+                      tl_contains(o.err, "port 1"),
+                  "exit %d: %s", o.status, o.err);
+    tl_output_free(&o);
+    free(secret);
+    free(defs);
+}
+END_TEST
+
+START_TEST(operator_verbs_name_a_missing_schema)
+{
+    const char *url = tl_db_create("cli_noschema");
+    const char *const verbs[][9] = {
+        {"ack", "1", NULL},
+        {"resolve", "1", NULL},
+        {"close", "cli_order", "k-1", "--as", "cancelled", NULL},
+        {"move", "cli_order", "k-1", "--to", "placed", NULL},
+        {"retry", "cli_order", "k-1", NULL},
+        {"claim", "cli_order", "k-1", NULL},
+        {"release", "cli_order", "k-1", NULL},
+        {"silence", "--process", "cli_order", "--for", "1h", NULL},
+        {"silences", NULL},
+        {"unsilence", "1", NULL},
+    };
+    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++) {
+        const char *argv[16] = {NULL};
+        size_t n = 1;
+        for (size_t j = 0; verbs[i][j] != NULL; j++)
+            argv[n++] = verbs[i][j];
+        if (strcmp(verbs[i][0], "silences") != 0) {
+            argv[n++] = "--reason";
+            argv[n++] = "x";
+            argv[n++] = "--actor";
+            argv[n++] = "tester";
+        }
+        argv[n++] = "--database";
+        argv[n++] = url;
+        tl_output_t o = tl_steward(argv, NULL);
+        ck_assert_msg(o.status == 1 && tl_contains(o.err, "no steward schema") &&
+                          tl_contains(o.err, "run steward migrate"),
+                      "steward %s: exit %d: %s", verbs[i][0], o.status, o.err);
+        tl_output_free(&o);
+    }
 }
 END_TEST
 
@@ -293,6 +372,8 @@ Suite *cli_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, every_verb_has_help);
     tcase_add_test(tc, config_file_reaches_the_database_for_every_verb);
+    tcase_add_test(tc, backtest_takes_database_and_brokers_from_the_config);
+    tcase_add_test(tc, operator_verbs_name_a_missing_schema);
     tcase_add_test(tc, migrate_status_exits_1_while_pending);
     tcase_add_test(tc, stuck_refuses_an_unknown_process);
     tcase_add_test(tc, check_database_refuses_a_changed_recorded_version);
