@@ -2,7 +2,7 @@
  * cli_run - `steward run`: the daemon. Reads its configuration, loads and
  * validates the definitions and routes, starts the HTTP server, waits for
  * PostgreSQL and brings the schema up to date, then runs intake on this
- * thread and the worker threads (scheduler, notifier) beside it, until
+ * thread and the worker threads (scheduler, notifier, dispatcher) beside it, until
  * SIGTERM or SIGINT.
  *
  * Signals: main() blocks SIGTERM, SIGINT and SIGHUP before anything else;
@@ -22,6 +22,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "manager/config.h"
+#include "manager/dispatcher.h"
 #include "manager/generation.h"
 #include "manager/http.h"
 #include "manager/intake.h"
@@ -184,6 +185,7 @@ typedef struct run_ctx {
     gen_t *intake_gen; /* the generation intake works with */
     sched_t *sched;
     notifier_t *notifier;
+    dispatcher_t *dispatcher;
     http_t *http;               /* NULL when http.listen is "" */
     retention_loop_t retention; /* what the retention thread prunes, and when */
 } run_ctx_t;
@@ -210,6 +212,33 @@ static void *notifier_main(void *arg)
     notifier_run(ctx->notifier, &stop_requested, DRAIN_MS, ctx->current);
     metrics_beat_stop(METRICS_NOTIFIER);
     return NULL;
+}
+
+static void *dispatcher_main(void *arg)
+{
+    run_ctx_t *ctx = arg;
+    metrics_beat(METRICS_DISPATCHER);
+    dispatcher_run(ctx->dispatcher, &stop_requested, DRAIN_MS, ctx->current);
+    metrics_beat_stop(METRICS_DISPATCHER);
+    return NULL;
+}
+
+/* A new generation of defs and routes (both taken) carrying cfg's
+ * dispatch.paused; NULL when out of memory (both freed). */
+static gen_t *generation_of(def_set_t *defs, route_table_t *routes, const config_t *cfg)
+{
+    gen_t *gen = gen_new(defs, routes);
+    if (gen == NULL) {
+        def_set_free(defs);
+        route_table_free(routes);
+        return NULL;
+    }
+    gen->dispatch_paused = strdup(cfg->dispatch_paused != NULL ? cfg->dispatch_paused : "");
+    if (gen->dispatch_paused == NULL) {
+        gen_release(gen);
+        return NULL;
+    }
+    return gen;
 }
 
 /* Prints a set's problems to the log, one line each. */
@@ -257,16 +286,22 @@ static void reload(intake_t *intake, void *arg)
     } else if (intake_set_definitions(intake, defs, routes, errstr, sizeof errstr) != ERR_OK) {
         LOG_ERROR("reload refused: keeping the running definitions", "error", errstr);
     } else {
-        gen_t *next = gen_new(defs, routes);
+        gen_t *next = generation_of(defs, routes, cfg);
         defs = NULL;
         routes = NULL;
+        if (next == NULL) {
+            LOG_ERROR("reload refused: out of memory; keeping the running definitions");
+            config_free(cfg);
+            return;
+        }
         gen_publish(ctx->current, next);
         gen_release(ctx->intake_gen);
         ctx->intake_gen = gen_acquire(ctx->current);
         char count[16], number[16];
         snprintf(count, sizeof count, "%zu", next->defs->n);
         snprintf(number, sizeof number, "%d", next->number);
-        LOG_INFO("definitions and routes reloaded", "definitions", count, "generation", number);
+        LOG_INFO("definitions and routes reloaded", "definitions", count, "generation", number,
+                 "dispatch_paused", next->dispatch_paused);
     }
     def_problems_clear(&problems);
     def_set_free(defs);
@@ -307,6 +342,7 @@ typedef struct workers {
     intake_t *intake;
     sched_t *sched;
     notifier_t *notifier;
+    dispatcher_t *dispatcher;
 } workers_t;
 
 static void workers_free(workers_t *w)
@@ -314,6 +350,7 @@ static void workers_free(workers_t *w)
     intake_free(w->intake);
     sched_free(w->sched);
     notifier_free(w->notifier);
+    dispatcher_free(w->dispatcher);
     memset(w, 0, sizeof *w);
 }
 
@@ -361,13 +398,26 @@ static err_class_t open_workers(const config_t *cfg, const char *replica, run_ct
         cfg->max_backoff_ms, cfg->alertmanager_resend_ms, cfg->max_retry_after_ms,
         cfg->group_window_ms};
 
+    dispatcher_config_t dcfg = {
+        .conninfo = cfg->database,
+        .brokers = cfg->brokers,
+        .kafka_props = (const char *const *) cfg->kafka_props,
+        .n_kafka_props = cfg->n_kafka_props,
+        .interval_ms = cfg->dispatch_interval_ms,
+        .timeout_ms = cfg->dispatch_timeout_ms,
+        .max_backoff_ms = cfg->dispatch_max_backoff_ms,
+        .batch_size = cfg->dispatch_batch_size,
+        .owner = cfg->blind_owner,
+    };
+
     w->intake = intake_new(&icfg, defs, &cls, errstr, errstr_size);
     if (w->intake == NULL)
         return cls;
     /* Connection failures only, this late: the database answered above. */
     w->sched = sched_new(&scfg, defs, routes, errstr, errstr_size);
     w->notifier = w->sched != NULL ? notifier_new(&ncfg, routes, errstr, errstr_size) : NULL;
-    if (w->notifier == NULL) {
+    w->dispatcher = w->notifier != NULL ? dispatcher_new(&dcfg, errstr, errstr_size) : NULL;
+    if (w->dispatcher == NULL) {
         workers_free(w);
         return ERR_TRANSIENT;
     }
@@ -435,11 +485,13 @@ static int serve(const config_t *cfg, const char *replica, run_ctx_t *ctx, worke
         {"scheduler", scheduler_main, 0, false},
         {"notifier", notifier_main, 0, false},
         {"retention", retention_main, 0, false},
+        {"dispatcher", dispatcher_main, 0, false},
     };
     size_t n_workers = sizeof workers / sizeof workers[0];
 
     ctx->sched = w->sched;
     ctx->notifier = w->notifier;
+    ctx->dispatcher = w->dispatcher;
     ctx->retention = (retention_loop_t){cfg, &stop_requested};
     for (size_t i = 0; i < n_workers; i++)
         worker_start(&workers[i], ctx);
@@ -602,7 +654,7 @@ int cli_run(int argc, char **argv)
 
     /* The HTTP server first: /healthz answers, and /readyz says why not
      * ready, while the database is waited for. */
-    run_ctx_t ctx = {flags, n_flags, config_path, NULL, NULL, NULL, NULL, NULL};
+    run_ctx_t ctx = {flags, n_flags, config_path, NULL, NULL, NULL, NULL, NULL, NULL};
     err_class_t cls;
     sigset_t saved;
     hold_signals(&saved); /* its threads inherit the mask */
@@ -618,7 +670,7 @@ int cli_run(int argc, char **argv)
     }
     http_set_stall_after(ctx.http, cfg->stall_after_ms);
 
-    ctx.current = gen_current_new(gen_new(defs, routes)); /* defs, routes now owned there */
+    ctx.current = gen_current_new(generation_of(defs, routes, cfg)); /* defs, routes taken */
     ctx.intake_gen = gen_acquire(ctx.current);
     workers_t w;
     int rc = start_up(cfg, replica, &ctx, &w);

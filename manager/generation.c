@@ -35,6 +35,7 @@ static void gen_free(gen_t *gen)
 {
     def_set_free(gen->defs);
     route_table_free(gen->routes);
+    free(gen->dispatch_paused);
     free((gen_box_t *) gen);
 }
 

@@ -19,7 +19,11 @@
 typedef struct gen {
     def_set_t *defs;       /* owned */
     route_table_t *routes; /* owned */
-    int number;            /* 1 for the first, then each reload */
+    /* dispatch.paused as configured when the generation was built: "" none,
+     * "*" all, else process names separated by commas. Owned; NULL: none.
+     * Set right after gen_new(), before the generation is published. */
+    char *dispatch_paused;
+    int number; /* 1 for the first, then each reload */
 } gen_t;
 
 typedef struct gen_current gen_current_t;
