@@ -87,25 +87,6 @@ int64_t dispatcher_backoff_ms(int attempts, int64_t max_backoff_ms)
     return wait < max_backoff_ms ? wait : max_backoff_ms;
 }
 
-bool dispatcher_paused(const char *list, const char *process)
-{
-    size_t want = strlen(process);
-    const char *p = list != NULL ? list : "";
-    while (*p != '\0') {
-        while (*p == ' ' || *p == '\t' || *p == ',')
-            p++;
-        const char *end = p + strcspn(p, ",");
-        const char *last = end;
-        while (last > p && (last[-1] == ' ' || last[-1] == '\t'))
-            last--;
-        size_t len = (size_t) (last - p);
-        if ((len == 1 && *p == '*') || (len == want && len > 0 && strncmp(p, process, len) == 0))
-            return true;
-        p = end;
-    }
-    return false;
-}
-
 /* ---- the producer ------------------------------------------------------------ */
 
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)

@@ -132,10 +132,4 @@ void dispatcher_headers(const dispatcher_command_t *c, dispatcher_header_t *out,
  * for the first failure): 1 s doubling, capped at max_backoff_ms. */
 int64_t dispatcher_backoff_ms(int attempts, int64_t max_backoff_ms);
 
-/*
- * Whether `process` is paused by `list` (dispatch.paused: "" none, "*"
- * all, else names separated by commas; blanks around names ignored).
- */
-bool dispatcher_paused(const char *list, const char *process);
-
 #endif

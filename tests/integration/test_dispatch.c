@@ -86,18 +86,68 @@ static void teardown(void)
     memset(&w, 0, sizeof w);
 }
 
-/* Starts steward with short delivery timeouts and backoffs. */
-static int start(void)
+/* Starts steward with short delivery timeouts and backoffs, its HTTP
+ * server on `listen` ("" for none). */
+static int start_on(const char *listen)
 {
+    char listen_set[64];
+    snprintf(listen_set, sizeof listen_set, "http.listen=%s", listen);
     const char *argv[] = {NULL, "run", "--brokers", tl_kafka_brokers(), "--database", w.db_url,
                           "--definitions", w.defs_dir, "--group", w.group, "--config",
-                          w.config != NULL ? w.config : "", "--set", "http.listen=", "--set",
+                          w.config != NULL ? w.config : "", "--set", listen_set, "--set",
                           "dispatch.timeout=2s", "--set", "dispatch.max_backoff=1s", "--set",
                           "dispatch.batch_size=50", "--set", "retention.interval=off",
                           /* A missing topic is known for missing after this long. */
                           "--kafka", "topic.metadata.propagation.max.ms=1000", "--kafka",
                           "session.timeout.ms=6000", "--kafka", "heartbeat.interval.ms=1000", NULL};
     return tl_steward_spawn(argv, NULL, w.log);
+}
+
+static int start(void)
+{
+    return start_on("");
+}
+
+/* The base URL of steward's HTTP server, from its "http listening" line. */
+static void wait_listening(char *base, size_t size)
+{
+    for (int i = 0; i < 300; i++) {
+        char *log = tl_read_file(w.log);
+        for (char *line = strtok(log, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+            json_t *doc = json_loads(line, 0, NULL);
+            const char *msg = json_string_value(json_object_get(doc, "msg"));
+            const char *address = json_string_value(json_object_get(doc, "address"));
+            if (msg != NULL && strcmp(msg, "http listening") == 0 && address != NULL) {
+                snprintf(base, size, "http://%s", address);
+                json_decref(doc);
+                free(log);
+                return;
+            }
+            json_decref(doc);
+        }
+        free(log);
+        usleep(100 * 1000);
+    }
+    tl_print_tail(w.log, 4000);
+    ck_abort_msg("steward never logged \"http listening\" (its log above)");
+}
+
+/* Polls /metrics until it holds `line`. */
+static void wait_metric(const char *base, const char *line)
+{
+    char url[300], *body = NULL;
+    snprintf(url, sizeof url, "%s/metrics", base);
+    for (int i = 0; i < 100; i++) {
+        long status = 0;
+        free(body);
+        body = tl_http_get(url, &status);
+        if (status == 200 && body != NULL && tl_contains(body, line)) {
+            free(body);
+            return;
+        }
+        usleep(100 * 1000);
+    }
+    ck_abort_msg("/metrics never showed '%s':\n%s", line, body != NULL ? body : "(nothing)");
 }
 
 static long long scalar_ll(const char *sql)
@@ -482,7 +532,9 @@ START_TEST(paused_then_resumed)
         tl_write_file(dir, "steward.json", "{\"dispatch\": {\"paused\": [\"" PROCESS "\"]}}");
     add_commands(PROCESS, topic, 1, 5);
     add_commands("other_process", topic, 1, 1);
-    int pid = start();
+    int pid = start_on("127.0.0.1:0");
+    char base[128];
+    wait_listening(base, sizeof base);
 
     /* The other process's command goes: the dispatcher is at work... */
     wait_for("SELECT count(*) FROM steward.commands WHERE process = 'other_process' AND sent_at "
@@ -493,11 +545,15 @@ START_TEST(paused_then_resumed)
     ck_assert_int_eq(scalar_ll("SELECT count(*) FROM steward.commands WHERE process = '" PROCESS
                                "' AND (sent_at IS NOT NULL OR attempts > 0)"),
                      0);
+    /* The backlog is on /metrics. */
+    wait_metric(base, "steward_commands_pending{process=\"" PROCESS "\"} 5\n");
+    wait_metric(base, "steward_commands_sent_total 1\n");
 
     /* Lifted, by SIGHUP: they go, in order. */
     free(tl_write_file(dir, "steward.json", "{\"dispatch\": {\"paused\": []}}"));
     ck_assert_int_eq(kill(pid, SIGHUP), 0);
     wait_for("SELECT count(*) FROM steward.commands WHERE sent_at IS NOT NULL", "6", 60);
+    wait_metric(base, "steward_commands_sent_total 6\n");
     ck_assert_int_eq(tl_stop(pid, SIGTERM, 30), 0);
     char *log = tl_read_file(w.log);
     ck_assert_msg(tl_contains(log, "command dispatch paused"), "no pause logged");
