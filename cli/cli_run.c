@@ -223,24 +223,6 @@ static void *dispatcher_main(void *arg)
     return NULL;
 }
 
-/* A new generation of defs and routes (both taken) carrying cfg's
- * dispatch.paused; NULL when out of memory (both freed). */
-static gen_t *generation_of(def_set_t *defs, route_table_t *routes, const config_t *cfg)
-{
-    gen_t *gen = gen_new(defs, routes);
-    if (gen == NULL) {
-        def_set_free(defs);
-        route_table_free(routes);
-        return NULL;
-    }
-    gen->dispatch_paused = strdup(cfg->dispatch_paused != NULL ? cfg->dispatch_paused : "");
-    if (gen->dispatch_paused == NULL) {
-        gen_release(gen);
-        return NULL;
-    }
-    return gen;
-}
-
 /* Prints a set's problems to the log, one line each. */
 static void log_problems(const def_problems_t *problems)
 {
@@ -269,6 +251,9 @@ static void reload(intake_t *intake, void *arg)
                   "definitions and routes");
         return;
     }
+    /* The pause switch first, and whatever becomes of the definitions. */
+    if (!gen_set_paused(ctx->current, cfg->dispatch_paused))
+        LOG_ERROR("dispatch.paused not reloaded: out of memory");
     route_table_t *routes = route_table_new(cfg->routes, errstr, sizeof errstr);
     def_problems_t problems = {0};
     const char *paths[1] = {cfg->definitions};
@@ -286,22 +271,16 @@ static void reload(intake_t *intake, void *arg)
     } else if (intake_set_definitions(intake, defs, routes, errstr, sizeof errstr) != ERR_OK) {
         LOG_ERROR("reload refused: keeping the running definitions", "error", errstr);
     } else {
-        gen_t *next = generation_of(defs, routes, cfg);
+        gen_t *next = gen_new(defs, routes);
         defs = NULL;
         routes = NULL;
-        if (next == NULL) {
-            LOG_ERROR("reload refused: out of memory; keeping the running definitions");
-            config_free(cfg);
-            return;
-        }
         gen_publish(ctx->current, next);
         gen_release(ctx->intake_gen);
         ctx->intake_gen = gen_acquire(ctx->current);
         char count[16], number[16];
         snprintf(count, sizeof count, "%zu", next->defs->n);
         snprintf(number, sizeof number, "%d", next->number);
-        LOG_INFO("definitions and routes reloaded", "definitions", count, "generation", number,
-                 "dispatch_paused", next->dispatch_paused);
+        LOG_INFO("definitions and routes reloaded", "definitions", count, "generation", number);
     }
     def_problems_clear(&problems);
     def_set_free(defs);
@@ -670,7 +649,16 @@ int cli_run(int argc, char **argv)
     }
     http_set_stall_after(ctx.http, cfg->stall_after_ms);
 
-    ctx.current = gen_current_new(generation_of(defs, routes, cfg)); /* defs, routes taken */
+    ctx.current = gen_current_new(gen_new(defs, routes)); /* defs, routes now owned there */
+    if (ctx.current != NULL && !gen_set_paused(ctx.current, cfg->dispatch_paused)) {
+        /* Sending what should wait is worse than not starting. */
+        fprintf(stderr, "steward run: out of memory\n");
+        gen_current_free(ctx.current);
+        http_free(ctx.http);
+        config_free(cfg);
+        free(flags);
+        return EXIT_RUNTIME;
+    }
     ctx.intake_gen = gen_acquire(ctx.current);
     workers_t w;
     int rc = start_up(cfg, replica, &ctx, &w);

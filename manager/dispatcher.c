@@ -42,6 +42,8 @@ struct dispatcher {
     const gen_t *gen; /* borrowed */
     pgarr_t paused;   /* the pause list as a text[] */
     bool paused_all;
+    char *paused_text;  /* as given, to tell a change */
+    bool paused_logged; /* the last change logged was a pause */
     size_t in_flight;
     flight_t *done; /* reported, not yet recorded; newest first */
     bool fatal;     /* the idempotent producer hit a fatal error: make a new one */
@@ -246,6 +248,7 @@ void dispatcher_free(dispatcher_t *d)
         free(d->kafka_props[i]);
     free(d->kafka_props);
     pgarr_free(&d->paused);
+    free(d->paused_text);
     free(d->conninfo);
     free(d->brokers);
     free(d->owner);
@@ -254,8 +257,16 @@ void dispatcher_free(dispatcher_t *d)
 
 void dispatcher_set_generation(dispatcher_t *d, const gen_t *gen)
 {
-    const char *list = gen != NULL && gen->dispatch_paused != NULL ? gen->dispatch_paused : "";
     d->gen = gen;
+}
+
+void dispatcher_set_paused(dispatcher_t *d, const char *list)
+{
+    if (list == NULL)
+        list = "";
+    bool same = d->paused_text != NULL && strcmp(d->paused_text, list) == 0;
+    free(d->paused_text);
+    d->paused_text = strdup(list);
     pgarr_reset(&d->paused);
     d->paused_all = false;
     char *copy = strdup(list), *save = NULL;
@@ -275,8 +286,13 @@ void dispatcher_set_generation(dispatcher_t *d, const gen_t *gen)
             pgarr_add(&d->paused, name);
     }
     free(copy);
+    if (same)
+        return;
     if (*list != '\0')
         LOG_INFO("command dispatch paused", "processes", list);
+    else if (d->paused_text != NULL && d->paused_logged)
+        LOG_INFO("command dispatch resumed");
+    d->paused_logged = *list != '\0';
 }
 
 size_t dispatcher_in_flight(const dispatcher_t *d)
@@ -568,12 +584,17 @@ void dispatcher_run(dispatcher_t *d, volatile sig_atomic_t *stop, int64_t drain_
     gen_t *held = gen_acquire(cur);
     int64_t drain_until = -1;
 
+    unsigned paused_seen = 0;
     dispatcher_set_generation(d, held);
     for (;;) {
         dispatcher_stats_t stats;
         metrics_beat(METRICS_DISPATCHER); /* /healthz: this thread is not stuck */
         if (gen_refresh(cur, &held))
             dispatcher_set_generation(d, held);
+        char *paused = gen_paused_refresh(cur, &paused_seen);
+        if (paused != NULL)
+            dispatcher_set_paused(d, paused);
+        free(paused);
         if (*stop) {
             /* Claim nothing more; record what is in flight, within the bound. */
             if (drain_until < 0)

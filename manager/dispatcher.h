@@ -72,10 +72,15 @@ dispatcher_t *dispatcher_new(const dispatcher_config_t *cfg, char *errstr, size_
 void dispatcher_free(dispatcher_t *d);
 
 /*
- * Takes up a generation: its pause list and the owners of its processes.
- * gen is borrowed until the next call or dispatcher_free().
+ * Takes up a generation: the owners of its processes and its routes, for
+ * dispatch_failed alerts. gen is borrowed until the next call or
+ * dispatcher_free().
  */
 void dispatcher_set_generation(dispatcher_t *d, const gen_t *gen);
+
+/* Takes up a pause list (dispatch.paused: "" none, "*" all, else names
+ * separated by commas; copied). */
+void dispatcher_set_paused(dispatcher_t *d, const char *list);
 
 /*
  * One step: claims due rows when an interval has passed since the last
@@ -90,8 +95,9 @@ err_class_t dispatcher_tick(dispatcher_t *d, int64_t wait_ms, dispatcher_stats_t
 size_t dispatcher_in_flight(const dispatcher_t *d);
 
 /*
- * Passes until *stop is set, taking up reloaded generations from `cur`
- * between passes; then waits at most drain_ms for what is in flight.
+ * Passes until *stop is set, taking up reloaded generations and pause
+ * lists from `cur` between passes; then waits at most drain_ms for what is
+ * in flight.
  */
 void dispatcher_run(dispatcher_t *d, volatile sig_atomic_t *stop, int64_t drain_ms,
                     gen_current_t *cur);

@@ -17,8 +17,9 @@
  *                          wait; once the topic exists they go, in order,
  *                          and the alert resolves
  *   paused_then_resumed    dispatch.paused holds a process's commands (not
- *                          another's); SIGHUP with the pause lifted sends
- *                          them in order
+ *                          another's) and /metrics shows them pending;
+ *                          SIGHUP with the pause lifted sends them in
+ *                          order, though the definitions' reload is refused
  *   retention_keeps_unsent `steward prune` removes old sent commands only
  */
 #include "testlib.h"
@@ -576,14 +577,18 @@ START_TEST(paused_then_resumed)
     wait_metric(base, "steward_commands_pending{process=\"" PROCESS "\"} 5\n");
     wait_metric(base, "steward_commands_sent_total 1\n");
 
-    /* Lifted, by SIGHUP: they go, in order. */
+    /* Lifted, by SIGHUP: they go, in order. The definitions reload is
+     * refused (a broken file appeared), and the switch works all the same. */
     free(tl_write_file(dir, "steward.json", "{\"dispatch\": {\"paused\": []}}"));
+    free(tl_write_file(w.defs_dir, "broken.json", "{\"process\": "));
     ck_assert_int_eq(kill(pid, SIGHUP), 0);
     wait_for("SELECT count(*) FROM steward.commands WHERE sent_at IS NOT NULL", "6", 60);
     wait_metric(base, "steward_commands_sent_total 6\n");
     ck_assert_int_eq(tl_stop(pid, SIGTERM, 30), 0);
     char *log = tl_read_file(w.log);
     ck_assert_msg(tl_contains(log, "command dispatch paused"), "no pause logged");
+    ck_assert_msg(tl_contains(log, "command dispatch resumed"), "no resume logged");
+    ck_assert_msg(tl_contains(log, "reload refused"), "the definitions were not refused");
     free(log);
     seen_list_t got = read_topic(topic, 1);
     ck_assert_int_eq((int) got.n, 6);
