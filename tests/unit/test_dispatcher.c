@@ -6,6 +6,7 @@
 #include "manager/alerts.h"
 #include "manager/config.h"
 #include "manager/dispatcher.h"
+#include "manager/generation.h"
 #include "manager/retention.h"
 #include "testlib.h"
 
@@ -170,6 +171,29 @@ START_TEST(names_for_the_new_rows)
 }
 END_TEST
 
+START_TEST(pause_list_is_published_beside_the_generation)
+{
+    gen_current_t *cur = gen_current_new(gen_new(NULL, NULL));
+    ck_assert_ptr_nonnull(cur);
+    unsigned seen = 0;
+    ck_assert_ptr_null(gen_paused_refresh(cur, &seen)); /* never set: nothing to take up */
+    ck_assert(gen_set_paused(cur, "orders"));
+    char *got = gen_paused_refresh(cur, &seen);
+    ck_assert_str_eq(got, "orders");
+    free(got);
+    ck_assert_ptr_null(gen_paused_refresh(cur, &seen)); /* taken up once */
+    unsigned other = 0;                                 /* another thread's first look */
+    got = gen_paused_refresh(cur, &other);
+    ck_assert_str_eq(got, "orders");
+    free(got);
+    ck_assert(gen_set_paused(cur, ""));
+    got = gen_paused_refresh(cur, &seen);
+    ck_assert_str_eq(got, "");
+    free(got);
+    gen_current_free(cur);
+}
+END_TEST
+
 Suite *dispatcher_suite(void)
 {
     Suite *s = suite_create("dispatcher");
@@ -178,6 +202,7 @@ Suite *dispatcher_suite(void)
     tcase_add_test(tc, headers_cut_a_long_source_safely);
     tcase_add_test(tc, backoff_doubles_to_its_cap);
     tcase_add_test(tc, names_for_the_new_rows);
+    tcase_add_test(tc, pause_list_is_published_beside_the_generation);
     suite_add_tcase(s, tc);
     TCase *conf = tcase_create("config");
     tcase_add_checked_fixture(conf, config_setup, config_teardown);
