@@ -20,6 +20,9 @@
  *                          another's) and /metrics shows them pending;
  *                          SIGHUP with the pause lifted sends them in
  *                          order, though the definitions' reload is refused
+ *   too_large              a command over the message size limit: the
+ *                          alert says so, the row is retried, its
+ *                          instance's next command waits, others go
  *   retention_keeps_unsent `steward prune` removes old sent commands only
  */
 #include "testlib.h"
@@ -608,6 +611,34 @@ START_TEST(paused_then_resumed)
 }
 END_TEST
 
+/* A command over the producer's message size limit is refused before it
+ * leaves: told, kept, retried, and its instance's next command waits. */
+START_TEST(too_large)
+{
+    setup_named("dispatch_large");
+    char *topic = tl_unique("dispatch.large.");
+    const char *topics[1] = {topic};
+    tl_kafka_create_topics(topics, 1, 1);
+    add_commands(PROCESS, topic, 2, 2);
+    /* K0001's first command grows past 1 MB (librdkafka's message.max.bytes). */
+    tl_db_exec(w.conn, "UPDATE steward.commands SET payload = jsonb_build_object('blob', "
+                       "repeat('x', 1100000)) WHERE key = 'K0001' AND step = 1");
+    int pid = start();
+    wait_for("SELECT count(*) FROM steward.alerts WHERE kind = 'dispatch_failed' AND "
+             "resolved_at IS NULL AND summary LIKE '%too large%'",
+             "1", 60);
+    /* K0002's commands are not held up by it; K0001's second one is. */
+    wait_for("SELECT string_agg(key || ':' || step || ':' || (sent_at IS NOT NULL), ',' ORDER BY "
+             "key, step) FROM steward.commands",
+             "K0001:1:false,K0001:2:false,K0002:1:true,K0002:2:true", 30);
+    wait_for("SELECT count(*) FROM steward.commands WHERE key = 'K0001' AND step = 1 AND "
+             "attempts >= 2 AND last_error LIKE '%MSG_SIZE_TOO_LARGE%'",
+             "1", 30);
+    ck_assert_int_eq(tl_stop(pid, SIGTERM, 30), 0);
+    free(topic);
+}
+END_TEST
+
 START_TEST(retention_keeps_unsent)
 {
     setup_named("dispatch_retention");
@@ -642,6 +673,7 @@ Suite *dispatch_suite(void)
     tcase_add_test(tc, crash_once_per_id);
     tcase_add_test(tc, missing_topic);
     tcase_add_test(tc, paused_then_resumed);
+    tcase_add_test(tc, too_large);
     tcase_add_test(tc, retention_keeps_unsent);
     suite_add_tcase(s, tc);
     return s;
