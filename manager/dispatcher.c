@@ -121,7 +121,11 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
     (void) rk;
-    if (level <= 4)
+    /* The `kafka` properties are the consumer's too: that a consumer
+     * property means nothing to this producer is no news. */
+    if (strcmp(fac, "CONFWARN") == 0)
+        LOG_DEBUG("librdkafka (command producer)", "facility", fac, "message", buf);
+    else if (level <= 4)
         LOG_LIMITED(LOG_LEVEL_WARN, "dispatch-rdkafka", 10000, "librdkafka (command producer)",
                     "facility", fac, "message", buf);
 }
