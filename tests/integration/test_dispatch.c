@@ -8,7 +8,8 @@
  *   headers_and_key        each command on its topic, keyed by the instance
  *                          key, with exactly the CloudEvents headers the
  *                          contract lists, the payload as the value
- *   crash_once_per_id      SIGKILL at random points: a consumer of the
+ *   crash_once_per_id      SIGKILL three times, each when the broker holds
+ *                          commands not yet marked sent: a consumer of the
  *                          command topic sees every row's ce_id, copies
  *                          only under the same id, each instance in order
  *   missing_topic          a topic that does not exist (the dispatcher never
