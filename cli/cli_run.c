@@ -395,10 +395,15 @@ static err_class_t open_workers(const config_t *cfg, const char *replica, run_ct
     /* Connection failures only, this late: the database answered above. */
     w->sched = sched_new(&scfg, defs, routes, errstr, errstr_size);
     w->notifier = w->sched != NULL ? notifier_new(&ncfg, routes, errstr, errstr_size) : NULL;
-    w->dispatcher = w->notifier != NULL ? dispatcher_new(&dcfg, errstr, errstr_size) : NULL;
-    if (w->dispatcher == NULL) {
+    if (w->notifier == NULL) {
         workers_free(w);
         return ERR_TRANSIENT;
+    }
+    /* A producer configuration librdkafka refuses (ERR_INVALID) exits 2. */
+    w->dispatcher = dispatcher_new(&dcfg, &cls, errstr, errstr_size);
+    if (w->dispatcher == NULL) {
+        workers_free(w);
+        return cls;
     }
     return ERR_OK;
 }

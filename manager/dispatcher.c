@@ -194,11 +194,12 @@ static void flight_free(flight_t *f)
 
 /* ---- life ------------------------------------------------------------------- */
 
-dispatcher_t *dispatcher_new(const dispatcher_config_t *cfg, char *errstr, size_t errstr_size)
+dispatcher_t *dispatcher_new(const dispatcher_config_t *cfg, err_class_t *cls, char *errstr,
+                             size_t errstr_size)
 {
     dispatcher_t *d = calloc(1, sizeof *d);
     if (d == NULL) {
-        err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+        *cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
         return NULL;
     }
     d->cfg = *cfg;
@@ -216,15 +217,21 @@ dispatcher_t *dispatcher_new(const dispatcher_config_t *cfg, char *errstr, size_
         d->cfg.batch_size = 500;
     d->last_claim_ms = INT64_MIN / 2;
     if (!ok) {
-        err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+        *cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
         dispatcher_free(d);
         return NULL;
     }
-    if ((d->rk = producer_new(d, errstr, errstr_size)) == NULL ||
-        (d->conn = db_connect(d->conninfo, "steward dispatcher", errstr, errstr_size)) == NULL) {
+    if ((d->rk = producer_new(d, errstr, errstr_size)) == NULL) {
+        *cls = ERR_INVALID;
         dispatcher_free(d);
         return NULL;
     }
+    if ((d->conn = db_connect(d->conninfo, "steward dispatcher", errstr, errstr_size)) == NULL) {
+        *cls = ERR_TRANSIENT;
+        dispatcher_free(d);
+        return NULL;
+    }
+    *cls = ERR_OK;
     return d;
 }
 

@@ -63,9 +63,15 @@ typedef struct dispatcher_stats {
     size_t failed;
 } dispatcher_stats_t;
 
-/* Returns a new dispatcher (free with dispatcher_free()), or NULL with the
- * reason in errstr (the database or the producer could not be set up). */
-dispatcher_t *dispatcher_new(const dispatcher_config_t *cfg, char *errstr, size_t errstr_size);
+/*
+ * Returns a new dispatcher (free with dispatcher_free()), or NULL with the
+ * reason in errstr and its class in *cls: ERR_INVALID when librdkafka
+ * refuses the producer's configuration (waiting cannot help),
+ * ERR_TRANSIENT when the database could not be reached, ERR_FATAL when out
+ * of memory.
+ */
+dispatcher_t *dispatcher_new(const dispatcher_config_t *cfg, err_class_t *cls, char *errstr,
+                             size_t errstr_size);
 
 /* Waits up to the delivery timeout for what is in flight and records it,
  * then frees everything. NULL is a no-op. */

@@ -24,6 +24,8 @@
  *   too_large              a command over the message size limit: the
  *                          alert says so, the row is retried, its
  *                          instance's next command waits, others go
+ *   producer_config_refused a `kafka` property the idempotent producer
+ *                          refuses: exit 2 naming it
  *   retention_keeps_unsent `steward prune` removes old sent commands only
  */
 #include "testlib.h"
@@ -663,6 +665,34 @@ START_TEST(too_large)
 }
 END_TEST
 
+/* A producer configuration librdkafka refuses is a configuration error:
+ * exit 2 naming it, not a wait for PostgreSQL that never ends. */
+START_TEST(producer_config_refused)
+{
+    setup_named("dispatch_conf");
+    const char *argv[] = {NULL,
+                          "run",
+                          "--brokers",
+                          tl_kafka_brokers(),
+                          "--database",
+                          w.db_url,
+                          "--definitions",
+                          w.defs_dir,
+                          "--group",
+                          w.group,
+                          "--set",
+                          "http.listen=",
+                          "--kafka",
+                          "max.in.flight.requests.per.connection=10",
+                          NULL};
+    tl_output_t o = tl_steward(argv, NULL);
+    ck_assert_msg(o.status == 2, "exit %d\nstderr: %s", o.status, o.err);
+    ck_assert_msg(tl_contains(o.err, "command producer") && tl_contains(o.err, "max.in.flight"),
+                  "stderr: %s", strlen(o.err) > 1500 ? o.err + strlen(o.err) - 1500 : o.err);
+    tl_output_free(&o);
+}
+END_TEST
+
 START_TEST(retention_keeps_unsent)
 {
     setup_named("dispatch_retention");
@@ -693,6 +723,7 @@ Suite *dispatch_suite(void)
     TCase *tc = tcase_create("dispatch");
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, producer_config_refused);
     tcase_add_test(tc, headers_and_key);
     tcase_add_test(tc, crash_once_per_id);
     tcase_add_test(tc, missing_topic);
