@@ -291,10 +291,16 @@ void dispatcher_set_paused(dispatcher_t *d, const char *list)
         size_t len = strlen(name);
         while (len > 0 && (name[len - 1] == ' ' || name[len - 1] == '\t'))
             name[--len] = '\0';
-        if (strcmp(name, "*") == 0)
+        if (strcmp(name, "*") == 0) {
             d->paused_all = true;
-        else if (len > 0)
+        } else if (len > 0) {
             pgarr_add(&d->paused, name);
+            /* A typo would leave the process it meant sending: say so. */
+            if (!same && d->gen != NULL && def_set_latest(d->gen->defs, name) == NULL)
+                LOG_WARN("dispatch.paused names a process no loaded definition has; check the "
+                         "spelling",
+                         "process", name);
+        }
     }
     free(copy);
     if (same)

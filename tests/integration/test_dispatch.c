@@ -585,8 +585,8 @@ START_TEST(paused_then_resumed)
     const char *topics[1] = {topic};
     tl_kafka_create_topics(topics, 1, 1);
     const char *dir = tl_tmpdir();
-    w.config =
-        tl_write_file(dir, "steward.json", "{\"dispatch\": {\"paused\": [\"" PROCESS "\"]}}");
+    w.config = tl_write_file(dir, "steward.json",
+                             "{\"dispatch\": {\"paused\": [\"" PROCESS "\", \"dp_ordr\"]}}");
     add_commands(PROCESS, topic, 1, 5);
     add_commands("other_process", topic, 1, 1);
     int pid = start_on("127.0.0.1:0");
@@ -617,6 +617,9 @@ START_TEST(paused_then_resumed)
     char *log = tl_read_file(w.log);
     ck_assert_msg(tl_contains(log, "command dispatch paused"), "no pause logged");
     ck_assert_msg(tl_contains(log, "command dispatch resumed"), "no resume logged");
+    ck_assert_msg(tl_contains(log, "dispatch.paused names a process no loaded definition has") &&
+                      tl_contains(log, "\"process\":\"dp_ordr\""),
+                  "the typo was not reported");
     ck_assert_msg(tl_contains(log, "reload refused"), "the definitions were not refused");
     free(log);
     seen_list_t got = read_topic(topic, 1);
