@@ -2,7 +2,7 @@
  * cli_run - `steward run`: the daemon. Reads its configuration, loads and
  * validates the definitions and routes, starts the HTTP server, waits for
  * PostgreSQL and brings the schema up to date, then runs intake on this
- * thread and the worker threads (scheduler, notifier) beside it, until
+ * thread and the worker threads (scheduler, notifier, dispatcher) beside it, until
  * SIGTERM or SIGINT.
  *
  * Signals: main() blocks SIGTERM, SIGINT and SIGHUP before anything else;
@@ -22,6 +22,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "manager/config.h"
+#include "manager/dispatcher.h"
 #include "manager/generation.h"
 #include "manager/http.h"
 #include "manager/intake.h"
@@ -191,6 +192,7 @@ typedef struct run_ctx {
     gen_t *intake_gen; /* the generation intake works with */
     sched_t *sched;
     notifier_t *notifier;
+    dispatcher_t *dispatcher;
     http_t *http;               /* NULL when http.listen is "" */
     retention_loop_t retention; /* what the retention thread prunes, and when */
 } run_ctx_t;
@@ -216,6 +218,15 @@ static void *notifier_main(void *arg)
     metrics_beat(METRICS_NOTIFIER);
     notifier_run(ctx->notifier, &stop_requested, DRAIN_MS, ctx->current);
     metrics_beat_stop(METRICS_NOTIFIER);
+    return NULL;
+}
+
+static void *dispatcher_main(void *arg)
+{
+    run_ctx_t *ctx = arg;
+    metrics_beat(METRICS_DISPATCHER);
+    dispatcher_run(ctx->dispatcher, &stop_requested, DRAIN_MS, ctx->current);
+    metrics_beat_stop(METRICS_DISPATCHER);
     return NULL;
 }
 
@@ -254,6 +265,9 @@ static void reload(intake_t *intake, void *arg)
     for (size_t i = 0; i < n_changed && i < 64; i++)
         LOG_WARN("setting changed but needs a restart to apply; keeping the running value", "key",
                  changed[i]);
+    /* The pause switch first, and whatever becomes of the definitions. */
+    if (!gen_set_paused(ctx->current, cfg->dispatch_paused))
+        LOG_ERROR("dispatch.paused not reloaded: out of memory");
     route_table_t *routes = route_table_new(cfg->routes, errstr, sizeof errstr);
     def_problems_t problems = {0};
     const char *paths[1] = {cfg->definitions};
@@ -336,6 +350,7 @@ typedef struct workers {
     intake_t *intake;
     sched_t *sched;
     notifier_t *notifier;
+    dispatcher_t *dispatcher;
 } workers_t;
 
 static void workers_free(workers_t *w)
@@ -343,6 +358,7 @@ static void workers_free(workers_t *w)
     intake_free(w->intake);
     sched_free(w->sched);
     notifier_free(w->notifier);
+    dispatcher_free(w->dispatcher);
     memset(w, 0, sizeof *w);
 }
 
@@ -390,6 +406,18 @@ static err_class_t open_workers(const config_t *cfg, const char *replica, run_ct
         cfg->max_backoff_ms, cfg->alertmanager_resend_ms, cfg->max_retry_after_ms,
         cfg->group_window_ms};
 
+    dispatcher_config_t dcfg = {
+        .conninfo = cfg->database,
+        .brokers = cfg->brokers,
+        .kafka_props = (const char *const *) cfg->kafka_props,
+        .n_kafka_props = cfg->n_kafka_props,
+        .interval_ms = cfg->dispatch_interval_ms,
+        .timeout_ms = cfg->dispatch_timeout_ms,
+        .max_backoff_ms = cfg->dispatch_max_backoff_ms,
+        .batch_size = cfg->dispatch_batch_size,
+        .owner = cfg->blind_owner,
+    };
+
     w->intake = intake_new(&icfg, defs, &cls, errstr, errstr_size);
     if (w->intake == NULL)
         return cls;
@@ -399,6 +427,12 @@ static err_class_t open_workers(const config_t *cfg, const char *replica, run_ct
     if (w->notifier == NULL) {
         workers_free(w);
         return ERR_TRANSIENT;
+    }
+    /* A producer configuration librdkafka refuses (ERR_INVALID) exits 2. */
+    w->dispatcher = dispatcher_new(&dcfg, &cls, errstr, errstr_size);
+    if (w->dispatcher == NULL) {
+        workers_free(w);
+        return cls;
     }
     return ERR_OK;
 }
@@ -464,11 +498,13 @@ static int serve(const config_t *cfg, const char *replica, run_ctx_t *ctx, worke
         {"scheduler", scheduler_main, 0, false},
         {"notifier", notifier_main, 0, false},
         {"retention", retention_main, 0, false},
+        {"dispatcher", dispatcher_main, 0, false},
     };
     size_t n_workers = sizeof workers / sizeof workers[0];
 
     ctx->sched = w->sched;
     ctx->notifier = w->notifier;
+    ctx->dispatcher = w->dispatcher;
     ctx->retention = (retention_loop_t){cfg, &stop_requested};
     for (size_t i = 0; i < n_workers; i++)
         worker_start(&workers[i], ctx);
@@ -670,6 +706,15 @@ int cli_run(int argc, char **argv)
     http_set_stall_after(ctx.http, cfg->stall_after_ms);
 
     ctx.current = gen_current_new(gen_new(defs, routes)); /* defs, routes now owned there */
+    if (ctx.current != NULL && !gen_set_paused(ctx.current, cfg->dispatch_paused)) {
+        /* Sending what should wait is worse than not starting. */
+        fprintf(stderr, "steward run: out of memory\n");
+        gen_current_free(ctx.current);
+        http_free(ctx.http);
+        config_free(cfg);
+        free(flags);
+        return EXIT_RUNTIME;
+    }
     ctx.intake_gen = gen_acquire(ctx.current);
     workers_t w;
     int rc = start_up(cfg, replica, &ctx, &w);

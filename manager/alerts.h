@@ -34,7 +34,10 @@ typedef enum alert_kind {
     ALERT_PROCESS_DEADLINE,
     ALERT_SEQUENCE,
     ALERT_BLIND,
-    ALERT_UNLOADABLE, /* instances on a definition version that no longer loads */
+    ALERT_UNLOADABLE,      /* instances on a definition version that no longer loads */
+    ALERT_COMMAND_FAILED,  /* a command that cannot be rendered */
+    ALERT_DISPATCH_FAILED, /* commands of a process that cannot be delivered to a topic */
+    ALERT_LEASE_EXPIRED,   /* a step's lease ran out (shadow mode) */
 } alert_kind_t;
 
 const char *alert_kind_name(alert_kind_t kind);

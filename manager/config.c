@@ -23,6 +23,7 @@ typedef enum config_type {
     CONFIG_DURATION_OFF, /* a duration, or "off" for 0 */
     CONFIG_TOPIC_PREFIX, /* a string of Kafka topic characters; "" for none */
     CONFIG_TOPIC_MAP,    /* "name=broker_name,..." (or an object in the file) */
+    CONFIG_NAME_LIST,    /* "a,b" or "*" (or an array of strings in the file) */
 } config_type_t;
 
 typedef struct config_key {
@@ -90,12 +91,20 @@ static const config_key_t config_keys[] = {
     /* Set as http.tokens_file, like every secret: the file's text. */
     {"http.tokens", CONFIG_STRING, OFF(http_tokens), 0, 0, NULL, true},
     {"http.allow_anonymous_read", CONFIG_BOOL, OFF(http_allow_anonymous_read), 0, 0, NULL, false},
+    {"dispatch.interval", CONFIG_DURATION, OFF(dispatch_interval_ms), 10, 3600000, NULL, false},
+    {"dispatch.timeout", CONFIG_DURATION, OFF(dispatch_timeout_ms), 1000, 900000, NULL, false},
+    {"dispatch.max_backoff", CONFIG_DURATION, OFF(dispatch_max_backoff_ms), 1000, 86400000, NULL,
+     false},
+    {"dispatch.batch_size", CONFIG_INT, OFF(dispatch_batch_size), 1, 10000, NULL, false},
+    /* Taken up on SIGHUP even when the definitions' reload is refused. */
+    {"dispatch.paused", CONFIG_NAME_LIST, OFF(dispatch_paused), 0, 0, "STEWARD_DISPATCH_PAUSED",
+     true},
 };
 
 #define N_KEYS (sizeof config_keys / sizeof config_keys[0])
 
-static const char *const sections[] = {"intake", "scheduler", "notifier",
-                                       "http",   "retention", "topics", "roles"};
+static const char *const sections[] = {"intake",    "scheduler", "notifier", "http",
+                                       "retention", "topics",    "roles",    "dispatch"};
 
 config_t *config_new(void)
 {
@@ -129,6 +138,11 @@ config_t *config_new(void)
     cfg->retention_alerts_ms = 30 * 86400000LL;
     cfg->retention_ownership_log_ms = 30 * 86400000LL;
     cfg->retention_interval_ms = 3600000;
+    cfg->dispatch_interval_ms = 100;
+    cfg->dispatch_timeout_ms = 30000;
+    cfg->dispatch_max_backoff_ms = 300000;
+    cfg->dispatch_batch_size = 500;
+    cfg->dispatch_paused = strdup("");
     /* Longer than any legitimate pass: the notifier marks progress every
      * 50 ms, the scheduler between batches of due instances. */
     cfg->stall_after_ms = 300000;
@@ -139,7 +153,7 @@ config_t *config_new(void)
     if (cfg->database == NULL || cfg->group == NULL || cfg->blind_owner == NULL ||
         cfg->routes == NULL || cfg->http_listen == NULL || cfg->topics_map == NULL ||
         cfg->http_database == NULL || cfg->roles_owner == NULL || cfg->roles_runtime == NULL ||
-        cfg->roles_reader == NULL) {
+        cfg->roles_reader == NULL || cfg->dispatch_paused == NULL) {
         config_free(cfg);
         return NULL;
     }
@@ -151,7 +165,8 @@ void config_free(config_t *cfg)
     if (cfg == NULL)
         return;
     for (size_t i = 0; i < N_KEYS; i++) {
-        if (config_keys[i].type == CONFIG_STRING || config_keys[i].type == CONFIG_TOPIC_PREFIX)
+        if (config_keys[i].type == CONFIG_STRING || config_keys[i].type == CONFIG_TOPIC_PREFIX ||
+            config_keys[i].type == CONFIG_NAME_LIST)
             free(*(char **) ((char *) cfg + config_keys[i].offset));
     }
     for (size_t i = 0; i < cfg->n_kafka_props; i++)
@@ -283,6 +298,47 @@ static err_class_t set_topic_map_object(config_t *cfg, const json_t *obj, char *
     return ERR_OK;
 }
 
+/*
+ * "a, b,a" as "a,b": names trimmed, empty ones and repeats dropped; any
+ * "*" makes the whole list "*". A new string, or NULL when out of memory.
+ */
+static char *normalize_names(const char *value)
+{
+    char *copy = strdup(value), *save = NULL;
+    char *out = calloc(1, strlen(value) + 2);
+    if (copy == NULL || out == NULL) {
+        free(copy);
+        free(out);
+        return NULL;
+    }
+    for (char *name = strtok_r(copy, ",", &save); name != NULL; name = strtok_r(NULL, ",", &save)) {
+        while (*name == ' ' || *name == '\t')
+            name++;
+        size_t len = strlen(name);
+        while (len > 0 && (name[len - 1] == ' ' || name[len - 1] == '\t'))
+            name[--len] = '\0';
+        if (len == 0)
+            continue;
+        if (strcmp(name, "*") == 0) {
+            strcpy(out, "*");
+            break;
+        }
+        /* a repeat: the name already in the list, between commas */
+        bool seen = false;
+        for (const char *p = out; *p != '\0' && !seen;
+             p += strcspn(p, ",") + (p[strcspn(p, ",")] == ',')) {
+            seen = strncmp(p, name, len) == 0 && (p[len] == ',' || p[len] == '\0');
+        }
+        if (seen)
+            continue;
+        if (*out != '\0')
+            strcat(out, ",");
+        strcat(out, name);
+    }
+    free(copy);
+    return out;
+}
+
 static err_class_t set_value(config_t *cfg, const config_key_t *key, const char *value,
                              char *errstr, size_t errstr_size)
 {
@@ -359,6 +415,14 @@ static err_class_t set_value(config_t *cfg, const config_key_t *key, const char 
             return ERR_INVALID;
         json_decref(*(json_t **) field);
         *(json_t **) field = map;
+        return ERR_OK;
+    }
+    case CONFIG_NAME_LIST: {
+        char *list = normalize_names(value);
+        if (list == NULL)
+            return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+        free(*(char **) field);
+        *(char **) field = list;
         return ERR_OK;
     }
     case CONFIG_LOG_LEVEL:
@@ -516,6 +580,37 @@ static err_class_t load_scalar(config_t *cfg, const char *file, const char *full
     return cls;
 }
 
+/* A list of names given as a JSON array of strings in the config file. */
+static err_class_t set_name_array(config_t *cfg, const char *file, const char *name,
+                                  const json_t *arr, char *errstr, size_t errstr_size)
+{
+    size_t i, total = 1;
+    json_t *v;
+    json_array_foreach(arr, i, v)
+    {
+        if (!json_is_string(v) || strchr(json_string_value(v), ',') != NULL)
+            return err_set(ERR_INVALID, errstr, errstr_size,
+                           "%s: %s[%zu]: expected a process name (or \"*\" for all)", file, name,
+                           i);
+        total += strlen(json_string_value(v)) + 1;
+    }
+    char *joined = calloc(1, total);
+    if (joined == NULL)
+        return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    json_array_foreach(arr, i, v)
+    {
+        if (i > 0)
+            strcat(joined, ",");
+        strcat(joined, json_string_value(v));
+    }
+    char why[512];
+    err_class_t cls = config_set(cfg, name, joined, why, sizeof why);
+    free(joined);
+    if (cls != ERR_OK)
+        err_set(cls, errstr, errstr_size, "%s: %s", file, why);
+    return cls;
+}
+
 err_class_t config_load_file(config_t *cfg, const char *path, char *errstr, size_t errstr_size)
 {
     json_error_t jerr;
@@ -584,6 +679,12 @@ err_class_t config_load_file(config_t *cfg, const char *path, char *errstr, size
                 {
                     char full[160];
                     snprintf(full, sizeof full, "%s.%s", top, sub);
+                    if (strcmp(full, "dispatch.paused") == 0 && json_is_array(sv)) {
+                        if ((cls = set_name_array(cfg, path, full, sv, errstr, errstr_size)) !=
+                            ERR_OK)
+                            break;
+                        continue;
+                    }
                     if (strcmp(full, "topics.map") == 0 && json_is_object(sv)) {
                         char why[512];
                         if ((cls = set_topic_map_object(cfg, sv, why, sizeof why)) != ERR_OK) {
@@ -682,6 +783,7 @@ static bool key_differs(const config_t *a, const config_t *b, const config_key_t
     case CONFIG_TOPIC_MAP:
         return !json_equal(*(json_t *const *) fa, *(json_t *const *) fb);
     case CONFIG_STRING:
+    case CONFIG_NAME_LIST:
     case CONFIG_TOPIC_PREFIX: {
         const char *sa = *(char *const *) fa, *sb = *(char *const *) fb;
         return (sa == NULL) != (sb == NULL) || (sa != NULL && strcmp(sa, sb) != 0);

@@ -83,6 +83,15 @@ typedef struct config {
     char *roles_owner;
     char *roles_runtime;
     char *roles_reader;
+
+    /* The command dispatcher (manager/dispatcher.h). */
+    int64_t dispatch_interval_ms;    /* between looks at the command outbox */
+    int64_t dispatch_timeout_ms;     /* one delivery, at most */
+    int64_t dispatch_max_backoff_ms; /* the longest wait between attempts of a command */
+    long dispatch_batch_size;        /* commands claimed per look */
+    /* Processes whose commands wait in the outbox: "" none, "*" all, else
+     * names separated by commas (normalized). Reloaded on SIGHUP. */
+    char *dispatch_paused;
 } config_t;
 
 /* A configuration holding every default; free with config_free(). */

@@ -6,11 +6,14 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct gen_current {
     pthread_mutex_t lock; /* guards current: acquiring it and taking a
                              reference happen together */
     gen_t *current;
+    char *paused;           /* guarded by lock; NULL: never set ("") */
+    unsigned paused_number; /* bumped by each gen_set_paused() */
 };
 
 /* The reference count lives beside the public fields. */
@@ -59,6 +62,7 @@ void gen_current_free(gen_current_t *cur)
     if (cur == NULL)
         return;
     gen_release(cur->current);
+    free(cur->paused);
     pthread_mutex_destroy(&cur->lock);
     free(cur);
 }
@@ -93,4 +97,33 @@ bool gen_refresh(gen_current_t *cur, gen_t **held)
     gen_release(*held);
     *held = next;
     return true;
+}
+
+bool gen_set_paused(gen_current_t *cur, const char *list)
+{
+    char *copy = strdup(list != NULL ? list : "");
+    if (copy == NULL)
+        return false;
+    pthread_mutex_lock(&cur->lock);
+    char *old = cur->paused;
+    cur->paused = copy;
+    /* never 0: a reader's first look always sees it */
+    if (++cur->paused_number == 0)
+        cur->paused_number = 1;
+    pthread_mutex_unlock(&cur->lock);
+    free(old);
+    return true;
+}
+
+char *gen_paused_refresh(gen_current_t *cur, unsigned *seen)
+{
+    char *copy = NULL;
+    pthread_mutex_lock(&cur->lock);
+    if (cur->paused_number != *seen) {
+        copy = strdup(cur->paused != NULL ? cur->paused : "");
+        if (copy != NULL)
+            *seen = cur->paused_number;
+    }
+    pthread_mutex_unlock(&cur->lock);
+    return copy;
 }

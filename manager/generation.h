@@ -7,6 +7,10 @@
  * generation it works with and, between passes, trades it for the current
  * one if a newer was published. The last reference frees a generation, so
  * a thread in the middle of a pass never sees its definitions freed.
+ *
+ * The pause list (dispatch.paused) is published beside the generation, not
+ * in it: a SIGHUP whose definitions are refused still pauses or resumes,
+ * since the switch is what an operator reaches for when things go wrong.
  */
 #ifndef STEWARD_GENERATION_H
 #define STEWARD_GENERATION_H
@@ -45,5 +49,15 @@ void gen_publish(gen_current_t *cur, gen_t *next);
  * Returns true when *held changed (the caller then applies it).
  */
 bool gen_refresh(gen_current_t *cur, gen_t **held);
+
+/* Publishes the pause list ("" none, "*" all, else names separated by
+ * commas; copied). Any thread. False when out of memory (nothing changed). */
+bool gen_set_paused(gen_current_t *cur, const char *list);
+
+/*
+ * When the pause list changed since *seen (0 before the first call), sets
+ * *seen and returns a new copy of it (free it); else NULL. Any thread.
+ */
+char *gen_paused_refresh(gen_current_t *cur, unsigned *seen);
 
 #endif

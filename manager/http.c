@@ -405,6 +405,12 @@ static void write_counters(prom_t *p)
             &metrics.parked_expired);
     counter(p, "steward_alerts_opened_total", "Alerts opened by the scheduler.",
             &metrics.alerts_opened);
+    counter(p, "steward_commands_sent_total",
+            "Commands the broker acknowledged (each marked sent in steward.commands).",
+            &metrics.commands_sent);
+    counter(p, "steward_dispatch_failures_total",
+            "Command deliveries that failed (each is retried after a backoff).",
+            &metrics.dispatch_failures);
 
     prom_family(p, "steward_notifications_total", "counter",
                 "Notification delivery attempts, by sink type and result.");
@@ -459,7 +465,7 @@ static void write_kafka(prom_t *p)
 }
 
 /* The gauges read from PostgreSQL at scrape time. */
-enum { GAUGE_INSTANCES, GAUGE_ALERTS, GAUGE_WATERMARKS, N_GAUGES };
+enum { GAUGE_INSTANCES, GAUGE_ALERTS, GAUGE_WATERMARKS, GAUGE_COMMANDS, N_GAUGES };
 
 static const char *const gauge_sql[N_GAUGES] = {
     [GAUGE_INSTANCES] = "SELECT process, state, count(*) FROM steward.instances "
@@ -470,6 +476,8 @@ static const char *const gauge_sql[N_GAUGES] = {
     [GAUGE_WATERMARKS] = "SELECT process, extract(epoch FROM now() - watermark)::float8 "
                          "FROM steward.process_watermarks($1) WHERE watermark IS NOT NULL "
                          "ORDER BY 1",
+    [GAUGE_COMMANDS] = "SELECT process, count(*) FROM steward.commands WHERE sent_at IS NULL "
+                       "GROUP BY 1 ORDER BY 1",
 };
 
 static void write_database(http_t *h, prom_t *p)
@@ -522,6 +530,15 @@ static void write_database(http_t *h, prom_t *p)
             prom_sample(p, "steward_watermark_lag_seconds",
                         (const char *const[]){"process", PQgetvalue(r, i, 0), NULL},
                         strtod(PQgetvalue(r, i, 1), NULL));
+
+        r = res[GAUGE_COMMANDS];
+        prom_family(p, "steward_commands_pending", "gauge",
+                    "Commands queued and not yet sent, by process (paused ones included); a "
+                    "process with none is absent.");
+        for (int i = 0; i < PQntuples(r); i++)
+            prom_sample_int(p, "steward_commands_pending",
+                            (const char *const[]){"process", PQgetvalue(r, i, 0), NULL},
+                            atoll(PQgetvalue(r, i, 1)));
     }
     for (int i = 0; i < N_GAUGES; i++)
         PQclear(res[i]);

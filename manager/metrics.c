@@ -157,7 +157,8 @@ size_t metrics_unknown_types(metrics_unknown_t **out)
 
 const char *metrics_thread_name(metrics_thread_t t)
 {
-    static const char *const names[METRICS_N_THREADS] = {"intake", "scheduler", "notifier"};
+    static const char *const names[METRICS_N_THREADS] = {"intake", "scheduler", "notifier",
+                                                         "dispatcher"};
     return t < METRICS_N_THREADS && names[t] != NULL ? names[t] : "unknown";
 }
 

@@ -30,6 +30,7 @@ typedef enum metrics_thread {
     METRICS_INTAKE, /* the main thread: start-up, then intake */
     METRICS_SCHEDULER,
     METRICS_NOTIFIER,
+    METRICS_DISPATCHER,
     METRICS_N_THREADS,
 } metrics_thread_t;
 
@@ -45,6 +46,8 @@ typedef struct metrics {
     atomic_llong alerts_opened;  /* by the scheduler */
     /* notifications by sink type and verdict (delivered, retried, failed) */
     atomic_llong notifications[4][3];
+    atomic_llong commands_sent;     /* command rows the broker acknowledged */
+    atomic_llong dispatch_failures; /* command deliveries that failed (each retried) */
 
     /* Committed batches of at least one message, by duration (retries
      * included): bucket i counts those no longer than bound i and longer

@@ -21,8 +21,8 @@
  * never queue behind a drop for longer; the next pass tries again. */
 #define RETENTION_LOCK_TIMEOUT "2s"
 
-static const char *const table_names[RETENTION_N_TABLES] = {"history", "rejected", "outbox",
-                                                            "alerts", "ownership_log"};
+static const char *const table_names[RETENTION_N_TABLES] = {"history", "rejected",      "outbox",
+                                                            "alerts",  "ownership_log", "commands"};
 
 const char *retention_table_name(retention_table_t t)
 {
@@ -36,6 +36,7 @@ void retention_config_from(const config_t *cfg, retention_config_t *out)
     out->keep_ms[RETENTION_OUTBOX] = cfg->retention_outbox_ms;
     out->keep_ms[RETENTION_ALERTS] = cfg->retention_alerts_ms;
     out->keep_ms[RETENTION_OWNERSHIP_LOG] = cfg->retention_ownership_log_ms;
+    out->keep_ms[RETENTION_COMMANDS] = cfg->retention_outbox_ms;
 }
 
 /* ---- the pure parts ----------------------------------------------------- */
@@ -276,6 +277,12 @@ static const doomed_t doomed[] = {
      "DELETE FROM steward.ownership_log WHERE id IN ("
      "  SELECT l.id FROM steward.ownership_log l WHERE l.at < " CUTOFF " AND " NEWER_ENTRY
      " LIMIT $2 FOR UPDATE SKIP LOCKED)"},
+    /* A command goes once sent; an unsent one stays however old. */
+    {RETENTION_COMMANDS,
+     "SELECT count(*) FROM steward.commands WHERE sent_at IS NOT NULL AND sent_at < " CUTOFF,
+     "DELETE FROM steward.commands WHERE id IN ("
+     "  SELECT id FROM steward.commands WHERE sent_at IS NOT NULL AND sent_at < " CUTOFF
+     "  LIMIT $2 FOR UPDATE SKIP LOCKED)"},
 };
 
 static err_class_t remove_rows(PGconn *conn, const doomed_t *d, int64_t cutoff_ms,
@@ -420,8 +427,9 @@ static void log_result(const retention_result_t *r)
     snprintf(created, sizeof created, "%zu", r->n_created);
     LOG_INFO("retention pass", "history", counts[RETENTION_HISTORY], "rejected",
              counts[RETENTION_REJECTED], "outbox", counts[RETENTION_OUTBOX], "alerts",
-             counts[RETENTION_ALERTS], "ownership_log", counts[RETENTION_OWNERSHIP_LOG],
-             "partitions_dropped", dropped, "partitions_created", created);
+             counts[RETENTION_ALERTS], "ownership_log", counts[RETENTION_OWNERSHIP_LOG], "commands",
+             counts[RETENTION_COMMANDS], "partitions_dropped", dropped, "partitions_created",
+             created);
 }
 
 void *retention_thread_main(void *arg)

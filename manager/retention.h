@@ -12,12 +12,12 @@
  *                partitions, drops every history partition whose upper
  *                bound is at or before the cutoff, deletes old rows from the
  *                DEFAULT partition, and deletes old rows from rejected,
- *                outbox, alerts and ownership_log in batches of
+ *                outbox, alerts, ownership_log and commands in batches of
  *                RETENTION_BATCH rows, one statement each, so no pass holds
  *                a lock for long.
  *
- * What is never removed: an outbox row not yet delivered or failed, an
- * open alert, and a resolved alert any outbox row still references.
+ * What is never removed: an outbox row not yet delivered or failed, a
+ * command not yet sent, an open alert, and a resolved alert any outbox row still references.
  * `steward run` runs a pass every retention.interval on a thread of its own
  * (retention_thread_main); `steward prune` runs one on demand.
  */
@@ -46,6 +46,7 @@ typedef enum retention_table {
     RETENTION_OUTBOX,
     RETENTION_ALERTS,
     RETENTION_OWNERSHIP_LOG,
+    RETENTION_COMMANDS, /* sent commands, kept as long as the outbox (retention.outbox) */
     RETENTION_N_TABLES,
 } retention_table_t;
 

@@ -1,0 +1,738 @@
+/*
+ * test_dispatch - the dispatcher delivers steward.commands to a real broker.
+ *
+ * The rows are inserted here as the core's batch would queue them (same
+ * columns, ce_id derived the same way), so these tests see the dispatcher
+ * alone:
+ *
+ *   headers_and_key        each command on its topic, keyed by the instance
+ *                          key, with exactly the CloudEvents headers the
+ *                          contract lists, the payload as the value
+ *   crash_once_per_id      SIGKILL three times, each when the broker holds
+ *                          commands not yet marked sent: a consumer of the
+ *                          command topic sees every row's ce_id, copies
+ *                          only under the same id, each instance in order
+ *   missing_topic          a topic that does not exist (the dispatcher never
+ *                          asks the broker to create one): dispatch_failed
+ *                          names the process, topic and error; the rows
+ *                          wait; once the topic exists they go, in order,
+ *                          and the alert resolves
+ *   paused_then_resumed    dispatch.paused holds a process's commands (not
+ *                          another's) and /metrics shows them pending;
+ *                          SIGHUP with the pause lifted sends them in
+ *                          order, though the definitions' reload is refused
+ *   too_large              a command over the message size limit: the
+ *                          alert says so, the row is retried, its
+ *                          instance's next command waits, others go
+ *   producer_config_refused a `kafka` property the idempotent producer
+ *                          refuses: exit 2 naming it
+ *   retention_keeps_unsent `steward prune` removes old sent commands only
+ */
+#include "testlib.h"
+
+#include <check.h>
+#include <jansson.h>
+#include <librdkafka/rdkafka.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PROCESS "dp_order"
+
+static struct {
+    const char *db_url;
+    PGconn *conn;
+    char *events_topic;
+    char *defs_dir;
+    char *group;
+    char *log;
+    char *config;
+} w;
+
+static const char definition_template[] =
+    "{\"process\":\"" PROCESS "\",\"version\":1,\"mode\":\"shadow\",\"owner\":\"fulfilment\","
+    "\"key\":\"/order_id\",\"events\":{\"OrderPlaced\":{\"topic\":\"%s\"},"
+    "\"OrderShipped\":{\"topic\":\"%s\"}},"
+    "\"start\":{\"on\":\"OrderPlaced\",\"to\":\"placed\"},"
+    "\"states\":{\"placed\":{\"deadline\":\"1h\",\"on\":{\"OrderShipped\":\"done\"}},"
+    "\"done\":{\"terminal\":\"success\"}}}";
+
+/* A database, a definition whose event topic exists, a group. */
+static void setup_named(const char *name)
+{
+    memset(&w, 0, sizeof w);
+    w.db_url = tl_db_create(name);
+    const char *argv[] = {NULL, "migrate", "--database", w.db_url, NULL};
+    tl_output_t o = tl_steward(argv, NULL);
+    ck_assert_msg(o.status == 0, "migrate: %s", o.err);
+    tl_output_free(&o);
+    w.conn = tl_db_connect(w.db_url);
+    w.events_topic = tl_unique("dispatch.events.");
+    const char *topics[1] = {w.events_topic};
+    tl_kafka_create_topics(topics, 1, 1);
+    char definition[2048];
+    snprintf(definition, sizeof definition, definition_template, w.events_topic, w.events_topic);
+    w.defs_dir = strdup(tl_tmpdir());
+    free(tl_write_file(w.defs_dir, "dp_order.json", definition));
+    w.group = tl_unique("dispatch");
+    w.log = tl_write_file(tl_tmpdir(), "steward.log", "");
+}
+
+static void teardown(void)
+{
+    PQfinish(w.conn);
+    free(w.events_topic);
+    free(w.defs_dir);
+    free(w.group);
+    free(w.log);
+    free(w.config);
+    memset(&w, 0, sizeof w);
+}
+
+/* Starts steward with short delivery timeouts and backoffs, its HTTP
+ * server on `listen` ("" for none). */
+static int start_on(const char *listen)
+{
+    char listen_set[64];
+    snprintf(listen_set, sizeof listen_set, "http.listen=%s", listen);
+    const char *argv[] = {NULL, "run", "--brokers", tl_kafka_brokers(), "--database", w.db_url,
+                          "--definitions", w.defs_dir, "--group", w.group, "--config",
+                          w.config != NULL ? w.config : "", "--set", listen_set, "--set",
+                          "dispatch.timeout=2s", "--set", "dispatch.max_backoff=1s", "--set",
+                          "dispatch.batch_size=50", "--set", "retention.interval=off",
+                          /* A missing topic is known for missing after this long. */
+                          "--kafka", "topic.metadata.propagation.max.ms=1000", "--kafka",
+                          "session.timeout.ms=6000", "--kafka", "heartbeat.interval.ms=1000", NULL};
+    return tl_steward_spawn(argv, NULL, w.log);
+}
+
+static int start(void)
+{
+    return start_on("");
+}
+
+/* The base URL of steward's HTTP server, from its "http listening" line. */
+static void wait_listening(char *base, size_t size)
+{
+    for (int i = 0; i < 300; i++) {
+        char *log = tl_read_file(w.log);
+        for (char *line = strtok(log, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+            json_t *doc = json_loads(line, 0, NULL);
+            const char *msg = json_string_value(json_object_get(doc, "msg"));
+            const char *address = json_string_value(json_object_get(doc, "address"));
+            if (msg != NULL && strcmp(msg, "http listening") == 0 && address != NULL) {
+                snprintf(base, size, "http://%s", address);
+                json_decref(doc);
+                free(log);
+                return;
+            }
+            json_decref(doc);
+        }
+        free(log);
+        usleep(100 * 1000);
+    }
+    tl_print_tail(w.log, 4000);
+    ck_abort_msg("steward never logged \"http listening\" (its log above)");
+}
+
+/* Polls /metrics until it holds `line`. */
+static void wait_metric(const char *base, const char *line)
+{
+    char url[300], *body = NULL;
+    snprintf(url, sizeof url, "%s/metrics", base);
+    for (int i = 0; i < 100; i++) {
+        long status = 0;
+        free(body);
+        body = tl_http_get(url, &status);
+        if (status == 200 && body != NULL && tl_contains(body, line)) {
+            free(body);
+            return;
+        }
+        usleep(100 * 1000);
+    }
+    ck_abort_msg("/metrics never showed '%s':\n%s", line, body != NULL ? body : "(nothing)");
+}
+
+static long long scalar_ll(const char *sql)
+{
+    char *v = tl_db_scalar(w.conn, sql, 0, NULL);
+    long long n = v != NULL ? atoll(v) : -1;
+    free(v);
+    return n;
+}
+
+static void wait_for(const char *sql, const char *expected, int timeout_s)
+{
+    char *last = NULL;
+    if (!tl_db_wait(w.conn, sql, 0, NULL, expected, timeout_s, &last)) {
+        tl_print_tail(w.log, 6000);
+        ck_abort_msg("%s: got %s, expected %s (steward's log above)", sql, last, expected);
+    }
+}
+
+/*
+ * Queues `n` commands per key for keys K0001..K<keys>, step by step across
+ * the keys (the order a busy system would queue them), as the core does:
+ * step s, attempt 0, token s, ce_id the SHA-256 of process, key, step and
+ * attempt joined by \x1f.
+ */
+static void add_commands(const char *process, const char *topic, int keys, int n)
+{
+    char k[16], s[16];
+    snprintf(k, sizeof k, "%d", keys);
+    snprintf(s, sizeof s, "%d", n);
+    const char *params[4] = {process, topic, k, s};
+    PGresult *res = PQexecParams(
+        w.conn,
+        "INSERT INTO steward.commands (process, key, version, state, step, attempt, token, topic, "
+        "  type, payload, ce_id) "
+        "SELECT $1, key, 1, 'state_' || s, s, 0, s, $2, 'DoStep', "
+        "  jsonb_build_object('order_id', key, 'step', s, 'total', 12.5), "
+        "  encode(sha256(convert_to($1 || chr(31) || key || chr(31) || s || chr(31) || 0, "
+        "    'UTF8')), 'hex') "
+        "FROM generate_series(1, $4::int) s, "
+        "  LATERAL (SELECT 'K' || lpad(i::text, 4, '0') AS key "
+        "           FROM generate_series(1, $3::int) i) k "
+        "ORDER BY s, key",
+        4, NULL, params, NULL, NULL, 0);
+    ck_assert_msg(PQresultStatus(res) == PGRES_COMMAND_OK, "insert: %s", PQerrorMessage(w.conn));
+    PQclear(res);
+}
+
+/* ---- reading the command topic ------------------------------------------------- */
+
+typedef struct seen {
+    char *key, *value, *ce_id;
+    char *headers; /* "name=value\n..." in order */
+    int partition;
+} seen_t;
+
+typedef struct seen_list {
+    seen_t *items;
+    size_t n;
+} seen_list_t;
+
+static void seen_free(seen_list_t *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->items[i].key);
+        free(l->items[i].value);
+        free(l->items[i].ce_id);
+        free(l->items[i].headers);
+    }
+    free(l->items);
+}
+
+/* Every message on topic's partitions, up to their high watermarks now. */
+static seen_list_t read_topic(const char *topic, int partitions)
+{
+    char kerr[512];
+    seen_list_t out = {0};
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    char *group = tl_unique("dispatch.reader");
+    ck_assert(rd_kafka_conf_set(conf, "bootstrap.servers", tl_kafka_brokers(), kerr, sizeof kerr) ==
+              RD_KAFKA_CONF_OK);
+    ck_assert(rd_kafka_conf_set(conf, "group.id", group, kerr, sizeof kerr) == RD_KAFKA_CONF_OK);
+    ck_assert(rd_kafka_conf_set(conf, "isolation.level", "read_uncommitted", kerr, sizeof kerr) ==
+              RD_KAFKA_CONF_OK);
+    free(group);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, kerr, sizeof kerr);
+    ck_assert_msg(rk != NULL, "consumer: %s", kerr);
+    int64_t high[64];
+    ck_assert(partitions <= 64);
+    int left = 0;
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(partitions);
+    for (int p = 0; p < partitions; p++) {
+        int64_t low;
+        rd_kafka_resp_err_t err =
+            rd_kafka_query_watermark_offsets(rk, topic, p, &low, &high[p], 10000);
+        ck_assert_msg(err == RD_KAFKA_RESP_ERR_NO_ERROR, "watermarks of %s: %s", topic,
+                      rd_kafka_err2str(err));
+        rd_kafka_topic_partition_list_add(list, topic, p)->offset = RD_KAFKA_OFFSET_BEGINNING;
+        left += high[p] > 0;
+    }
+    ck_assert_int_eq(rd_kafka_assign(rk, list), RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_topic_partition_list_destroy(list);
+    size_t cap = 0;
+    time_t until = time(NULL) + 60;
+    while (left > 0 && time(NULL) < until) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 200);
+        if (m == NULL)
+            continue;
+        if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            rd_kafka_message_destroy(m);
+            continue;
+        }
+        if (out.n == cap) {
+            cap = cap > 0 ? cap * 2 : 256;
+            out.items = realloc(out.items, cap * sizeof *out.items);
+            ck_assert_ptr_nonnull(out.items);
+        }
+        seen_t *s = &out.items[out.n++];
+        memset(s, 0, sizeof *s);
+        s->partition = m->partition;
+        s->key = strndup(m->key != NULL ? m->key : "", m->key_len);
+        s->value = strndup(m->payload != NULL ? m->payload : "", m->len);
+        rd_kafka_headers_t *hdrs = NULL;
+        size_t len = 0;
+        s->headers = calloc(1, 1);
+        if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            const char *name;
+            const void *value;
+            size_t size;
+            for (size_t i = 0; rd_kafka_header_get_all(hdrs, i, &name, &value, &size) ==
+                               RD_KAFKA_RESP_ERR_NO_ERROR;
+                 i++) {
+                s->headers = realloc(s->headers, len + strlen(name) + size + 3);
+                len += (size_t) sprintf(s->headers + len, "%s=%.*s\n", name, (int) size,
+                                        (const char *) value);
+                if (strcmp(name, "ce_id") == 0)
+                    s->ce_id = strndup(value, size);
+            }
+        }
+        if (m->offset + 1 >= high[m->partition])
+            left--;
+        rd_kafka_message_destroy(m);
+    }
+    ck_assert_msg(left == 0, "could not read %s to its end", topic);
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+    return out;
+}
+
+/* The ce_ids in the order a reader first sees them for `key`, joined by ','. */
+static char *first_seen_order(const seen_list_t *l, const char *key)
+{
+    size_t cap = 1, len = 0;
+    char *out = calloc(1, 1);
+    for (size_t i = 0; i < l->n; i++) {
+        if (strcmp(l->items[i].key, key) != 0 || l->items[i].ce_id == NULL)
+            continue;
+        bool earlier = false;
+        for (size_t j = 0; j < i && !earlier; j++)
+            earlier = strcmp(l->items[j].key, key) == 0 && l->items[j].ce_id != NULL &&
+                      strcmp(l->items[j].ce_id, l->items[i].ce_id) == 0;
+        if (earlier)
+            continue;
+        cap += strlen(l->items[i].ce_id) + 1;
+        out = realloc(out, cap);
+        len += (size_t) sprintf(out + len, "%s%s", len > 0 ? "," : "", l->items[i].ce_id);
+    }
+    return out;
+}
+
+static char *row_order(const char *process, const char *key)
+{
+    const char *params[2] = {process, key};
+    return tl_db_scalar(w.conn,
+                        "SELECT coalesce(string_agg(ce_id, ',' ORDER BY id), '') "
+                        "FROM steward.commands WHERE process = $1 AND key = $2",
+                        2, params);
+}
+
+/* ---- the tests ----------------------------------------------------------------- */
+
+START_TEST(headers_and_key)
+{
+    setup_named("dispatch_headers");
+    char *topic = tl_unique("dispatch.cmd.");
+    const char *topics[1] = {topic};
+    tl_kafka_create_topics(topics, 1, 1);
+    add_commands(PROCESS, topic, 2, 2); /* K0001 and K0002, steps 1 and 2 */
+    /* A re-send: step 2's attempt 1, a new token. */
+    const char *params[2] = {PROCESS, topic};
+    PGresult *res = PQexecParams(
+        w.conn,
+        "INSERT INTO steward.commands (process, key, version, state, step, attempt, token, topic, "
+        "  type, payload, ce_id, created_at) "
+        "VALUES ($1, 'K0001', 1, 'state_2', 2, 1, 3, $2, 'DoStep', '{\"n\":[1,2]}', "
+        "  encode(sha256(convert_to($1 || chr(31) || 'K0001' || chr(31) || 2 || chr(31) || 1, "
+        "    'UTF8')), 'hex'), '2026-11-29T21:06:03.25Z')",
+        2, NULL, params, NULL, NULL, 0);
+    ck_assert_msg(PQresultStatus(res) == PGRES_COMMAND_OK, "%s", PQerrorMessage(w.conn));
+    PQclear(res);
+
+    int pid = start();
+    wait_for("SELECT count(*) FROM steward.commands WHERE sent_at IS NOT NULL AND attempts = 1 "
+             "AND last_error IS NULL",
+             "5", 60);
+    ck_assert_int_eq(tl_stop(pid, SIGTERM, 30), 0);
+
+    seen_list_t got = read_topic(topic, 1);
+    ck_assert_int_eq((int) got.n, 5);
+    /* The re-send, whole: every header, in order, and nothing else. */
+    const seen_t *last = &got.items[4];
+    char *ce_id =
+        tl_db_scalar(w.conn, "SELECT ce_id FROM steward.commands WHERE attempt = 1", 0, NULL);
+    char expected[2048];
+    snprintf(expected, sizeof expected,
+             "ce_specversion=1.0\nce_id=%s\nce_source=steward/" PROCESS
+             "\nce_type=DoStep\nce_time=2026-11-29T21:06:03.250Z\nce_stewardprocess=" PROCESS
+             "\nce_stewardkey=K0001\nce_stewardstate=state_2\nce_stewardstep=2\n"
+             "ce_stewardattempt=1\nce_stewardtoken=3\n",
+             ce_id);
+    ck_assert_str_eq(last->headers, expected);
+    ck_assert_str_eq(last->key, "K0001");
+    json_error_t jerr;
+    json_t *value = json_loads(last->value, 0, &jerr);
+    ck_assert_msg(value != NULL, "value is not JSON: %s", last->value);
+    ck_assert_int_eq(json_integer_value(json_array_get(json_object_get(value, "n"), 1)), 2);
+    json_decref(value);
+    /* Every message: its key is the instance key, its ce_id a row's. */
+    for (size_t i = 0; i < got.n; i++) {
+        const char *p3[3] = {got.items[i].ce_id, got.items[i].key, got.items[i].value};
+        PGresult *r = PQexecParams(w.conn,
+                                   "SELECT count(*) FROM steward.commands WHERE ce_id = $1 AND "
+                                   "key = $2 AND payload = $3::jsonb",
+                                   3, NULL, p3, NULL, NULL, 0);
+        ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+        ck_assert_str_eq(PQgetvalue(r, 0, 0), "1");
+        PQclear(r);
+        ck_assert(tl_contains(got.items[i].headers, "ce_stewardkey="));
+    }
+    /* One instance's commands in the order they were queued. */
+    char *k1 = first_seen_order(&got, "K0001"), *r1 = row_order(PROCESS, "K0001");
+    ck_assert_str_eq(k1, r1);
+    free(k1);
+    free(r1);
+    free(ce_id);
+    seen_free(&got);
+    free(topic);
+}
+END_TEST
+
+START_TEST(crash_once_per_id)
+{
+    setup_named("dispatch_crash");
+    char *topic = tl_unique("dispatch.crash.");
+    const char *topics[1] = {topic};
+    tl_kafka_create_topics(topics, 1, 4);
+    enum { KEYS = 200, STEPS = 10, ROWS = KEYS * STEPS };
+    add_commands(PROCESS, topic, KEYS, STEPS);
+    ck_assert_int_eq(scalar_ll("SELECT count(*) FROM steward.commands"), ROWS);
+
+    unsigned seed = (unsigned) time(NULL);
+    srand(seed);
+    long points[3] = {200 + rand() % 300, 800 + rand() % 300, 1400 + rand() % 300};
+    printf("dispatch crash: seed %u, kill points %ld %ld %ld\n", seed, points[0], points[1],
+           points[2]);
+    /* The topic's length beside the rows marked sent: when it runs ahead,
+     * the broker has commands whose marks are not committed yet. */
+    char kerr[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    ck_assert(rd_kafka_conf_set(conf, "bootstrap.servers", tl_kafka_brokers(), kerr, sizeof kerr) ==
+              RD_KAFKA_CONF_OK);
+    rd_kafka_t *probe = rd_kafka_new(RD_KAFKA_PRODUCER, conf, kerr, sizeof kerr);
+    ck_assert_msg(probe != NULL, "probe: %s", kerr);
+    for (int k = 0; k < 3; k++) {
+        int pid = start();
+        long long at;
+        while ((at = scalar_ll("SELECT count(*) FROM steward.commands WHERE sent_at IS NOT "
+                               "NULL")) < points[k])
+            usleep(5 * 1000);
+        /* Kill where a copy can come of it: produced and acknowledged, not
+         * yet marked. Marks come a batch at a time, so look for a while. */
+        long long on_topic = 0;
+        for (int look = 0; look < 400; look++) {
+            on_topic = 0;
+            for (int p = 0; p < 4; p++) {
+                int64_t low, high;
+                if (rd_kafka_query_watermark_offsets(probe, topic, p, &low, &high, 5000) ==
+                    RD_KAFKA_RESP_ERR_NO_ERROR)
+                    on_topic += high;
+            }
+            at = scalar_ll("SELECT count(*) FROM steward.commands WHERE sent_at IS NOT NULL");
+            if (on_topic > at)
+                break;
+        }
+        ck_assert_int_eq(tl_stop(pid, SIGKILL, 10), 128 + SIGKILL);
+        printf("dispatch crash: killed at %lld sent, %lld on the topic\n", at, on_topic);
+        ck_assert_msg(at < ROWS, "the kill came after the end (%lld): no crash tested", at);
+    }
+    rd_kafka_destroy(probe);
+    int pid = start();
+    char rows[16];
+    snprintf(rows, sizeof rows, "%d", ROWS);
+    wait_for("SELECT count(*) FROM steward.commands WHERE sent_at IS NOT NULL", rows, 120);
+    ck_assert_int_eq(tl_stop(pid, SIGTERM, 30), 0);
+
+    seen_list_t got = read_topic(topic, 4);
+    /* Copies are what a kill between acknowledgement and mark leaves; they
+     * may or may not happen, and must carry their row's id when they do. */
+    printf("dispatch crash: %zu messages for %d commands\n", got.n, ROWS);
+    ck_assert_int_ge((int) got.n, ROWS);
+    /* Every message is a row's, whole; every row was seen; copies share the id. */
+    PGconn *c = w.conn;
+    tl_db_exec(c, "CREATE TEMP TABLE seen (ce_id text, key text, value jsonb)");
+    for (size_t i = 0; i < got.n; i++) {
+        ck_assert_ptr_nonnull(got.items[i].ce_id);
+        const char *p[3] = {got.items[i].ce_id, got.items[i].key, got.items[i].value};
+        PGresult *r = PQexecParams(c, "INSERT INTO seen VALUES ($1, $2, $3::jsonb)", 3, NULL, p,
+                                   NULL, NULL, 0);
+        ck_assert_int_eq(PQresultStatus(r), PGRES_COMMAND_OK);
+        PQclear(r);
+    }
+    ck_assert_int_eq(scalar_ll("SELECT count(*) FROM seen s WHERE NOT EXISTS (SELECT 1 FROM "
+                               "steward.commands c WHERE c.ce_id = s.ce_id AND c.key = s.key "
+                               "AND c.payload = s.value)"),
+                     0);
+    ck_assert_int_eq(scalar_ll("SELECT count(*) FROM steward.commands c WHERE NOT EXISTS "
+                               "(SELECT 1 FROM seen s WHERE s.ce_id = c.ce_id)"),
+                     0);
+    ck_assert_int_eq(scalar_ll("SELECT count(DISTINCT ce_id) FROM seen"), ROWS);
+    /* Each instance in order, re-sends included. */
+    for (int i = 1; i <= KEYS; i += 7) {
+        char key[16];
+        snprintf(key, sizeof key, "K%04d", i);
+        char *got_order = first_seen_order(&got, key), *want = row_order(PROCESS, key);
+        ck_assert_str_eq(got_order, want);
+        free(got_order);
+        free(want);
+    }
+    seen_free(&got);
+    free(topic);
+}
+END_TEST
+
+START_TEST(missing_topic)
+{
+    setup_named("dispatch_missing");
+    char *topic = tl_unique("dispatch.missing.");
+    char *later = tl_unique("dispatch.later.");
+    const char *later_topics[1] = {later};
+    tl_kafka_create_topics(later_topics, 1, 1);
+    add_commands(PROCESS, topic, 1, 3);
+    /* The same instance's next command, to a topic that does exist: it
+     * must not overtake the three before it. */
+    const char *later_params[2] = {PROCESS, later};
+    PGresult *res = PQexecParams(
+        w.conn,
+        "INSERT INTO steward.commands (process, key, version, state, step, attempt, token, topic, "
+        "  type, payload, ce_id) "
+        "VALUES ($1, 'K0001', 1, 'state_4', 4, 0, 4, $2, 'DoStep', '{}', "
+        "  encode(sha256(convert_to($1 || chr(31) || 'K0001' || chr(31) || 4 || chr(31) || 0, "
+        "    'UTF8')), 'hex'))",
+        2, NULL, later_params, NULL, NULL, 0);
+    ck_assert_msg(PQresultStatus(res) == PGRES_COMMAND_OK, "%s", PQerrorMessage(w.conn));
+    PQclear(res);
+    int pid = start();
+
+    /* The failure is told: an alert naming process, topic and error. */
+    wait_for("SELECT count(*) FROM steward.alerts WHERE kind = 'dispatch_failed' AND "
+             "resolved_at IS NULL",
+             "1", 60);
+    const char *params[1] = {topic};
+    char *summary = tl_db_scalar(w.conn,
+                                 "SELECT summary || ' | ' || details::text || ' | ' || "
+                                 "coalesce(process, '') || ' | ' || owner "
+                                 "FROM steward.alerts WHERE kind = 'dispatch_failed'",
+                                 0, NULL);
+    ck_assert_msg(tl_contains(summary, PROCESS) && tl_contains(summary, topic) &&
+                      tl_contains(summary, "nknown topic") && tl_contains(summary, "fulfilment"),
+                  "alert: %s", summary);
+    free(summary);
+    /* Nothing was sent, nothing lost: the first row carries the error and
+     * is retried; the later ones wait behind it. */
+    wait_for("SELECT count(*) FROM steward.commands WHERE attempts >= 2 AND last_error IS NOT NULL",
+             "1", 60);
+    ck_assert_int_eq(scalar_ll("SELECT count(*) FROM steward.commands WHERE sent_at IS NULL"), 4);
+    ck_assert_int_eq(scalar_ll("SELECT count(*) FROM steward.alerts WHERE kind = "
+                               "'dispatch_failed'"),
+                     1);
+
+    /* The topic appears: every command goes, in order; the alert resolves. */
+    const char *topics[1] = {topic};
+    tl_kafka_create_topics(topics, 1, 1);
+    wait_for("SELECT count(*) FROM steward.commands WHERE sent_at IS NOT NULL", "4", 60);
+    ck_assert_int_eq(scalar_ll("SELECT count(*) FROM steward.commands a JOIN steward.commands b "
+                               "ON b.key = a.key AND b.id > a.id WHERE b.sent_at < a.sent_at"),
+                     0);
+    wait_for("SELECT count(*) FROM steward.alerts WHERE kind = 'dispatch_failed' AND "
+             "resolved_at IS NOT NULL AND resolution = 'delivered'",
+             "1", 30);
+    ck_assert_int_eq(tl_stop(pid, SIGTERM, 30), 0);
+    char *errors = tl_db_scalar(w.conn,
+                                "SELECT count(*) FROM steward.commands WHERE topic = $1 AND "
+                                "last_error IS NULL",
+                                1, params);
+    ck_assert_str_eq(errors, "3");
+    free(errors);
+
+    seen_list_t got = read_topic(topic, 1);
+    ck_assert_int_eq((int) got.n, 3);
+    char *order = first_seen_order(&got, "K0001");
+    char *want = tl_db_scalar(w.conn,
+                              "SELECT string_agg(ce_id, ',' ORDER BY id) FROM steward.commands "
+                              "WHERE topic = $1",
+                              1, params);
+    ck_assert_str_eq(order, want);
+    free(order);
+    free(want);
+    seen_free(&got);
+    free(topic);
+    free(later);
+}
+END_TEST
+
+START_TEST(paused_then_resumed)
+{
+    setup_named("dispatch_paused");
+    char *topic = tl_unique("dispatch.paused.");
+    const char *topics[1] = {topic};
+    tl_kafka_create_topics(topics, 1, 1);
+    const char *dir = tl_tmpdir();
+    w.config = tl_write_file(dir, "steward.json",
+                             "{\"dispatch\": {\"paused\": [\"" PROCESS "\", \"dp_ordr\"]}}");
+    add_commands(PROCESS, topic, 1, 5);
+    add_commands("other_process", topic, 1, 1);
+    int pid = start_on("127.0.0.1:0");
+    char base[128];
+    wait_listening(base, sizeof base);
+
+    /* The other process's command goes: the dispatcher is at work... */
+    wait_for("SELECT count(*) FROM steward.commands WHERE process = 'other_process' AND sent_at "
+             "IS NOT NULL",
+             "1", 60);
+    /* ...and has passed over the paused ones (claimed once, at most: the
+     * same statement claimed the other's row and would have claimed these). */
+    ck_assert_int_eq(scalar_ll("SELECT count(*) FROM steward.commands WHERE process = '" PROCESS
+                               "' AND (sent_at IS NOT NULL OR attempts > 0)"),
+                     0);
+    /* The backlog is on /metrics. */
+    wait_metric(base, "steward_commands_pending{process=\"" PROCESS "\"} 5\n");
+    wait_metric(base, "steward_commands_sent_total 1\n");
+
+    /* Lifted, by SIGHUP: they go, in order. The definitions reload is
+     * refused (a broken file appeared), and the switch works all the same. */
+    free(tl_write_file(dir, "steward.json", "{\"dispatch\": {\"paused\": []}}"));
+    free(tl_write_file(w.defs_dir, "broken.json", "{\"process\": "));
+    ck_assert_int_eq(kill(pid, SIGHUP), 0);
+    wait_for("SELECT count(*) FROM steward.commands WHERE sent_at IS NOT NULL", "6", 60);
+    wait_metric(base, "steward_commands_sent_total 6\n");
+    ck_assert_int_eq(tl_stop(pid, SIGTERM, 30), 0);
+    char *log = tl_read_file(w.log);
+    ck_assert_msg(tl_contains(log, "command dispatch paused"), "no pause logged");
+    ck_assert_msg(tl_contains(log, "command dispatch resumed"), "no resume logged");
+    ck_assert_msg(tl_contains(log, "dispatch.paused names a process no loaded definition has") &&
+                      tl_contains(log, "\"process\":\"dp_ordr\""),
+                  "the typo was not reported");
+    ck_assert_msg(tl_contains(log, "reload refused"), "the definitions were not refused");
+    free(log);
+    seen_list_t got = read_topic(topic, 1);
+    ck_assert_int_eq((int) got.n, 6);
+    ck_assert_str_eq(got.items[0].key, "K0001");
+    ck_assert_msg(tl_contains(got.items[0].headers, "ce_stewardprocess=other_process"),
+                  "the unpaused process's command goes first: %s", got.items[0].headers);
+    char *order = first_seen_order(&got, "K0001"), *want = row_order(PROCESS, "K0001");
+    /* first_seen_order mixes both processes' K0001: drop the other's id */
+    char *other = row_order("other_process", "K0001");
+    ck_assert(strncmp(order, other, strlen(other)) == 0);
+    ck_assert_str_eq(order + strlen(other) + 1, want);
+    free(other);
+    free(order);
+    free(want);
+    seen_free(&got);
+    free(topic);
+}
+END_TEST
+
+/* A command over the producer's message size limit is refused before it
+ * leaves: told, kept, retried, and its instance's next command waits. */
+START_TEST(too_large)
+{
+    setup_named("dispatch_large");
+    char *topic = tl_unique("dispatch.large.");
+    const char *topics[1] = {topic};
+    tl_kafka_create_topics(topics, 1, 1);
+    add_commands(PROCESS, topic, 2, 2);
+    /* K0001's first command grows past 1 MB (librdkafka's message.max.bytes). */
+    tl_db_exec(w.conn, "UPDATE steward.commands SET payload = jsonb_build_object('blob', "
+                       "repeat('x', 1100000)) WHERE key = 'K0001' AND step = 1");
+    int pid = start();
+    wait_for("SELECT count(*) FROM steward.alerts WHERE kind = 'dispatch_failed' AND "
+             "resolved_at IS NULL AND summary LIKE '%too large%'",
+             "1", 60);
+    /* K0002's commands are not held up by it; K0001's second one is. */
+    wait_for("SELECT string_agg(key || ':' || step || ':' || (sent_at IS NOT NULL), ',' ORDER BY "
+             "key, step) FROM steward.commands",
+             "K0001:1:false,K0001:2:false,K0002:1:true,K0002:2:true", 30);
+    wait_for("SELECT count(*) FROM steward.commands WHERE key = 'K0001' AND step = 1 AND "
+             "attempts >= 2 AND last_error LIKE '%MSG_SIZE_TOO_LARGE%'",
+             "1", 30);
+    ck_assert_int_eq(tl_stop(pid, SIGTERM, 30), 0);
+    free(topic);
+}
+END_TEST
+
+/* A producer configuration librdkafka refuses is a configuration error:
+ * exit 2 naming it, not a wait for PostgreSQL that never ends. */
+START_TEST(producer_config_refused)
+{
+    setup_named("dispatch_conf");
+    const char *argv[] = {NULL,
+                          "run",
+                          "--brokers",
+                          tl_kafka_brokers(),
+                          "--database",
+                          w.db_url,
+                          "--definitions",
+                          w.defs_dir,
+                          "--group",
+                          w.group,
+                          "--set",
+                          "http.listen=",
+                          "--kafka",
+                          "max.in.flight.requests.per.connection=10",
+                          NULL};
+    tl_output_t o = tl_steward(argv, NULL);
+    ck_assert_msg(o.status == 2, "exit %d\nstderr: %s", o.status, o.err);
+    ck_assert_msg(tl_contains(o.err, "command producer") && tl_contains(o.err, "max.in.flight"),
+                  "stderr: %s", strlen(o.err) > 1500 ? o.err + strlen(o.err) - 1500 : o.err);
+    tl_output_free(&o);
+}
+END_TEST
+
+START_TEST(retention_keeps_unsent)
+{
+    setup_named("dispatch_retention");
+    add_commands(PROCESS, "never.sent", 3, 1);
+    /* K0001 sent 10 days ago, K0002 sent just now, K0003 old and unsent */
+    tl_db_exec(w.conn, "UPDATE steward.commands SET sent_at = now() - interval '10 days', "
+                       "created_at = now() - interval '10 days' WHERE key = 'K0001'");
+    tl_db_exec(w.conn, "UPDATE steward.commands SET sent_at = now() WHERE key = 'K0002'");
+    tl_db_exec(w.conn, "UPDATE steward.commands SET created_at = now() - interval '30 days' "
+                       "WHERE key = 'K0003'");
+    const char *argv[] = {NULL, "prune", "--json", "--database", w.db_url, NULL};
+    tl_output_t o = tl_steward(argv, NULL);
+    ck_assert_msg(o.status == 0, "prune: %s", o.err);
+    ck_assert_msg(tl_contains(o.out, "\"table\": \"commands\"") ||
+                      tl_contains(o.out, "\"table\":\"commands\""),
+                  "prune: %s", o.out);
+    tl_output_free(&o);
+    char *left = tl_db_scalar(
+        w.conn, "SELECT string_agg(key, ',' ORDER BY key) FROM steward.commands", 0, NULL);
+    ck_assert_str_eq(left, "K0002,K0003");
+    free(left);
+}
+END_TEST
+
+Suite *dispatch_suite(void)
+{
+    Suite *s = suite_create("dispatch");
+    TCase *tc = tcase_create("dispatch");
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, producer_config_refused);
+    tcase_add_test(tc, headers_and_key);
+    tcase_add_test(tc, crash_once_per_id);
+    tcase_add_test(tc, missing_topic);
+    tcase_add_test(tc, paused_then_resumed);
+    tcase_add_test(tc, too_large);
+    tcase_add_test(tc, retention_keeps_unsent);
+    suite_add_tcase(s, tc);
+    return s;
+}

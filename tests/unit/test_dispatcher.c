@@ -1,0 +1,214 @@
+/*
+ * test_dispatcher - the dispatcher's pure parts: the CloudEvents headers of
+ * a command, the backoff between attempts, and the dispatch.* config keys
+ * (the pause list as SIGHUP reads it). No broker, no database.
+ */
+#include "manager/alerts.h"
+#include "manager/config.h"
+#include "manager/dispatcher.h"
+#include "manager/generation.h"
+#include "manager/retention.h"
+#include "testlib.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+START_TEST(headers_are_the_contracts)
+{
+    dispatcher_command_t c = {
+        .process = "order_fulfilment",
+        .key = "o-1001",
+        .state = "reserving",
+        .type = "ReserveStock",
+        .ce_id = "4f2a",
+        .time = "2026-11-29T21:06:03.250Z",
+        .step = 3,
+        .attempt = 2,
+        .token = 9000000001LL,
+    };
+    dispatcher_header_t h[DISPATCHER_N_HEADERS];
+    char source[64];
+    dispatcher_headers(&c, h, source, sizeof source);
+    static const char *const want[DISPATCHER_N_HEADERS][2] = {
+        {"ce_specversion", "1.0"},
+        {"ce_id", "4f2a"},
+        {"ce_source", "steward/order_fulfilment"},
+        {"ce_type", "ReserveStock"},
+        {"ce_time", "2026-11-29T21:06:03.250Z"},
+        {"ce_stewardprocess", "order_fulfilment"},
+        {"ce_stewardkey", "o-1001"},
+        {"ce_stewardstate", "reserving"},
+        {"ce_stewardstep", "3"},
+        {"ce_stewardattempt", "2"},
+        {"ce_stewardtoken", "9000000001"},
+    };
+    for (int i = 0; i < DISPATCHER_N_HEADERS; i++) {
+        ck_assert_str_eq(h[i].name, want[i][0]);
+        ck_assert_str_eq(h[i].value, want[i][1]);
+    }
+}
+END_TEST
+
+START_TEST(headers_cut_a_long_source_safely)
+{
+    char process[300];
+    memset(process, 'p', sizeof process - 1);
+    process[sizeof process - 1] = '\0';
+    dispatcher_command_t c = {.process = process,
+                              .key = "k",
+                              .state = "s",
+                              .type = "t",
+                              .ce_id = "i",
+                              .time = "x",
+                              .step = 1,
+                              .attempt = 0,
+                              .token = 1};
+    dispatcher_header_t h[DISPATCHER_N_HEADERS];
+    char source[32];
+    dispatcher_headers(&c, h, source, sizeof source);
+    ck_assert_int_eq((int) strlen(h[2].value), 31);
+    ck_assert(strncmp(h[2].value, "steward/ppp", 11) == 0);
+    ck_assert_str_eq(h[5].value, process); /* the extension is whole */
+    ck_assert_str_eq(h[8].value, "1");
+    ck_assert_str_eq(h[9].value, "0");
+    ck_assert_str_eq(h[10].value, "1");
+}
+END_TEST
+
+START_TEST(backoff_doubles_to_its_cap)
+{
+    ck_assert_int_eq(dispatcher_backoff_ms(0, 300000), 1000);
+    ck_assert_int_eq(dispatcher_backoff_ms(1, 300000), 1000);
+    ck_assert_int_eq(dispatcher_backoff_ms(2, 300000), 2000);
+    ck_assert_int_eq(dispatcher_backoff_ms(3, 300000), 4000);
+    ck_assert_int_eq(dispatcher_backoff_ms(9, 300000), 256000);
+    ck_assert_int_eq(dispatcher_backoff_ms(10, 300000), 300000);
+    /* no overflow however many attempts */
+    ck_assert_int_eq(dispatcher_backoff_ms(1000000, 300000), 300000);
+    ck_assert_int_eq(dispatcher_backoff_ms(5, 1500), 1500);
+}
+END_TEST
+
+static config_t *cfg;
+
+static void config_setup(void)
+{
+    cfg = config_new();
+    ck_assert_ptr_nonnull(cfg);
+}
+
+static void config_teardown(void)
+{
+    config_free(cfg);
+}
+
+static const char *paused_after(const char *value)
+{
+    char errstr[256];
+    ck_assert_int_eq(config_set(cfg, "dispatch.paused", value, errstr, sizeof errstr), ERR_OK);
+    return cfg->dispatch_paused;
+}
+
+START_TEST(paused_list_is_normalized)
+{
+    ck_assert_str_eq(cfg->dispatch_paused, "");
+    ck_assert_str_eq(paused_after("orders"), "orders");
+    ck_assert_str_eq(paused_after(" orders , payments,orders,, "), "orders,payments");
+    ck_assert_str_eq(paused_after("ord"), "ord");
+    ck_assert_str_eq(paused_after("orders,ord,orders_v2,ord"), "orders,ord,orders_v2");
+    ck_assert_str_eq(paused_after("orders, *"), "*");
+    ck_assert_str_eq(paused_after(""), "");
+}
+END_TEST
+
+START_TEST(paused_list_from_a_file)
+{
+    char errstr[512];
+    const char *dir = tl_tmpdir();
+    char *path =
+        tl_write_file(dir, "c.json", "{\"dispatch\": {\"paused\": [\"orders\", \"payments\"]}}");
+    ck_assert_int_eq(config_load_file(cfg, path, errstr, sizeof errstr), ERR_OK);
+    ck_assert_str_eq(cfg->dispatch_paused, "orders,payments");
+    free(path);
+    path = tl_write_file(dir, "c.json", "{\"dispatch\": {\"paused\": \"*\"}}");
+    ck_assert_int_eq(config_load_file(cfg, path, errstr, sizeof errstr), ERR_OK);
+    ck_assert_str_eq(cfg->dispatch_paused, "*");
+    free(path);
+    path = tl_write_file(dir, "c.json", "{\"dispatch\": {\"paused\": [\"orders\", 3]}}");
+    ck_assert_int_eq(config_load_file(cfg, path, errstr, sizeof errstr), ERR_INVALID);
+    ck_assert_msg(strstr(errstr, "dispatch.paused[1]") != NULL, "errstr: %s", errstr);
+    free(path);
+}
+END_TEST
+
+START_TEST(dispatch_keys_have_defaults_and_bounds)
+{
+    char errstr[256];
+    ck_assert_int_eq(cfg->dispatch_interval_ms, 100);
+    ck_assert_int_eq(cfg->dispatch_timeout_ms, 30000);
+    ck_assert_int_eq(cfg->dispatch_max_backoff_ms, 300000);
+    ck_assert_int_eq(cfg->dispatch_batch_size, 500);
+    ck_assert_int_eq(config_set(cfg, "dispatch.timeout", "10ms", errstr, sizeof errstr),
+                     ERR_INVALID);
+    ck_assert_msg(strstr(errstr, "dispatch.timeout") != NULL, "errstr: %s", errstr);
+    ck_assert_int_eq(config_set(cfg, "dispatch.batch_size", "0", errstr, sizeof errstr),
+                     ERR_INVALID);
+    ck_assert_int_eq(config_set(cfg, "dispatch.max_backoff", "2m", errstr, sizeof errstr), ERR_OK);
+    ck_assert_int_eq(cfg->dispatch_max_backoff_ms, 120000);
+    ck_assert_int_eq(config_set(cfg, "dispatch.pause", "x", errstr, sizeof errstr), ERR_INVALID);
+    ck_assert_msg(strstr(errstr, "did you mean 'dispatch.paused'") != NULL, "errstr: %s", errstr);
+}
+END_TEST
+
+START_TEST(names_for_the_new_rows)
+{
+    ck_assert_str_eq(alert_kind_name(ALERT_DISPATCH_FAILED), "dispatch_failed");
+    ck_assert_str_eq(alert_kind_name(ALERT_COMMAND_FAILED), "command_failed");
+    ck_assert_str_eq(alert_kind_name(ALERT_LEASE_EXPIRED), "lease_expired");
+    ck_assert_str_eq(retention_table_name(RETENTION_COMMANDS), "commands");
+}
+END_TEST
+
+START_TEST(pause_list_is_published_beside_the_generation)
+{
+    gen_current_t *cur = gen_current_new(gen_new(NULL, NULL));
+    ck_assert_ptr_nonnull(cur);
+    unsigned seen = 0;
+    ck_assert_ptr_null(gen_paused_refresh(cur, &seen)); /* never set: nothing to take up */
+    ck_assert(gen_set_paused(cur, "orders"));
+    char *got = gen_paused_refresh(cur, &seen);
+    ck_assert_str_eq(got, "orders");
+    free(got);
+    ck_assert_ptr_null(gen_paused_refresh(cur, &seen)); /* taken up once */
+    unsigned other = 0;                                 /* another thread's first look */
+    got = gen_paused_refresh(cur, &other);
+    ck_assert_str_eq(got, "orders");
+    free(got);
+    ck_assert(gen_set_paused(cur, ""));
+    got = gen_paused_refresh(cur, &seen);
+    ck_assert_str_eq(got, "");
+    free(got);
+    gen_current_free(cur);
+}
+END_TEST
+
+Suite *dispatcher_suite(void)
+{
+    Suite *s = suite_create("dispatcher");
+    TCase *tc = tcase_create("pure");
+    tcase_add_test(tc, headers_are_the_contracts);
+    tcase_add_test(tc, headers_cut_a_long_source_safely);
+    tcase_add_test(tc, backoff_doubles_to_its_cap);
+    tcase_add_test(tc, names_for_the_new_rows);
+    tcase_add_test(tc, pause_list_is_published_beside_the_generation);
+    suite_add_tcase(s, tc);
+    TCase *conf = tcase_create("config");
+    tcase_add_checked_fixture(conf, config_setup, config_teardown);
+    tcase_add_test(conf, paused_list_is_normalized);
+    tcase_add_test(conf, paused_list_from_a_file);
+    tcase_add_test(conf, dispatch_keys_have_defaults_and_bounds);
+    suite_add_tcase(s, conf);
+    return s;
+}
