@@ -12,8 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const kind_names[] = {"deadline", "process_deadline", "sequence", "blind",
-                                         "unloadable"};
+static const char *const kind_names[] = {"deadline",        "process_deadline", "sequence",
+                                         "blind",           "unloadable",       "command_failed",
+                                         "dispatch_failed", "lease_expired"};
 
 const char *alert_kind_name(alert_kind_t kind)
 {

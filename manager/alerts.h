@@ -34,7 +34,10 @@ typedef enum alert_kind {
     ALERT_PROCESS_DEADLINE,
     ALERT_SEQUENCE,
     ALERT_BLIND,
-    ALERT_UNLOADABLE, /* instances on a definition version that no longer loads */
+    ALERT_UNLOADABLE,      /* instances on a definition version that no longer loads */
+    ALERT_COMMAND_FAILED,  /* a step's command could not be rendered (a variable missing) */
+    ALERT_DISPATCH_FAILED, /* commands could not be delivered */
+    ALERT_LEASE_EXPIRED,   /* a step's lease expired in shadow mode */
 } alert_kind_t;
 
 const char *alert_kind_name(alert_kind_t kind);
