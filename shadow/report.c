@@ -575,10 +575,15 @@ static json_t *process_json(const def_t *def, const PGresult *res, int first, in
 
         if (st != NULL && st->command != NULL && def->mode == DEF_MODE_SHADOW) {
             json_array_append_new(
-                commands, json_pack("{s:s, s:s, s:s, s:I, s:i, s:I}", "state", name, "type",
-                                    st->command->type, "topic", st->command->topic, "commands",
-                                    (json_int_t) entered, "retry_max", st->retry_max,
-                                    "retries_at_most", (json_int_t) (missed * st->retry_max)));
+                commands,
+                json_pack("{s:s, s:s, s:s, s:I, s:i, s:I, s:I}", "state", name, "type",
+                          st->command->type, "topic", st->command->topic, "commands",
+                          (json_int_t) entered, "retry_max", st->retry_max, "retries_at_most",
+                          (json_int_t) (missed * st->retry_max),
+                          /* The expected event came anyway, after the deadline:
+                           * each such first re-send would have been redundant. */
+                          "arrived_after_deadline",
+                          (json_int_t) (st->deadline_ms > 0 ? col_int(res, row, COL_SLOW) : 0)));
         }
     }
 
@@ -941,14 +946,17 @@ static void print_process(const json_t *doc, const json_t *proc, FILE *out)
         fprintf(out, "  active mode would have sent (see docs/report.md for the assumptions):\n");
         json_array_foreach(commands, i, st)
         {
-            char sent[48], retries[48];
-            fprintf(out, "    %s: %s %s to %s, and at most %s retries (retry.max %lld)\n",
+            char sent[48], retries[48], anyway[48];
+            fprintf(out,
+                    "    %s: %s %s to %s, and at most %s retries (retry.max %lld); %s arrived "
+                    "anyway after the deadline (a re-send would have been redundant)\n",
                     json_string_value(json_object_get(st, "state")),
                     fmt_count(jint(st, "commands"), sent, sizeof sent),
                     json_string_value(json_object_get(st, "type")),
                     json_string_value(json_object_get(st, "topic")),
                     fmt_count(jint(st, "retries_at_most"), retries, sizeof retries),
-                    (long long) jint(st, "retry_max"));
+                    (long long) jint(st, "retry_max"),
+                    fmt_count(jint(st, "arrived_after_deadline"), anyway, sizeof anyway));
         }
     }
 }

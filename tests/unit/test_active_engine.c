@@ -5,7 +5,9 @@
  * renewed and expired, and fencing tokens.
  */
 #include "common/sha256.h"
+#include "engine/decode.h"
 #include "engine/engine.h"
+#include "manager/cmdqueue.h"
 #include "testlib.h"
 
 #include <check.h>
@@ -335,6 +337,83 @@ START_TEST(command_id_is_the_sha256_of_its_identity)
 }
 END_TEST
 
+/* Decode reads the token where the state accepting the event says. */
+static int64_t token_of(const char *type, const char *value, const char *header)
+{
+    decode_header_t headers[1] = {{"ce_stewardtoken", header, header ? strlen(header) : 0}};
+    decode_input_t in = {
+        "picking", 0, 1, NULL, 0, value, strlen(value), headers, header ? 1 : 0, 1795000000000LL};
+    decode_limits_t limits = {DECODE_DEFAULT_MAX_BYTES, DECODE_DEFAULT_MAX_DEPTH};
+    decode_message_t msg;
+    char detail[256];
+    ck_assert_int_eq(decode_message(&in, &limits, &msg, detail, sizeof detail), DECODE_OK);
+    decode_envelope_t env;
+    long event = def_find_event(def, type);
+    ck_assert_int_eq(decode_envelope(&msg, &in, def, (size_t) event, &env, detail, sizeof detail),
+                     DECODE_OK);
+    int64_t token = env.token;
+    decode_envelope_clear(&env);
+    decode_message_clear(&msg);
+    return token;
+}
+
+START_TEST(decode_reads_the_token_where_the_state_says)
+{
+    /* reserving: pointer /steward_token; picking: header ce_stewardtoken */
+    ck_assert_int_eq(token_of("StockReserved",
+                              "{\"type\":\"StockReserved\",\"order_id\":\"O1\","
+                              "\"steward_token\":7}",
+                              NULL),
+                     7);
+    ck_assert_int_eq(token_of("StockReserved",
+                              "{\"type\":\"StockReserved\",\"order_id\":\"O1\","
+                              "\"steward_token\":\"12\"}",
+                              NULL),
+                     12);
+    ck_assert_int_eq(token_of("StockReserved",
+                              "{\"type\":\"StockReserved\",\"order_id\":\"O1\","
+                              "\"steward_token\":\"x1\"}",
+                              NULL),
+                     0);
+    ck_assert_int_eq(
+        token_of("StockReserved", "{\"type\":\"StockReserved\",\"order_id\":\"O1\"}", NULL), 0);
+    ck_assert_int_eq(
+        token_of("PickHeartbeat", "{\"type\":\"PickHeartbeat\",\"order_id\":\"O1\"}", "5"), 5);
+    ck_assert_int_eq(token_of("Picked",
+                              "{\"type\":\"Picked\",\"order_id\":\"O1\","
+                              "\"steward_token\":9}",
+                              NULL),
+                     0); /* picking reads the header, not the payload */
+}
+END_TEST
+
+/* A command whose variable the instance never captured is not queued: a
+ * command_failed alert names the variable instead. */
+START_TEST(uncaptured_variable_queues_nothing_and_alerts)
+{
+    cmdq_t q = {0};
+    alert_batch_t alerts = {0};
+    json_t *vars = json_object(); /* total never captured */
+    engine_command_t cmd = {true, def_find_state(def, "reserving"), 1, 0, 1, 0};
+    ck_assert(!cmdq_add(&q, &alerts, def, "O1", vars, &cmd));
+    ck_assert_uint_eq(q.n, 0);
+    ck_assert_uint_eq(q.failed, 1);
+    ck_assert_uint_eq(alerts.o_kind.n, 1);
+    ck_assert_msg(strstr(pgarr_text(&alerts.o_summary), "${vars.total} was never captured") != NULL,
+                  "%s", pgarr_text(&alerts.o_summary));
+    ck_assert_msg(strstr(pgarr_text(&alerts.o_kind), "command_failed") != NULL, "%s",
+                  pgarr_text(&alerts.o_kind));
+
+    json_object_set_new(vars, "total", json_real(42.5));
+    ck_assert(cmdq_add(&q, &alerts, def, "O1", vars, &cmd));
+    ck_assert_uint_eq(q.n, 1);
+    ck_assert_msg(strstr(pgarr_text(&q.payload), "42.5") != NULL, "%s", pgarr_text(&q.payload));
+    json_decref(vars);
+    cmdq_clear(&q);
+    alert_batch_clear(&alerts);
+}
+END_TEST
+
 Suite *active_engine_suite(void);
 Suite *active_engine_suite(void)
 {
@@ -351,6 +430,8 @@ Suite *active_engine_suite(void)
     tcase_add_test(tc, lease_expiry_alerts_in_shadow_mode);
     tcase_add_test(tc, reply_without_token_and_leaving_a_leased_step);
     tcase_add_test(tc, command_id_is_the_sha256_of_its_identity);
+    tcase_add_test(tc, decode_reads_the_token_where_the_state_says);
+    tcase_add_test(tc, uncaptured_variable_queues_nothing_and_alerts);
     suite_add_tcase(s, tc);
     return s;
 }
