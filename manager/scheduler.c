@@ -368,7 +368,6 @@ static err_class_t judge_batch(sched_t *s, const char *process, int64_t watermar
             pgarr_add(&renewed, NULL);
         else
             pgarr_add_int(&renewed, inst.lease_renewed_ms);
-        engine_instance_clear(&inst);
         pgarr_add(&keys, key);
         pgarr_add_bool(&overdue, inst.overdue);
         pgarr_add_bool(&poverdue, inst.process_overdue);
@@ -376,6 +375,7 @@ static err_class_t judge_batch(sched_t *s, const char *process, int64_t watermar
             pgarr_add(&next, NULL);
         else
             pgarr_add_int(&next, next_ms);
+        engine_instance_clear(&inst);
         stats->judged++;
     }
     PQclear(res);

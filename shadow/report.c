@@ -218,8 +218,9 @@ done:
  * rows_before fetches that one row per instance through history_instance,
  * its event time the running maximum up to it, as moves would have made it.
  *
- * moves: one window pass over the started/advanced rows of each instance
- * (history_instance gives them in order). An entry's time is the one the
+ * moves: one window pass over the started/advanced rows of each instance,
+ * and the timeout rows of active mode (on_timeout moves an instance too;
+ * history_instance gives them in order). An entry's time is the one the
  * engine judged and intake stored (history.entered_at, engine_entered_at());
  * the exit is the next row's entry time. Rows recorded before migration
  * 0009 have no entered_at: for them the running maximum of the event times
@@ -242,7 +243,7 @@ static const char report_sql[] =
     "rows_in AS ("
     "  SELECT h.id, h.process, h.key, h.from_state, h.to_state, h.event_time, h.entered_at "
     "  FROM steward.history h "
-    "  WHERE h.process = ANY ($1::text[]) AND h.outcome IN ('started', 'advanced') "
+    "  WHERE h.process = ANY ($1::text[]) AND h.outcome IN ('started', 'advanced', 'timeout') "
     "    AND ($7::bigint IS NULL OR h.recorded_at >= steward.from_ms($7::bigint))), "
     "rows_before AS ("
     "  SELECT b.id, f.process, f.key, b.from_state, b.to_state, m.event_time, b.entered_at "
@@ -251,10 +252,10 @@ static const char report_sql[] =
     "  CROSS JOIN LATERAL (SELECT h.id, h.from_state, h.to_state, h.entered_at "
     "    FROM steward.history h "
     "    WHERE h.process = f.process AND h.key = f.key AND h.id < f.first_id "
-    "      AND h.outcome IN ('started', 'advanced') ORDER BY h.id DESC LIMIT 1) b "
+    "      AND h.outcome IN ('started', 'advanced', 'timeout') ORDER BY h.id DESC LIMIT 1) b "
     "  CROSS JOIN LATERAL (SELECT max(h.event_time) AS event_time FROM steward.history h "
     "    WHERE h.process = f.process AND h.key = f.key AND h.id < f.first_id "
-    "      AND h.outcome IN ('started', 'advanced')) m), "
+    "      AND h.outcome IN ('started', 'advanced', 'timeout')) m), "
     "moves AS ("
     "  SELECT h.process, h.to_state AS state, h.from_state IS NULL AS is_start, "
     "    coalesce(h.entered_at, max(h.event_time) OVER w) AS entered_at, "

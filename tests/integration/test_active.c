@@ -243,8 +243,9 @@ START_TEST(retries_backoff_then_on_timeout_into_compensation)
     expect("SELECT summary LIKE '%Refund sent 1 time over 2s, no Refunded; owner payments' FROM "
            "steward.alerts WHERE kind = 'deadline' AND key = 'A1'",
            "t");
-    expect("SELECT state || ' ' || step || ' ' || token FROM steward.instances WHERE key = 'A1'",
-           "refunding 2 4");
+    expect("SELECT state || ' ' || step || ' ' || token || ' ' || overdue FROM steward.instances "
+           "WHERE key = 'A1'",
+           "refunding 2 4 true");
     world_stop();
 }
 END_TEST
@@ -370,9 +371,9 @@ START_TEST(promotion_does_not_recommand_in_flight_instances)
     /* S1's deadline passes: a shadow page, no re-send, no on_timeout. */
     wait_for("SELECT count(*) FROM steward.alerts WHERE kind = 'deadline' AND key = 'S1'", "1", 30);
     expect("SELECT count(*) FROM steward.commands WHERE key = 'S1'", "0");
-    expect("SELECT version || ' ' || state || ' ' || token FROM steward.instances "
-           "WHERE key = 'S1'",
-           "1 reserving 0");
+    expect("SELECT version || ' ' || state || ' ' || token || ' ' || overdue FROM "
+           "steward.instances WHERE key = 'S1'",
+           "1 reserving 0 true");
     expect("SELECT count(*) FROM steward.history WHERE key = 'S1' AND outcome IN ('retried', "
            "'timeout')",
            "0");
