@@ -169,6 +169,7 @@ static void enter(const def_t *def, engine_instance_t *inst, long state, int64_t
     inst->state = state;
     inst->state_entered_ms = at_ms;
     inst->overdue = false;
+    inst->resend_pending = false;
     inst->attempt = 0;
     inst->step++;
     lease_clear(inst);
@@ -556,32 +557,44 @@ engine_due_t engine_judge_due(const def_t *def, engine_instance_t *inst, int64_t
 
     const def_state_t *st = &def->states[inst->state];
     bool active = def->mode == DEF_MODE_ACTIVE;
-    if (due(inst->deadline_ms, inst->overdue, judge_ms)) {
+    if (due(inst->deadline_ms, inst->overdue, judge_ms) && active && st->command != NULL &&
+        !inst->resend_pending && inst->attempt < st->retry_max &&
+        engine_retry_backoff(def, inst->state, inst->attempt + 1) > 0) {
+        /* Attempts left, with a backoff: wait it out before re-sending, so
+         * that a reply arriving meanwhile moves the instance instead. */
+        inst->deadline_ms =
+            time_add(inst->deadline_ms, engine_retry_backoff(def, inst->state, inst->attempt + 1));
+        inst->resend_pending = true;
+        lease_clear(inst);
+    } else if (due(inst->deadline_ms, inst->overdue, judge_ms)) {
         engine_due_action_t *a = &d.actions[d.n++];
         memset(a, 0, sizeof *a);
+        int64_t wait =
+            inst->resend_pending ? engine_retry_backoff(def, inst->state, inst->attempt + 1) : 0;
         a->kind = ENGINE_DUE_DEADLINE;
-        a->deadline_ms = inst->deadline_ms;
+        a->deadline_ms = time_sub(inst->deadline_ms, wait); /* the one that was missed */
         a->since_ms = inst->state_entered_ms;
-        a->overdue_ms = time_sub(watermark_ms, inst->deadline_ms);
+        a->overdue_ms = time_sub(watermark_ms, a->deadline_ms);
         a->from_state = a->to_state = inst->state;
         if (active && st->command != NULL)
-            tried(def, inst, inst->deadline_ms, a->detail, sizeof a->detail);
+            tried(def, inst, a->deadline_ms, a->detail, sizeof a->detail);
 
-        if (active && st->command != NULL && inst->attempt < st->retry_max) {
-            /* Re-send after the backoff; the next attempt gets the state's
-             * whole deadline again, counted from when it is sent. */
-            int64_t wait = engine_retry_backoff(def, inst->state, inst->attempt + 1);
-            int64_t missed = inst->deadline_ms;
+        if (active && st->command != NULL &&
+            (inst->resend_pending || inst->attempt < st->retry_max)) {
+            /* The re-send, now; its attempt gets the state's whole
+             * deadline again. */
+            int64_t sent_at = inst->deadline_ms;
             a->kind = ENGINE_DUE_RESEND;
+            inst->resend_pending = false;
             inst->attempt++;
             lease_clear(inst);
-            a->command = plan_send(def, inst, wait);
-            inst->deadline_ms = time_add(time_add(missed, wait), st->deadline_ms);
+            a->command = plan_send(def, inst, 0);
+            inst->deadline_ms = time_add(sent_at, st->deadline_ms);
             size_t len = strlen(a->detail);
             char w[32];
             duration_format(wait, w, sizeof w);
-            snprintf(a->detail + len, sizeof a->detail - len, "; re-sent (attempt %d) after %s",
-                     inst->attempt, w);
+            snprintf(a->detail + len, sizeof a->detail - len, "; re-sent (attempt %d)%s%s",
+                     inst->attempt, wait > 0 ? " after a backoff of " : "", wait > 0 ? w : "");
         } else if (active && st->on_timeout >= 0) {
             long to = st->on_timeout;
             size_t len = strlen(a->detail);

@@ -58,9 +58,11 @@
  *                           instance's version is active sends it
  *                           (engine_result_t.command): step, attempt 0,
  *                           token + 1; its id engine_command_id()
- *   retries and on_timeout  engine_judge_due(): re-send after the backoff
- *                           (engine_retry_backoff()), then on_timeout, then
- *                           the page that says what was tried
+ *   retries and on_timeout  engine_judge_due(): a missed deadline with
+ *                           attempts left waits the backoff
+ *                           (engine_retry_backoff(), resend_pending), then
+ *                           re-sends; after the last attempt on_timeout,
+ *                           else the page that says what was tried
  *   fencing                 a reply whose token is older than the
  *                           instance's is stale (engine_apply())
  *   leases                  claim and renewals (engine_apply()) push the
@@ -123,12 +125,14 @@ typedef struct engine_instance {
     char *lease_holder;       /* owned; NULL when nobody claimed the step */
     int64_t lease_expires_ms; /* ENGINE_NO_DEADLINE: no lease running */
     int64_t lease_renewed_ms; /* the last claim or renewal; ENGINE_NO_DEADLINE: none */
+    bool resend_pending;      /* a re-send waits out its backoff: deadline_ms is when it is
+                                 due; a reply before then moves the instance instead */
 } engine_instance_t;
 
 /*
  * A command to queue: the current state's, for (step, attempt) with the
- * fencing token. delay_ms: how long after it is queued it may be sent
- * (the retry backoff).
+ * fencing token. delay_ms: how long after it is queued it may be sent (0:
+ * at once; the retry backoff is waited out before a re-send is decided).
  */
 typedef struct engine_command {
     bool send;
@@ -242,8 +246,8 @@ typedef enum engine_due_kind {
     ENGINE_DUE_DEADLINE = 0,     /* the current state's deadline passed: open its alert (in
                                     active mode only once retries and on_timeout are spent) */
     ENGINE_DUE_PROCESS_DEADLINE, /* the process deadline passed: open its alert */
-    ENGINE_DUE_RESEND,           /* active: the deadline passed with attempts left: queue
-                                    `command` (history `retried`) */
+    ENGINE_DUE_RESEND,           /* active: the deadline passed with attempts left, and the
+                                    backoff after it: queue `command` (history `retried`) */
     ENGINE_DUE_TIMEOUT,          /* active: retries spent: the instance took on_timeout into
                                     to_state (history `timeout`); `command` is that state's */
     ENGINE_DUE_LEASE_EXPIRED,    /* shadow: the lease ran out: open its alert */

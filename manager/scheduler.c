@@ -118,7 +118,7 @@ static const char due_sql[] = "SELECT key, version, state, "
                               "  steward.to_ms(process_deadline_at), "
                               "  overdue, process_overdue, attempt, vars::text, step, token, "
                               "  lease_holder, steward.to_ms(lease_expires_at), "
-                              "  steward.to_ms(lease_renewed_at) "
+                              "  steward.to_ms(lease_renewed_at), resend_pending "
                               "FROM steward.instances "
                               "WHERE status = 'active' AND next_deadline_at IS NOT NULL "
                               "  AND next_deadline_at <= steward.from_ms($2) AND process = $1 "
@@ -132,10 +132,11 @@ static const char mark_sql[] =
     "  state_entered_at = steward.from_ms(u.se), deadline_at = steward.from_ms(u.dl), "
     "  attempt = u.a, step = u.sp, token = u.tk, lease_holder = u.lh, "
     "  lease_expires_at = steward.from_ms(u.le), lease_renewed_at = steward.from_ms(u.lr), "
-    "  updated_at = now() "
+    "  resend_pending = u.rp, updated_at = now() "
     "FROM unnest($2::text[], $3::bool[], $4::bool[], $5::bigint[], $6::text[], $7::text[], "
     "  $8::bigint[], $9::bigint[], $10::int[], $11::int[], $12::bigint[], $13::text[], "
-    "  $14::bigint[], $15::bigint[]) AS u(k, o, po, n, s, st, se, dl, a, sp, tk, lh, le, lr) "
+    "  $14::bigint[], $15::bigint[], $16::bool[]) "
+    "  AS u(k, o, po, n, s, st, se, dl, a, sp, tk, lh, le, lr, rp) "
     "WHERE i.process = $1 AND i.key = u.k";
 
 /* The judgements a due time makes in active mode and for leases, in
@@ -248,7 +249,8 @@ static err_class_t judge_batch(sched_t *s, const char *process, int64_t watermar
     const char *params[2] = {process, judge_text};
     pgarr_t keys = {0}, overdue = {0}, poverdue = {0}, next = {0}, aside = {0}, reasons = {0};
     pgarr_t states = {0}, statuses = {0}, entered = {0}, deadlines = {0}, attempts = {0},
-            steps = {0}, tokens = {0}, holders = {0}, lease_ends = {0}, renewed = {0};
+            steps = {0}, tokens = {0}, holders = {0}, lease_ends = {0}, renewed = {0},
+            resends = {0};
     due_history_t history = {0};
     cmdq_t commands = {0};
     int alerted[8];
@@ -317,6 +319,7 @@ static err_class_t judge_batch(sched_t *s, const char *process, int64_t watermar
         inst.lease_holder = PQgetisnull(res, row, 13) ? NULL : strdup(PQgetvalue(res, row, 13));
         inst.lease_expires_ms = ms_column(res, row, 14);
         inst.lease_renewed_ms = ms_column(res, row, 15);
+        inst.resend_pending = strcmp(PQgetvalue(res, row, 16), "t") == 0;
 
         /* The SQL picked candidates by next_deadline_at; the engine decides,
          * and what it decides is written in this transaction: the history
@@ -368,6 +371,7 @@ static err_class_t judge_batch(sched_t *s, const char *process, int64_t watermar
             pgarr_add(&renewed, NULL);
         else
             pgarr_add_int(&renewed, inst.lease_renewed_ms);
+        pgarr_add_bool(&resends, inst.resend_pending);
         pgarr_add(&keys, key);
         pgarr_add_bool(&overdue, inst.overdue);
         pgarr_add_bool(&poverdue, inst.process_overdue);
@@ -384,13 +388,13 @@ static err_class_t judge_batch(sched_t *s, const char *process, int64_t watermar
     if (keys.n > 0) {
         pgarr_t *cols[] = {&keys,     &overdue, &poverdue,   &next,     &states,
                            &statuses, &entered, &deadlines,  &attempts, &steps,
-                           &tokens,   &holders, &lease_ends, &renewed};
-        const char *mark[15] = {process};
-        if (!pgarr_params(cols, 14, mark + 1)) {
+                           &tokens,   &holders, &lease_ends, &renewed,  &resends};
+        const char *mark[16] = {process};
+        if (!pgarr_params(cols, 15, mark + 1)) {
             cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
             goto fail;
         }
-        if ((cls = db_exec(s->conn, "marking overdue instances", mark_sql, 15, mark, errstr,
+        if ((cls = db_exec(s->conn, "marking overdue instances", mark_sql, 16, mark, errstr,
                            errstr_size)) != ERR_OK)
             goto fail;
     }
@@ -435,8 +439,8 @@ fail:
 done:
     PQclear(res);
     {
-        pgarr_t *more[] = {&states, &statuses, &entered, &deadlines,  &attempts,
-                           &steps,  &tokens,   &holders, &lease_ends, &renewed};
+        pgarr_t *more[] = {&states, &statuses, &entered,    &deadlines, &attempts, &steps,
+                           &tokens, &holders,  &lease_ends, &renewed,   &resends};
         for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
             pgarr_free(more[i]);
     }

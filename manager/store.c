@@ -102,7 +102,7 @@ typedef struct rows {
     size_t n_rejected;
     pgarr_t i_process, i_key, i_version, i_state, i_status, i_started, i_entered, i_deadline,
         i_pdeadline, i_next, i_overdue, i_poverdue, i_attempt, i_vars, i_applied, i_step, i_token,
-        i_holder, i_lease_expires, i_lease_renewed;
+        i_holder, i_lease_expires, i_lease_renewed, i_resend;
 } rows_t;
 
 static void rows_free(rows_t *rows)
@@ -168,6 +168,7 @@ static void rows_free(rows_t *rows)
         &rows->i_holder,
         &rows->i_lease_expires,
         &rows->i_lease_renewed,
+        &rows->i_resend,
     };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         pgarr_free(all[i]);
@@ -681,7 +682,7 @@ static const char read_instances_sql[] =
     "  steward.to_ms(i.process_deadline_at), "
     "  i.overdue, i.attempt, i.vars::text, i.events_applied, i.process_overdue, "
     "  i.step, i.token, i.lease_holder, steward.to_ms(i.lease_expires_at), "
-    "  steward.to_ms(i.lease_renewed_at) "
+    "  steward.to_ms(i.lease_renewed_at), i.resend_pending "
     "FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(p, k, n) "
     "CROSS JOIN LATERAL (SELECT * FROM steward.instances "
     "  WHERE process = u.p AND key = u.k FOR UPDATE) i "
@@ -762,6 +763,7 @@ static err_class_t batch_lock_and_read(batch_t *b, char *errstr, size_t errstr_s
         inst->lease_holder = PQgetisnull(res, row, 15) ? NULL : strdup(PQgetvalue(res, row, 15));
         inst->lease_expires_ms = ms_value(res, row, 16);
         inst->lease_renewed_ms = ms_value(res, row, 17);
+        inst->resend_pending = strcmp(PQgetvalue(res, row, 18), "t") == 0;
     }
     for (size_t i = 0; i < b->n_slots; i++) {
         if (b->slots[i].def == NULL)
@@ -1218,6 +1220,7 @@ static void batch_collect(batch_t *b)
         pgarr_add(&rows->i_holder, inst->lease_holder);
         add_deadline(&rows->i_lease_expires, inst->lease_expires_ms);
         add_deadline(&rows->i_lease_renewed, inst->lease_renewed_ms);
+        pgarr_add_bool(&rows->i_resend, inst->resend_pending);
         free(vars);
     }
 }
@@ -1272,15 +1275,15 @@ static const char write_instances_sql[] =
     "INSERT INTO steward.instances AS i (process, key, version, state, status, started_at, "
     "  state_entered_at, deadline_at, process_deadline_at, next_deadline_at, overdue, "
     "  process_overdue, attempt, vars, events_applied, step, token, lease_holder, "
-    "  lease_expires_at, lease_renewed_at) "
+    "  lease_expires_at, lease_renewed_at, resend_pending) "
     "SELECT p, k, v, s, st, steward.from_ms(sa), steward.from_ms(se), "
     "  steward.from_ms(dl), steward.from_ms(pd), steward.from_ms(nd), "
-    "  ov, po, at, vr::jsonb, ea, sp, tk, lh, steward.from_ms(le), steward.from_ms(lr) "
+    "  ov, po, at, vr::jsonb, ea, sp, tk, lh, steward.from_ms(le), steward.from_ms(lr), rs "
     "FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bigint[], "
     "  $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bool[], $12::bool[], "
     "  $13::int[], $14::text[], $15::int[], $16::int[], $17::bigint[], $18::text[], "
-    "  $19::bigint[], $20::bigint[]) "
-    "  AS u(p, k, v, s, st, sa, se, dl, pd, nd, ov, po, at, vr, ea, sp, tk, lh, le, lr) "
+    "  $19::bigint[], $20::bigint[], $21::bool[]) "
+    "  AS u(p, k, v, s, st, sa, se, dl, pd, nd, ov, po, at, vr, ea, sp, tk, lh, le, lr, rs) "
     "ON CONFLICT (process, key) DO UPDATE SET version = excluded.version, "
     "  state = excluded.state, status = excluded.status, "
     "  state_entered_at = excluded.state_entered_at, deadline_at = excluded.deadline_at, "
@@ -1290,7 +1293,8 @@ static const char write_instances_sql[] =
     "  vars = excluded.vars, events_applied = excluded.events_applied, step = excluded.step, "
     "  token = excluded.token, lease_holder = excluded.lease_holder, "
     "  lease_expires_at = excluded.lease_expires_at, "
-    "  lease_renewed_at = excluded.lease_renewed_at, suspended = NULL, "
+    "  lease_renewed_at = excluded.lease_renewed_at, "
+    "  resend_pending = excluded.resend_pending, suspended = NULL, "
     "  updated_at = now()";
 
 static const char write_offsets_sql[] =
@@ -1309,7 +1313,7 @@ static err_class_t bulk(batch_t *b, const char *what, const char *sql, pgarr_t *
                         size_t n_arrays, const char *const *extra, size_t n_extra,
                         long long *affected, char *errstr, size_t errstr_size)
 {
-    const char *params[20];
+    const char *params[24];
     err_class_t cls;
 
     if (!pgarr_params(arrays, n_arrays, params))
@@ -1372,13 +1376,13 @@ static err_class_t batch_write(batch_t *b, char *errstr, size_t errstr_size)
             return cls;
     }
     if (r->i_process.n > 0) {
-        pgarr_t *cols[] = {
-            &r->i_process,   &r->i_key,     &r->i_version,       &r->i_state,
-            &r->i_status,    &r->i_started, &r->i_entered,       &r->i_deadline,
-            &r->i_pdeadline, &r->i_next,    &r->i_overdue,       &r->i_poverdue,
-            &r->i_attempt,   &r->i_vars,    &r->i_applied,       &r->i_step,
-            &r->i_token,     &r->i_holder,  &r->i_lease_expires, &r->i_lease_renewed};
-        if ((cls = bulk(b, "writing instances", write_instances_sql, cols, 20, NULL, 0, NULL,
+        pgarr_t *cols[] = {&r->i_process,   &r->i_key,     &r->i_version,       &r->i_state,
+                           &r->i_status,    &r->i_started, &r->i_entered,       &r->i_deadline,
+                           &r->i_pdeadline, &r->i_next,    &r->i_overdue,       &r->i_poverdue,
+                           &r->i_attempt,   &r->i_vars,    &r->i_applied,       &r->i_step,
+                           &r->i_token,     &r->i_holder,  &r->i_lease_expires, &r->i_lease_renewed,
+                           &r->i_resend};
+        if ((cls = bulk(b, "writing instances", write_instances_sql, cols, 21, NULL, 0, NULL,
                         errstr, errstr_size)) != ERR_OK)
             return cls;
     }

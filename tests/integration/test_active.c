@@ -4,8 +4,8 @@
  * here, so queued commands stay queued and every row can be read.
  *
  *   retries      reserving (deadline 2s, retry max 2, backoff 1s doubling)
- *                is re-sent twice with new attempts, tokens and ids, the
- *                re-sends held back by the backoff; then on_timeout enters
+ *                is re-sent twice with new attempts, tokens and ids, each
+ *                a backoff after the missed deadline; then on_timeout enters
  *                refunding, which queues its own command; only refunding's
  *                timeout pages
  *   lease        heartbeats push the lease on; once they stop it expires
@@ -220,13 +220,16 @@ START_TEST(retries_backoff_then_on_timeout_into_compensation)
     expect("SELECT payload::text FROM steward.commands WHERE key = 'A1' AND attempt = 1",
            "{\"note\": \"attempt 1\", \"token\": 2, \"total\": 42.5, \"order_id\": \"A1\"}");
     expect("SELECT payload->>'amount' FROM steward.commands WHERE state = 'refunding'", "42.5");
-    /* The backoff holds each re-send back: 1s, then 2s. */
-    expect("SELECT string_agg(round(extract(epoch FROM next_attempt_at - created_at))::text, ' ' "
-           "ORDER BY id) FROM steward.commands WHERE key = 'A1'",
-           "0 1 2 0");
-    /* The second re-send was decided a backoff plus a deadline after the first. */
+    /* A re-send is queued once its backoff passed after the missed
+     * deadline, ready to go: deadline 2s + 1s, then 2s + 2s (doubled). */
+    expect("SELECT bool_and(next_attempt_at = created_at) FROM steward.commands WHERE key = 'A1'",
+           "t");
+    expect("SELECT extract(epoch FROM max(created_at) FILTER (WHERE attempt = 1) - "
+           "max(created_at) FILTER (WHERE attempt = 0)) BETWEEN 2.7 AND 4.2 "
+           "FROM steward.commands WHERE key = 'A1' AND state = 'reserving'",
+           "t");
     expect("SELECT extract(epoch FROM max(created_at) FILTER (WHERE attempt = 2) - "
-           "max(created_at) FILTER (WHERE attempt = 1)) BETWEEN 2.5 AND 4.5 "
+           "max(created_at) FILTER (WHERE attempt = 1)) BETWEEN 3.7 AND 5.2 "
            "FROM steward.commands WHERE key = 'A1' AND state = 'reserving'",
            "t");
     expect("SELECT string_agg(outcome, ' ' ORDER BY id) FROM steward.history WHERE key = 'A1' "

@@ -117,9 +117,10 @@ START_TEST(backoff_doubles_and_is_capped)
 }
 END_TEST
 
-/* reserving: 10m, retry max 2 with backoff 1m: two re-sends, then
- * on_timeout into refunding, which sends its own command; refunding (no
- * retry, no on_timeout) then pages saying what was tried. */
+/* reserving: 10m, retry max 2 with backoff 1m: each missed deadline waits
+ * the backoff, then re-sends; after the last attempt on_timeout enters
+ * refunding, which sends its own command; refunding (no retry, no
+ * on_timeout) then pages saying what was tried. */
 START_TEST(retries_then_on_timeout_then_page)
 {
     apply("OrderPlaced", "e1", T0);
@@ -127,31 +128,45 @@ START_TEST(retries_then_on_timeout_then_page)
     engine_due_t d = engine_judge_due(def, &inst, T0 + 10 * MIN - 1, 0);
     ck_assert_uint_eq(d.n, 0); /* the watermark has not reached the deadline */
 
+    /* The deadline passes: the re-send waits out the backoff (1m). */
     d = engine_judge_due(def, &inst, T0 + 10 * MIN, 0);
+    ck_assert_uint_eq(d.n, 0);
+    ck_assert(inst.resend_pending);
+    ck_assert(!inst.overdue);
+    ck_assert_int_eq(inst.deadline_ms, T0 + 11 * MIN);
+    ck_assert_int_eq(d.next_ms, T0 + 11 * MIN);
+    ck_assert_int_eq(inst.token, 1);
+
+    d = engine_judge_due(def, &inst, T0 + 11 * MIN, 0);
     ck_assert_uint_eq(d.n, 1);
     ck_assert_int_eq(d.actions[0].kind, ENGINE_DUE_RESEND);
     ck_assert(d.actions[0].command.send);
     ck_assert_int_eq(d.actions[0].command.step, 1);
     ck_assert_int_eq(d.actions[0].command.attempt, 1);
     ck_assert_int_eq(d.actions[0].command.token, 2);
-    ck_assert_int_eq(d.actions[0].command.delay_ms, MIN);
-    ck_assert(!inst.overdue);
-    /* The next attempt has the whole deadline again, after the backoff. */
-    ck_assert_int_eq(inst.deadline_ms, T0 + 10 * MIN + MIN + 10 * MIN);
-    ck_assert_int_eq(d.next_ms, inst.deadline_ms);
-    ck_assert_msg(strstr(d.actions[0].detail, "re-sent (attempt 1) after 1m") != NULL, "%s",
-                  d.actions[0].detail);
+    ck_assert_int_eq(d.actions[0].command.delay_ms, 0);
+    ck_assert_int_eq(d.actions[0].deadline_ms, T0 + 10 * MIN);
+    ck_assert(!inst.resend_pending);
+    /* The new attempt has the whole deadline again, from its send. */
+    ck_assert_int_eq(inst.deadline_ms, T0 + 21 * MIN);
+    ck_assert_msg(strstr(d.actions[0].detail, "ReserveStock sent 1 time over 10m, no "
+                                              "StockReserved or StockUnavailable; re-sent "
+                                              "(attempt 1) after a backoff of 1m") != NULL,
+                  "%s", d.actions[0].detail);
 
-    int64_t second = inst.deadline_ms;
-    d = engine_judge_due(def, &inst, second, 0);
+    /* Second: the backoff doubles (2m). */
+    d = engine_judge_due(def, &inst, T0 + 21 * MIN, 0);
+    ck_assert_uint_eq(d.n, 0);
+    ck_assert_int_eq(inst.deadline_ms, T0 + 23 * MIN);
+    d = engine_judge_due(def, &inst, T0 + 23 * MIN, 0);
     ck_assert_uint_eq(d.n, 1);
     ck_assert_int_eq(d.actions[0].kind, ENGINE_DUE_RESEND);
     ck_assert_int_eq(d.actions[0].command.attempt, 2);
     ck_assert_int_eq(d.actions[0].command.token, 3);
-    ck_assert_int_eq(d.actions[0].command.delay_ms, 2 * MIN);
+    ck_assert_int_eq(inst.deadline_ms, T0 + 33 * MIN);
 
+    /* The last attempt's deadline: on_timeout, at once. */
     int64_t third = inst.deadline_ms;
-    ck_assert_int_eq(third, second + 2 * MIN + 10 * MIN);
     d = engine_judge_due(def, &inst, third, 0);
     ck_assert_uint_eq(d.n, 1);
     ck_assert_int_eq(d.actions[0].kind, ENGINE_DUE_TIMEOUT);
@@ -188,21 +203,41 @@ START_TEST(retries_then_on_timeout_then_page)
 }
 END_TEST
 
+/* A reply during the backoff moves the instance: nothing is re-sent. */
+START_TEST(reply_during_the_backoff_cancels_the_resend)
+{
+    apply("OrderPlaced", "e1", T0);
+    engine_due_t d = engine_judge_due(def, &inst, T0 + 10 * MIN, 0);
+    ck_assert_uint_eq(d.n, 0);
+    ck_assert(inst.resend_pending);
+    engine_result_t r = apply_tok("StockReserved", "e2", T0 + 10 * MIN + 30000, "{}", 1);
+    ck_assert_int_eq(r.outcome, ENGINE_ADVANCED);
+    ck_assert_str_eq(state_name(r.command.state), "picking"); /* the next step's command */
+    ck_assert(!inst.resend_pending);
+    d = engine_judge_due(def, &inst, T0 + 11 * MIN, 0);
+    ck_assert_uint_eq(d.n, 0);
+    ck_assert_int_eq(inst.token, 2);
+}
+END_TEST
+
 /* Without on_timeout, the page comes only once the retries are spent. */
 START_TEST(page_only_when_retries_are_exhausted)
 {
     def->states[def_find_state(def, "reserving")].on_timeout = -1;
     apply("OrderPlaced", "e1", T0);
-    int kinds[3];
-    for (int i = 0; i < 3; i++) {
+    int kinds[3], n = 0;
+    for (int i = 0; i < 5; i++) {
         engine_due_t d = engine_judge_due(def, &inst, inst.deadline_ms, 0);
+        if (d.n == 0)
+            continue; /* a backoff */
         ck_assert_uint_eq(d.n, 1);
-        kinds[i] = d.actions[0].kind;
-        if (i == 2) {
+        ck_assert_int_lt(n, 3);
+        kinds[n++] = d.actions[0].kind;
+        if (n == 3)
             ck_assert_msg(strstr(d.actions[0].detail, "ReserveStock sent 3 times over 33m") != NULL,
                           "%s", d.actions[0].detail);
-        }
     }
+    ck_assert_int_eq(n, 3);
     ck_assert_int_eq(kinds[0], ENGINE_DUE_RESEND);
     ck_assert_int_eq(kinds[1], ENGINE_DUE_RESEND);
     ck_assert_int_eq(kinds[2], ENGINE_DUE_DEADLINE);
@@ -424,6 +459,7 @@ Suite *active_engine_suite(void)
     tcase_add_test(tc, shadow_version_sends_nothing_and_pages);
     tcase_add_test(tc, backoff_doubles_and_is_capped);
     tcase_add_test(tc, retries_then_on_timeout_then_page);
+    tcase_add_test(tc, reply_during_the_backoff_cancels_the_resend);
     tcase_add_test(tc, page_only_when_retries_are_exhausted);
     tcase_add_test(tc, lease_claim_and_renewals_push_the_deadline_never_past_the_state);
     tcase_add_test(tc, lease_expiry_hands_off_in_active_mode);
