@@ -276,16 +276,17 @@ START_TEST(lease_heartbeats_expiry_handoff_and_stale_reply)
     tl_producer_free(p);
     wait_for("SELECT lease_holder FROM steward.instances WHERE key = 'L1'", "picker-7", 20);
 
-    /* Heartbeats every 500 ms for 3 s: the lease (2 s) runs on past the claim's. */
+    /* Heartbeats every second for 6 s: the lease (4 s) runs on past the
+     * claim's (the margin absorbs a slow producer on a busy machine). */
     for (int i = 0; i < 6; i++) {
-        usleep(500 * 1000);
+        usleep(1000 * 1000);
         p = tl_producer_new();
         send(p, "picking", "PickHeartbeat", "L1", "\"steward_token\":2", 0);
         tl_producer_free(p);
     }
     char sql[512];
     snprintf(sql, sizeof sql,
-             "SELECT steward.to_ms(lease_expires_at) > %lld + 3500 FROM steward.instances "
+             "SELECT steward.to_ms(lease_expires_at) > %lld + 6000 FROM steward.instances "
              "WHERE key = 'L1'",
              claimed);
     wait_for(sql, "t", 10);
@@ -299,7 +300,7 @@ START_TEST(lease_heartbeats_expiry_handoff_and_stale_reply)
     expect("SELECT state || ':' || step || ':' || attempt || ':' || token FROM steward.commands "
            "WHERE key = 'L1' ORDER BY id DESC LIMIT 1",
            "picking:2:1:3");
-    expect("SELECT detail LIKE 'held by picker-7, last heartbeat %s ago, lease 2s: PickOrder "
+    expect("SELECT detail LIKE 'held by picker-7, last heartbeat %s ago, lease 4s: PickOrder "
            "re-sent with token 3' FROM steward.history WHERE key = 'L1' AND "
            "outcome = 'handed_off'",
            "t");
