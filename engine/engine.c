@@ -247,6 +247,49 @@ static int64_t late_by(int64_t at_ms, int64_t deadline_ms)
     return time_sub(at_ms, deadline_ms);
 }
 
+/* Whether a state reachable from `from` (not `from` itself) leases on
+ * `event`: the lease event came before the instance got there, and waits. */
+static bool lease_ahead(const def_t *def, long from, size_t event)
+{
+    size_t n = def->n_states, head = 0, tail = 0;
+    long *queue = malloc(n * sizeof *queue);
+    bool *seen = calloc(n, sizeof *seen);
+    bool found = false;
+    if (queue == NULL || seen == NULL) {
+        free(queue);
+        free(seen);
+        return true; /* out of memory: parking loses nothing */
+    }
+    queue[tail++] = from;
+    seen[from] = true;
+    while (head < tail && !found) {
+        size_t s = (size_t) queue[head++];
+        const def_state_t *st = &def->states[s];
+        if ((long) s != from && def_lease_event(def, s, event, NULL)) {
+            found = true;
+            break;
+        }
+        if (st->terminal != NULL)
+            continue;
+        for (size_t i = 0; i < st->n_on + def->n_any; i++) {
+            const def_transition_t *t = i < st->n_on ? &st->on[i] : &def->any[i - st->n_on];
+            if (i >= st->n_on && def_transition(def, s, t->event) != t)
+                continue;
+            if (!seen[t->to]) {
+                seen[t->to] = true;
+                queue[tail++] = (long) t->to;
+            }
+        }
+        if (st->on_timeout >= 0 && !seen[st->on_timeout]) {
+            seen[st->on_timeout] = true;
+            queue[tail++] = st->on_timeout;
+        }
+    }
+    free(queue);
+    free(seen);
+    return found;
+}
+
 /* Whether some state of the definition leases on `event`. */
 static bool lease_event_elsewhere(const def_t *def, size_t event)
 {
@@ -339,6 +382,13 @@ static engine_result_t judge(const def_t *def, engine_instance_t *inst, const en
     if (leased)
         return lease_event(def, inst, ev, claim);
     if (t == NULL && lease_event_elsewhere(def, (size_t) ev->event)) {
+        if (lease_ahead(def, from, (size_t) ev->event)) {
+            engine_result_t r = result_of(ENGINE_PARKED, from, from);
+            snprintf(r.detail, sizeof r.detail,
+                     "%s claims or renews a lease of a later step than %s: waiting for it",
+                     event->name, st->name);
+            return r;
+        }
         engine_result_t r = result_of(ENGINE_STALE, from, from);
         snprintf(r.detail, sizeof r.detail,
                  "%s is a lease event of a step the instance left (in %s)", event->name, st->name);
