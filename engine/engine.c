@@ -188,6 +188,7 @@ static engine_result_t result_of(engine_outcome_t outcome, long from, long to)
     r.entered_ms = ENGINE_NO_DEADLINE;
     r.time_in_state_ms = -1;
     r.detail[0] = '\0';
+    r.released[0] = '\0';
     memset(&r.command, 0, sizeof r.command);
     return r;
 }
@@ -419,6 +420,9 @@ static engine_result_t judge(const def_t *def, engine_instance_t *inst, const en
         capture(inst->vars, event->captures, event->n_captures, ev->data, r.detail,
                 sizeof r.detail);
         inst->events_applied++;
+        if (inst->lease_holder != NULL)
+            snprintf(r.released, sizeof r.released, "%s released by %s", st->name,
+                     inst->lease_holder);
         int64_t entered = inst->state_entered_ms;
         enter(def, inst, (long) t->to, ev->time_ms);
         r.entered_ms = inst->state_entered_ms;

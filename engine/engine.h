@@ -30,7 +30,8 @@
  *   lease_expired  a lease ran out in shadow mode (an alert)
  *   handed_off  a lease ran out in active mode: the command re-sent with a
  *               new token, for whoever takes it next
- *   released    (reserved: the schema accepts it; nothing records it yet)
+ *   released    the instance left a step whose lease someone held (a
+ *               second history row of the event that moved it)
  *
  * Times are event times in milliseconds since the epoch; deadlines are
  * absolute. Storage (store.c) wraps this with the reads and writes.
@@ -171,6 +172,9 @@ typedef struct engine_result {
     int64_t time_in_state_ms;
     char detail[256];         /* why, for history; "" when nothing to say */
     engine_command_t command; /* started, advanced: the command the new state sends */
+    /* advanced out of a state whose lease someone held: what the `released`
+     * history row says ("picking released by picker-7"); "" otherwise. */
+    char released[160];
 } engine_result_t;
 
 /* A fresh, absent instance; free its vars with engine_instance_clear(). */

@@ -965,6 +965,25 @@ static void queue_command(batch_t *b, slot_t *slot, const engine_result_t *r)
         cmdq_add(&b->commands, &b->alerts, slot->def, slot->key, slot->inst.vars, &r->command);
 }
 
+/* The `released` row of a move out of a held lease, beside the event's own. */
+static void add_released(batch_t *b, const slot_t *slot, const char *event_id,
+                         const char *event_type, const char *topic, int32_t partition,
+                         int64_t offset, int64_t time_ms, const engine_result_t *r, bool replayed,
+                         int64_t epoch)
+{
+    if (r->released[0] == '\0')
+        return;
+    engine_result_t rel = *r;
+    rel.outcome = ENGINE_RELEASED;
+    rel.to_state = r->from_state;
+    rel.late_by_ms = 0;
+    rel.entered_ms = ENGINE_NO_DEADLINE;
+    rel.time_in_state_ms = -1;
+    snprintf(rel.detail, sizeof rel.detail, "%s", r->released);
+    add_history(b, slot, event_id, event_type, topic, partition, offset, time_ms, &rel, replayed,
+                epoch);
+}
+
 /* Judges the instance's parked events again after it moved, until none
  * moves it further. */
 static void replay_parked(batch_t *b, slot_t *slot, int64_t epoch)
@@ -991,6 +1010,8 @@ static void replay_parked(batch_t *b, slot_t *slot, int64_t epoch)
             p->settled = true;
             add_history(b, slot, p->event_id, p->event_type, p->topic, p->partition, p->offset,
                         p->time_ms, &r, true, epoch);
+            add_released(b, slot, p->event_id, p->event_type, p->topic, p->partition, p->offset,
+                         p->time_ms, &r, true, epoch);
             note_alerts(b, slot, &r, was_overdue, was_process_overdue, p->event_type, p->event_id);
             if (r.outcome == ENGINE_STARTED || r.outcome == ENGINE_ADVANCED) {
                 slot->dirty = true;
@@ -1021,6 +1042,8 @@ static err_class_t judge_item(batch_t *b, item_t *item, char *errstr, size_t err
     }
     add_history(b, slot, item->env.id, item->type, in->topic, in->partition, in->offset,
                 item->env.time_ms, &r, false, epoch);
+    add_released(b, slot, item->env.id, item->type, in->topic, in->partition, in->offset,
+                 item->env.time_ms, &r, false, epoch);
     note_alerts(b, slot, &r, was_overdue, was_process_overdue, item->type, item->env.id);
     if (!seen && !slot_add_seen(slot, item->env.id))
         return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");

@@ -342,6 +342,7 @@ START_TEST(reply_without_token_and_leaving_a_leased_step)
     apply("OrderPlaced", "e1", T0);
     engine_result_t r = apply_tok("StockReserved", "e2", T0 + MIN, "{}", 0);
     ck_assert_int_eq(r.outcome, ENGINE_ADVANCED); /* no token: judged as before */
+    ck_assert_str_eq(r.released, "");             /* nobody held reserving */
     apply("Picked", "e3", T0 + 2 * MIN);
     ck_assert_str_eq(state_name(inst.state), "done");
     r = apply("PickHeartbeat", "e4", T0 + 3 * MIN);
@@ -362,8 +363,13 @@ START_TEST(reply_without_token_and_leaving_a_leased_step)
     ck_assert_int_eq(r.outcome, ENGINE_CLAIMED);
     ck_assert_str_eq(inst.lease_holder, "picker-3");
 
+    /* Leaving the step releases the lease. */
+    r = apply("Picked", "f4", T0 + 2 * MIN);
+    ck_assert_int_eq(r.outcome, ENGINE_ADVANCED);
+    ck_assert_str_eq(r.released, "picking released by picker-3");
+    ck_assert_ptr_null(inst.lease_holder);
+
     /* A heartbeat of a step the instance left is stale. */
-    apply("Picked", "f4", T0 + 2 * MIN);
     engine_instance_clear(&inst);
     apply("OrderPlaced", "g1", T0);
     apply("StockUnavailable", "g2", T0 + MIN); /* refunding: picking is behind for good */
