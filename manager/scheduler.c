@@ -344,6 +344,14 @@ static err_class_t judge_batch(sched_t *s, const char *process, int64_t watermar
                 break;
             case ENGINE_DUE_TIMEOUT:
                 due_history_add(&history, def, key, &inst, a, ENGINE_TIMEOUT);
+                if (def->states[a->to_state].terminal != NULL) {
+                    /* on_timeout ended the instance: what was open about it is over. */
+                    char text[256];
+                    snprintf(text, sizeof text, "the instance finished in %s (%s) on timeout",
+                             def->states[a->to_state].name, def->states[a->to_state].terminal);
+                    alert_batch_resolve(&alerts, ALERT_PROCESS_DEADLINE, process, key, NULL, text);
+                    alert_batch_resolve(&alerts, ALERT_SEQUENCE, process, key, NULL, text);
+                }
                 break;
             default:
                 break;
