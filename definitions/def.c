@@ -1132,8 +1132,8 @@ static void parse_on_timeout(loader_t *ld, size_t i, json_t *v, const char *ptr)
     st->on_timeout = s;
 }
 
-/* The event named at `ptr`, which the state must accept; -1 (reported) if not. */
-static long lease_event(loader_t *ld, const char *state, json_t *v, const char *ptr)
+/* The declared event named by v (at `ptr`); -1 (reported) if it is not one. */
+static long lease_event(loader_t *ld, json_t *v, const char *ptr)
 {
     if (!json_is_string(v)) {
         problem(ld, ptr, "expected the name of an event, got %s", type_name(v));
@@ -1148,7 +1148,6 @@ static long lease_event(loader_t *ld, const char *state, json_t *v, const char *
         return -1;
     }
     ld->event_used[e] = true;
-    (void) state;
     return e;
 }
 
@@ -1172,7 +1171,7 @@ static void parse_lease(loader_t *ld, size_t i, json_t *v, const char *ptr, bool
     def_lease_t lease = {0};
     bool ok = true;
     json_t *claim = member(ld, v, ptr, "claim", true);
-    long c = claim != NULL ? lease_event(ld, st->name, claim, ptr_join(p, ptr, "claim")) : -1;
+    long c = claim != NULL ? lease_event(ld, claim, ptr_join(p, ptr, "claim")) : -1;
     ok = ok && c >= 0;
     const char *holder = get_pointer(ld, v, ptr, "holder", true);
     ok = ok && holder != NULL;
@@ -1195,7 +1194,7 @@ static void parse_lease(loader_t *ld, size_t i, json_t *v, const char *ptr, bool
             char idx[32], q[PTR_MAX];
             snprintf(idx, sizeof idx, "%zu", k);
             ptr_join(q, ptr_join(p, ptr, "renew"), idx);
-            long e = lease_event(ld, st->name, json_array_get(renew, k), q);
+            long e = lease_event(ld, json_array_get(renew, k), q);
             if (e < 0)
                 ok = false;
             else if (lease.renew != NULL)
