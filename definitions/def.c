@@ -146,6 +146,13 @@ void def_free(def_t *def)
             json_decref(st->command->payload);
             free(st->command);
         }
+        if (st->lease != NULL) {
+            free(st->lease->holder_pointer);
+            free(st->lease->renew);
+            free(st->lease);
+        }
+        free(st->token.pointer);
+        free(st->token.header);
     }
     free(def->states);
     free(def->source);
@@ -1065,11 +1072,27 @@ static void parse_retry(loader_t *ld, size_t i, json_t *retry, const char *ptr)
         problem(ld, ptr, "expected an object such as {\"max\": 2}, got %s", type_name(retry));
         return;
     }
-    static const char *const fields[] = {"max"};
+    static const char *const fields[] = {"max", "backoff", "max_backoff"};
     CHECK_FIELDS(ld, retry, ptr, fields);
-    json_t *max = member(ld, retry, ptr, "max", true);
-    if (max == NULL)
+    def_state_t *st = &ld->def->states[i];
+    int backoff = get_duration(ld, retry, ptr, "backoff", false, &st->retry_backoff_ms);
+    int cap = get_duration(ld, retry, ptr, "max_backoff", false, &st->retry_max_backoff_ms);
+    json_t *max = json_object_get(retry, "max");
+    if (max == NULL) {
+        if (backoff != 0)
+            problem(ld, ptr,
+                    "retry.backoff is the wait between re-sends, and retry has no 'max': add "
+                    "how many times to re-send, e.g. \"max\": 3");
+        else
+            problem(ld, ptr, "missing required field 'max'");
         return;
+    }
+    if (cap != 0 && backoff == 0)
+        problem(ld, ptr, "retry.max_backoff caps retry.backoff, and retry has no 'backoff'");
+    if (cap > 0 && backoff > 0 && st->retry_max_backoff_ms < st->retry_backoff_ms)
+        problem(ld, ptr,
+                "retry.max_backoff is shorter than retry.backoff: the cap would bind "
+                "before the first re-send");
     char p[PTR_MAX];
     ptr_join(p, ptr, "max");
     if (!json_is_integer(max))
@@ -1109,12 +1132,133 @@ static void parse_on_timeout(loader_t *ld, size_t i, json_t *v, const char *ptr)
     st->on_timeout = s;
 }
 
+/* The declared event named by v (at `ptr`); -1 (reported) if it is not one. */
+static long lease_event(loader_t *ld, json_t *v, const char *ptr)
+{
+    if (!json_is_string(v)) {
+        problem(ld, ptr, "expected the name of an event, got %s", type_name(v));
+        return -1;
+    }
+    const char *name = json_string_value(v);
+    long e = find_name(ld->event_names, ld->def->n_events, name);
+    if (e < 0) {
+        char h[300];
+        problem(ld, ptr, "lease event '%s' is not declared in 'events'%s", name,
+                hint(h, sizeof h, name, ld->event_names, ld->def->n_events));
+        return -1;
+    }
+    ld->event_used[e] = true;
+    return e;
+}
+
+static void parse_lease(loader_t *ld, size_t i, json_t *v, const char *ptr, bool has_deadline)
+{
+    def_state_t *st = &ld->def->states[i];
+    if (!json_is_object(v)) {
+        problem(ld, ptr,
+                "expected an object such as {\"claim\": \"PickStarted\", \"holder\": "
+                "\"/worker_id\", \"renew\": [\"PickHeartbeat\"], \"duration\": \"10m\"}, got %s",
+                type_name(v));
+        return;
+    }
+    static const char *const fields[] = {"claim", "holder", "renew", "duration"};
+    CHECK_FIELDS(ld, v, ptr, fields);
+    if (!has_deadline)
+        problem(ld, ptr,
+                "a lease needs the state's own 'deadline': it is the hard limit a renewal "
+                "never extends past");
+    char p[PTR_MAX];
+    def_lease_t lease = {0};
+    bool ok = true;
+    json_t *claim = member(ld, v, ptr, "claim", true);
+    long c = claim != NULL ? lease_event(ld, claim, ptr_join(p, ptr, "claim")) : -1;
+    ok = ok && c >= 0;
+    const char *holder = get_pointer(ld, v, ptr, "holder", true);
+    ok = ok && holder != NULL;
+    if (get_duration(ld, v, ptr, "duration", false, &lease.duration_ms) <= 0) {
+        if (json_object_get(v, "duration") == NULL)
+            problem(ld, ptr, "missing required field 'duration'");
+        ok = false;
+    }
+    json_t *renew = json_object_get(v, "renew");
+    size_t n_renew = 0;
+    if (renew != NULL && !json_is_array(renew)) {
+        problem(ld, ptr_join(p, ptr, "renew"), "expected an array of event names, got %s",
+                type_name(renew));
+        ok = false;
+    } else if (renew != NULL) {
+        n_renew = json_array_size(renew);
+        lease.renew = n_renew > 0 ? ld_calloc(ld, n_renew, sizeof *lease.renew) : NULL;
+        ok = ok && (n_renew == 0 || lease.renew != NULL);
+        for (size_t k = 0; k < n_renew; k++) {
+            char idx[32], q[PTR_MAX];
+            snprintf(idx, sizeof idx, "%zu", k);
+            ptr_join(q, ptr_join(p, ptr, "renew"), idx);
+            long e = lease_event(ld, json_array_get(renew, k), q);
+            if (e < 0)
+                ok = false;
+            else if (lease.renew != NULL)
+                lease.renew[k] = (size_t) e;
+        }
+    }
+    if (!ok) {
+        free(lease.renew);
+        return;
+    }
+    lease.claim = (size_t) c;
+    lease.n_renew = n_renew;
+    lease.holder_pointer = ld_strdup(ld, holder);
+    st->lease = ld_calloc(ld, 1, sizeof *st->lease);
+    if (st->lease == NULL) {
+        free(lease.renew);
+        free(lease.holder_pointer);
+        return;
+    }
+    *st->lease = lease;
+}
+
+static void parse_token(loader_t *ld, size_t i, json_t *v, const char *ptr)
+{
+    def_state_t *st = &ld->def->states[i];
+    if (!json_is_object(v)) {
+        problem(ld, ptr,
+                "expected {\"pointer\": \"/steward_token\"} or {\"header\": "
+                "\"ce_stewardtoken\"}, got %s",
+                type_name(v));
+        return;
+    }
+    static const char *const fields[] = {"pointer", "header"};
+    CHECK_FIELDS(ld, v, ptr, fields);
+    bool has_ptr = json_object_get(v, "pointer") != NULL;
+    bool has_hdr = json_object_get(v, "header") != NULL;
+    if (has_ptr == has_hdr) {
+        problem(ld, ptr, "token names exactly one of 'pointer' or 'header'");
+        return;
+    }
+    if (has_ptr) {
+        const char *pointer = get_pointer(ld, v, ptr, "pointer", true);
+        st->token.pointer = ld_strdup(ld, pointer);
+        return;
+    }
+    const char *h = get_string(ld, v, ptr, "header", true);
+    if (h != NULL && !is_header_name(h)) {
+        char p[PTR_MAX];
+        problem(ld, ptr_join(p, ptr, "header"),
+                "header name '%s' is not valid: 1 to 255 printable ASCII characters without "
+                "spaces",
+                h);
+        return;
+    }
+    st->token.header = ld_strdup(ld, h);
+}
+
 static void parse_state(loader_t *ld, size_t i, const char *name, json_t *v)
 {
-    static const char *const fields[] = {"terminal", "deadline", "owner",      "on",
-                                         "command",  "retry",    "on_timeout", "description"};
-    static const char *const terminal_forbids[] = {"on", "command", "retry", "on_timeout",
-                                                   "deadline"};
+    static const char *const fields[] = {"terminal",   "deadline",   "owner", "on",
+                                         "command",    "retry",      "lease", "token",
+                                         "on_timeout", "description"};
+    static const char *const terminal_forbids[] = {"on",    "command",    "retry",   "lease",
+                                                   "token", "on_timeout", "deadline"};
     def_state_t *st = &ld->def->states[i];
     char p[PTR_MAX], sub[PTR_MAX];
     ptr_join(p, "/states", name);
@@ -1220,6 +1364,14 @@ static void parse_state(loader_t *ld, size_t i, const char *name, json_t *v)
                     "on_timeout needs the state's own 'deadline': it names where an instance "
                     "goes when that deadline passes");
     }
+
+    json_t *lease = json_object_get(v, "lease");
+    if (lease != NULL)
+        parse_lease(ld, i, lease, ptr_join(sub, p, "lease"), deadline != 0);
+
+    json_t *token = json_object_get(v, "token");
+    if (token != NULL)
+        parse_token(ld, i, token, ptr_join(sub, p, "token"));
 }
 
 static void parse_states(loader_t *ld, json_t *doc)
@@ -1320,8 +1472,11 @@ def_t *def_load_json(const char *text, size_t len, const char *source, def_probl
     parse_any(&ld, doc);
     check_fixed_types(&ld);
     check_unused_events(&ld);
-    if (!ld.graph_unknown && ld.start_resolved)
+    if (!ld.graph_unknown && ld.start_resolved) {
         ld.n_problems += def_check_graph(def, problems);
+        if (!ld.vars_unknown)
+            ld.n_problems += def_check_template_paths(def, problems);
+    }
 
     free(ld.state_names);
     free(ld.event_names);

@@ -64,6 +64,27 @@ typedef struct def_command {
                         ${attempt} and ${vars.NAME}; owned */
 } def_command_t;
 
+/*
+ * A lease on a step: `claim` names who holds it (at `holder` in the claim
+ * event's payload), each `renew` event extends it by `duration_ms`, never
+ * past the state's own deadline. Claim and renew events are recorded and do
+ * not move the instance.
+ */
+typedef struct def_lease {
+    size_t claim;         /* index into def_t.events */
+    char *holder_pointer; /* JSON pointer into the claim event's payload */
+    size_t *renew;        /* indexes into def_t.events */
+    size_t n_renew;
+    int64_t duration_ms;
+} def_lease_t;
+
+/* Where a reply carries the fencing token: a JSON pointer into its payload
+ * or a message header; both NULL: replies carry none. */
+typedef struct def_token {
+    char *pointer;
+    char *header;
+} def_token_t;
+
 /* How the event time is read at def_t.time_pointer. */
 typedef enum def_time_format {
     DEF_TIME_TEXT_OR_MS = 0, /* a plain pointer: RFC 3339 text or an integer of epoch ms */
@@ -80,9 +101,13 @@ typedef struct def_state {
     char *owner;          /* the team that owns this step; NULL: the process owner */
     def_transition_t *on; /* the events this state accepts */
     size_t n_on;
-    def_command_t *command; /* NULL when the step sends no command */
-    int retry_max;          /* commands re-sent after a missed deadline (active mode) */
-    long on_timeout;        /* state index taken after the last retry, or -1 */
+    def_command_t *command;       /* NULL when the step sends no command */
+    int retry_max;                /* commands re-sent after a missed deadline (active mode) */
+    int64_t retry_backoff_ms;     /* wait before the first re-send, doubling per attempt; 0: none */
+    int64_t retry_max_backoff_ms; /* cap on the doubled wait; 0: no cap */
+    long on_timeout;              /* state index taken after the last retry, or -1 */
+    def_lease_t *lease;           /* NULL when the step has no lease */
+    def_token_t token;            /* where replies carry the fencing token */
 } def_state_t;
 
 typedef struct def {
@@ -202,8 +227,20 @@ const char *def_suggest(const char *word, const char *const *candidates, size_t 
 size_t def_check_graph(const def_t *def, def_problems_t *problems);
 
 /*
+ * Checks that every ${vars.NAME} in a state's command is captured on some
+ * path that reaches the state: by 'start', by the start event, or by an
+ * event whose transition lies on a path from the start state to it. Run on
+ * a definition whose every reference resolved. Appends each problem and
+ * returns how many.
+ */
+size_t def_check_template_paths(const def_t *def, def_problems_t *problems);
+
+/* Whether a lease names `event` (as its claim or a renewal) in `state`. */
+bool def_lease_event(const def_t *def, size_t state, size_t event, bool *is_claim);
+
+/*
  * Checks the ${...} variables in every string of a command payload
- * template: ${key}, ${process}, ${state}, ${attempt}, and ${vars.NAME}
+ * template: ${key}, ${process}, ${state}, ${attempt}, ${token}, and ${vars.NAME}
  * with NAME one of `vars` (the captured variables; with vars NULL, any
  * NAME, for when the captures themselves could not be read). `pointer` is
  * where payload sits in the document. Appends each problem and returns how

@@ -201,7 +201,7 @@ done:
 
 /* ---- command templates ---- */
 
-static const char *const template_builtins[] = {"key", "process", "state", "attempt"};
+static const char *const template_builtins[] = {"key", "process", "state", "attempt", "token"};
 #define N_BUILTINS (sizeof template_builtins / sizeof template_builtins[0])
 
 typedef struct template_walk {
@@ -267,7 +267,7 @@ static void check_template_string(template_walk_t *w, const char *text, const ch
                 snprintf(hint, sizeof hint, " (did you mean ${%s}?)", near);
             def_problems_add(w->problems, w->file, ptr,
                              "unknown template variable ${%s}%s: expected ${key}, ${process}, "
-                             "${state}, ${attempt} or ${vars.NAME}",
+                             "${state}, ${attempt}, ${token} or ${vars.NAME}",
                              word, hint);
             w->count++;
         }
@@ -313,4 +313,179 @@ size_t def_check_template(const json_t *payload, const char *const *vars, size_t
     snprintf(ptr, sizeof ptr, "%s", pointer != NULL ? pointer : "");
     walk_template(&w, payload, ptr, sizeof ptr);
     return w.count;
+}
+
+/* ---- variables captured on the way to a state ---- */
+
+static bool captures_var(const def_capture_t *caps, size_t n, const char *var)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(caps[i].var, var) == 0)
+            return true;
+    return false;
+}
+
+/*
+ * Whether some path from the start reaches `target` having captured `var`:
+ * a walk over (state, captured yet) pairs, so a loop is visited at most
+ * twice per state.
+ */
+static bool captured_on_some_path(const def_t *def, size_t target, const char *var)
+{
+    size_t n = def->n_states;
+    bool *seen = calloc(2 * n, sizeof *seen);
+    size_t *stack = malloc(2 * n * sizeof *stack);
+    bool found = false;
+    if (seen == NULL || stack == NULL) {
+        free(seen);
+        free(stack);
+        return true; /* out of memory: report nothing rather than a false problem */
+    }
+    size_t top = 0;
+    bool at_start = captures_var(def->start_captures, def->n_start_captures, var) ||
+                    captures_var(def->events[def->start_event].captures,
+                                 def->events[def->start_event].n_captures, var);
+    size_t first = def->start_state * 2 + (at_start ? 1 : 0);
+    seen[first] = true;
+    stack[top++] = first;
+    while (top > 0 && !found) {
+        size_t node = stack[--top];
+        size_t s = node / 2;
+        bool has = node % 2 == 1;
+        if (s == target && has) {
+            found = true;
+            break;
+        }
+        const def_state_t *st = &def->states[s];
+        if (st->terminal != NULL)
+            continue;
+        /* The state's own transitions, "any" where it does not override
+         * them, and on_timeout (which captures nothing). */
+        size_t n_edges = st->n_on + def->n_any + 1;
+        for (size_t k = 0; k < n_edges; k++) {
+            size_t to, event = SIZE_MAX;
+            if (k < st->n_on) {
+                to = st->on[k].to;
+                event = st->on[k].event;
+            } else if (k < st->n_on + def->n_any) {
+                const def_transition_t *t = &def->any[k - st->n_on];
+                if (def_transition(def, s, t->event) != t)
+                    continue;
+                to = t->to;
+                event = t->event;
+            } else {
+                if (st->on_timeout < 0)
+                    continue;
+                to = (size_t) st->on_timeout;
+            }
+            bool next_has =
+                has || (event != SIZE_MAX && captures_var(def->events[event].captures,
+                                                          def->events[event].n_captures, var));
+            size_t next = to * 2 + (next_has ? 1 : 0);
+            if (!seen[next]) {
+                seen[next] = true;
+                stack[top++] = next;
+            }
+        }
+    }
+    free(seen);
+    free(stack);
+    return found;
+}
+
+typedef struct path_walk {
+    const def_t *def;
+    size_t state;
+    def_problems_t *problems;
+    size_t count;
+} path_walk_t;
+
+static void check_path_string(path_walk_t *w, const char *text, const char *ptr)
+{
+    for (const char *p = strstr(text, "${vars."); p != NULL; p = strstr(p, "${vars.")) {
+        const char *name = p + 7;
+        const char *end = strchr(name, '}');
+        if (end == NULL || end == name)
+            return; /* def_check_template reports it */
+        char *var = strndup(name, (size_t) (end - name));
+        p = end + 1;
+        if (var == NULL)
+            return;
+        /* A variable nothing captures at all is def_check_template's to report. */
+        bool anywhere = captures_var(w->def->start_captures, w->def->n_start_captures, var);
+        for (size_t e = 0; e < w->def->n_events && !anywhere; e++)
+            anywhere = captures_var(w->def->events[e].captures, w->def->events[e].n_captures, var);
+        if (anywhere && !captured_on_some_path(w->def, w->state, var)) {
+            def_problems_add(w->problems, w->def->source, ptr,
+                             "${vars.%s} is never captured on a path that reaches state '%s': "
+                             "capture it on 'start' or on an event that leads there",
+                             var, w->def->states[w->state].name);
+            w->count++;
+        }
+        free(var);
+    }
+}
+
+static void walk_paths(path_walk_t *w, const json_t *v, char *ptr, size_t ptr_size)
+{
+    size_t len = strlen(ptr);
+    if (json_is_string(v)) {
+        check_path_string(w, json_string_value(v), ptr);
+    } else if (json_is_object(v)) {
+        const char *key;
+        json_t *child;
+        json_object_foreach((json_t *) v, key, child)
+        {
+            jsonptr_append(ptr, ptr_size, key);
+            walk_paths(w, child, ptr, ptr_size);
+            ptr[len] = '\0';
+        }
+    } else if (json_is_array(v)) {
+        size_t i;
+        json_t *child;
+        json_array_foreach(v, i, child)
+        {
+            char index[32];
+            snprintf(index, sizeof index, "%zu", i);
+            jsonptr_append(ptr, ptr_size, index);
+            walk_paths(w, child, ptr, ptr_size);
+            ptr[len] = '\0';
+        }
+    }
+}
+
+size_t def_check_template_paths(const def_t *def, def_problems_t *problems)
+{
+    path_walk_t w = {def, 0, problems, 0};
+    for (size_t i = 0; i < def->n_states; i++) {
+        if (def->states[i].command == NULL)
+            continue;
+        char ptr[1024];
+        state_pointer(ptr, sizeof ptr, def->states[i].name);
+        size_t len = strlen(ptr);
+        snprintf(ptr + len, sizeof ptr - len, "/command/payload");
+        w.state = i;
+        walk_paths(&w, def->states[i].command->payload, ptr, sizeof ptr);
+    }
+    return w.count;
+}
+
+bool def_lease_event(const def_t *def, size_t state, size_t event, bool *is_claim)
+{
+    const def_lease_t *lease = state < def->n_states ? def->states[state].lease : NULL;
+    if (lease == NULL)
+        return false;
+    if (lease->claim == event) {
+        if (is_claim != NULL)
+            *is_claim = true;
+        return true;
+    }
+    for (size_t i = 0; i < lease->n_renew; i++) {
+        if (lease->renew[i] == event) {
+            if (is_claim != NULL)
+                *is_claim = false;
+            return true;
+        }
+    }
+    return false;
 }

@@ -588,6 +588,43 @@ void decode_envelope_clear(decode_envelope_t *env)
     env->key = env->id = NULL;
 }
 
+/* A fencing token: a positive integer, or its decimal text; 0 otherwise. */
+static int64_t token_value(const json_t *v)
+{
+    if (json_is_integer(v))
+        return json_integer_value(v) > 0 ? json_integer_value(v) : 0;
+    if (!json_is_string(v))
+        return 0;
+    const char *s = json_string_value(v);
+    char *end;
+    errno = 0;
+    long long n = strtoll(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || n <= 0 || *s < '0' || *s > '9')
+        return 0;
+    return n;
+}
+
+/* The token of a reply to `event`: read where the first state that accepts
+ * it (in its `on` or as a lease event) and declares a token says. */
+static int64_t read_token(const decode_message_t *msg, const def_t *def, size_t event)
+{
+    for (size_t i = 0; i < def->n_states; i++) {
+        const def_state_t *st = &def->states[i];
+        if (st->token.pointer == NULL && st->token.header == NULL)
+            continue;
+        bool accepts = def_lease_event(def, i, event, NULL);
+        for (size_t k = 0; k < st->n_on && !accepts; k++)
+            accepts = st->on[k].event == event;
+        if (!accepts)
+            continue;
+        if (st->token.pointer != NULL)
+            return token_value(jsonptr_get(msg->data, st->token.pointer));
+        return msg->headers != NULL ? token_value(json_object_get(msg->headers, st->token.header))
+                                    : 0;
+    }
+    return 0;
+}
+
 decode_reason_t decode_envelope(const decode_message_t *msg, const decode_input_t *in,
                                 const def_t *def, size_t event, decode_envelope_t *out,
                                 char *detail, size_t detail_size)
@@ -627,6 +664,7 @@ decode_reason_t decode_envelope(const decode_message_t *msg, const decode_input_
     reason = read_time(msg, in, def, ev, &out->time_ms, detail, detail_size);
     if (reason != DECODE_OK)
         goto fail;
+    out->token = read_token(msg, def, event);
     out->key = key;
     return DECODE_OK;
 

@@ -150,6 +150,7 @@ typedef struct decode_envelope {
     char *key;       /* the correlation key; owned */
     char *id;        /* the identity deduplication uses; owned */
     int64_t time_ms; /* the event time */
+    int64_t token;   /* the fencing token the reply carries (see below); 0: none */
 } decode_envelope_t;
 
 /*
@@ -160,7 +161,11 @@ typedef struct decode_envelope {
  * else topic/partition/offset. Time: the Kafka timestamp when declared
  * ("from": "kafka_timestamp"); else ce_time; else the time pointer read as
  * its declared format (a plain pointer: RFC 3339 text or integer epoch
- * milliseconds); else the Kafka timestamp. On a rejection *out is empty.
+ * milliseconds); else the Kafka timestamp. Token: where a state that
+ * accepts the event (in its `on` or its lease) says replies carry it (a
+ * JSON pointer or a header), a positive integer or its decimal text;
+ * anything else counts as no token, so the reply is judged as one from a
+ * producer that ignores Steward. On a rejection *out is empty.
  */
 decode_reason_t decode_envelope(const decode_message_t *msg, const decode_input_t *in,
                                 const def_t *def, size_t event, decode_envelope_t *out,

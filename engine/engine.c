@@ -4,6 +4,7 @@
 #include "engine/engine.h"
 
 #include "common/rfc3339.h"
+#include "common/sha256.h"
 #include "definitions/duration.h"
 #include "definitions/jsonptr.h"
 
@@ -13,7 +14,9 @@
 #include <string.h>
 
 static const char *const outcome_names[ENGINE_N_OUTCOMES] = {
-    "started", "advanced", "duplicate", "parked", "unexpected", "late", "violation",
+    "started", "advanced",  "duplicate",     "parked",     "unexpected",
+    "late",    "violation", "timeout",       "retried",    "stale",
+    "claimed", "renewed",   "lease_expired", "handed_off", "released",
 };
 
 /*
@@ -50,12 +53,23 @@ void engine_instance_init(engine_instance_t *inst)
     inst->state = -1;
     inst->deadline_ms = ENGINE_NO_DEADLINE;
     inst->process_deadline_ms = ENGINE_NO_DEADLINE;
+    inst->lease_expires_ms = ENGINE_NO_DEADLINE;
+    inst->lease_renewed_ms = ENGINE_NO_DEADLINE;
 }
 
 void engine_instance_clear(engine_instance_t *inst)
 {
     json_decref(inst->vars);
+    free(inst->lease_holder);
     engine_instance_init(inst);
+}
+
+static void lease_clear(engine_instance_t *inst)
+{
+    free(inst->lease_holder);
+    inst->lease_holder = NULL;
+    inst->lease_expires_ms = ENGINE_NO_DEADLINE;
+    inst->lease_renewed_ms = ENGINE_NO_DEADLINE;
 }
 
 const char *engine_status(const def_t *def, long state)
@@ -121,6 +135,9 @@ int64_t engine_next_deadline(const def_t *def, const engine_instance_t *inst)
     if (!inst->exists || def->states[inst->state].terminal != NULL)
         return ENGINE_NO_DEADLINE;
     int64_t next = inst->overdue ? ENGINE_NO_DEADLINE : inst->deadline_ms;
+    if (inst->lease_expires_ms != ENGINE_NO_DEADLINE &&
+        (next == ENGINE_NO_DEADLINE || inst->lease_expires_ms < next))
+        next = inst->lease_expires_ms;
     if (inst->process_deadline_ms != ENGINE_NO_DEADLINE && !inst->process_overdue &&
         (next == ENGINE_NO_DEADLINE || inst->process_deadline_ms < next))
         next = inst->process_deadline_ms;
@@ -152,7 +169,10 @@ static void enter(const def_t *def, engine_instance_t *inst, long state, int64_t
     inst->state = state;
     inst->state_entered_ms = at_ms;
     inst->overdue = false;
+    inst->resend_pending = false;
     inst->attempt = 0;
+    inst->step++;
+    lease_clear(inst);
     inst->deadline_ms = st->terminal == NULL && st->deadline_ms > 0
                             ? time_add(at_ms, st->deadline_ms)
                             : ENGINE_NO_DEADLINE;
@@ -168,7 +188,31 @@ static engine_result_t result_of(engine_outcome_t outcome, long from, long to)
     r.entered_ms = ENGINE_NO_DEADLINE;
     r.time_in_state_ms = -1;
     r.detail[0] = '\0';
+    r.released[0] = '\0';
+    memset(&r.command, 0, sizeof r.command);
     return r;
+}
+
+/*
+ * The command the instance's current state sends now, if its version is
+ * active and the state has one: the next fencing token, the current step
+ * and attempt. Shadow versions send nothing, so an instance started before
+ * a promotion is never commanded.
+ */
+static engine_command_t plan_send(const def_t *def, engine_instance_t *inst, int64_t delay_ms)
+{
+    engine_command_t c = {0};
+    const def_state_t *st = &def->states[inst->state];
+    if (def->mode != DEF_MODE_ACTIVE || st->command == NULL || st->terminal != NULL)
+        return c;
+    inst->token++;
+    c.send = true;
+    c.state = inst->state;
+    c.step = inst->step;
+    c.attempt = inst->attempt;
+    c.token = inst->token;
+    c.delay_ms = delay_ms;
+    return c;
 }
 
 static engine_result_t start(const def_t *def, engine_instance_t *inst, const engine_event_t *ev)
@@ -188,8 +232,10 @@ static engine_result_t start(const def_t *def, engine_instance_t *inst, const en
             sizeof r.detail);
     capture(inst->vars, def->events[ev->event].captures, def->events[ev->event].n_captures,
             ev->data, r.detail, sizeof r.detail);
+    inst->step = 0;
     enter(def, inst, (long) def->start_state, ev->time_ms);
     r.entered_ms = inst->state_entered_ms;
+    r.command = plan_send(def, inst, 0);
     return r;
 }
 
@@ -200,6 +246,101 @@ static int64_t late_by(int64_t at_ms, int64_t deadline_ms)
     if (deadline_ms == ENGINE_NO_DEADLINE || at_ms <= deadline_ms)
         return 0;
     return time_sub(at_ms, deadline_ms);
+}
+
+/* Whether a state reachable from `from` (not `from` itself) leases on
+ * `event`: the lease event came before the instance got there, and waits. */
+static bool lease_ahead(const def_t *def, long from, size_t event)
+{
+    size_t n = def->n_states, head = 0, tail = 0;
+    long *queue = malloc(n * sizeof *queue);
+    bool *seen = calloc(n, sizeof *seen);
+    bool found = false;
+    if (queue == NULL || seen == NULL) {
+        free(queue);
+        free(seen);
+        return true; /* out of memory: parking loses nothing */
+    }
+    queue[tail++] = from;
+    seen[from] = true;
+    while (head < tail && !found) {
+        size_t s = (size_t) queue[head++];
+        const def_state_t *st = &def->states[s];
+        if ((long) s != from && def_lease_event(def, s, event, NULL)) {
+            found = true;
+            break;
+        }
+        if (st->terminal != NULL)
+            continue;
+        for (size_t i = 0; i < st->n_on + def->n_any; i++) {
+            const def_transition_t *t = i < st->n_on ? &st->on[i] : &def->any[i - st->n_on];
+            if (i >= st->n_on && def_transition(def, s, t->event) != t)
+                continue;
+            if (!seen[t->to]) {
+                seen[t->to] = true;
+                queue[tail++] = (long) t->to;
+            }
+        }
+        if (st->on_timeout >= 0 && !seen[st->on_timeout]) {
+            seen[st->on_timeout] = true;
+            queue[tail++] = st->on_timeout;
+        }
+    }
+    free(queue);
+    free(seen);
+    return found;
+}
+
+/* Whether some state of the definition leases on `event`. */
+static bool lease_event_elsewhere(const def_t *def, size_t event)
+{
+    for (size_t i = 0; i < def->n_states; i++)
+        if (def_lease_event(def, i, event, NULL))
+            return true;
+    return false;
+}
+
+/* The holder named in a claim: a string, or any other value as JSON text. */
+static char *holder_of(const def_lease_t *lease, const json_t *data)
+{
+    const json_t *v = data != NULL ? jsonptr_get(data, lease->holder_pointer) : NULL;
+    if (v == NULL)
+        return NULL;
+    if (json_is_string(v))
+        return strndup(json_string_value(v), 200);
+    return json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+}
+
+/*
+ * A claim or renewal: the lease runs to min(event time + duration, the
+ * state's deadline), which is never extended.
+ */
+static engine_result_t lease_event(const def_t *def, engine_instance_t *inst,
+                                   const engine_event_t *ev, bool claim)
+{
+    const def_state_t *st = &def->states[inst->state];
+    const def_lease_t *lease = st->lease;
+    engine_result_t r =
+        result_of(claim ? ENGINE_CLAIMED : ENGINE_RENEWED, inst->state, inst->state);
+
+    if (claim) {
+        char *holder = holder_of(lease, ev->data);
+        free(inst->lease_holder);
+        inst->lease_holder = holder;
+    }
+    int64_t until = time_add(ev->time_ms, lease->duration_ms);
+    if (inst->deadline_ms != ENGINE_NO_DEADLINE && until > inst->deadline_ms)
+        until = inst->deadline_ms;
+    if (inst->lease_renewed_ms == ENGINE_NO_DEADLINE || ev->time_ms > inst->lease_renewed_ms)
+        inst->lease_renewed_ms = ev->time_ms;
+    if (inst->lease_expires_ms == ENGINE_NO_DEADLINE || until > inst->lease_expires_ms)
+        inst->lease_expires_ms = until;
+    char at[40];
+    rfc3339_format(inst->lease_expires_ms, at, sizeof at);
+    snprintf(r.detail, sizeof r.detail, "%s %s by %s until %s", st->name,
+             claim ? "claimed" : "renewed",
+             inst->lease_holder != NULL ? inst->lease_holder : "an unnamed holder", at);
+    return r;
 }
 
 /* The judgement shared by a first arrival and a replay. */
@@ -226,6 +367,35 @@ static engine_result_t judge(const def_t *def, engine_instance_t *inst, const en
     }
 
     const def_transition_t *t = def_transition(def, (size_t) from, (size_t) ev->event);
+    bool claim = false;
+    bool leased = t == NULL && def_lease_event(def, (size_t) from, (size_t) ev->event, &claim);
+
+    /* Fencing: a reply to an earlier command (a zombie worker's) neither
+     * advances nor regresses the instance. */
+    if ((t != NULL || leased) && ev->token > 0 && ev->token < inst->token) {
+        engine_result_t r = result_of(ENGINE_STALE, from, from);
+        snprintf(r.detail, sizeof r.detail,
+                 "%s carries token %" PRId64 ", older than the instance's %" PRId64
+                 ": a reply to an earlier command",
+                 event->name, ev->token, inst->token);
+        return r;
+    }
+    if (leased)
+        return lease_event(def, inst, ev, claim);
+    if (t == NULL && lease_event_elsewhere(def, (size_t) ev->event)) {
+        if (lease_ahead(def, from, (size_t) ev->event)) {
+            engine_result_t r = result_of(ENGINE_PARKED, from, from);
+            snprintf(r.detail, sizeof r.detail,
+                     "%s claims or renews a lease of a later step than %s: waiting for it",
+                     event->name, st->name);
+            return r;
+        }
+        engine_result_t r = result_of(ENGINE_STALE, from, from);
+        snprintf(r.detail, sizeof r.detail,
+                 "%s is a lease event of a step the instance left (in %s)", event->name, st->name);
+        return r;
+    }
+
     if (t != NULL) {
         engine_result_t r = result_of(ENGINE_ADVANCED, from, (long) t->to);
         /* Late, not lost: judged from the event's own time, so a step that
@@ -250,10 +420,14 @@ static engine_result_t judge(const def_t *def, engine_instance_t *inst, const en
         capture(inst->vars, event->captures, event->n_captures, ev->data, r.detail,
                 sizeof r.detail);
         inst->events_applied++;
+        if (inst->lease_holder != NULL)
+            snprintf(r.released, sizeof r.released, "%s released by %s", st->name,
+                     inst->lease_holder);
         int64_t entered = inst->state_entered_ms;
         enter(def, inst, (long) t->to, ev->time_ms);
         r.entered_ms = inst->state_entered_ms;
         r.time_in_state_ms = engine_time_in_state(entered, ev->time_ms);
+        r.command = plan_send(def, inst, 0);
         return r;
     }
 
@@ -341,6 +515,89 @@ int64_t engine_due_bound(int64_t watermark_ms, int64_t grace_ms)
     return time_sub(watermark_ms, grace_ms);
 }
 
+int64_t engine_retry_backoff(const def_t *def, long state, int attempt)
+{
+    const def_state_t *st = &def->states[state];
+    int64_t wait = st->retry_backoff_ms;
+    if (wait <= 0 || attempt < 1)
+        return 0;
+    for (int i = 1; i < attempt; i++) {
+        if (st->retry_max_backoff_ms > 0 && wait >= st->retry_max_backoff_ms)
+            break;
+        if (wait > DEF_MAX_DURATION_MS)
+            break;
+        wait *= 2;
+    }
+    if (st->retry_max_backoff_ms > 0 && wait > st->retry_max_backoff_ms)
+        wait = st->retry_max_backoff_ms;
+    return wait;
+}
+
+void engine_command_id(const char *process, const char *key, int step, int attempt, char out[65])
+{
+    char *text = NULL;
+    int len = asprintf(&text, "%s\x1f%s\x1f%d\x1f%d", process, key, step, attempt);
+    if (len < 0) {
+        out[0] = '\0';
+        return;
+    }
+    sha256_hex(text, (size_t) len, out);
+    free(text);
+}
+
+static void expected_events(const def_t *def, size_t state, char *buf, size_t size, json_t *list);
+
+/* "ReserveStock sent 3 times over 1h10m, no StockReserved or StockUnavailable" */
+static void tried(const def_t *def, const engine_instance_t *inst, int64_t deadline_ms, char *buf,
+                  size_t size)
+{
+    const def_state_t *st = &def->states[inst->state];
+    char expected[200], over[32];
+    expected_events(def, (size_t) inst->state, expected, sizeof expected, NULL);
+    duration_format(time_sub(deadline_ms, inst->state_entered_ms), over, sizeof over);
+    snprintf(buf, size, "%s sent %d time%s over %s, no %s", st->command->type, inst->attempt + 1,
+             inst->attempt == 0 ? "" : "s", over, expected[0] ? expected : "reply");
+}
+
+/* A lease that ran out at `judge_ms`: shadow alerts, active hands the step
+ * over with a new token. The state's own deadline (the hard limit) is
+ * judged by the deadline rule, not here. */
+static void judge_lease(const def_t *def, engine_instance_t *inst, int64_t watermark_ms,
+                        int64_t judge_ms, engine_due_t *d)
+{
+    const def_state_t *st = &def->states[inst->state];
+    if (inst->lease_expires_ms == ENGINE_NO_DEADLINE || inst->lease_expires_ms > judge_ms ||
+        st->lease == NULL)
+        return;
+    if (inst->deadline_ms != ENGINE_NO_DEADLINE && !inst->overdue &&
+        inst->lease_expires_ms >= inst->deadline_ms) {
+        lease_clear(inst); /* the state's deadline, judged below, covers it */
+        return;
+    }
+    bool active = def->mode == DEF_MODE_ACTIVE && st->command != NULL;
+    engine_due_action_t *a = &d->actions[d->n++];
+    memset(a, 0, sizeof *a);
+    a->kind = active ? ENGINE_DUE_HANDOFF : ENGINE_DUE_LEASE_EXPIRED;
+    a->deadline_ms = inst->lease_expires_ms;
+    a->since_ms = inst->lease_renewed_ms;
+    a->overdue_ms = time_sub(watermark_ms, inst->lease_expires_ms);
+    a->from_state = a->to_state = inst->state;
+    char ago[32], lease[32];
+    duration_format(time_sub(watermark_ms, inst->lease_renewed_ms), ago, sizeof ago);
+    duration_format(st->lease->duration_ms, lease, sizeof lease);
+    int len =
+        snprintf(a->detail, sizeof a->detail, "held by %s, last heartbeat %s ago, lease %s",
+                 inst->lease_holder != NULL ? inst->lease_holder : "an unnamed holder", ago, lease);
+    lease_clear(inst);
+    if (active) {
+        inst->attempt++;
+        a->command = plan_send(def, inst, 0);
+        if (len > 0 && (size_t) len < sizeof a->detail)
+            snprintf(a->detail + len, sizeof a->detail - (size_t) len,
+                     ": %s re-sent with token %" PRId64, st->command->type, a->command.token);
+    }
+}
+
 engine_due_t engine_judge_due(const def_t *def, engine_instance_t *inst, int64_t watermark_ms,
                               int64_t grace_ms)
 {
@@ -350,23 +607,76 @@ engine_due_t engine_judge_due(const def_t *def, engine_instance_t *inst, int64_t
         return d;
     int64_t judge_ms = engine_due_bound(watermark_ms, grace_ms);
 
-    if (due(inst->deadline_ms, inst->overdue, judge_ms)) {
-        d.actions[d.n++] =
-            (engine_due_action_t){ENGINE_DUE_DEADLINE, inst->deadline_ms, inst->state_entered_ms,
-                                  time_sub(watermark_ms, inst->deadline_ms)};
-        inst->overdue = true;
+    judge_lease(def, inst, watermark_ms, judge_ms, &d);
+
+    const def_state_t *st = &def->states[inst->state];
+    bool active = def->mode == DEF_MODE_ACTIVE;
+    if (due(inst->deadline_ms, inst->overdue, judge_ms) && active && st->command != NULL &&
+        !inst->resend_pending && inst->attempt < st->retry_max &&
+        engine_retry_backoff(def, inst->state, inst->attempt + 1) > 0) {
+        /* Attempts left, with a backoff: wait it out before re-sending, so
+         * that a reply arriving meanwhile moves the instance instead. */
+        inst->deadline_ms =
+            time_add(inst->deadline_ms, engine_retry_backoff(def, inst->state, inst->attempt + 1));
+        inst->resend_pending = true;
+        lease_clear(inst);
+    } else if (due(inst->deadline_ms, inst->overdue, judge_ms)) {
+        engine_due_action_t *a = &d.actions[d.n++];
+        memset(a, 0, sizeof *a);
+        int64_t wait =
+            inst->resend_pending ? engine_retry_backoff(def, inst->state, inst->attempt + 1) : 0;
+        a->kind = ENGINE_DUE_DEADLINE;
+        a->deadline_ms = time_sub(inst->deadline_ms, wait); /* the one that was missed */
+        a->since_ms = inst->state_entered_ms;
+        a->overdue_ms = time_sub(watermark_ms, a->deadline_ms);
+        a->from_state = a->to_state = inst->state;
+        if (active && st->command != NULL)
+            tried(def, inst, a->deadline_ms, a->detail, sizeof a->detail);
+
+        if (active && st->command != NULL &&
+            (inst->resend_pending || inst->attempt < st->retry_max)) {
+            /* The re-send, now; its attempt gets the state's whole
+             * deadline again. */
+            int64_t sent_at = inst->deadline_ms;
+            a->kind = ENGINE_DUE_RESEND;
+            inst->resend_pending = false;
+            inst->attempt++;
+            lease_clear(inst);
+            a->command = plan_send(def, inst, 0);
+            inst->deadline_ms = time_add(sent_at, st->deadline_ms);
+            size_t len = strlen(a->detail);
+            char w[32];
+            duration_format(wait, w, sizeof w);
+            snprintf(a->detail + len, sizeof a->detail - len, "; re-sent (attempt %d)%s%s",
+                     inst->attempt, wait > 0 ? " after a backoff of " : "", wait > 0 ? w : "");
+        } else if (active && st->on_timeout >= 0) {
+            long to = st->on_timeout;
+            size_t len = strlen(a->detail);
+            snprintf(a->detail + len, sizeof a->detail - len, "%stook on_timeout \u2192 %s",
+                     len ? "; " : "", def->states[to].name);
+            a->kind = ENGINE_DUE_TIMEOUT;
+            a->to_state = to;
+            enter(def, inst, to, a->deadline_ms);
+            a->command = plan_send(def, inst, 0);
+        } else {
+            inst->overdue = true;
+        }
     }
     if (due(inst->process_deadline_ms, inst->process_overdue, judge_ms)) {
-        d.actions[d.n++] = (engine_due_action_t){ENGINE_DUE_PROCESS_DEADLINE,
-                                                 inst->process_deadline_ms, inst->started_ms,
-                                                 time_sub(watermark_ms, inst->process_deadline_ms)};
+        engine_due_action_t *a = &d.actions[d.n++];
+        memset(a, 0, sizeof *a);
+        a->kind = ENGINE_DUE_PROCESS_DEADLINE;
+        a->deadline_ms = inst->process_deadline_ms;
+        a->since_ms = inst->started_ms;
+        a->overdue_ms = time_sub(watermark_ms, inst->process_deadline_ms);
+        a->from_state = a->to_state = inst->state;
         inst->process_overdue = true;
     }
     d.next_ms = engine_next_deadline(def, inst);
     return d;
 }
 
-/* "ShipmentDispatched" or "StockReserved or StockUnavailable". */
+/* "ShipmentDispatched" or "StockReserved or StockUnavailable"; list may be NULL. */
 static void expected_events(const def_t *def, size_t state, char *buf, size_t size, json_t *list)
 {
     size_t len = 0;
@@ -375,7 +685,8 @@ static void expected_events(const def_t *def, size_t state, char *buf, size_t si
         const char *name = def->events[def->states[state].on[i].event].name;
         len += (size_t) snprintf(buf + len, len < size ? size - len : 0, "%s%s",
                                  i > 0 ? " or " : "", name);
-        json_array_append_new(list, json_string(name));
+        if (list != NULL)
+            json_array_append_new(list, json_string(name));
     }
 }
 
@@ -401,7 +712,16 @@ json_t *engine_due_alert(const def_t *def, const char *key, const engine_instanc
     rfc3339_format(inst->state_entered_ms, entered_at, sizeof entered_at);
     rfc3339_format(action->since_ms, since_at, sizeof since_at);
 
-    if (process_wide) {
+    if (action->kind == ENGINE_DUE_LEASE_EXPIRED) {
+        char lease_at[40];
+        rfc3339_format(action->deadline_ms, lease_at, sizeof lease_at);
+        snprintf(text->summary, sizeof text->summary,
+                 "%s %s: the lease on %s expired at %s, %s; owner %s", def->process, key, st->name,
+                 lease_at, action->detail, text->owner);
+        if (asprintf(&text->identity, "steward:lease_expired:%s:%s:%s:%" PRId64, def->process, key,
+                     st->name, action->deadline_ms) < 0)
+            text->identity = NULL;
+    } else if (process_wide) {
         snprintf(text->summary, sizeof text->summary,
                  "%s %s not finished, started %s, process deadline %s: in %s, expected %s; "
                  "owner %s",
@@ -410,9 +730,15 @@ json_t *engine_due_alert(const def_t *def, const char *key, const engine_instanc
                      inst->started_ms) < 0)
             text->identity = NULL;
     } else {
-        snprintf(text->summary, sizeof text->summary,
-                 "%s %s stalled in %s since %s, deadline %s: expected %s; owner %s", def->process,
-                 key, st->name, since_at, limit, expected, text->owner);
+        if (action->detail[0] != '\0')
+            /* Active mode: what was tried before the page. */
+            snprintf(text->summary, sizeof text->summary,
+                     "%s %s stalled in %s since %s, deadline %s: %s; owner %s", def->process, key,
+                     st->name, since_at, limit, action->detail, text->owner);
+        else
+            snprintf(text->summary, sizeof text->summary,
+                     "%s %s stalled in %s since %s, deadline %s: expected %s; owner %s",
+                     def->process, key, st->name, since_at, limit, expected, text->owner);
         if (asprintf(&text->identity, "steward:deadline:%s:%s:%s:%" PRId64, def->process, key,
                      st->name, inst->state_entered_ms) < 0)
             text->identity = NULL;

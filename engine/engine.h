@@ -18,6 +18,21 @@
  *   late        the instance already reached a terminal state
  *   violation   a parked event whose reorder window passed
  *
+ * and, in active mode and for leases (at a due time, engine_judge_due()):
+ *
+ *   timeout     the last retry's deadline passed: on_timeout was taken
+ *   retried     a deadline passed with attempts left: the command re-sent
+ *   stale       a reply carrying a fencing token older than the instance's
+ *               (a zombie worker's), or a lease event of a step the
+ *               instance left: recorded, nothing changes
+ *   claimed     the state's lease claim event: who holds the step
+ *   renewed     a lease renewal (heartbeat): the lease runs on
+ *   lease_expired  a lease ran out in shadow mode (an alert)
+ *   handed_off  a lease ran out in active mode: the command re-sent with a
+ *               new token, for whoever takes it next
+ *   released    the instance left a step whose lease someone held (a
+ *               second history row of the event that moved it)
+ *
  * Times are event times in milliseconds since the epoch; deadlines are
  * absolute. Storage (store.c) wraps this with the reads and writes.
  *
@@ -40,6 +55,24 @@
  *   parked-event expiry     engine_park_expires_at() (when a parked event's
  *                           reorder window ends), engine_judge_parked()
  *                           (violation or still waiting, and why)
+ *   commands (active mode)  entering a state with a `command` while the
+ *                           instance's version is active sends it
+ *                           (engine_result_t.command): step, attempt 0,
+ *                           token + 1; its id engine_command_id()
+ *   retries and on_timeout  engine_judge_due(): a missed deadline with
+ *                           attempts left waits the backoff
+ *                           (engine_retry_backoff(), resend_pending), then
+ *                           re-sends; after the last attempt on_timeout,
+ *                           else the page that says what was tried
+ *   fencing                 a reply whose token is older than the
+ *                           instance's is stale (engine_apply())
+ *   leases                  claim and renewals (engine_apply()) push the
+ *                           judged deadline to min(event + lease, state
+ *                           deadline); expiry (engine_judge_due()): shadow
+ *                           alerts, active hands off
+ *
+ * Only an instance whose own version is active sends commands: promotion
+ * is a new version, and instances keep the version they started on.
  */
 #ifndef STEWARD_ENGINE_H
 #define STEWARD_ENGINE_H
@@ -58,6 +91,14 @@ typedef enum engine_outcome {
     ENGINE_UNEXPECTED,
     ENGINE_LATE,
     ENGINE_VIOLATION,
+    ENGINE_TIMEOUT,
+    ENGINE_RETRIED,
+    ENGINE_STALE,
+    ENGINE_CLAIMED,
+    ENGINE_RENEWED,
+    ENGINE_LEASE_EXPIRED,
+    ENGINE_HANDED_OFF,
+    ENGINE_RELEASED,
     ENGINE_N_OUTCOMES
 } engine_outcome_t;
 
@@ -80,7 +121,28 @@ typedef struct engine_instance {
     int attempt;          /* commands sent for the current state, minus one */
     json_t *vars;         /* owned: an object */
     int events_applied;
+    int step;                 /* states entered (1 in the start state) */
+    int64_t token;            /* the fencing token of the last command sent; 0: none */
+    char *lease_holder;       /* owned; NULL when nobody claimed the step */
+    int64_t lease_expires_ms; /* ENGINE_NO_DEADLINE: no lease running */
+    int64_t lease_renewed_ms; /* the last claim or renewal; ENGINE_NO_DEADLINE: none */
+    bool resend_pending;      /* a re-send waits out its backoff: deadline_ms is when it is
+                                 due; a reply before then moves the instance instead */
 } engine_instance_t;
+
+/*
+ * A command to queue: the current state's, for (step, attempt) with the
+ * fencing token. delay_ms: how long after it is queued it may be sent (0:
+ * at once; the retry backoff is waited out before a re-send is decided).
+ */
+typedef struct engine_command {
+    bool send;
+    long state;
+    int step;
+    int attempt;
+    int64_t token;
+    int64_t delay_ms;
+} engine_command_t;
 
 /* One event, already routed to this process and decoded. */
 typedef struct engine_event {
@@ -88,6 +150,7 @@ typedef struct engine_event {
     const char *id;     /* its identity for deduplication */
     int64_t time_ms;    /* event time */
     const json_t *data; /* the payload captures read from; borrowed */
+    int64_t token;      /* the fencing token it carries; 0: none */
 } engine_event_t;
 
 /* What judging one event did. */
@@ -107,7 +170,11 @@ typedef struct engine_result {
      * -1 otherwise. Stored on history, so the report and backtest read the
      * engine's figure instead of computing their own. */
     int64_t time_in_state_ms;
-    char detail[256]; /* why, for history; "" when nothing to say */
+    char detail[256];         /* why, for history; "" when nothing to say */
+    engine_command_t command; /* started, advanced: the command the new state sends */
+    /* advanced out of a state whose lease someone held: what the `released`
+     * history row says ("picking released by picker-7"); "" otherwise. */
+    char released[160];
 } engine_result_t;
 
 /* A fresh, absent instance; free its vars with engine_instance_clear(). */
@@ -180,8 +247,16 @@ int64_t engine_state_late_by(const def_t *def, long from_state, int64_t time_in_
  * loop changes.
  */
 typedef enum engine_due_kind {
-    ENGINE_DUE_DEADLINE = 0,     /* the current state's deadline passed: open its alert */
+    ENGINE_DUE_DEADLINE = 0,     /* the current state's deadline passed: open its alert (in
+                                    active mode only once retries and on_timeout are spent) */
     ENGINE_DUE_PROCESS_DEADLINE, /* the process deadline passed: open its alert */
+    ENGINE_DUE_RESEND,           /* active: the deadline passed with attempts left, and the
+                                    backoff after it: queue `command` (history `retried`) */
+    ENGINE_DUE_TIMEOUT,          /* active: retries spent: the instance took on_timeout into
+                                    to_state (history `timeout`); `command` is that state's */
+    ENGINE_DUE_LEASE_EXPIRED,    /* shadow: the lease ran out: open its alert */
+    ENGINE_DUE_HANDOFF,          /* active: the lease ran out: queue `command` with a new
+                                    token (history `handed_off`) */
     ENGINE_DUE_N_KINDS
 } engine_due_kind_t;
 
@@ -189,9 +264,13 @@ typedef enum engine_due_kind {
 
 typedef struct engine_due_action {
     engine_due_kind_t kind;
-    int64_t deadline_ms; /* the deadline that passed */
-    int64_t since_ms;    /* since when the instance waits (state entry or start) */
-    int64_t overdue_ms;  /* how far the watermark is past the deadline */
+    int64_t deadline_ms;      /* the deadline that passed */
+    int64_t since_ms;         /* since when the instance waits (state entry or start) */
+    int64_t overdue_ms;       /* how far the watermark is past the deadline */
+    long from_state;          /* the state the instance was in */
+    long to_state;            /* TIMEOUT: the state entered; else from_state */
+    engine_command_t command; /* RESEND, HANDOFF, TIMEOUT: what to queue (send false: none) */
+    char detail[256];         /* for history and the alert: what was tried, who held it */
 } engine_due_action_t;
 
 typedef struct engine_due {
@@ -214,6 +293,19 @@ int64_t engine_due_bound(int64_t watermark_ms, int64_t grace_ms);
 engine_due_t engine_judge_due(const def_t *def, engine_instance_t *inst, int64_t watermark_ms,
                               int64_t grace_ms);
 
+/*
+ * The wait before re-send `attempt` (1 for the first re-send) of `state`:
+ * retry.backoff doubled per attempt after the first, capped by
+ * retry.max_backoff; 0 without a backoff.
+ */
+int64_t engine_retry_backoff(const def_t *def, long state, int attempt);
+
+/*
+ * The command's id, the same however often it is produced: lowercase hex
+ * SHA-256 of "process \x1f key \x1f step \x1f attempt" (65 bytes with the NUL).
+ */
+void engine_command_id(const char *process, const char *key, int step, int attempt, char out[65]);
+
 /* What the alert of one due action says. */
 typedef struct engine_alert_text {
     char summary[1024];
@@ -227,7 +319,8 @@ typedef struct engine_alert_text {
 void engine_alert_text_clear(engine_alert_text_t *text);
 
 /*
- * Words the alert of `action` for instance `key`, and returns its details
+ * Words the alert of `action` (DEADLINE, PROCESS_DEADLINE, LEASE_EXPIRED)
+ * for instance `key`, and returns its details
  * (a new reference; NULL when out of memory). The summary says since when
  * the instance waits as an absolute time: a duration frozen here would be
  * wrong by the time a catch-up page is (re)sent; details.since_ms lets the

@@ -12,6 +12,7 @@
 #include "engine/decode.h"
 #include "engine/engine.h"
 #include "manager/alerts.h"
+#include "manager/cmdqueue.h"
 #include "manager/defcache.h"
 #include "manager/metrics.h"
 
@@ -115,17 +116,82 @@ static const char due_sql[] = "SELECT key, version, state, "
                               "  steward.to_ms(state_entered_at), "
                               "  steward.to_ms(deadline_at), "
                               "  steward.to_ms(process_deadline_at), "
-                              "  overdue, process_overdue "
+                              "  overdue, process_overdue, attempt, vars::text, step, token, "
+                              "  lease_holder, steward.to_ms(lease_expires_at), "
+                              "  steward.to_ms(lease_renewed_at), resend_pending "
                               "FROM steward.instances "
                               "WHERE status = 'active' AND next_deadline_at IS NOT NULL "
                               "  AND next_deadline_at <= steward.from_ms($2) AND process = $1 "
                               "ORDER BY next_deadline_at LIMIT 500 FOR UPDATE SKIP LOCKED";
 
+/* What the engine changed: the overdue marks, and in active mode the step
+ * it moved to (on_timeout), the attempt, the token and the lease. */
 static const char mark_sql[] =
     "UPDATE steward.instances i SET overdue = u.o, process_overdue = u.po, "
-    "  next_deadline_at = steward.from_ms(u.n), updated_at = now() "
-    "FROM unnest($2::text[], $3::bool[], $4::bool[], $5::bigint[]) AS u(k, o, po, n) "
+    "  next_deadline_at = steward.from_ms(u.n), state = u.s, status = u.st, "
+    "  state_entered_at = steward.from_ms(u.se), deadline_at = steward.from_ms(u.dl), "
+    "  attempt = u.a, step = u.sp, token = u.tk, lease_holder = u.lh, "
+    "  lease_expires_at = steward.from_ms(u.le), lease_renewed_at = steward.from_ms(u.lr), "
+    "  resend_pending = u.rp, updated_at = now() "
+    "FROM unnest($2::text[], $3::bool[], $4::bool[], $5::bigint[], $6::text[], $7::text[], "
+    "  $8::bigint[], $9::bigint[], $10::int[], $11::int[], $12::bigint[], $13::text[], "
+    "  $14::bigint[], $15::bigint[], $16::bool[]) "
+    "  AS u(k, o, po, n, s, st, se, dl, a, sp, tk, lh, le, lr, rp) "
     "WHERE i.process = $1 AND i.key = u.k";
+
+/* The judgements a due time makes in active mode and for leases, in
+ * history beside the events'. They have no event: the id names the
+ * decision (so a replay of the pass cannot record it twice under another
+ * id), the type says which clock ran out, and the time is the deadline. */
+static const char history_sql[] =
+    "INSERT INTO steward.history (process, key, version, event_id, event_type, topic, "
+    "  partition, \"offset\", event_time, from_state, to_state, outcome, detail, replica, "
+    "  epoch, entered_at) "
+    "SELECT $1, k, v, e, t, '', -1, -1, steward.from_ms(et), fs, ts, oc, d, $2, 0, "
+    "  steward.from_ms(en) "
+    "FROM unnest($3::text[], $4::int[], $5::text[], $6::text[], $7::bigint[], $8::text[], "
+    "  $9::text[], $10::text[], $11::text[], $12::bigint[]) WITH ORDINALITY "
+    "  AS u(k, v, e, t, et, fs, ts, oc, d, en, n) ORDER BY n";
+
+typedef struct due_history {
+    pgarr_t key, version, id, type, time, from, to, outcome, detail, entered;
+    size_t n;
+    long long counts[ENGINE_N_OUTCOMES];
+} due_history_t;
+
+static void due_history_add(due_history_t *h, const def_t *def, const char *key,
+                            const engine_instance_t *inst, const engine_due_action_t *a,
+                            engine_outcome_t outcome)
+{
+    char id[128];
+    snprintf(id, sizeof id, "steward:%s:%d:%d:%" PRId64, engine_outcome_name(outcome), inst->step,
+             inst->attempt, a->deadline_ms);
+    pgarr_add(&h->key, key);
+    pgarr_add_int(&h->version, def->version);
+    pgarr_add(&h->id, id);
+    pgarr_add(&h->type, outcome == ENGINE_HANDED_OFF || outcome == ENGINE_LEASE_EXPIRED
+                            ? "(lease)"
+                            : "(deadline)");
+    pgarr_add_int(&h->time, a->deadline_ms);
+    pgarr_add(&h->from, def->states[a->from_state].name);
+    pgarr_add(&h->to, def->states[a->to_state].name);
+    pgarr_add(&h->outcome, engine_outcome_name(outcome));
+    pgarr_add(&h->detail, a->detail[0] ? a->detail : NULL);
+    if (outcome == ENGINE_TIMEOUT)
+        pgarr_add_int(&h->entered, inst->state_entered_ms);
+    else
+        pgarr_add(&h->entered, NULL);
+    h->n++;
+    h->counts[outcome]++;
+}
+
+static void due_history_clear(due_history_t *h)
+{
+    pgarr_t *all[] = {&h->key,  &h->version, &h->id,      &h->type,   &h->time,
+                      &h->from, &h->to,      &h->outcome, &h->detail, &h->entered};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        pgarr_free(all[i]);
+}
 
 /* Opens the alert of one due deadline, as the engine words it. */
 static void alert_deadline(alert_batch_t *alerts, const def_t *def, const char *key,
@@ -135,6 +201,7 @@ static void alert_deadline(alert_batch_t *alerts, const def_t *def, const char *
     json_t *details = engine_due_alert(def, key, inst, action, &text);
     alert_batch_open(alerts,
                      action->kind == ENGINE_DUE_PROCESS_DEADLINE ? ALERT_PROCESS_DEADLINE
+                     : action->kind == ENGINE_DUE_LEASE_EXPIRED  ? ALERT_LEASE_EXPIRED
                                                                  : ALERT_DEADLINE,
                      def->process, key, text.state, text.owner, text.summary, details,
                      text.identity != NULL ? text.identity : text.summary, action->deadline_ms);
@@ -181,6 +248,11 @@ static err_class_t judge_batch(sched_t *s, const char *process, int64_t watermar
     int64_t judge_ms = engine_due_bound(watermark_ms, s->grace_ms);
     const char *params[2] = {process, judge_text};
     pgarr_t keys = {0}, overdue = {0}, poverdue = {0}, next = {0}, aside = {0}, reasons = {0};
+    pgarr_t states = {0}, statuses = {0}, entered = {0}, deadlines = {0}, attempts = {0},
+            steps = {0}, tokens = {0}, holders = {0}, lease_ends = {0}, renewed = {0},
+            resends = {0};
+    due_history_t history = {0};
+    cmdq_t commands = {0};
     int alerted[8];
     size_t n_alerted = 0;
     alert_batch_t alerts = {0};
@@ -239,12 +311,75 @@ static err_class_t judge_batch(sched_t *s, const char *process, int64_t watermar
         inst.process_deadline_ms = ms_column(res, row, 6);
         inst.overdue = strcmp(PQgetvalue(res, row, 7), "t") == 0;
         inst.process_overdue = strcmp(PQgetvalue(res, row, 8), "t") == 0;
+        inst.version = version;
+        inst.attempt = atoi(PQgetvalue(res, row, 9));
+        inst.vars = json_loads(PQgetvalue(res, row, 10), 0, NULL);
+        inst.step = atoi(PQgetvalue(res, row, 11));
+        inst.token = strtoll(PQgetvalue(res, row, 12), NULL, 10);
+        inst.lease_holder = PQgetisnull(res, row, 13) ? NULL : strdup(PQgetvalue(res, row, 13));
+        inst.lease_expires_ms = ms_column(res, row, 14);
+        inst.lease_renewed_ms = ms_column(res, row, 15);
+        inst.resend_pending = strcmp(PQgetvalue(res, row, 16), "t") == 0;
 
-        /* The SQL picked candidates by next_deadline_at; the engine decides. */
+        /* The SQL picked candidates by next_deadline_at; the engine decides,
+         * and what it decides is written in this transaction: the history
+         * rows, the commands to (re-)send, the alerts, the instance. */
         engine_due_t due = engine_judge_due(def, &inst, watermark_ms, s->grace_ms);
-        for (size_t i = 0; i < due.n; i++)
-            alert_deadline(&alerts, def, key, &inst, &due.actions[i]);
+        for (size_t i = 0; i < due.n; i++) {
+            const engine_due_action_t *a = &due.actions[i];
+            switch (a->kind) {
+            case ENGINE_DUE_DEADLINE:
+            case ENGINE_DUE_PROCESS_DEADLINE:
+                alert_deadline(&alerts, def, key, &inst, a);
+                break;
+            case ENGINE_DUE_LEASE_EXPIRED:
+                alert_deadline(&alerts, def, key, &inst, a);
+                due_history_add(&history, def, key, &inst, a, ENGINE_LEASE_EXPIRED);
+                break;
+            case ENGINE_DUE_RESEND:
+                due_history_add(&history, def, key, &inst, a, ENGINE_RETRIED);
+                break;
+            case ENGINE_DUE_HANDOFF:
+                due_history_add(&history, def, key, &inst, a, ENGINE_HANDED_OFF);
+                break;
+            case ENGINE_DUE_TIMEOUT:
+                due_history_add(&history, def, key, &inst, a, ENGINE_TIMEOUT);
+                if (def->states[a->to_state].terminal != NULL) {
+                    /* on_timeout ended the instance: what was open about it is over. */
+                    char text[256];
+                    snprintf(text, sizeof text, "the instance finished in %s (%s) on timeout",
+                             def->states[a->to_state].name, def->states[a->to_state].terminal);
+                    alert_batch_resolve(&alerts, ALERT_PROCESS_DEADLINE, process, key, NULL, text);
+                    alert_batch_resolve(&alerts, ALERT_SEQUENCE, process, key, NULL, text);
+                }
+                break;
+            default:
+                break;
+            }
+            if (a->command.send)
+                cmdq_add(&commands, &alerts, def, key, inst.vars, &a->command);
+        }
         int64_t next_ms = due.next_ms;
+        pgarr_add(&states, def->states[inst.state].name);
+        pgarr_add(&statuses, engine_status(def, inst.state));
+        pgarr_add_int(&entered, inst.state_entered_ms);
+        if (inst.deadline_ms == ENGINE_NO_DEADLINE)
+            pgarr_add(&deadlines, NULL);
+        else
+            pgarr_add_int(&deadlines, inst.deadline_ms);
+        pgarr_add_int(&attempts, inst.attempt);
+        pgarr_add_int(&steps, inst.step);
+        pgarr_add_int(&tokens, inst.token);
+        pgarr_add(&holders, inst.lease_holder);
+        if (inst.lease_expires_ms == ENGINE_NO_DEADLINE)
+            pgarr_add(&lease_ends, NULL);
+        else
+            pgarr_add_int(&lease_ends, inst.lease_expires_ms);
+        if (inst.lease_renewed_ms == ENGINE_NO_DEADLINE)
+            pgarr_add(&renewed, NULL);
+        else
+            pgarr_add_int(&renewed, inst.lease_renewed_ms);
+        pgarr_add_bool(&resends, inst.resend_pending);
         pgarr_add(&keys, key);
         pgarr_add_bool(&overdue, inst.overdue);
         pgarr_add_bool(&poverdue, inst.process_overdue);
@@ -252,18 +387,40 @@ static err_class_t judge_batch(sched_t *s, const char *process, int64_t watermar
             pgarr_add(&next, NULL);
         else
             pgarr_add_int(&next, next_ms);
+        engine_instance_clear(&inst);
         stats->judged++;
     }
     PQclear(res);
     res = NULL;
 
     if (keys.n > 0) {
-        const char *mark[5] = {process, pgarr_text(&keys), pgarr_text(&overdue),
-                               pgarr_text(&poverdue), pgarr_text(&next)};
-        if ((cls = db_exec(s->conn, "marking overdue instances", mark_sql, 5, mark, errstr,
+        pgarr_t *cols[] = {&keys,     &overdue, &poverdue,   &next,     &states,
+                           &statuses, &entered, &deadlines,  &attempts, &steps,
+                           &tokens,   &holders, &lease_ends, &renewed,  &resends};
+        const char *mark[16] = {process};
+        if (!pgarr_params(cols, 15, mark + 1)) {
+            cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+            goto fail;
+        }
+        if ((cls = db_exec(s->conn, "marking overdue instances", mark_sql, 16, mark, errstr,
                            errstr_size)) != ERR_OK)
             goto fail;
     }
+    if (history.n > 0) {
+        pgarr_t *cols[] = {&history.key,    &history.version, &history.id, &history.type,
+                           &history.time,   &history.from,    &history.to, &history.outcome,
+                           &history.detail, &history.entered};
+        const char *params_h[12] = {process, s->replica != NULL ? s->replica : "scheduler"};
+        if (!pgarr_params(cols, 10, params_h + 2)) {
+            cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+            goto fail;
+        }
+        if ((cls = db_exec(s->conn, "recording retries, timeouts and leases", history_sql, 12,
+                           params_h, errstr, errstr_size)) != ERR_OK)
+            goto fail;
+    }
+    if ((cls = cmdq_write(s->conn, &commands, errstr, errstr_size)) != ERR_OK)
+        goto fail;
     if (aside.n > 0) {
         const char *set[3] = {process, pgarr_text(&aside), pgarr_text(&reasons)};
         if ((cls = db_exec(s->conn, "setting aside instances that cannot be judged", suspend_sql, 3,
@@ -281,12 +438,22 @@ static err_class_t judge_batch(sched_t *s, const char *process, int64_t watermar
         goto fail;
     stats->opened += counts.opened;
     metrics_add(&metrics.alerts_opened, (long long) counts.opened);
+    for (size_t i = 0; i < ENGINE_N_OUTCOMES; i++)
+        metrics_add(&metrics.outcomes[i], history.counts[i]);
     goto done;
 
 fail:
     db_rollback(s->conn);
 done:
     PQclear(res);
+    {
+        pgarr_t *more[] = {&states, &statuses, &entered,    &deadlines, &attempts, &steps,
+                           &tokens, &holders,  &lease_ends, &renewed,   &resends};
+        for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
+            pgarr_free(more[i]);
+    }
+    due_history_clear(&history);
+    cmdq_clear(&commands);
     pgarr_free(&keys);
     pgarr_free(&overdue);
     pgarr_free(&poverdue);

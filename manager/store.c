@@ -28,6 +28,7 @@
 #include "common/utf8.h"
 #include "engine/engine.h"
 #include "manager/alerts.h"
+#include "manager/cmdqueue.h"
 #include "manager/defcache.h"
 #include "manager/metrics.h"
 
@@ -100,26 +101,74 @@ typedef struct rows {
         r_time, r_epoch, r_key;
     size_t n_rejected;
     pgarr_t i_process, i_key, i_version, i_state, i_status, i_started, i_entered, i_deadline,
-        i_pdeadline, i_next, i_overdue, i_poverdue, i_attempt, i_vars, i_applied;
+        i_pdeadline, i_next, i_overdue, i_poverdue, i_attempt, i_vars, i_applied, i_step, i_token,
+        i_holder, i_lease_expires, i_lease_renewed, i_resend;
 } rows_t;
 
 static void rows_free(rows_t *rows)
 {
     pgarr_t *all[] = {
-        &rows->h_process,    &rows->h_key,      &rows->h_version,    &rows->h_event_id,
-        &rows->h_event_type, &rows->h_topic,    &rows->h_partition,  &rows->h_offset,
-        &rows->h_time,       &rows->h_from,     &rows->h_to,         &rows->h_outcome,
-        &rows->h_replayed,   &rows->h_detail,   &rows->h_epoch,      &rows->p_process,
-        &rows->p_key,        &rows->p_event_id, &rows->p_event_type, &rows->p_topic,
-        &rows->p_partition,  &rows->p_offset,   &rows->p_time,       &rows->p_payload,
-        &rows->p_expires,    &rows->p_delete,   &rows->r_topic,      &rows->r_partition,
-        &rows->r_offset,     &rows->r_process,  &rows->r_reason,     &rows->r_detail,
-        &rows->r_value,      &rows->r_headers,  &rows->r_time,       &rows->r_epoch,
-        &rows->i_process,    &rows->i_key,      &rows->i_version,    &rows->i_state,
-        &rows->i_status,     &rows->i_started,  &rows->i_entered,    &rows->i_deadline,
-        &rows->i_pdeadline,  &rows->i_next,     &rows->i_overdue,    &rows->i_attempt,
-        &rows->i_vars,       &rows->i_applied,  &rows->i_poverdue,   &rows->r_key,
-        &rows->h_late,       &rows->h_entered,  &rows->h_stayed,
+        &rows->h_process,
+        &rows->h_key,
+        &rows->h_version,
+        &rows->h_event_id,
+        &rows->h_event_type,
+        &rows->h_topic,
+        &rows->h_partition,
+        &rows->h_offset,
+        &rows->h_time,
+        &rows->h_from,
+        &rows->h_to,
+        &rows->h_outcome,
+        &rows->h_replayed,
+        &rows->h_detail,
+        &rows->h_epoch,
+        &rows->p_process,
+        &rows->p_key,
+        &rows->p_event_id,
+        &rows->p_event_type,
+        &rows->p_topic,
+        &rows->p_partition,
+        &rows->p_offset,
+        &rows->p_time,
+        &rows->p_payload,
+        &rows->p_expires,
+        &rows->p_delete,
+        &rows->r_topic,
+        &rows->r_partition,
+        &rows->r_offset,
+        &rows->r_process,
+        &rows->r_reason,
+        &rows->r_detail,
+        &rows->r_value,
+        &rows->r_headers,
+        &rows->r_time,
+        &rows->r_epoch,
+        &rows->i_process,
+        &rows->i_key,
+        &rows->i_version,
+        &rows->i_state,
+        &rows->i_status,
+        &rows->i_started,
+        &rows->i_entered,
+        &rows->i_deadline,
+        &rows->i_pdeadline,
+        &rows->i_next,
+        &rows->i_overdue,
+        &rows->i_attempt,
+        &rows->i_vars,
+        &rows->i_applied,
+        &rows->i_poverdue,
+        &rows->r_key,
+        &rows->h_late,
+        &rows->h_entered,
+        &rows->h_stayed,
+        &rows->i_step,
+        &rows->i_token,
+        &rows->i_holder,
+        &rows->i_lease_expires,
+        &rows->i_lease_renewed,
+        &rows->i_resend,
     };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         pgarr_free(all[i]);
@@ -343,6 +392,7 @@ typedef struct batch {
     size_t n_slots;
     rows_t rows;
     alert_batch_t alerts;
+    cmdq_t commands; /* the commands the batch's state changes send */
     long long outcome_counts[ENGINE_N_OUTCOMES];
     long long reject_counts[DECODE_N_REASONS];
     store_batch_stats_t stats;
@@ -390,6 +440,7 @@ static void batch_free(batch_t *b)
     free(b->slots);
     rows_free(&b->rows);
     alert_batch_clear(&b->alerts);
+    cmdq_clear(&b->commands);
 }
 
 static bool slot_seen(const slot_t *slot, const char *id)
@@ -629,7 +680,9 @@ static const char read_instances_sql[] =
     "  steward.to_ms(i.state_entered_at), "
     "  steward.to_ms(i.deadline_at), "
     "  steward.to_ms(i.process_deadline_at), "
-    "  i.overdue, i.attempt, i.vars::text, i.events_applied, i.process_overdue "
+    "  i.overdue, i.attempt, i.vars::text, i.events_applied, i.process_overdue, "
+    "  i.step, i.token, i.lease_holder, steward.to_ms(i.lease_expires_at), "
+    "  steward.to_ms(i.lease_renewed_at), i.resend_pending "
     "FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(p, k, n) "
     "CROSS JOIN LATERAL (SELECT * FROM steward.instances "
     "  WHERE process = u.p AND key = u.k FOR UPDATE) i "
@@ -705,6 +758,12 @@ static err_class_t batch_lock_and_read(batch_t *b, char *errstr, size_t errstr_s
             inst->vars = json_object();
         inst->events_applied = atoi(PQgetvalue(res, row, 11));
         inst->process_overdue = strcmp(PQgetvalue(res, row, 12), "t") == 0;
+        inst->step = atoi(PQgetvalue(res, row, 13));
+        inst->token = strtoll(PQgetvalue(res, row, 14), NULL, 10);
+        inst->lease_holder = PQgetisnull(res, row, 15) ? NULL : strdup(PQgetvalue(res, row, 15));
+        inst->lease_expires_ms = ms_value(res, row, 16);
+        inst->lease_renewed_ms = ms_value(res, row, 17);
+        inst->resend_pending = strcmp(PQgetvalue(res, row, 18), "t") == 0;
     }
     for (size_t i = 0; i < b->n_slots; i++) {
         if (b->slots[i].def == NULL)
@@ -898,6 +957,33 @@ static void note_alerts(batch_t *b, const slot_t *slot, const engine_result_t *r
     }
 }
 
+/* Queues the command the engine decided on entering a state, in the
+ * batch's transaction: committed with the state change or not at all. */
+static void queue_command(batch_t *b, slot_t *slot, const engine_result_t *r)
+{
+    if (r->command.send)
+        cmdq_add(&b->commands, &b->alerts, slot->def, slot->key, slot->inst.vars, &r->command);
+}
+
+/* The `released` row of a move out of a held lease, beside the event's own. */
+static void add_released(batch_t *b, const slot_t *slot, const char *event_id,
+                         const char *event_type, const char *topic, int32_t partition,
+                         int64_t offset, int64_t time_ms, const engine_result_t *r, bool replayed,
+                         int64_t epoch)
+{
+    if (r->released[0] == '\0')
+        return;
+    engine_result_t rel = *r;
+    rel.outcome = ENGINE_RELEASED;
+    rel.to_state = r->from_state;
+    rel.late_by_ms = 0;
+    rel.entered_ms = ENGINE_NO_DEADLINE;
+    rel.time_in_state_ms = -1;
+    snprintf(rel.detail, sizeof rel.detail, "%s", r->released);
+    add_history(b, slot, event_id, event_type, topic, partition, offset, time_ms, &rel, replayed,
+                epoch);
+}
+
 /* Judges the instance's parked events again after it moved, until none
  * moves it further. */
 static void replay_parked(batch_t *b, slot_t *slot, int64_t epoch)
@@ -924,10 +1010,13 @@ static void replay_parked(batch_t *b, slot_t *slot, int64_t epoch)
             p->settled = true;
             add_history(b, slot, p->event_id, p->event_type, p->topic, p->partition, p->offset,
                         p->time_ms, &r, true, epoch);
+            add_released(b, slot, p->event_id, p->event_type, p->topic, p->partition, p->offset,
+                         p->time_ms, &r, true, epoch);
             note_alerts(b, slot, &r, was_overdue, was_process_overdue, p->event_type, p->event_id);
             if (r.outcome == ENGINE_STARTED || r.outcome == ENGINE_ADVANCED) {
                 slot->dirty = true;
                 moved = true;
+                queue_command(b, slot, &r);
             }
         }
     }
@@ -945,13 +1034,16 @@ static err_class_t judge_item(batch_t *b, item_t *item, char *errstr, size_t err
     engine_result_t r;
 
     if (seen || event >= 0) {
-        engine_event_t ev = {event, item->env.id, item->env.time_ms, b->decoded[item->msg].data};
+        engine_event_t ev = {event, item->env.id, item->env.time_ms, b->decoded[item->msg].data,
+                             item->env.token};
         r = engine_apply(slot->def, &slot->inst, &ev, seen);
     } else {
         r = engine_undeclared(slot->def, &slot->inst, item->type);
     }
     add_history(b, slot, item->env.id, item->type, in->topic, in->partition, in->offset,
                 item->env.time_ms, &r, false, epoch);
+    add_released(b, slot, item->env.id, item->type, in->topic, in->partition, in->offset,
+                 item->env.time_ms, &r, false, epoch);
     note_alerts(b, slot, &r, was_overdue, was_process_overdue, item->type, item->env.id);
     if (!seen && !slot_add_seen(slot, item->env.id))
         return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
@@ -971,7 +1063,10 @@ static err_class_t judge_item(batch_t *b, item_t *item, char *errstr, size_t err
             return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
     } else if (r.outcome == ENGINE_STARTED || r.outcome == ENGINE_ADVANCED) {
         slot->dirty = true;
+        queue_command(b, slot, &r);
         replay_parked(b, slot, epoch);
+    } else if (r.outcome == ENGINE_CLAIMED || r.outcome == ENGINE_RENEWED) {
+        slot->dirty = true; /* the lease moved; the state did not */
     }
     return ERR_OK;
 }
@@ -1143,6 +1238,12 @@ static void batch_collect(batch_t *b)
         pgarr_add_int(&rows->i_attempt, inst->attempt);
         pgarr_add(&rows->i_vars, vars);
         pgarr_add_int(&rows->i_applied, inst->events_applied);
+        pgarr_add_int(&rows->i_step, inst->step);
+        pgarr_add_int(&rows->i_token, inst->token);
+        pgarr_add(&rows->i_holder, inst->lease_holder);
+        add_deadline(&rows->i_lease_expires, inst->lease_expires_ms);
+        add_deadline(&rows->i_lease_renewed, inst->lease_renewed_ms);
+        pgarr_add_bool(&rows->i_resend, inst->resend_pending);
         free(vars);
     }
 }
@@ -1196,21 +1297,27 @@ static const char write_rejected_sql[] =
 static const char write_instances_sql[] =
     "INSERT INTO steward.instances AS i (process, key, version, state, status, started_at, "
     "  state_entered_at, deadline_at, process_deadline_at, next_deadline_at, overdue, "
-    "  process_overdue, attempt, vars, events_applied) "
+    "  process_overdue, attempt, vars, events_applied, step, token, lease_holder, "
+    "  lease_expires_at, lease_renewed_at, resend_pending) "
     "SELECT p, k, v, s, st, steward.from_ms(sa), steward.from_ms(se), "
     "  steward.from_ms(dl), steward.from_ms(pd), steward.from_ms(nd), "
-    "  ov, po, at, vr::jsonb, ea "
+    "  ov, po, at, vr::jsonb, ea, sp, tk, lh, steward.from_ms(le), steward.from_ms(lr), rs "
     "FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bigint[], "
     "  $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bool[], $12::bool[], "
-    "  $13::int[], $14::text[], $15::int[]) "
-    "  AS u(p, k, v, s, st, sa, se, dl, pd, nd, ov, po, at, vr, ea) "
+    "  $13::int[], $14::text[], $15::int[], $16::int[], $17::bigint[], $18::text[], "
+    "  $19::bigint[], $20::bigint[], $21::bool[]) "
+    "  AS u(p, k, v, s, st, sa, se, dl, pd, nd, ov, po, at, vr, ea, sp, tk, lh, le, lr, rs) "
     "ON CONFLICT (process, key) DO UPDATE SET version = excluded.version, "
     "  state = excluded.state, status = excluded.status, "
     "  state_entered_at = excluded.state_entered_at, deadline_at = excluded.deadline_at, "
     "  process_deadline_at = excluded.process_deadline_at, "
     "  next_deadline_at = excluded.next_deadline_at, overdue = excluded.overdue, "
     "  process_overdue = excluded.process_overdue, attempt = excluded.attempt, "
-    "  vars = excluded.vars, events_applied = excluded.events_applied, suspended = NULL, "
+    "  vars = excluded.vars, events_applied = excluded.events_applied, step = excluded.step, "
+    "  token = excluded.token, lease_holder = excluded.lease_holder, "
+    "  lease_expires_at = excluded.lease_expires_at, "
+    "  lease_renewed_at = excluded.lease_renewed_at, "
+    "  resend_pending = excluded.resend_pending, suspended = NULL, "
     "  updated_at = now()";
 
 static const char write_offsets_sql[] =
@@ -1229,7 +1336,7 @@ static err_class_t bulk(batch_t *b, const char *what, const char *sql, pgarr_t *
                         size_t n_arrays, const char *const *extra, size_t n_extra,
                         long long *affected, char *errstr, size_t errstr_size)
 {
-    const char *params[20];
+    const char *params[24];
     err_class_t cls;
 
     if (!pgarr_params(arrays, n_arrays, params))
@@ -1292,14 +1399,18 @@ static err_class_t batch_write(batch_t *b, char *errstr, size_t errstr_size)
             return cls;
     }
     if (r->i_process.n > 0) {
-        pgarr_t *cols[] = {&r->i_process,   &r->i_key,     &r->i_version, &r->i_state,
-                           &r->i_status,    &r->i_started, &r->i_entered, &r->i_deadline,
-                           &r->i_pdeadline, &r->i_next,    &r->i_overdue, &r->i_poverdue,
-                           &r->i_attempt,   &r->i_vars,    &r->i_applied};
-        if ((cls = bulk(b, "writing instances", write_instances_sql, cols, 15, NULL, 0, NULL,
+        pgarr_t *cols[] = {&r->i_process,   &r->i_key,     &r->i_version,       &r->i_state,
+                           &r->i_status,    &r->i_started, &r->i_entered,       &r->i_deadline,
+                           &r->i_pdeadline, &r->i_next,    &r->i_overdue,       &r->i_poverdue,
+                           &r->i_attempt,   &r->i_vars,    &r->i_applied,       &r->i_step,
+                           &r->i_token,     &r->i_holder,  &r->i_lease_expires, &r->i_lease_renewed,
+                           &r->i_resend};
+        if ((cls = bulk(b, "writing instances", write_instances_sql, cols, 21, NULL, 0, NULL,
                         errstr, errstr_size)) != ERR_OK)
             return cls;
     }
+    if ((cls = cmdq_write(b->store->conn, &b->commands, errstr, errstr_size)) != ERR_OK)
+        return cls;
 
     if (!alert_batch_empty(&b->alerts)) {
         alert_counts_t counts = {0};

@@ -218,8 +218,9 @@ done:
  * rows_before fetches that one row per instance through history_instance,
  * its event time the running maximum up to it, as moves would have made it.
  *
- * moves: one window pass over the started/advanced rows of each instance
- * (history_instance gives them in order). An entry's time is the one the
+ * moves: one window pass over the started/advanced rows of each instance,
+ * and the timeout rows of active mode (on_timeout moves an instance too;
+ * history_instance gives them in order). An entry's time is the one the
  * engine judged and intake stored (history.entered_at, engine_entered_at());
  * the exit is the next row's entry time. Rows recorded before migration
  * 0009 have no entered_at: for them the running maximum of the event times
@@ -242,7 +243,7 @@ static const char report_sql[] =
     "rows_in AS ("
     "  SELECT h.id, h.process, h.key, h.from_state, h.to_state, h.event_time, h.entered_at "
     "  FROM steward.history h "
-    "  WHERE h.process = ANY ($1::text[]) AND h.outcome IN ('started', 'advanced') "
+    "  WHERE h.process = ANY ($1::text[]) AND h.outcome IN ('started', 'advanced', 'timeout') "
     "    AND ($7::bigint IS NULL OR h.recorded_at >= steward.from_ms($7::bigint))), "
     "rows_before AS ("
     "  SELECT b.id, f.process, f.key, b.from_state, b.to_state, m.event_time, b.entered_at "
@@ -251,10 +252,10 @@ static const char report_sql[] =
     "  CROSS JOIN LATERAL (SELECT h.id, h.from_state, h.to_state, h.entered_at "
     "    FROM steward.history h "
     "    WHERE h.process = f.process AND h.key = f.key AND h.id < f.first_id "
-    "      AND h.outcome IN ('started', 'advanced') ORDER BY h.id DESC LIMIT 1) b "
+    "      AND h.outcome IN ('started', 'advanced', 'timeout') ORDER BY h.id DESC LIMIT 1) b "
     "  CROSS JOIN LATERAL (SELECT max(h.event_time) AS event_time FROM steward.history h "
     "    WHERE h.process = f.process AND h.key = f.key AND h.id < f.first_id "
-    "      AND h.outcome IN ('started', 'advanced')) m), "
+    "      AND h.outcome IN ('started', 'advanced', 'timeout')) m), "
     "moves AS ("
     "  SELECT h.process, h.to_state AS state, h.from_state IS NULL AS is_start, "
     "    coalesce(h.entered_at, max(h.event_time) OVER w) AS entered_at, "
@@ -575,10 +576,15 @@ static json_t *process_json(const def_t *def, const PGresult *res, int first, in
 
         if (st != NULL && st->command != NULL && def->mode == DEF_MODE_SHADOW) {
             json_array_append_new(
-                commands, json_pack("{s:s, s:s, s:s, s:I, s:i, s:I}", "state", name, "type",
-                                    st->command->type, "topic", st->command->topic, "commands",
-                                    (json_int_t) entered, "retry_max", st->retry_max,
-                                    "retries_at_most", (json_int_t) (missed * st->retry_max)));
+                commands,
+                json_pack("{s:s, s:s, s:s, s:I, s:i, s:I, s:I}", "state", name, "type",
+                          st->command->type, "topic", st->command->topic, "commands",
+                          (json_int_t) entered, "retry_max", st->retry_max, "retries_at_most",
+                          (json_int_t) (missed * st->retry_max),
+                          /* The expected event came anyway, after the deadline:
+                           * each such first re-send would have been redundant. */
+                          "arrived_after_deadline",
+                          (json_int_t) (st->deadline_ms > 0 ? col_int(res, row, COL_SLOW) : 0)));
         }
     }
 
@@ -941,14 +947,17 @@ static void print_process(const json_t *doc, const json_t *proc, FILE *out)
         fprintf(out, "  active mode would have sent (see docs/report.md for the assumptions):\n");
         json_array_foreach(commands, i, st)
         {
-            char sent[48], retries[48];
-            fprintf(out, "    %s: %s %s to %s, and at most %s retries (retry.max %lld)\n",
+            char sent[48], retries[48], anyway[48];
+            fprintf(out,
+                    "    %s: %s %s to %s, and at most %s retries (retry.max %lld); %s arrived "
+                    "anyway after the deadline (a re-send would have been redundant)\n",
                     json_string_value(json_object_get(st, "state")),
                     fmt_count(jint(st, "commands"), sent, sizeof sent),
                     json_string_value(json_object_get(st, "type")),
                     json_string_value(json_object_get(st, "topic")),
                     fmt_count(jint(st, "retries_at_most"), retries, sizeof retries),
-                    (long long) jint(st, "retry_max"));
+                    (long long) jint(st, "retry_max"),
+                    fmt_count(jint(st, "arrived_after_deadline"), anyway, sizeof anyway));
         }
     }
 }

@@ -149,6 +149,46 @@ START_TEST(test_deadlines_the_daemon_cannot_run)
 }
 END_TEST
 
+/* The active-mode problems `steward check` names, each at its path, in the
+ * test definitions under tests/data/definitions/invalid/. */
+START_TEST(test_active_mode_problems)
+{
+    static const struct {
+        const char *file, *line;
+    } cases[] = {
+        {"invalid/check-only/template_variable_not_on_path.json",
+         "/states/picking/command/payload/why: ${vars.reason} is never captured on a path that "
+         "reaches state 'picking'"},
+        {"invalid/check-only/on_timeout_unknown_state.json",
+         "/states/reserving/on_timeout: on_timeout goes to unknown state 'refundin' (did you mean "
+         "'refunding'?)"},
+        {"invalid/check-only/lease_event_undeclared.json",
+         "/states/picking/lease/renew/0: lease event 'PickHeartbeet' is not declared in "
+         "'events'"},
+        {"invalid/retry_backoff_without_max.json",
+         "/states/reserving/retry: retry.backoff is the wait between re-sends, and retry has no "
+         "'max'"},
+        {"invalid/lease_without_deadline.json",
+         "/states/picking/lease: a lease needs the state's own 'deadline'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char rel[256];
+        snprintf(rel, sizeof rel, "tests/data/definitions/%s", cases[i].file);
+        char *path = tl_source_path(rel);
+        tl_output_t o = check(path, NULL, NULL);
+        ck_assert_msg(o.status == 2, "%s: exit %d", cases[i].file, o.status);
+        ck_assert_msg(tl_contains(o.err, cases[i].line), "%s: stderr:\n%s", cases[i].file, o.err);
+        tl_output_free(&o);
+        free(path);
+    }
+    char *valid = tl_source_path("tests/data/definitions/valid/active_lease.json");
+    tl_output_t o = check(valid, NULL, NULL);
+    ck_assert_msg(o.status == 0, "exit %d; stderr:\n%s", o.status, o.err);
+    tl_output_free(&o);
+    free(valid);
+}
+END_TEST
+
 Suite *check_cli_suite(void);
 Suite *check_cli_suite(void)
 {
@@ -159,6 +199,7 @@ Suite *check_cli_suite(void)
     tcase_add_test(tc, test_problems_in_several_files);
     tcase_add_test(tc, test_usage);
     tcase_add_test(tc, test_deadlines_the_daemon_cannot_run);
+    tcase_add_test(tc, test_active_mode_problems);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -611,6 +611,73 @@ START_TEST(test_on_timeout_rules)
 }
 END_TEST
 
+START_TEST(test_active_fields)
+{
+    /* backoff without max, a cap below the wait, a lease without the
+     * state's own deadline, lease events not declared, a variable captured
+     * only on a path that does not reach the state, the token. */
+    EXPECT_ONLY(with("/states/awaiting_payment/retry", "{\"backoff\": \"30s\"}"),
+                "/states/awaiting_payment/retry", "retry.backoff", "has no 'max'");
+    def_problems_clear(&problems);
+    EXPECT_ONLY(with("/states/awaiting_payment/retry",
+                     "{\"max\": 2, \"backoff\": \"5m\", \"max_backoff\": \"1m\"}"),
+                "/states/awaiting_payment/retry", "max_backoff is shorter than retry.backoff");
+    def_problems_clear(&problems);
+
+    json_t *doc = with("/states/awaiting_dispatch/lease",
+                       "{\"claim\": \"PaymentDeclined\", \"holder\": \"/worker\", "
+                       "\"renew\": [\"PaymentDeclinedd\"], \"duration\": \"10m\"}");
+    EXPECT_ONLY(doc, "/states/awaiting_dispatch/lease/renew/0",
+                "lease event 'PaymentDeclinedd' is not declared in 'events'",
+                "did you mean 'PaymentDeclined'?");
+    def_problems_clear(&problems);
+
+    doc = without("/states/awaiting_dispatch/deadline");
+    put(doc, "/deadline", "\"10d\"");
+    put(doc, "/states/awaiting_dispatch/lease",
+        "{\"claim\": \"PaymentDeclined\", \"holder\": \"/worker\", \"duration\": \"10m\"}");
+    EXPECT(doc, "/states/awaiting_dispatch/lease", "a lease needs the state's own 'deadline'");
+    def_problems_clear(&problems);
+
+    /* payment_id is captured by PaymentCaptured, which leads to
+     * awaiting_dispatch, not back to awaiting_payment. */
+    EXPECT_ONLY(with("/states/awaiting_payment/command/payload/pid", "\"${vars.payment_id}\""),
+                "/states/awaiting_payment/command/payload/pid",
+                "${vars.payment_id} is never captured on a path that reaches state "
+                "'awaiting_payment'");
+    def_problems_clear(&problems);
+
+    def_t *def = expect_valid(with("/states/awaiting_payment/retry",
+                                   "{\"max\": 3, \"backoff\": \"30s\", \"max_backoff\": \"2m\"}"));
+    ck_assert_int_eq(def->states[0].retry_max, 3);
+    ck_assert_int_eq(def->states[0].retry_backoff_ms, 30000);
+    ck_assert_int_eq(def->states[0].retry_max_backoff_ms, 120000);
+    def_free(def);
+
+    doc = with("/states/awaiting_dispatch/lease",
+               "{\"claim\": \"PaymentDeclined\", \"holder\": \"/worker\", "
+               "\"renew\": [\"OrderPlaced\"], \"duration\": \"10m\"}");
+    put(doc, "/states/awaiting_dispatch/token", "{\"header\": \"ce_stewardtoken\"}");
+    put(doc, "/states/awaiting_dispatch/command",
+        "{\"topic\": \"t\", \"type\": \"Ship\", \"payload\": {\"p\": \"${vars.payment_id}\"}}");
+    def = expect_valid(doc);
+    long s = def_find_state(def, "awaiting_dispatch");
+    ck_assert_ptr_nonnull(def->states[s].lease);
+    ck_assert_str_eq(def->states[s].lease->holder_pointer, "/worker");
+    ck_assert_int_eq(def->states[s].lease->duration_ms, 600000);
+    ck_assert_str_eq(def->states[s].token.header, "ce_stewardtoken");
+    bool claim = false;
+    ck_assert(
+        def_lease_event(def, (size_t) s, (size_t) def_find_event(def, "PaymentDeclined"), &claim));
+    ck_assert(claim);
+    ck_assert(
+        def_lease_event(def, (size_t) s, (size_t) def_find_event(def, "OrderPlaced"), &claim));
+    ck_assert(!claim);
+    ck_assert(!def_lease_event(def, 0, (size_t) def_find_event(def, "OrderPlaced"), NULL));
+    def_free(def);
+}
+END_TEST
+
 START_TEST(test_retry_rules)
 {
     EXPECT_ONLY(with("/states/awaiting_payment/retry/max", "-1"),
@@ -796,10 +863,11 @@ START_TEST(test_templates)
                 "${vars.skus}");
     def_problems_clear(&problems);
 
-    /* Every built-in, a start capture and an event capture are fine; so is a lone '$'. */
+    /* Every built-in and a start capture are fine; so is a lone '$'. (An
+     * event's capture counts only on paths through it: test_active_fields.) */
     snprintf(ptr, sizeof ptr, "%s/note", payload);
-    def_free(expect_valid(with(ptr, "\"${key} ${process} ${state} ${attempt} ${vars.total} "
-                                    "${vars.payment_id} costs $5\"")));
+    def_free(expect_valid(with(ptr, "\"${key} ${process} ${state} ${attempt} ${token} "
+                                    "${vars.total} costs $5\"")));
 }
 END_TEST
 
@@ -1251,6 +1319,7 @@ Suite *def_suite(void)
     tcase_add_test(tc, test_time_sources);
     tcase_add_test(tc, test_any_transitions);
     tcase_add_test(tc, test_set_map_topics);
+    tcase_add_test(tc, test_active_fields);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -292,8 +292,9 @@ END_TEST
 
 START_TEST(outcome_names_match_the_schema)
 {
-    const char *expected[] = {"started",    "advanced", "duplicate", "parked",
-                              "unexpected", "late",     "violation"};
+    const char *expected[] = {"started", "advanced",  "duplicate",     "parked",     "unexpected",
+                              "late",    "violation", "timeout",       "retried",    "stale",
+                              "claimed", "renewed",   "lease_expired", "handed_off", "released"};
     for (int i = 0; i < ENGINE_N_OUTCOMES; i++)
         ck_assert_str_eq(engine_outcome_name((engine_outcome_t) i), expected[i]);
 }

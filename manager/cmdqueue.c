@@ -1,0 +1,91 @@
+/*
+ * cmdqueue - command outbox rows; see cmdqueue.h.
+ */
+#include "manager/cmdqueue.h"
+
+#include "common/db.h"
+#include "engine/template.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool cmdq_add(cmdq_t *q, alert_batch_t *alerts, const def_t *def, const char *key,
+              const json_t *vars, const engine_command_t *cmd)
+{
+    const def_state_t *st = &def->states[cmd->state];
+    char err[512];
+    template_ctx_t ctx = {key, def->process, st->name, cmd->attempt, cmd->token, vars};
+    json_t *payload = template_render(st->command->payload, &ctx, err, sizeof err);
+    char *text =
+        payload != NULL ? json_dumps(payload, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
+    json_decref(payload);
+    if (text == NULL) {
+        char summary[1024], identity[1024];
+        snprintf(summary, sizeof summary, "%s %s: command %s of %s not sent: %s; owner %s",
+                 def->process, key, st->command->type, st->name,
+                 payload == NULL ? err : "out of memory",
+                 def_state_owner(def, (size_t) cmd->state));
+        snprintf(identity, sizeof identity, "steward:command_failed:%s:%s:%d:%d", def->process, key,
+                 cmd->step, cmd->attempt);
+        json_t *details = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:s}", "process", def->process,
+                                    "key", key, "state", st->name, "command", st->command->type,
+                                    "step", cmd->step, "attempt", cmd->attempt, "reason", err);
+        alert_batch_open(alerts, ALERT_COMMAND_FAILED, def->process, key, st->name,
+                         def_state_owner(def, (size_t) cmd->state), summary, details, identity, -1);
+        json_decref(details);
+        q->failed++;
+        return false;
+    }
+    char ce_id[65];
+    engine_command_id(def->process, key, cmd->step, cmd->attempt, ce_id);
+    pgarr_add(&q->process, def->process);
+    pgarr_add(&q->key, key);
+    pgarr_add_int(&q->version, def->version);
+    pgarr_add(&q->state, st->name);
+    pgarr_add_int(&q->step, cmd->step);
+    pgarr_add_int(&q->attempt, cmd->attempt);
+    pgarr_add_int(&q->token, cmd->token);
+    pgarr_add(&q->topic, st->command->topic);
+    pgarr_add(&q->type, st->command->type);
+    pgarr_add(&q->payload, text);
+    pgarr_add(&q->ce_id, ce_id);
+    pgarr_add_int(&q->delay, cmd->delay_ms);
+    free(text);
+    q->n++;
+    return true;
+}
+
+/* Rows in decision order (ORDINALITY), so ids follow it and one
+ * instance's commands are sent in order. */
+static const char write_sql[] =
+    "INSERT INTO steward.commands (process, key, version, state, step, attempt, token, topic, "
+    "  type, payload, ce_id, next_attempt_at) "
+    "SELECT p, k, v, s, sp, a, t, tp, ty, pl::jsonb, c, now() + d * interval '1 millisecond' "
+    "FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::int[], $6::int[], "
+    "  $7::bigint[], $8::text[], $9::text[], $10::text[], $11::text[], $12::bigint[]) "
+    "  WITH ORDINALITY AS u(p, k, v, s, sp, a, t, tp, ty, pl, c, d, n) "
+    "ORDER BY n "
+    "ON CONFLICT (ce_id) DO NOTHING";
+
+err_class_t cmdq_write(PGconn *conn, cmdq_t *q, char *errstr, size_t errstr_size)
+{
+    if (q->n == 0)
+        return ERR_OK;
+    pgarr_t *cols[] = {&q->process, &q->key,   &q->version, &q->state,   &q->step,  &q->attempt,
+                       &q->token,   &q->topic, &q->type,    &q->payload, &q->ce_id, &q->delay};
+    const char *params[12];
+    if (!pgarr_params(cols, 12, params))
+        return err_set(ERR_FATAL, errstr, errstr_size, "queueing commands: out of memory");
+    return db_exec(conn, "queueing commands", write_sql, 12, params, errstr, errstr_size);
+}
+
+void cmdq_clear(cmdq_t *q)
+{
+    pgarr_t *all[] = {&q->process, &q->key,   &q->version, &q->state,   &q->step,  &q->attempt,
+                      &q->token,   &q->topic, &q->type,    &q->payload, &q->ce_id, &q->delay};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        pgarr_free(all[i]);
+    q->n = q->failed = 0;
+}

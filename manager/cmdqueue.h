@@ -1,0 +1,47 @@
+/*
+ * cmdqueue - the command outbox rows a transaction writes: what the
+ * engine decided to send (engine_command_t), rendered from the state's
+ * template into steward.commands in the caller's transaction, so a command
+ * is queued exactly when the state change or re-send that decides it
+ * commits. The dispatcher (not here) produces and marks them.
+ *
+ * A command whose template cannot be rendered (a variable the instance
+ * never captured) is not queued: a `command_failed` alert names the
+ * variable instead. Never half a command.
+ *
+ * A cmdq_t is a plain struct owned by one thread: zero it, add, write,
+ * cmdq_clear() it.
+ */
+#ifndef STEWARD_CMDQUEUE_H
+#define STEWARD_CMDQUEUE_H
+
+#include "common/err.h"
+#include "common/pgarr.h"
+#include "definitions/def.h"
+#include "engine/engine.h"
+#include "manager/alerts.h"
+
+#include <libpq-fe.h>
+
+typedef struct cmdq {
+    pgarr_t process, key, version, state, step, attempt, token, topic, type, payload, ce_id, delay;
+    size_t n;
+    size_t failed; /* commands refused (a command_failed alert each) */
+} cmdq_t;
+
+/*
+ * Renders and queues `cmd` (cmd->send must be true) for instance
+ * (def->process, key) with captured `vars` (borrowed); cmd->delay_ms
+ * counts from the insert. On a render failure opens a command_failed alert
+ * in `alerts` instead and returns false.
+ */
+bool cmdq_add(cmdq_t *q, alert_batch_t *alerts, const def_t *def, const char *key,
+              const json_t *vars, const engine_command_t *cmd);
+
+/* Inserts the queued rows on conn, inside the caller's transaction. A row
+ * whose ce_id exists already (the same decision replayed) is skipped. */
+err_class_t cmdq_write(PGconn *conn, cmdq_t *q, char *errstr, size_t errstr_size);
+
+void cmdq_clear(cmdq_t *q);
+
+#endif

@@ -1,0 +1,414 @@
+/*
+ * test_active - active mode end to end on the real broker and PostgreSQL,
+ * asserting on the command outbox (steward.commands): no dispatcher runs
+ * here, so queued commands stay queued and every row can be read.
+ *
+ *   retries      reserving (deadline 2s, retry max 2, backoff 1s doubling)
+ *                is re-sent twice with new attempts, tokens and ids, each
+ *                a backoff after the missed deadline; then on_timeout enters
+ *                refunding, which queues its own command; only refunding's
+ *                timeout pages
+ *   lease        heartbeats push the lease on; once they stop it expires
+ *                and the command is re-sent with a new token; the old
+ *                holder's late reply is recorded as stale and changes
+ *                nothing; the new holder's reply finishes the instance
+ *   lagging      a consumer catching up on old events (the watermark
+ *                behind the wall clock) re-sends nothing though the
+ *                deadlines passed long ago in wall-clock time
+ *   promotion    an instance started on a shadow version is not commanded
+ *                after the active version is loaded, and pages as shadow
+ *                instances do; a new instance on the active version is
+ */
+#include "testlib.h"
+
+#include <check.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+typedef struct world {
+    char *prefix;
+    char *group;
+    const char *db_url;
+    PGconn *conn;
+    char *dir;
+    char *log;
+    int pid;
+} world_t;
+
+static world_t w;
+
+static char *fill(const char *version, const char *mode, const char *d1)
+{
+    char *path = tl_source_path("tests/data/definitions/active_order.json.in");
+    char *text = tl_read_file(path);
+    free(path);
+    size_t cap = strlen(text) + 4096, len = 0;
+    char *out = calloc(1, cap);
+    for (const char *p = text; *p;) {
+        const char *with = NULL;
+        size_t skip = 0;
+        if (strncmp(p, "@P@", 3) == 0)
+            with = w.prefix, skip = 3;
+        else if (strncmp(p, "@V@", 3) == 0)
+            with = version, skip = 3;
+        else if (strncmp(p, "@MODE@", 6) == 0)
+            with = mode, skip = 6;
+        else if (strncmp(p, "@D1@", 4) == 0)
+            with = d1, skip = 4;
+        if (with != NULL) {
+            len += (size_t) snprintf(out + len, cap - len, "%s", with);
+            p += skip;
+        } else {
+            out[len++] = *p++;
+        }
+    }
+    free(text);
+    return out;
+}
+
+static char *topic(const char *name)
+{
+    char *t = NULL;
+    ck_assert_int_ge(asprintf(&t, "%s%s", w.prefix, name), 0);
+    return t;
+}
+
+static void world_init(const char *name)
+{
+    memset(&w, 0, sizeof w);
+    char *base = tl_unique(name);
+    ck_assert_int_ge(asprintf(&w.prefix, "%s.", base), 0);
+    w.group = base;
+    w.db_url = tl_db_create(name);
+    w.conn = tl_db_connect(w.db_url);
+    w.dir = strdup(tl_tmpdir());
+    w.log = tl_write_file(w.dir, "steward.log", "");
+    char *names[4] = {topic("orders"), topic("stock"), topic("picking"), topic("payments")};
+    tl_kafka_create_topics((const char *const *) names, 4, 1);
+    for (int i = 0; i < 4; i++)
+        free(names[i]);
+    const char *argv[] = {NULL, "migrate", "--database", w.db_url, NULL};
+    tl_output_t o = tl_steward(argv, NULL);
+    ck_assert_msg(o.status == 0, "migrate: %s", o.err);
+    tl_output_free(&o);
+}
+
+/* Writes definition version `version` in `mode` into the definitions
+ * directory, and config.json pointing at that directory. */
+static void world_definition(const char *version, const char *mode, const char *d1)
+{
+    char defs[1024], path[1024], file[64];
+    snprintf(defs, sizeof defs, "%s/defs", w.dir);
+    mkdir(defs, 0755);
+    snprintf(file, sizeof file, "v%s.json", version);
+    char *text = fill(version, mode, d1);
+    free(tl_write_file(defs, file, text));
+    free(text);
+    json_t *cfg =
+        json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s}, s:{s:s}, s:{s:[{s:s}]}, s:s, s:{s:s}}",
+                  "brokers", tl_kafka_brokers(), "database", w.db_url, "definitions", defs, "group",
+                  w.group, "scheduler", "interval", "200ms", "grace", "0s", "blind_after", "10m",
+                  "http", "listen", "", "routes", "default", "type", "log", "log_level", "info",
+                  "kafka", "topic.metadata.refresh.interval.ms", "1000");
+    snprintf(path, sizeof path, "%s/config.json", w.dir);
+    ck_assert_int_eq(json_dump_file(cfg, path, JSON_INDENT(2)), 0);
+    json_decref(cfg);
+}
+
+static void world_start(void)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/config.json", w.dir);
+    const char *argv[] = {NULL, "run", "--config", path, "--replica", "r1", NULL};
+    w.pid = tl_steward_spawn(argv, NULL, w.log);
+}
+
+static void world_stop(void)
+{
+    if (w.pid > 0)
+        ck_assert_int_eq(tl_stop(w.pid, SIGTERM, 20), 0);
+    w.pid = 0;
+}
+
+static void teardown(void)
+{
+    if (w.pid > 0)
+        tl_stop(w.pid, SIGKILL, 10);
+    PQfinish(w.conn);
+}
+
+static void wait_for(const char *sql, const char *expected, int timeout_s)
+{
+    char *last = NULL;
+    if (!tl_db_wait(w.conn, sql, 0, NULL, expected, timeout_s, &last)) {
+        tl_print_tail(w.log, 4000);
+        ck_abort_msg("waited %d s for [%s] = %s; last %s", timeout_s, sql, expected,
+                     last ? last : "(null)");
+    }
+    free(last);
+}
+
+static char *scalar(const char *sql)
+{
+    char *v = tl_db_scalar(w.conn, sql, 0, NULL);
+    ck_assert_ptr_nonnull(v);
+    return v;
+}
+
+static void expect(const char *sql, const char *want)
+{
+    char *got = scalar(sql);
+    ck_assert_msg(strcmp(got, want) == 0, "[%s]: got %s, want %s", sql, got, want);
+    free(got);
+}
+
+static long long now_ms(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (long long) tv.tv_sec * 1000 + tv.tv_usec / 1000;
+}
+
+/* Produces event `type` for order `key` on topic `name`, at Kafka time ts
+ * (0: now), with `extra` JSON members ("" for none). */
+static void send(tl_producer_t *p, const char *name, const char *type, const char *key,
+                 const char *extra, long long ts)
+{
+    char value[512], *t = topic(name);
+    snprintf(value, sizeof value, "{\"type\":\"%s\",\"order_id\":\"%s\",\"total\":42.5%s%s}", type,
+             key, extra[0] ? "," : "", extra);
+    tl_produce(p, t, 0, value, -1, NULL, ts);
+    free(t);
+}
+
+/* Nothing moves the watermarks of the four topics unless steward reads
+ * them; one message each on the topics no order uses yet starts them. */
+static void touch_topics(tl_producer_t *p)
+{
+    send(p, "stock", "Noise", "none", "", 0);
+    send(p, "picking", "Noise", "none", "", 0);
+    send(p, "payments", "Noise", "none", "", 0);
+}
+
+START_TEST(retries_backoff_then_on_timeout_into_compensation)
+{
+    world_init("act_retry");
+    world_definition("1", "active", "2s");
+    world_start();
+    tl_producer_t *p = tl_producer_new();
+    touch_topics(p);
+    send(p, "orders", "OrderPlaced", "A1", "", 0);
+    tl_producer_free(p);
+
+    /* Two re-sends, on_timeout, refunding's own command, then its page. */
+    wait_for("SELECT count(*) FROM steward.alerts WHERE kind = 'deadline' AND key = 'A1'", "1", 40);
+    expect("SELECT string_agg(state || ':' || step || ':' || attempt || ':' || token, ' ' "
+           "ORDER BY id) FROM steward.commands WHERE key = 'A1'",
+           "reserving:1:0:1 reserving:1:1:2 reserving:1:2:3 refunding:2:0:4");
+    expect("SELECT count(DISTINCT ce_id) FROM steward.commands WHERE key = 'A1'", "4");
+    expect("SELECT count(*) FROM steward.commands WHERE key = 'A1' AND ce_id <> "
+           "encode(sha256(convert_to(process || chr(31) || key || chr(31) || step || chr(31) || "
+           "attempt, 'UTF8')), 'hex')",
+           "0");
+    /* Types are kept: the captured number stays a number. */
+    expect("SELECT payload::text FROM steward.commands WHERE key = 'A1' AND attempt = 1",
+           "{\"note\": \"attempt 1\", \"token\": 2, \"total\": 42.5, \"order_id\": \"A1\"}");
+    expect("SELECT payload->>'amount' FROM steward.commands WHERE state = 'refunding'", "42.5");
+    /* A re-send is queued once its backoff passed after the missed
+     * deadline, ready to go: deadline 2s + 1s, then 2s + 2s (doubled).
+     * Deadlines are judged against the watermark, which follows the wall
+     * clock only as intake and the scheduler poll: the spacing of the rows
+     * is checked loosely, the backoffs exactly in history. */
+    expect("SELECT bool_and(next_attempt_at = created_at) FROM steward.commands WHERE key = 'A1'",
+           "t");
+    expect("SELECT extract(epoch FROM max(created_at) FILTER (WHERE attempt = 1) - "
+           "max(created_at) FILTER (WHERE attempt = 0)) BETWEEN 2.3 AND 5 "
+           "FROM steward.commands WHERE key = 'A1' AND state = 'reserving'",
+           "t");
+    expect("SELECT extract(epoch FROM max(created_at) FILTER (WHERE attempt = 2) - "
+           "max(created_at) FILTER (WHERE attempt = 1)) BETWEEN 3 AND 6 "
+           "FROM steward.commands WHERE key = 'A1' AND state = 'reserving'",
+           "t");
+    expect("SELECT string_agg(substring(detail FROM '; re-sent .*$'), ' ' ORDER BY id) FROM "
+           "steward.history WHERE key = 'A1' AND outcome = 'retried'",
+           "; re-sent (attempt 1) after a backoff of 1s ; re-sent (attempt 2) after a backoff of "
+           "2s");
+    expect("SELECT string_agg(outcome, ' ' ORDER BY id) FROM steward.history WHERE key = 'A1' "
+           "AND outcome IN ('retried', 'timeout')",
+           "retried retried timeout");
+    expect("SELECT count(*) FROM steward.history WHERE key = 'A1' AND outcome = 'timeout' AND "
+           "detail LIKE 'ReserveStock sent 3 times over %, no StockReserved or StockUnavailable; "
+           "took on_timeout%refunding'",
+           "1");
+    /* Paged only when the compensation step itself timed out. */
+    expect("SELECT state || ' ' || owner FROM steward.alerts WHERE kind = 'deadline' AND "
+           "key = 'A1'",
+           "refunding payments");
+    expect("SELECT summary LIKE '%Refund sent 1 time over 2s, no Refunded; owner payments' FROM "
+           "steward.alerts WHERE kind = 'deadline' AND key = 'A1'",
+           "t");
+    expect("SELECT state || ' ' || step || ' ' || token || ' ' || overdue FROM steward.instances "
+           "WHERE key = 'A1'",
+           "refunding 2 4 true");
+    world_stop();
+}
+END_TEST
+
+START_TEST(lease_heartbeats_expiry_handoff_and_stale_reply)
+{
+    world_init("act_lease");
+    world_definition("1", "active", "30s");
+    world_start();
+    tl_producer_t *p = tl_producer_new();
+    touch_topics(p);
+    send(p, "orders", "OrderPlaced", "L1", "", 0);
+    tl_producer_free(p);
+    wait_for("SELECT count(*) FROM steward.commands WHERE key = 'L1'", "1", 30);
+
+    p = tl_producer_new();
+    send(p, "stock", "StockReserved", "L1", "\"steward_token\":1", 0);
+    tl_producer_free(p);
+    wait_for("SELECT state || ' ' || token FROM steward.instances WHERE key = 'L1'", "picking 2",
+             20);
+
+    long long claimed = now_ms();
+    p = tl_producer_new();
+    send(p, "picking", "PickStarted", "L1", "\"worker_id\":\"picker-7\",\"steward_token\":2", 0);
+    tl_producer_free(p);
+    wait_for("SELECT lease_holder FROM steward.instances WHERE key = 'L1'", "picker-7", 20);
+
+    /* Heartbeats every second for 6 s: the lease (4 s) runs on past the
+     * claim's (the margin absorbs a slow producer on a busy machine). */
+    for (int i = 0; i < 6; i++) {
+        usleep(1000 * 1000);
+        p = tl_producer_new();
+        send(p, "picking", "PickHeartbeat", "L1", "\"steward_token\":2", 0);
+        tl_producer_free(p);
+    }
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT steward.to_ms(lease_expires_at) > %lld + 6000 FROM steward.instances "
+             "WHERE key = 'L1'",
+             claimed);
+    wait_for(sql, "t", 10);
+    expect("SELECT count(*) FROM steward.history WHERE key = 'L1' AND outcome = 'handed_off'", "0");
+    expect("SELECT count(*) > 1 FROM steward.history WHERE key = 'L1' AND outcome = 'renewed'",
+           "t");
+
+    /* The heartbeats stop: the lease expires and the step is handed off. */
+    wait_for("SELECT count(*) FROM steward.history WHERE key = 'L1' AND outcome = 'handed_off'",
+             "1", 20);
+    expect("SELECT state || ':' || step || ':' || attempt || ':' || token FROM steward.commands "
+           "WHERE key = 'L1' ORDER BY id DESC LIMIT 1",
+           "picking:2:1:3");
+    expect("SELECT detail LIKE 'held by picker-7, last heartbeat %s ago, lease 4s: PickOrder "
+           "re-sent with token 3' FROM steward.history WHERE key = 'L1' AND "
+           "outcome = 'handed_off'",
+           "t");
+    expect("SELECT lease_holder IS NULL AND token = 3 FROM steward.instances WHERE key = 'L1'",
+           "t");
+
+    /* picker-7 answers late with its old token: stale, nothing moves. */
+    p = tl_producer_new();
+    send(p, "picking", "Picked", "L1", "\"steward_token\":2,\"id\":\"zombie\"", 0);
+    tl_producer_free(p);
+    wait_for("SELECT count(*) FROM steward.history WHERE key = 'L1' AND outcome = 'stale'", "1",
+             20);
+    expect("SELECT state FROM steward.instances WHERE key = 'L1'", "picking");
+
+    /* The new holder claims the step and its reply finishes it: the lease
+     * is released. */
+    p = tl_producer_new();
+    send(p, "picking", "PickStarted", "L1",
+         "\"worker_id\":\"picker-9\",\"steward_token\":3,\"id\":\"claim2\"", 0);
+    send(p, "picking", "Picked", "L1", "\"steward_token\":3,\"id\":\"fresh\"", 0);
+    tl_producer_free(p);
+    wait_for("SELECT state FROM steward.instances WHERE key = 'L1'", "done", 20);
+    expect("SELECT string_agg(outcome || ':' || coalesce(detail, ''), ' | ' ORDER BY id) FROM "
+           "steward.history WHERE key = 'L1' AND outcome = 'released'",
+           "released:picking released by picker-9");
+    world_stop();
+}
+END_TEST
+
+START_TEST(lagging_consumer_resends_nothing)
+{
+    world_init("act_lag");
+    world_definition("1", "active", "2s");
+    /* Written before steward runs, an hour old: the deadline (2 s) passed
+     * long ago by the wall clock, never by the events' own time. */
+    long long t = now_ms() - 3600 * 1000;
+    tl_producer_t *p = tl_producer_new();
+    for (int i = 0; i < 50; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "G%d", i);
+        send(p, "orders", "OrderPlaced", key, "", t + i * 100);
+        send(p, "stock", "StockReserved", key, "", t + i * 100 + 1000);
+    }
+    send(p, "picking", "Noise", "none", "", t);
+    send(p, "payments", "Noise", "none", "", t);
+    tl_producer_free(p);
+    world_start();
+
+    wait_for("SELECT count(*) FROM steward.instances WHERE state = 'picking'", "50", 40);
+    wait_for("SELECT count(*) FROM steward.commands WHERE state = 'picking'", "50", 20);
+    expect("SELECT count(*) FROM steward.commands WHERE state = 'reserving' AND attempt = 0", "50");
+    expect("SELECT count(*) FROM steward.commands WHERE attempt > 0", "0");
+    expect("SELECT count(*) FROM steward.history WHERE outcome IN ('retried', 'timeout')", "0");
+    world_stop();
+}
+END_TEST
+
+START_TEST(promotion_does_not_recommand_in_flight_instances)
+{
+    world_init("act_promote");
+    world_definition("1", "shadow", "3s");
+    world_start();
+    tl_producer_t *p = tl_producer_new();
+    touch_topics(p);
+    send(p, "orders", "OrderPlaced", "S1", "", 0);
+    tl_producer_free(p);
+    wait_for("SELECT version || ' ' || state FROM steward.instances WHERE key = 'S1'",
+             "1 reserving", 30);
+    world_stop();
+
+    /* Promote: version 2, active. S1 keeps version 1. */
+    world_definition("2", "active", "3s");
+    world_start();
+    p = tl_producer_new();
+    send(p, "orders", "OrderPlaced", "S2", "", 0);
+    tl_producer_free(p);
+    wait_for("SELECT count(*) FROM steward.commands WHERE key = 'S2'", "1", 30);
+    /* S1's deadline passes: a shadow page, no re-send, no on_timeout. */
+    wait_for("SELECT count(*) FROM steward.alerts WHERE kind = 'deadline' AND key = 'S1'", "1", 30);
+    expect("SELECT count(*) FROM steward.commands WHERE key = 'S1'", "0");
+    expect("SELECT version || ' ' || state || ' ' || token || ' ' || overdue FROM "
+           "steward.instances WHERE key = 'S1'",
+           "1 reserving 0 true");
+    expect("SELECT count(*) FROM steward.history WHERE key = 'S1' AND outcome IN ('retried', "
+           "'timeout')",
+           "0");
+    world_stop();
+}
+END_TEST
+
+Suite *active_suite(void);
+Suite *active_suite(void)
+{
+    Suite *s = suite_create("active");
+    TCase *tc = tcase_create("active");
+    tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_add_test(tc, retries_backoff_then_on_timeout_into_compensation);
+    tcase_add_test(tc, lease_heartbeats_expiry_handoff_and_stale_reply);
+    tcase_add_test(tc, lagging_consumer_resends_nothing);
+    tcase_add_test(tc, promotion_does_not_recommand_in_flight_instances);
+    suite_add_tcase(s, tc);
+    return s;
+}
