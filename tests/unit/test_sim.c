@@ -1023,6 +1023,31 @@ START_TEST(test_active_lease)
 }
 END_TEST
 
+START_TEST(test_active_rewrite)
+{
+    /* Backoffs and the lease scale with the deadlines they pace. */
+    json_t *doc = load_doc("definitions/demo/order_fulfilment_active.json");
+    char err[512];
+    ck_assert_int_eq(sim_def_rewrite(doc, "x.", NULL, 2.0, err, sizeof err), ERR_OK);
+    json_t *states = json_object_get(doc, "states");
+    json_t *pay = json_object_get(states, "awaiting_payment");
+    ck_assert_str_eq(json_string_value(json_object_get(pay, "deadline")), "6s");
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(pay, "retry"), "backoff")),
+                     "1s");
+    ck_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(pay, "retry"), "max_backoff")), "4s");
+    json_t *ship = json_object_get(states, "awaiting_dispatch");
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(ship, "lease"), "duration")),
+                     "3s");
+    sim_active_model_t m;
+    ck_assert_int_eq(sim_active_load(doc, "", &m, err, sizeof err), ERR_OK);
+    ck_assert_int_eq(m.states[state_of(&m, "awaiting_dispatch")].lease_ms, 3000);
+    ck_assert_str_eq(m.states[state_of(&m, "awaiting_dispatch")].command_topic,
+                     "x.shipping-commands");
+    json_decref(doc);
+}
+END_TEST
+
 START_TEST(test_active_ids)
 {
     /* The contract's ce_id: SHA-256 of process, key, step, attempt joined by 0x1f. */
@@ -1069,6 +1094,7 @@ Suite *sim_suite(void)
     tcase_add_test(tc, test_active_respond);
     tcase_add_test(tc, test_active_lease);
     tcase_add_test(tc, test_active_ids);
+    tcase_add_test(tc, test_active_rewrite);
     suite_add_tcase(s, tc);
     return s;
 }
