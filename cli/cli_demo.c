@@ -13,8 +13,10 @@
  * check held.
  */
 #include "cli/cli.h"
+#include "cli/cli_demo.h"
 #include "common/db.h"
 #include "common/err.h"
+#include "common/sha256.h"
 #include "schema/migrate.h"
 
 #include <errno.h>
@@ -26,6 +28,7 @@
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -188,6 +191,133 @@ static bool check_ground_truth(PGconn *conn, const char *path, char *stalled_key
            "%zu missed; %lld alerts for orders that did not stall\n",
            stalled, alerted, wrong_state, missed, false_alerts < 0 ? 0 : false_alerts);
     return wrong_state == 0 && missed == 0 && false_alerts == 0;
+}
+
+/* ---- the active demo's closing check (pure; see cli_demo.h) -------------- */
+
+static void problem(demo_active_verdict_t *v, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void problem(demo_active_verdict_t *v, const char *fmt, ...)
+{
+    if (v->n_problems == DEMO_MAX_PROBLEMS)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(v->problems[v->n_problems++], sizeof v->problems[0], fmt, ap);
+    va_end(ap);
+}
+
+static const char *pair_find(const demo_pair_t *pairs, size_t n, const char *key, const char *value)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(pairs[i].key, key) == 0 && (value == NULL || strcmp(pairs[i].value, value) == 0))
+            return pairs[i].value;
+    return NULL;
+}
+
+static bool same_step(const demo_command_t *a, const demo_command_t *b)
+{
+    return a->step == b->step && a->attempt == b->attempt && strcmp(a->key, b->key) == 0;
+}
+
+/* The contract's ce_id: SHA-256 of process, key, step and attempt joined
+ * by 0x1f, in lowercase hex. */
+static void derive_ce_id(const char *process, const demo_command_t *c, char hex[SHA256_HEX_SIZE])
+{
+    char buf[1024];
+    int n =
+        snprintf(buf, sizeof buf, "%s\x1f%s\x1f%ld\x1f%ld", process, c->key, c->step, c->attempt);
+    sha256_hex(buf, n < 0 ? 0 : (size_t) n < sizeof buf ? (size_t) n : sizeof buf - 1, hex);
+}
+
+bool demo_active_check(const demo_active_facts_t *f, demo_active_verdict_t *v)
+{
+    memset(v, 0, sizeof *v);
+    v->orders = f->n_orders;
+    for (size_t i = 0; i < f->n_orders; i++) {
+        const demo_order_t *o = &f->orders[i];
+        const char *state = pair_find(f->instances, f->n_instances, o->key, NULL);
+        if (o->terminal != NULL) {
+            if (state != NULL && strcmp(state, o->terminal) == 0) {
+                v->ended_right++;
+            } else {
+                v->wrong_end++;
+                problem(v, "%s should have ended %s, but is %s%s", o->key, o->terminal,
+                        state ? "in " : "", state ? state : "unknown to steward");
+            }
+            const char *paged = pair_find(f->alerts, f->n_alerts, o->key, NULL);
+            if (paged != NULL) {
+                v->unexpected_pages++;
+                problem(v,
+                        "%s was paged at %s, but its retries or on_timeout should have "
+                        "carried it to %s",
+                        o->key, paged, o->terminal);
+            }
+        } else if (o->paged_at != NULL) {
+            if (pair_find(f->alerts, f->n_alerts, o->key, o->paged_at) != NULL) {
+                v->paged_right++;
+            } else {
+                v->missed_pages++;
+                problem(v, "%s should have paged the owner of %s, but %s", o->key, o->paged_at,
+                        pair_find(f->alerts, f->n_alerts, o->key, NULL)
+                            ? "was paged at another step"
+                            : "no alert names it");
+            }
+        }
+    }
+
+    /* Commands: both sides together; each (order, step, attempt) under one
+     * id, the derived one. */
+    const demo_command_t *lists[2] = {f->received, f->outbox};
+    size_t sizes[2] = {f->n_received, f->n_outbox};
+    for (int l = 0; l < 2; l++) {
+        for (size_t i = 0; i < sizes[l]; i++) {
+            const demo_command_t *c = &lists[l][i];
+            bool first = true, conflict = false, copy = false;
+            /* Only the first occurrence of a step, over both lists, counts it. */
+            for (int l2 = 0; l2 <= l && first; l2++)
+                for (size_t j = 0; j < (l2 == l ? i : sizes[l2]) && first; j++)
+                    if (same_step(&lists[l2][j], c)) {
+                        first = false;
+                        copy = l2 == l && l == 0 && strcmp(lists[l2][j].ce_id, c->ce_id) == 0;
+                    }
+            if (copy)
+                v->copies++;
+            if (!first)
+                continue;
+            v->commands++;
+            for (int l2 = 0; l2 < 2 && !conflict; l2++)
+                for (size_t j = 0; j < sizes[l2] && !conflict; j++)
+                    conflict =
+                        same_step(&lists[l2][j], c) && strcmp(lists[l2][j].ce_id, c->ce_id) != 0;
+            if (conflict) {
+                v->conflicting_ids++;
+                problem(v, "%s step %ld attempt %ld went out under two ids", c->key, c->step,
+                        c->attempt);
+            }
+            char want[SHA256_HEX_SIZE];
+            derive_ce_id(f->process, c, want);
+            if (strcmp(want, c->ce_id) != 0) {
+                v->foreign_ids++;
+                problem(v, "%s step %ld attempt %ld has ce_id %.16s..., not the derived %.16s...",
+                        c->key, c->step, c->attempt, c->ce_id, want);
+            }
+        }
+    }
+
+    v->stale_sent = f->n_stale_sent;
+    v->stale_recorded = f->n_stale_recorded;
+    for (size_t i = 0; i < f->n_stale_sent; i++) {
+        const demo_pair_t *s = &f->stale_sent[i];
+        if (pair_find(f->stale_recorded, f->n_stale_recorded, s->key, s->value) == NULL) {
+            v->stale_missing++;
+            problem(v, "%s: the late reply %s carried an old token but is not recorded as stale",
+                    s->key, s->value);
+        }
+    }
+    return v->orders > 0 && v->commands > 0 && v->wrong_end == 0 && v->missed_pages == 0 &&
+           v->unexpected_pages == 0 && v->conflicting_ids == 0 && v->foreign_ids == 0 &&
+           v->stale_missing == 0;
 }
 
 /* Waits until steward has committed every message the cluster holds. */

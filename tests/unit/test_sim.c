@@ -4,6 +4,7 @@
  * schedule's order and memory, what messages look like, and the rewrite of
  * the definition. No Kafka.
  */
+#include "cli/cli_demo.h"
 #include "common/rfc3339.h"
 #include "common/utf8.h"
 #include "definitions/def.h"
@@ -1068,6 +1069,133 @@ START_TEST(test_active_ids)
 }
 END_TEST
 
+/* ---- the active demo's closing check ------------------------------------- */
+
+typedef struct check_case {
+    demo_order_t orders[4];
+    demo_command_t received[4], outbox[3];
+    demo_pair_t stale_sent[1], stale_recorded[1], instances[4], alerts[2];
+    size_t n_received, n_outbox, n_stale_recorded, n_alerts;
+    char ids[3][65];
+} check_case_t;
+
+/* Four orders that each ended as planned: completed, paged at delivered,
+ * refunded by compensation, completed past a zombie whose reply was
+ * recorded stale; one command seen twice (a copy), and in the outbox. */
+static void good_case(check_case_t *c, demo_active_facts_t *f)
+{
+    memset(c, 0, sizeof *c);
+    c->orders[0] = (demo_order_t){"ord-1", "completed", NULL};
+    c->orders[1] = (demo_order_t){"ord-2", NULL, "delivered"};
+    c->orders[2] = (demo_order_t){"ord-3", "refunded", NULL};
+    c->orders[3] = (demo_order_t){"ord-4", "completed", NULL};
+    c->instances[0] = (demo_pair_t){"ord-1", "completed"};
+    c->instances[1] = (demo_pair_t){"ord-2", "delivered"};
+    c->instances[2] = (demo_pair_t){"ord-3", "refunded"};
+    c->instances[3] = (demo_pair_t){"ord-4", "completed"};
+    c->alerts[0] = (demo_pair_t){"ord-2", "delivered"};
+    c->n_alerts = 1;
+    sim_active_ce_id("order_fulfilment", "ord-1", 1, 0, c->ids[0]);
+    sim_active_ce_id("order_fulfilment", "ord-4", 3, 1, c->ids[1]);
+    c->received[0] = (demo_command_t){"ord-1", 1, 0, c->ids[0]};
+    c->received[1] = (demo_command_t){"ord-1", 1, 0, c->ids[0]};
+    c->received[2] = (demo_command_t){"ord-4", 3, 1, c->ids[1]};
+    c->n_received = 3;
+    c->outbox[0] = (demo_command_t){"ord-1", 1, 0, c->ids[0]};
+    c->outbox[1] = (demo_command_t){"ord-4", 3, 1, c->ids[1]};
+    c->n_outbox = 2;
+    c->stale_sent[0] = (demo_pair_t){"ord-4", "evt-2a-4-s3a1-0"};
+    c->stale_recorded[0] = (demo_pair_t){"ord-4", "evt-2a-4-s3a1-0"};
+    c->n_stale_recorded = 1;
+    *f = (demo_active_facts_t){"order_fulfilment",
+                               c->orders,
+                               4,
+                               c->received,
+                               c->n_received,
+                               c->outbox,
+                               c->n_outbox,
+                               c->stale_sent,
+                               1,
+                               c->stale_recorded,
+                               c->n_stale_recorded,
+                               c->instances,
+                               4,
+                               c->alerts,
+                               c->n_alerts};
+}
+
+START_TEST(test_active_check)
+{
+    check_case_t c;
+    demo_active_facts_t f;
+    demo_active_verdict_t v;
+
+    good_case(&c, &f);
+    ck_assert_msg(demo_active_check(&f, &v), "%s", v.n_problems ? v.problems[0] : "?");
+    ck_assert_uint_eq(v.ended_right, 3);
+    ck_assert_uint_eq(v.paged_right, 1);
+    ck_assert_uint_eq(v.commands, 2);
+    ck_assert_uint_eq(v.copies, 1); /* the same id twice is a copy, allowed */
+    ck_assert_uint_eq(v.stale_recorded, 1);
+    ck_assert_uint_eq(v.n_problems, 0);
+
+    /* An order stuck short of its end. */
+    good_case(&c, &f);
+    c.instances[0].value = "awaiting_stock";
+    ck_assert(!demo_active_check(&f, &v));
+    ck_assert_uint_eq(v.wrong_end, 1);
+    ck_assert_ptr_nonnull(strstr(v.problems[0], "ord-1 should have ended completed"));
+
+    /* Paged although its retries should have carried it through. */
+    good_case(&c, &f);
+    c.alerts[1] = (demo_pair_t){"ord-3", "awaiting_stock"};
+    f.n_alerts = 2;
+    ck_assert(!demo_active_check(&f, &v));
+    ck_assert_uint_eq(v.unexpected_pages, 1);
+
+    /* Paged at the wrong step, or not at all. */
+    good_case(&c, &f);
+    c.alerts[0].value = "shipped";
+    ck_assert(!demo_active_check(&f, &v));
+    ck_assert_uint_eq(v.missed_pages, 1);
+    f.n_alerts = 0;
+    ck_assert(!demo_active_check(&f, &v));
+    ck_assert_uint_eq(v.missed_pages, 1);
+
+    /* One attempt under a second id: on Kafka or in the outbox. */
+    good_case(&c, &f);
+    sim_active_ce_id("order_fulfilment", "ord-1", 1, 1, c.ids[2]);
+    c.received[3] = (demo_command_t){"ord-1", 1, 0, c.ids[2]};
+    f.n_received = 4;
+    ck_assert(!demo_active_check(&f, &v));
+    ck_assert_uint_eq(v.conflicting_ids, 1);
+    good_case(&c, &f);
+    c.outbox[2] = (demo_command_t){"ord-4", 3, 1, c.ids[0]};
+    f.n_outbox = 3;
+    ck_assert(!demo_active_check(&f, &v));
+    ck_assert_uint_eq(v.conflicting_ids, 1);
+
+    /* An id that is not the contract's derivation. */
+    good_case(&c, &f);
+    c.received[2].ce_id = c.outbox[1].ce_id = c.ids[0];
+    ck_assert(!demo_active_check(&f, &v));
+    ck_assert_uint_eq(v.conflicting_ids, 0);
+    ck_assert_uint_eq(v.foreign_ids, 1);
+
+    /* A stale reply steward did not record as stale. */
+    good_case(&c, &f);
+    f.n_stale_recorded = 0;
+    ck_assert(!demo_active_check(&f, &v));
+    ck_assert_uint_eq(v.stale_missing, 1);
+    ck_assert_ptr_nonnull(strstr(v.problems[0], "evt-2a-4-s3a1-0"));
+
+    /* Nothing sent proves nothing. */
+    good_case(&c, &f);
+    f.n_received = f.n_outbox = 0;
+    ck_assert(!demo_active_check(&f, &v));
+}
+END_TEST
+
 Suite *sim_suite(void)
 {
     Suite *s = suite_create("sim");
@@ -1095,6 +1223,7 @@ Suite *sim_suite(void)
     tcase_add_test(tc, test_active_lease);
     tcase_add_test(tc, test_active_ids);
     tcase_add_test(tc, test_active_rewrite);
+    tcase_add_test(tc, test_active_check);
     suite_add_tcase(s, tc);
     return s;
 }
