@@ -10,6 +10,14 @@
  * truth: one line per stalled order, written when its last message has
  * been handed to the producer, and a summary line at the end.
  *
+ * With --active it is the other side of an active process instead
+ * (sim_active.h): it places the orders on schedule, consumes the command
+ * topics, and answers each command with the replies the responder plans,
+ * when they are due; its ground truth holds one line per order (its fault
+ * and expected end), per command received and per stale reply sent. It
+ * runs until --linger seconds pass without work, or until SIGTERM, which
+ * is how `steward demo --active` ends it (exit 0).
+ *
  * Exit codes: 0 done, 1 a message failed to deliver (or Kafka, a file,
  * an interrupt), 2 usage.
  */
