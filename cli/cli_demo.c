@@ -769,7 +769,9 @@ int cli_demo(int argc, char **argv)
         /* After the seed (or in its place); the responder runs until the
          * check below holds or gives up, then gets SIGTERM. */
         static const char *const more[] = {"--active", "--fault-every", "4", "--linger", "600"};
-        size_t at = seed != NULL ? 28 : 26;
+        size_t at = 0;
+        while (sim_argv[at] != NULL)
+            at++;
         for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
             sim_argv[at + i] = more[i];
     }
