@@ -852,9 +852,8 @@ int cli_demo(int argc, char **argv)
     bool truth_held;
     if (active) {
         /* Once more, with the simulator's summary. */
-        truth_held = !demo_interrupted &&
-                     active_check_now(conn, truth, "order_fulfilment", &facts, &verdict) &&
-                     (long) verdict.orders >= atol(orders);
+        truth_held = active_check_now(conn, truth, "order_fulfilment", &facts, &verdict) &&
+                     (long) verdict.orders >= atol(orders) && !demo_interrupted;
         print_active_verdict(&facts, &verdict);
         if (facts.zombie_key != NULL)
             snprintf(stalled_key, sizeof stalled_key, "%s", facts.zombie_key);
