@@ -682,6 +682,8 @@ int cli_demo(int argc, char **argv)
                                 "1",        NULL};
     if (wait_exit(spawn(write_argv, NULL)) != 0) {
         fprintf(stderr, "steward demo: cannot write the demo definition from %s\n", definition);
+        unlink(run_def);
+        rmdir(work);
         rc = EXIT_USAGE;
         goto out;
     }
