@@ -10,6 +10,14 @@
  * truth: one line per stalled order, written when its last message has
  * been handed to the producer, and a summary line at the end.
  *
+ * With --active it is the other side of an active process instead
+ * (sim_active.h): it places the orders on schedule, consumes the command
+ * topics, and answers each command with the replies the responder plans,
+ * when they are due; its ground truth holds one line per order (its fault
+ * and expected end), per command received and per stale reply sent. It
+ * runs until --linger seconds pass without work, or until SIGTERM, which
+ * is how `steward demo --active` ends it (exit 0).
+ *
  * Exit codes: 0 done, 1 a message failed to deliver (or Kafka, a file,
  * an interrupt), 2 usage.
  */
@@ -17,6 +25,7 @@
 #include "common/rfc3339.h"
 #include "definitions/def.h"
 #include "sim/sim.h"
+#include "sim/sim_active.h"
 #include "sim/sim_def.h"
 
 #include <errno.h>
@@ -65,6 +74,10 @@ typedef struct config {
     bool plan_only;
     const char *single_topic;
     bool quiet;
+    /* --active: answer the commands of an active definition. */
+    bool active;
+    uint32_t fault_every;
+    double linger_s;
 } config_t;
 
 enum {
@@ -91,6 +104,9 @@ enum {
     OPT_PLAN_ONLY,
     OPT_SINGLE_TOPIC,
     OPT_QUIET,
+    OPT_ACTIVE,
+    OPT_FAULT_EVERY,
+    OPT_LINGER,
     OPT_HELP,
 };
 
@@ -118,6 +134,9 @@ static const struct option long_options[] = {
     {"plan-only", no_argument, NULL, OPT_PLAN_ONLY},
     {"single-topic", required_argument, NULL, OPT_SINGLE_TOPIC},
     {"quiet", no_argument, NULL, OPT_QUIET},
+    {"active", no_argument, NULL, OPT_ACTIVE},
+    {"fault-every", required_argument, NULL, OPT_FAULT_EVERY},
+    {"linger", required_argument, NULL, OPT_LINGER},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -167,6 +186,20 @@ static void usage(FILE *out)
           "  --deadline-scale F      for --write-definition (default 1); latencies are cut\n"
           "                          at 80% of each deadline times F (default: times the\n"
           "                          time scale), so only stalled orders miss deadlines\n"
+          "Active mode (--active):\n"
+          "  --active                the services answer the commands of an active\n"
+          "                          definition (--definition) instead of choreographing:\n"
+          "                          the orders service places the orders, and each\n"
+          "                          command is answered with its events (the fencing\n"
+          "                          token echoed where the definition says), with faults;\n"
+          "                          the ground truth gets one line per order (its fault\n"
+          "                          and expected end), per command received and per\n"
+          "                          stale reply sent\n"
+          "  --fault-every N         every Nth order gets a fault, in rotation: its first\n"
+          "                          command dropped, a service that never answers, a\n"
+          "                          picker whose lease runs out (default 4; 0: none)\n"
+          "  --linger S              keep answering S seconds after the last command\n"
+          "                          (default 30; SIGTERM ends it sooner, cleanly)\n"
           "Other:\n"
           "  --plan-only             print the messages as JSON lines instead of producing\n"
           "  --quiet                 no progress on stderr\n"
@@ -233,6 +266,8 @@ static int parse_args(int argc, char **argv, config_t *cfg)
     cfg->topic_prefix = "";
     cfg->partitions = 3;
     cfg->deadline_scale = 1.0;
+    cfg->fault_every = 4;
+    cfg->linger_s = 30.0;
 
     int c;
     uint64_t u;
@@ -336,6 +371,18 @@ static int parse_args(int argc, char **argv, config_t *cfg)
         case OPT_QUIET:
             cfg->quiet = true;
             break;
+        case OPT_ACTIVE:
+            cfg->active = true;
+            break;
+        case OPT_FAULT_EVERY:
+            if (!parse_u64(optarg, UINT32_MAX, &u))
+                return usage_error("--%s: expected a whole number, not '%s'", name, optarg);
+            cfg->fault_every = (uint32_t) u;
+            break;
+        case OPT_LINGER:
+            if (!parse_double(optarg, 0.0, 86400.0, &cfg->linger_s))
+                return usage_error("--%s: expected seconds, not '%s'", name, optarg);
+            break;
         case OPT_HELP:
             usage(stdout);
             return EXIT_OK;
@@ -348,6 +395,9 @@ static int parse_args(int argc, char **argv, config_t *cfg)
         return usage_error("unexpected argument '%s'", argv[optind]);
     if (cfg->start_time != NULL && !cfg->sim.virtual_time)
         return usage_error("--start-time: only with --time-mode virtual");
+    if (cfg->active && (cfg->plan_only || cfg->single_topic != NULL || cfg->sim.virtual_time))
+        return usage_error("--active: answers commands as they come, in real time: not with "
+                           "--plan-only, --single-topic or --time-mode virtual");
     if (cfg->brokers == NULL && !cfg->plan_only && cfg->write_definition == NULL)
         return usage_error("--brokers: required (or --plan-only, or --write-definition)");
     if (!cfg->seed_given)
@@ -458,6 +508,8 @@ done:
 }
 
 /* ---- Kafka --------------------------------------------------------------- */
+
+#define SIM_MAX_TOPICS (SIM_N_KINDS + SIM_ACTIVE_MAX_STATES)
 
 typedef struct producer {
     rd_kafka_t *rk;
@@ -590,7 +642,7 @@ static err_class_t create_missing(producer_t *p, const char *const *names, size_
                                   char *errstr, size_t errstr_size)
 {
     err_class_t rc = ERR_OK;
-    rd_kafka_NewTopic_t *new_topics[SIM_N_KINDS] = {0};
+    rd_kafka_NewTopic_t *new_topics[SIM_MAX_TOPICS] = {0};
     rd_kafka_queue_t *queue = rd_kafka_queue_new(p->rk);
     rd_kafka_AdminOptions_t *options =
         rd_kafka_AdminOptions_new(p->rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
@@ -641,24 +693,24 @@ done:
 }
 
 /*
- * Creates the flow's topics that do not exist, with `partitions` each,
+ * Creates the topics names[0..n) that do not exist, with `partitions` each,
  * and waits (up to 30 s) until the metadata shows every one. Existing
  * topics are kept as they are, and when all exist no admin request is
  * sent at all (a cluster may refuse them: librdkafka's mock cluster, an
  * ACL). Returns ERR_OK or ERR_TRANSIENT with the reason.
  */
-static err_class_t create_topics(producer_t *p, const sim_def_flow_t *flow, int partitions,
-                                 char *errstr, size_t errstr_size)
+static err_class_t create_topics(producer_t *p, const char *const *all, size_t n_all,
+                                 int partitions, char *errstr, size_t errstr_size)
 {
-    const char *names[SIM_N_KINDS], *missing[SIM_N_KINDS];
-    bool present[SIM_N_KINDS];
+    const char *names[SIM_MAX_TOPICS] = {0}, *missing[SIM_MAX_TOPICS] = {0};
+    bool present[SIM_MAX_TOPICS];
     size_t n = 0, n_missing = 0;
-    for (int k = 0; k < SIM_N_KINDS; k++) {
+    for (size_t k = 0; k < n_all && n < SIM_MAX_TOPICS; k++) {
         bool seen = false;
         for (size_t j = 0; j < n; j++)
-            seen = seen || strcmp(names[j], flow->topic[k]) == 0;
+            seen = seen || strcmp(names[j], all[k]) == 0;
         if (!seen)
-            names[n++] = flow->topic[k];
+            names[n++] = all[k];
     }
 
     int found = topics_present(p, names, n, present);
@@ -953,6 +1005,478 @@ static int flush_all(run_t *r)
     return rd_kafka_outq_len(r->producer->rk);
 }
 
+/* ---- active mode: the responder ------------------------------------------ */
+
+/* A reply waiting for its emit time, on a min-heap. */
+typedef struct pending {
+    sim_reply_t reply;
+    char key[96];
+    uint64_t seq;
+} pending_t;
+
+typedef struct responder {
+    const config_t *cfg;
+    sim_active_model_t model;
+    sim_t *sim;
+    producer_t *producer;
+    rd_kafka_t *consumer;
+    FILE *truth;
+    pending_t **heap;
+    size_t n_heap, cap_heap;
+    uint64_t seq;
+    uint64_t commands, unreadable, replies, stale, placed;
+    uint64_t faults[4];
+} responder_t;
+
+static bool pending_before(const pending_t *a, const pending_t *b)
+{
+    return a->reply.emit_ms < b->reply.emit_ms ||
+           (a->reply.emit_ms == b->reply.emit_ms && a->seq < b->seq);
+}
+
+static bool pending_push(responder_t *r, const sim_reply_t *reply, const char *key)
+{
+    if (r->n_heap == r->cap_heap) {
+        size_t cap = r->cap_heap ? 2 * r->cap_heap : 256;
+        pending_t **h = realloc(r->heap, cap * sizeof *h);
+        if (h == NULL)
+            return false;
+        r->heap = h;
+        r->cap_heap = cap;
+    }
+    pending_t *p = malloc(sizeof *p);
+    if (p == NULL)
+        return false;
+    p->reply = *reply;
+    snprintf(p->key, sizeof p->key, "%s", key);
+    p->seq = r->seq++;
+    size_t i = r->n_heap++;
+    while (i > 0 && pending_before(p, r->heap[(i - 1) / 2])) {
+        r->heap[i] = r->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    r->heap[i] = p;
+    return true;
+}
+
+/* Takes the earliest reply off the heap; the caller frees it. */
+static pending_t *pending_pop(responder_t *r)
+{
+    pending_t *top = r->heap[0], *last = r->heap[--r->n_heap];
+    size_t i = 0, n = r->n_heap;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && pending_before(r->heap[c + 1], r->heap[c]))
+            c++;
+        if (!pending_before(r->heap[c], last))
+            break;
+        r->heap[i] = r->heap[c];
+        i = c;
+    }
+    if (n > 0)
+        r->heap[i] = last;
+    return top;
+}
+
+/* The ground-truth line of an order, written when it is placed. */
+static void print_expectation(responder_t *r, uint32_t index)
+{
+    const sim_options_t *opts = sim_options(r->sim);
+    sim_order_t order;
+    sim_active_plan(opts, &r->model, index, r->cfg->fault_every, &order);
+    sim_fault_t fault = sim_active_fault(&r->model, index, r->cfg->fault_every);
+    sim_expect_t e = sim_active_expect(&r->model, &order, fault);
+    r->faults[fault.kind]++;
+    if (r->truth == NULL)
+        return;
+    char id[64];
+    sim_order_id(opts, index, id, sizeof id);
+    json_t *line = json_pack(
+        "{s:s, s:s, s:o, s:o, s:o, s:i}", "order_id", id, "fault", sim_fault_name(fault.kind), "at",
+        fault.state >= 0 ? json_string(r->model.states[fault.state].name) : json_null(), "terminal",
+        e.terminal >= 0 ? json_string(r->model.states[e.terminal].name) : json_null(), "paged_at",
+        e.paged_at >= 0 ? json_string(r->model.states[e.paged_at].name) : json_null(),
+        "stale_replies", (int) e.stale_replies);
+    json_dumpf(line, r->truth, JSON_COMPACT);
+    fputc('\n', r->truth);
+    json_decref(line);
+}
+
+/* A header's value as a NUL-terminated string in buf; NULL when absent. */
+static const char *header_text(rd_kafka_headers_t *hdrs, const char *name, char *buf, size_t size)
+{
+    const void *v;
+    size_t len;
+    if (hdrs == NULL ||
+        rd_kafka_header_get_last(hdrs, name, &v, &len) != RD_KAFKA_RESP_ERR_NO_ERROR || v == NULL ||
+        len >= size)
+        return NULL;
+    memcpy(buf, v, len);
+    buf[len] = '\0';
+    return buf;
+}
+
+/* Answers one command message: records it in the ground truth and puts
+ * its replies on the heap. */
+static void on_command(responder_t *r, const rd_kafka_message_t *m)
+{
+    rd_kafka_headers_t *hdrs = NULL;
+    rd_kafka_message_headers(m, &hdrs);
+    char key[96], type[64], state[64], ce_id[80], step[24], attempt[24], token[24];
+    sim_command_t cmd = {0};
+    size_t klen = m->key_len < sizeof key - 1 ? m->key_len : sizeof key - 1;
+    memcpy(key, m->key ? m->key : "", m->key ? klen : 0);
+    key[m->key ? klen : 0] = '\0';
+    cmd.key = key;
+    cmd.type = header_text(hdrs, "ce_type", type, sizeof type);
+    cmd.state = header_text(hdrs, "ce_stewardstate", state, sizeof state);
+    cmd.ce_id = header_text(hdrs, "ce_id", ce_id, sizeof ce_id);
+    const char *st = header_text(hdrs, "ce_stewardstep", step, sizeof step);
+    const char *at = header_text(hdrs, "ce_stewardattempt", attempt, sizeof attempt);
+    const char *tk = header_text(hdrs, "ce_stewardtoken", token, sizeof token);
+    cmd.step = st ? atol(st) : -1;
+    cmd.attempt = at ? atol(at) : -1;
+    cmd.token = tk ? atoll(tk) : 0;
+
+    const sim_options_t *opts = sim_options(r->sim);
+    uint32_t index;
+    if (cmd.type == NULL || cmd.ce_id == NULL || st == NULL || at == NULL ||
+        !sim_active_order_index(opts, key, &index)) {
+        if (r->unreadable++ < 5)
+            fprintf(stderr,
+                    "steward-sim: a command on %s without the CloudEvents headers of one of "
+                    "this run's orders (key '%s'); ignored\n",
+                    rd_kafka_topic_name(m->rkt), key);
+        return;
+    }
+    r->commands++;
+    if (r->truth != NULL) {
+        json_t *line = json_pack(
+            "{s:{s:s, s:s, s:s, s:I, s:I, s:I, s:s, s:s}}", "command", "order_id", key, "type",
+            cmd.type, "state", cmd.state ? cmd.state : "", "step", (json_int_t) cmd.step, "attempt",
+            (json_int_t) cmd.attempt, "token", (json_int_t) cmd.token, "ce_id", cmd.ce_id, "topic",
+            rd_kafka_topic_name(m->rkt));
+        json_dumpf(line, r->truth, JSON_COMPACT);
+        fputc('\n', r->truth);
+        json_decref(line);
+    }
+
+    sim_order_t order;
+    sim_active_plan(opts, &r->model, index, r->cfg->fault_every, &order);
+    sim_fault_t fault = sim_active_fault(&r->model, index, r->cfg->fault_every);
+    sim_reply_t out[SIM_MAX_REPLIES];
+    size_t n =
+        sim_active_respond(opts, &r->model, &order, fault, &cmd, wall_ms(), out, SIM_MAX_REPLIES);
+    for (size_t i = 0; i < n; i++)
+        if (!pending_push(r, &out[i], key))
+            fprintf(stderr, "steward-sim: out of memory holding a reply\n");
+}
+
+/* Produces one due reply. */
+static err_class_t send_reply(responder_t *r, const pending_t *p, char *errstr, size_t errstr_size)
+{
+    const sim_reply_t *reply = &p->reply;
+    for (;;) {
+        rd_kafka_headers_t *hdrs = NULL;
+        char token[24];
+        if (reply->token_header != NULL && reply->token > 0) {
+            snprintf(token, sizeof token, "%lld", reply->token);
+            hdrs = rd_kafka_headers_new(1);
+            rd_kafka_header_add(hdrs, reply->token_header, -1, token, -1);
+        }
+        rd_kafka_resp_err_t err;
+        if (hdrs != NULL)
+            err = rd_kafka_producev(r->producer->rk, RD_KAFKA_V_TOPIC(reply->topic),
+                                    RD_KAFKA_V_KEY(p->key, strlen(p->key)),
+                                    RD_KAFKA_V_VALUE((void *) reply->value, reply->value_len),
+                                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                    RD_KAFKA_V_TIMESTAMP(reply->emit_ms), RD_KAFKA_V_HEADERS(hdrs),
+                                    RD_KAFKA_V_END);
+        else
+            err = rd_kafka_producev(r->producer->rk, RD_KAFKA_V_TOPIC(reply->topic),
+                                    RD_KAFKA_V_KEY(p->key, strlen(p->key)),
+                                    RD_KAFKA_V_VALUE((void *) reply->value, reply->value_len),
+                                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                    RD_KAFKA_V_TIMESTAMP(reply->emit_ms), RD_KAFKA_V_END);
+        if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+            break; /* hdrs now owned by the message */
+        if (hdrs != NULL)
+            rd_kafka_headers_destroy(hdrs);
+        if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL)
+            return err_set(ERR_FATAL, errstr, errstr_size, "producing to %s: %s", reply->topic,
+                           rd_kafka_err2str(err));
+        if (stop_requested)
+            return err_set(ERR_TRANSIENT, errstr, errstr_size, "interrupted");
+        rd_kafka_poll(r->producer->rk, 10);
+    }
+    r->replies++;
+    if (reply->stale) {
+        r->stale++;
+        if (r->truth != NULL) {
+            json_t *line =
+                json_pack("{s:{s:s, s:s, s:s, s:I}}", "stale_reply", "order_id", p->key, "event_id",
+                          reply->event_id, "type", reply->type, "token", (json_int_t) reply->token);
+            json_dumpf(line, r->truth, JSON_COMPACT);
+            fputc('\n', r->truth);
+            json_decref(line);
+        }
+    }
+    return ERR_OK;
+}
+
+/* A consumer of the command topics, reading from their beginning. */
+static rd_kafka_t *command_consumer(const config_t *cfg, const sim_active_model_t *model,
+                                    char *errstr, size_t errstr_size)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    char group[96];
+    snprintf(group, sizeof group, "steward-sim-%" PRIx64 "-%ld", cfg->sim.seed, (long) getpid());
+    const char *settings[][2] = {
+        {"bootstrap.servers", cfg->brokers},
+        {"client.id", "steward-sim-responder"},
+        {"group.id", group},
+        {"auto.offset.reset", "earliest"},
+        {"enable.auto.commit", "true"},
+        /* A command topic Steward creates later is seen within a second. */
+        {"topic.metadata.refresh.interval.ms", "1000"},
+    };
+    for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++)
+        if (rd_kafka_conf_set(conf, settings[i][0], settings[i][1], errstr, errstr_size) !=
+            RD_KAFKA_CONF_OK) {
+            rd_kafka_conf_destroy(conf);
+            return NULL;
+        }
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, errstr_size);
+    if (rk == NULL) {
+        rd_kafka_conf_destroy(conf);
+        return NULL;
+    }
+    rd_kafka_poll_set_consumer(rk);
+    rd_kafka_topic_partition_list_t *topics = rd_kafka_topic_partition_list_new(8);
+    for (size_t i = 0; i < model->n_states; i++) {
+        const char *t = model->states[i].command_topic;
+        if (t[0] != '\0' &&
+            rd_kafka_topic_partition_list_find(topics, t, RD_KAFKA_PARTITION_UA) == NULL)
+            rd_kafka_topic_partition_list_add(topics, t, RD_KAFKA_PARTITION_UA);
+    }
+    rd_kafka_resp_err_t err = rd_kafka_subscribe(rk, topics);
+    rd_kafka_topic_partition_list_destroy(topics);
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        snprintf(errstr, errstr_size, "subscribing to the command topics: %s",
+                 rd_kafka_err2str(err));
+        rd_kafka_destroy(rk);
+        return NULL;
+    }
+    return rk;
+}
+
+/* The responder's loop: places the orders on schedule, answers commands,
+ * sends replies when due; ends --linger seconds after the last order was
+ * placed and the last command answered, or on SIGTERM. Returns an exit
+ * code. */
+static int active_loop(responder_t *r)
+{
+    char err[512];
+    outgoing_t *o = malloc(sizeof *o);
+    int rc = EXIT_OK;
+    double last_activity = mono_s(), last_progress = mono_s();
+    if (o == NULL)
+        return EXIT_RUNTIME;
+
+    while (!stop_requested) {
+        int64_t now = wall_ms();
+        /* The orders service: OrderPlaced (and poison) on schedule; the
+         * rest of each order's plan is the responder's to send. */
+        while (sim_peek(r->sim, now) <= now) {
+            sim_item_t item;
+            err[0] = '\0';
+            if (!sim_pop(r->sim, now, &item, err, sizeof err)) {
+                if (err[0] != '\0') {
+                    fprintf(stderr, "steward-sim: %s\n", err);
+                    rc = EXIT_RUNTIME;
+                }
+                break;
+            }
+            if (item.order != NULL && item.msg->kind != SIM_ORDER_PLACED)
+                continue;
+            outgoing_fill(o, sim_options(r->sim), &item);
+            o->timestamp_ms = now;
+            if (produce(r->producer, o, err, sizeof err) != ERR_OK) {
+                fprintf(stderr, "steward-sim: %s\n", err);
+                rc = EXIT_RUNTIME;
+                goto done;
+            }
+            if (item.order != NULL && !(item.msg->flags & SIM_MSG_DUPLICATE)) {
+                print_expectation(r, item.order->index);
+                r->placed++;
+            }
+            last_activity = mono_s();
+        }
+        while (r->n_heap > 0 && r->heap[0]->reply.emit_ms <= now) {
+            pending_t *p = pending_pop(r);
+            err_class_t sent = send_reply(r, p, err, sizeof err);
+            free(p);
+            if (sent != ERR_OK) {
+                fprintf(stderr, "steward-sim: %s\n", err);
+                rc = EXIT_RUNTIME;
+                goto done;
+            }
+            last_activity = mono_s();
+        }
+        rd_kafka_poll(r->producer->rk, 0);
+
+        int64_t next = sim_peek(r->sim, now);
+        if (r->n_heap > 0 && r->heap[0]->reply.emit_ms < next)
+            next = r->heap[0]->reply.emit_ms;
+        int wait = next <= now ? 0 : next - now > 50 ? 50 : (int) (next - now);
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(r->consumer, wait);
+        if (m != NULL) {
+            if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+                on_command(r, m);
+                last_activity = mono_s();
+            } else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF &&
+                       m->err != RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART && !r->cfg->quiet) {
+                fprintf(stderr, "steward-sim: reading commands: %s\n", rd_kafka_message_errstr(m));
+            }
+            rd_kafka_message_destroy(m);
+        }
+
+        if (sim_peek(r->sim, now) == SIM_DONE && r->n_heap == 0 &&
+            mono_s() - last_activity > r->cfg->linger_s)
+            break;
+        if (!r->cfg->quiet && mono_s() - last_progress >= 1.0) {
+            fprintf(stderr,
+                    "steward-sim: %" PRIu64 " orders placed, %" PRIu64
+                    " commands answered with %" PRIu64 " replies (%" PRIu64
+                    " stale), %zu replies pending\n",
+                    r->placed, r->commands, r->replies, r->stale, r->n_heap);
+            last_progress = mono_s();
+        }
+    }
+done:
+    free(o);
+    return rc;
+}
+
+/* steward-sim --active: returns the exit code. */
+static int run_active(config_t *cfg, const char *src)
+{
+    char errstr[512];
+    json_error_t jerr;
+    responder_t r = {0};
+    int rc = EXIT_OK;
+    r.cfg = cfg;
+
+    json_t *doc = json_load_file(src, 0, &jerr);
+    if (doc == NULL) {
+        fprintf(stderr, "steward-sim: --definition %s: %s (line %d)\n", src, jerr.text, jerr.line);
+        return EXIT_USAGE;
+    }
+    err_class_t loaded = sim_active_load(doc, cfg->topic_prefix, &r.model, errstr, sizeof errstr);
+    json_decref(doc);
+    if (loaded != ERR_OK) {
+        fprintf(stderr, "steward-sim: --definition %s: %s\n", src, errstr);
+        return EXIT_USAGE;
+    }
+
+    /* Faults replace stalls; no duplicates or reordering of what the
+     * responder itself sends. Latencies are cut below the deadlines. */
+    cfg->sim.stall_rate = 0.0;
+    cfg->sim.duplicate_rate = 0.0;
+    cfg->sim.reorder_rate = 0.0;
+    sim_active_deadlines(
+        &r.model, cfg->deadline_scale_given ? cfg->deadline_scale : cfg->sim.time_scale, &cfg->sim);
+    cfg->sim.start_ms = wall_ms();
+    r.sim = sim_new(&cfg->sim, errstr, sizeof errstr);
+    if (r.sim == NULL) {
+        fprintf(stderr, "steward-sim: %s\n", errstr);
+        return EXIT_USAGE;
+    }
+
+    if (cfg->ground_truth != NULL && (r.truth = fopen(cfg->ground_truth, "w")) == NULL) {
+        fprintf(stderr, "steward-sim: --ground-truth %s: %s\n", cfg->ground_truth, strerror(errno));
+        rc = EXIT_RUNTIME;
+        goto done;
+    }
+    if (r.truth != NULL)
+        setvbuf(r.truth, NULL, _IOLBF, 0); /* whole lines, for a reader during the run */
+
+    r.producer = producer_new(cfg->brokers, errstr, sizeof errstr);
+    if (r.producer == NULL) {
+        fprintf(stderr, "steward-sim: Kafka producer: %s\n", errstr);
+        rc = EXIT_RUNTIME;
+        goto done;
+    }
+    const char *names[SIM_MAX_TOPICS];
+    size_t n = 0;
+    sim_def_flow_t flow = {0};
+    for (int k = 0; k < SIM_N_KINDS; k++) {
+        snprintf(flow.topic[k], sizeof flow.topic[k], "%s", r.model.topic[k]);
+        names[n++] = r.model.topic[k];
+    }
+    for (size_t i = 0; i < r.model.n_states; i++)
+        if (r.model.states[i].command_topic[0] != '\0')
+            names[n++] = r.model.states[i].command_topic;
+    if (create_topics(r.producer, names, n, cfg->partitions, errstr, sizeof errstr) != ERR_OK ||
+        producer_topics(r.producer, &flow, errstr, sizeof errstr) != ERR_OK) {
+        fprintf(stderr, "steward-sim: %s\n", errstr);
+        rc = EXIT_RUNTIME;
+        goto done;
+    }
+    r.consumer = command_consumer(cfg, &r.model, errstr, sizeof errstr);
+    if (r.consumer == NULL) {
+        fprintf(stderr, "steward-sim: Kafka consumer: %s\n", errstr);
+        rc = EXIT_RUNTIME;
+        goto done;
+    }
+    if (!cfg->quiet)
+        fprintf(stderr,
+                "steward-sim: responder for %s: %" PRIu32 " orders, seed %" PRIu64
+                ", a fault every %" PRIu32 " orders\n",
+                r.model.process, cfg->sim.orders, cfg->sim.seed, cfg->fault_every);
+
+    double started = mono_s();
+    rc = active_loop(&r);
+    rd_kafka_flush(r.producer->rk, 10000);
+    if (r.producer->failed > 0 || rd_kafka_outq_len(r.producer->rk) > 0) {
+        fprintf(stderr,
+                "steward-sim: %" PRIu64 " messages failed to deliver, %d not acknowledged\n",
+                r.producer->failed, rd_kafka_outq_len(r.producer->rk));
+        rc = EXIT_RUNTIME;
+    }
+    if (r.truth != NULL) {
+        /* SIGTERM is how steward demo ends a responder: not a failure. */
+        fprintf(r.truth,
+                "{\"summary\":{\"mode\":\"active\",\"orders\":%" PRIu64 ",\"commands\":%" PRIu64
+                ",\"unreadable_commands\":%" PRIu64 ",\"replies\":%" PRIu64
+                ",\"stale_replies\":%" PRIu64 ",\"faults\":{\"none\":%" PRIu64
+                ",\"drop_first\":%" PRIu64 ",\"silent\":%" PRIu64 ",\"zombie\":%" PRIu64
+                "},\"seed\":%" PRIu64 ",\"process\":\"%s\"}}\n",
+                r.placed, r.commands, r.unreadable, r.replies, r.stale, r.faults[0], r.faults[1],
+                r.faults[2], r.faults[3], cfg->sim.seed, r.model.process);
+    }
+    printf("placed %" PRIu64 " orders, answered %" PRIu64 " commands with %" PRIu64
+           " replies (%" PRIu64 " stale) in %.1f s; ground truth in %s\n",
+           r.placed, r.commands, r.replies, r.stale, mono_s() - started,
+           cfg->ground_truth ? cfg->ground_truth : "(none: no --ground-truth)");
+
+done:
+    if (r.consumer != NULL) {
+        rd_kafka_consumer_close(r.consumer);
+        rd_kafka_destroy(r.consumer);
+    }
+    while (r.n_heap > 0)
+        free(pending_pop(&r));
+    free(r.heap);
+    if (r.truth != NULL && fclose(r.truth) != 0)
+        rc = EXIT_RUNTIME;
+    producer_free(r.producer);
+    sim_free(r.sim);
+    return rc;
+}
+
 /*
  * Warns about steps whose median latency, at this time scale, is over half
  * the deadline waiting for it: the cut at 80% of the deadline then makes
@@ -1012,6 +1536,9 @@ int main(int argc, char **argv)
         if (rc != EXIT_OK || (cfg.brokers == NULL && !cfg.plan_only))
             return rc;
     }
+
+    if (cfg.active)
+        return run_active(&cfg, src);
 
     def_problems_t problems = {0};
     def = def_load_file(src, &problems);
@@ -1077,7 +1604,11 @@ int main(int argc, char **argv)
             rc = EXIT_RUNTIME;
             goto done;
         }
-        if (create_topics(r.producer, &flow, cfg.partitions, errstr, sizeof errstr) != ERR_OK ||
+        const char *names[SIM_N_KINDS];
+        for (int k = 0; k < SIM_N_KINDS; k++)
+            names[k] = flow.topic[k];
+        if (create_topics(r.producer, names, SIM_N_KINDS, cfg.partitions, errstr, sizeof errstr) !=
+                ERR_OK ||
             producer_topics(r.producer, &flow, errstr, sizeof errstr) != ERR_OK) {
             fprintf(stderr, "steward-sim: %s\n", errstr);
             rc = EXIT_RUNTIME;

@@ -222,6 +222,18 @@ err_class_t sim_def_rewrite(json_t *doc, const char *prefix, const char *single_
             return err_set(ERR_INVALID, errstr, errstr_size, "%s: not an object", where);
         if ((rc = scale_member(v, "deadline", where, deadline_scale, errstr, errstr_size)))
             return rc;
+        /* Active mode's durations scale with the deadlines they pace. */
+        char sub[340];
+        json_t *retry = json_object_get(v, "retry"), *lease = json_object_get(v, "lease");
+        snprintf(sub, sizeof sub, "%s/retry", where);
+        if (json_is_object(retry) &&
+            ((rc = scale_member(retry, "backoff", sub, deadline_scale, errstr, errstr_size)) ||
+             (rc = scale_member(retry, "max_backoff", sub, deadline_scale, errstr, errstr_size))))
+            return rc;
+        snprintf(sub, sizeof sub, "%s/lease", where);
+        if (json_is_object(lease) &&
+            (rc = scale_member(lease, "duration", sub, deadline_scale, errstr, errstr_size)))
+            return rc;
         json_t *cmd = json_object_get(v, "command");
         if (json_is_object(cmd)) {
             strncat(where, "/command", sizeof where - strlen(where) - 1);

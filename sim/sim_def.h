@@ -65,7 +65,8 @@ char *sim_def_format_duration(int64_t ms, char *buf, size_t size);
  * each state's command) gets `prefix` in front, or an event's topic becomes
  * `single_topic` when that is not NULL (commands keep their own, prefixed),
  * and every duration (the process's deadline and reorder_window, each
- * state's deadline) is multiplied by `deadline_scale`. Returns ERR_OK, or
+ * state's deadline, retry backoff and max_backoff, and lease duration) is
+ * multiplied by `deadline_scale`. Returns ERR_OK, or
  * ERR_INVALID when doc is not shaped like a definition or a duration does
  * not parse (doc may then be partly rewritten).
  */

@@ -1,0 +1,344 @@
+/*
+ * steward-bench-active - bench/active's Kafka ends: the events that make
+ * steward's instances enter a commanded state, and the bare producer its
+ * dispatcher is measured against.
+ *
+ *   steward-bench-active events BROKERS EVENT_TOPIC COMMAND_TOPIC PARTITIONS N
+ *       creates both topics (PARTITIONS each; existing ones are kept) and
+ *       produces N "Start" events, keys k-0 .. k-(N-1), each of which starts
+ *       an instance in bench/active's definition
+ *
+ *   steward-bench-active bare BROKERS TOPIC PARTITIONS CONNINFO PROCESS
+ *       reads the commands steward sent for PROCESS (steward.commands) and
+ *       sends the very same messages (key, value, the CloudEvents headers of
+ *       the contract) to TOPIC (created with PARTITIONS when missing) with a bare librdkafka
+ * idempotent producer (enable.idempotence=true, acks=all, everything else librdkafka's defaults),
+ * all of them built before the clock starts; timed from the first produce to the last delivery
+ * report
+ *
+ *   steward-bench-active synthetic BROKERS TOPIC PARTITIONS N
+ *       the bare producer on N messages shaped like the demo's commands
+ *       (the same headers, a ~200-byte payload), for when there is no
+ *       steward run to copy
+ *
+ * Prints key=value lines on stdout (for the script); exits 0 on success.
+ */
+#include <inttypes.h>
+#include <libpq-fe.h>
+#include <librdkafka/rdkafka.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define N_HEADERS 11
+
+typedef struct message {
+    char *key;
+    char *value;
+    char *headers[N_HEADERS]; /* values; names in header_names */
+} message_t;
+
+static const char *const header_names[N_HEADERS] = {
+    "ce_specversion",    "ce_id",         "ce_source",       "ce_type",        "ce_time",
+    "ce_stewardprocess", "ce_stewardkey", "ce_stewardstate", "ce_stewardstep", "ce_stewardattempt",
+    "ce_stewardtoken",
+};
+
+static uint64_t delivered, failed;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
+}
+
+static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    (void) rk;
+    (void) opaque;
+    if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR)
+        delivered++;
+    else if (failed++ < 5)
+        fprintf(stderr, "steward-bench-active: delivery failed: %s\n", rd_kafka_err2str(m->err));
+}
+
+/* An idempotent producer with librdkafka's defaults otherwise; NULL on
+ * failure (printed). */
+static rd_kafka_t *producer(const char *brokers)
+{
+    char err[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    if (rd_kafka_conf_set(conf, "bootstrap.servers", brokers, err, sizeof err) ||
+        rd_kafka_conf_set(conf, "enable.idempotence", "true", err, sizeof err) ||
+        rd_kafka_conf_set(conf, "acks", "all", err, sizeof err) ||
+        rd_kafka_conf_set(conf, "allow.auto.create.topics", "false", err, sizeof err)) {
+        fprintf(stderr, "steward-bench-active: %s\n", err);
+        rd_kafka_conf_destroy(conf);
+        return NULL;
+    }
+    rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+    if (rk == NULL) {
+        fprintf(stderr, "steward-bench-active: %s\n", err);
+        rd_kafka_conf_destroy(conf);
+    }
+    return rk;
+}
+
+/* Creates the topics (an existing one is fine); false on failure. */
+static bool create_topics(rd_kafka_t *rk, const char *const *names, int n, int partitions)
+{
+    char err[512];
+    rd_kafka_NewTopic_t *topics[4];
+    for (int i = 0; i < n; i++)
+        topics[i] = rd_kafka_NewTopic_new(names[i], partitions, -1, err, sizeof err);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_CreateTopics(rk, topics, (size_t) n, NULL, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+    bool ok = ev != NULL && rd_kafka_event_error(ev) == RD_KAFKA_RESP_ERR_NO_ERROR;
+    if (ok) {
+        size_t count;
+        const rd_kafka_topic_result_t **res =
+            rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &count);
+        for (size_t i = 0; i < count; i++) {
+            rd_kafka_resp_err_t e = rd_kafka_topic_result_error(res[i]);
+            if (e != RD_KAFKA_RESP_ERR_NO_ERROR && e != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
+                fprintf(stderr, "steward-bench-active: creating %s: %s\n",
+                        rd_kafka_topic_result_name(res[i]),
+                        rd_kafka_topic_result_error_string(res[i]));
+                ok = false;
+            }
+        }
+    } else {
+        fprintf(stderr, "steward-bench-active: creating topics: %s\n",
+                ev ? rd_kafka_event_error_string(ev) : "no answer in 30 s");
+    }
+    if (ev != NULL)
+        rd_kafka_event_destroy(ev);
+    rd_kafka_queue_destroy(q);
+    for (int i = 0; i < n; i++)
+        rd_kafka_NewTopic_destroy(topics[i]);
+    return ok;
+}
+
+/* Produces one message, waiting while the queue is full. */
+static bool send_one(rd_kafka_t *rk, const char *topic, const message_t *m)
+{
+    for (;;) {
+        rd_kafka_headers_t *hdrs = NULL;
+        if (m->headers[0] != NULL) {
+            hdrs = rd_kafka_headers_new(N_HEADERS);
+            for (int h = 0; h < N_HEADERS; h++)
+                rd_kafka_header_add(hdrs, header_names[h], -1, m->headers[h], -1);
+        }
+        rd_kafka_resp_err_t err =
+            hdrs != NULL
+                ? rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic),
+                                    RD_KAFKA_V_KEY(m->key, strlen(m->key)),
+                                    RD_KAFKA_V_VALUE(m->value, strlen(m->value)),
+                                    RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END)
+                : rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic),
+                                    RD_KAFKA_V_KEY(m->key, strlen(m->key)),
+                                    RD_KAFKA_V_VALUE(m->value, strlen(m->value)), RD_KAFKA_V_END);
+        if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+            return true; /* hdrs now owned by the message; the value is not copied */
+        if (hdrs != NULL)
+            rd_kafka_headers_destroy(hdrs);
+        if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+            fprintf(stderr, "steward-bench-active: producing to %s: %s\n", topic,
+                    rd_kafka_err2str(err));
+            return false;
+        }
+        rd_kafka_poll(rk, 10);
+    }
+}
+
+/* Sends every message and waits for every report; prints the figures. */
+static int run_bare(const char *brokers, const char *topic, int partitions, message_t *msgs,
+                    size_t n)
+{
+    rd_kafka_t *rk = producer(brokers);
+    if (rk == NULL)
+        return 1;
+    if (!create_topics(rk, &topic, 1, partitions)) {
+        rd_kafka_destroy(rk);
+        return 1;
+    }
+    /* Warm up: metadata and the producer id, before the clock starts. */
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    const struct rd_kafka_metadata *md;
+    if (rd_kafka_metadata(rk, 0, rkt, &md, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR)
+        rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(rkt);
+
+    size_t bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        bytes += strlen(msgs[i].key) + strlen(msgs[i].value);
+        for (int h = 0; msgs[i].headers[0] != NULL && h < N_HEADERS; h++)
+            bytes += strlen(header_names[h]) + strlen(msgs[i].headers[h]);
+    }
+    double t0 = now_s();
+    for (size_t i = 0; i < n; i++) {
+        if (!send_one(rk, topic, &msgs[i])) {
+            rd_kafka_destroy(rk);
+            return 1;
+        }
+        if ((i & 1023) == 0)
+            rd_kafka_poll(rk, 0);
+    }
+    while (delivered + failed < n)
+        rd_kafka_poll(rk, 10);
+    double secs = now_s() - t0;
+    rd_kafka_destroy(rk);
+    printf("bare_messages=%zu\nbare_failed=%" PRIu64 "\nbare_bytes=%zu\nbare_seconds=%.3f\n"
+           "bare_per_s=%.0f\n",
+           n, failed, bytes, secs, secs > 0 ? (double) n / secs : 0.0);
+    return failed == 0 ? 0 : 1;
+}
+
+static void free_messages(message_t *msgs, size_t n)
+{
+    for (size_t i = 0; msgs != NULL && i < n; i++) {
+        free(msgs[i].key);
+        free(msgs[i].value);
+        for (int h = 0; h < N_HEADERS; h++)
+            free(msgs[i].headers[h]);
+    }
+    free(msgs);
+}
+
+/* The messages steward sent for `process`, rebuilt from steward.commands
+ * as the contract says the dispatcher produces them. */
+static message_t *load_commands(const char *conninfo, const char *process, size_t *n)
+{
+    PGconn *conn = PQconnectdb(conninfo);
+    if (PQstatus(conn) != CONNECTION_OK) {
+        fprintf(stderr, "steward-bench-active: %s", PQerrorMessage(conn));
+        PQfinish(conn);
+        return NULL;
+    }
+    const char *params[1] = {process};
+    PGresult *res = PQexecParams(
+        conn,
+        "SELECT key, payload::text, '1.0', ce_id, 'steward/' || process, type,"
+        "       to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"
+        "       process, key, state, step::text, attempt::text, token::text "
+        "FROM steward.commands WHERE process = $1 AND sent_at IS NOT NULL ORDER BY id",
+        1, NULL, params, NULL, NULL, 0);
+    message_t *msgs = NULL;
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        fprintf(stderr, "steward-bench-active: reading steward.commands: %s",
+                PQresultErrorMessage(res));
+    } else if ((*n = (size_t) PQntuples(res)) > 0 && (msgs = calloc(*n, sizeof *msgs)) != NULL) {
+        for (size_t i = 0; i < *n; i++) {
+            msgs[i].key = strdup(PQgetvalue(res, (int) i, 0));
+            msgs[i].value = strdup(PQgetvalue(res, (int) i, 1));
+            for (int h = 0; h < N_HEADERS; h++)
+                msgs[i].headers[h] = strdup(PQgetvalue(res, (int) i, 2 + h));
+        }
+    }
+    PQclear(res);
+    PQfinish(conn);
+    return msgs;
+}
+
+/* n messages shaped like the demo's CapturePayment commands. */
+static message_t *synthetic(size_t n)
+{
+    message_t *msgs = calloc(n, sizeof *msgs);
+    char buf[512];
+    for (size_t i = 0; msgs != NULL && i < n; i++) {
+        snprintf(buf, sizeof buf, "ord-bench-%zu", i);
+        msgs[i].key = strdup(buf);
+        snprintf(buf, sizeof buf,
+                 "{\"order_id\":\"ord-bench-%zu\",\"amount\":%zu.%02zu,\"customer_id\":"
+                 "\"cus-%05zu\",\"attempt\":0,\"steward_token\":1,\"currency\":\"EUR\","
+                 "\"note\":\"synthetic command for the bare producer\"}",
+                 i, 10 + i % 90, i % 100, i % 100000);
+        msgs[i].value = strdup(buf);
+        const char *fixed[N_HEADERS] = {"1.0",
+                                        NULL,
+                                        "steward/order_fulfilment",
+                                        "CapturePayment",
+                                        "2026-01-01T00:00:00.000Z",
+                                        "order_fulfilment",
+                                        NULL,
+                                        "awaiting_payment",
+                                        "1",
+                                        "0",
+                                        "1"};
+        for (int h = 0; h < N_HEADERS; h++)
+            msgs[i].headers[h] = fixed[h] ? strdup(fixed[h]) : NULL;
+        snprintf(buf, sizeof buf, "%064zx", i * 2654435761u);
+        msgs[i].headers[1] = strdup(buf);
+        msgs[i].headers[6] = strdup(msgs[i].key);
+    }
+    return msgs;
+}
+
+static int run_events(const char *brokers, const char *events, const char *commands, int partitions,
+                      size_t n)
+{
+    rd_kafka_t *rk = producer(brokers);
+    if (rk == NULL)
+        return 1;
+    const char *names[2] = {events, commands};
+    if (!create_topics(rk, names, 2, partitions)) {
+        rd_kafka_destroy(rk);
+        return 1;
+    }
+    char key[64], value[256];
+    double t0 = now_s();
+    for (size_t i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "k-%zu", i);
+        snprintf(value, sizeof value,
+                 "{\"type\":\"Start\",\"id\":\"start-%zu\",\"key\":\"k-%zu\",\"total\":%zu.%02zu,"
+                 "\"customer_id\":\"cus-%05zu\"}",
+                 i, i, 10 + i % 90, i % 100, i % 100000);
+        message_t m = {key, value, {NULL}};
+        if (!send_one(rk, events, &m)) {
+            rd_kafka_destroy(rk);
+            return 1;
+        }
+    }
+    while (delivered + failed < n)
+        rd_kafka_poll(rk, 10);
+    rd_kafka_destroy(rk);
+    printf("events=%zu\nevents_failed=%" PRIu64 "\nevents_seconds=%.3f\n", n, failed, now_s() - t0);
+    return failed == 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 7 && strcmp(argv[1], "events") == 0)
+        return run_events(argv[2], argv[3], argv[4], atoi(argv[5]), strtoul(argv[6], NULL, 10));
+    if (argc == 7 && strcmp(argv[1], "bare") == 0) {
+        size_t n = 0;
+        message_t *msgs = load_commands(argv[5], argv[6], &n);
+        if (msgs == NULL) {
+            fprintf(stderr, "steward-bench-active: no sent commands of %s to copy\n", argv[6]);
+            return 1;
+        }
+        int rc = run_bare(argv[2], argv[3], atoi(argv[4]), msgs, n);
+        free_messages(msgs, n);
+        return rc;
+    }
+    if (argc == 6 && strcmp(argv[1], "synthetic") == 0) {
+        size_t n = strtoul(argv[5], NULL, 10);
+        message_t *msgs = n > 0 ? synthetic(n) : NULL;
+        if (msgs == NULL)
+            return 1;
+        int rc = run_bare(argv[2], argv[3], atoi(argv[4]), msgs, n);
+        free_messages(msgs, n);
+        return rc;
+    }
+    fprintf(stderr, "usage: steward-bench-active events BROKERS EVENT_TOPIC COMMAND_TOPIC "
+                    "PARTITIONS N\n"
+                    "       steward-bench-active bare BROKERS TOPIC PARTITIONS CONNINFO PROCESS\n"
+                    "       steward-bench-active synthetic BROKERS TOPIC PARTITIONS N\n");
+    return 2;
+}
