@@ -61,9 +61,12 @@ static const verb_spec_t verbs[] = {
                   "  --to STATE            the state to put it in\n" ACTION_USAGE},
     {ACTION_RETRY, "usage: steward retry PROCESS KEY --reason TEXT [OPTIONS]\n"
                    "\n"
-                   "Would send the current step's command again. Commands are sent only in\n"
-                   "active mode, which is not built yet: retry is always refused (exit 1)\n"
-                   "and nothing is sent.\n"
+                   "Sends the current step's command again now, as a new attempt with a new\n"
+                   "fencing token (replies carrying an older token are stale from then on);\n"
+                   "the step's deadline counts from now and its lease is over. Only for an\n"
+                   "instance of an active definition version in a state with a command:\n"
+                   "in shadow mode, in a state without a command or for a finished\n"
+                   "instance it is refused (exit 1) and nothing is sent.\n"
                    "\n" ACTION_USAGE},
     {ACTION_CLAIM, "usage: steward claim PROCESS KEY --reason TEXT [OPTIONS]\n"
                    "\n"

@@ -42,7 +42,7 @@ static const command_t commands[] = {
     {"resolve", cli_resolve, "resolve an alert by hand", false},
     {"close", cli_close, "finish an instance in one of its outcomes", false},
     {"move", cli_move, "put an instance in another state", false},
-    {"retry", cli_retry, "refused: needs active mode, not built yet", false},
+    {"retry", cli_retry, "send the current step's command again (active mode)", false},
     {"claim", cli_claim, "take ownership of an instance's investigation", false},
     {"release", cli_release, "give back an instance you claimed", false},
     {"silence", cli_silence, "no pages for a process's alerts for a while", false},

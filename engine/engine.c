@@ -547,6 +547,44 @@ void engine_command_id(const char *process, const char *key, int step, int attem
 
 static void expected_events(const def_t *def, size_t state, char *buf, size_t size, json_t *list);
 
+bool engine_operator_resend(const def_t *def, engine_instance_t *inst, int64_t now_ms,
+                            engine_command_t *cmd, char *detail, size_t detail_size)
+{
+    memset(cmd, 0, sizeof *cmd);
+    if (!inst->exists || inst->state < 0 || (size_t) inst->state >= def->n_states) {
+        snprintf(detail, detail_size, "the instance does not exist");
+        return false;
+    }
+    const def_state_t *st = &def->states[inst->state];
+    if (st->terminal != NULL) {
+        snprintf(detail, detail_size, "the instance already finished (%s in %s)", st->terminal,
+                 st->name);
+        return false;
+    }
+    if (def->mode != DEF_MODE_ACTIVE) {
+        snprintf(detail, detail_size,
+                 "version %d of %s is in shadow mode: Steward only observes it and sends no "
+                 "commands",
+                 def->version, def->process);
+        return false;
+    }
+    if (st->command == NULL) {
+        snprintf(detail, detail_size, "state %s of %s version %d has no command to send", st->name,
+                 def->process, def->version);
+        return false;
+    }
+    inst->attempt++;
+    inst->resend_pending = false;
+    inst->overdue = false;
+    lease_clear(inst);
+    *cmd = plan_send(def, inst, 0);
+    inst->deadline_ms =
+        st->deadline_ms > 0 ? time_add(now_ms, st->deadline_ms) : ENGINE_NO_DEADLINE;
+    snprintf(detail, detail_size, "%s re-sent by an operator (attempt %d, token %" PRId64 ")",
+             st->command->type, cmd->attempt, cmd->token);
+    return true;
+}
+
 /* "ReserveStock sent 3 times over 1h10m, no StockReserved or StockUnavailable" */
 static void tried(const def_t *def, const engine_instance_t *inst, int64_t deadline_ms, char *buf,
                   size_t size)

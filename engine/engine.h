@@ -64,6 +64,8 @@
  *                           (engine_retry_backoff(), resend_pending), then
  *                           re-sends; after the last attempt on_timeout,
  *                           else the page that says what was tried
+ *   an operator's re-send   engine_operator_resend() (steward retry): the
+ *                           same rules of attempt, token and id, now
  *   fencing                 a reply whose token is older than the
  *                           instance's is stale (engine_apply())
  *   leases                  claim and renewals (engine_apply()) push the
@@ -299,6 +301,20 @@ engine_due_t engine_judge_due(const def_t *def, engine_instance_t *inst, int64_t
  * retry.max_backoff; 0 without a backoff.
  */
 int64_t engine_retry_backoff(const def_t *def, long state, int attempt);
+
+/*
+ * An operator's re-send (steward retry) at wall-clock `now_ms`: the current
+ * step's command again, now, as attempt + 1 with the next fencing token,
+ * its deadline counting from now (the state's whole deadline, as after a
+ * re-send on timeout); a pending backoff and the lease are over (the old
+ * holder's replies are stale from then on). An operator may go past
+ * retry.max: the next missed deadline then takes on_timeout or pages.
+ * Returns true with *cmd to queue and what happened in detail; false with
+ * the reason in detail and *inst untouched when there is nothing to send:
+ * a shadow version, a finished instance, a state without a command.
+ */
+bool engine_operator_resend(const def_t *def, engine_instance_t *inst, int64_t now_ms,
+                            engine_command_t *cmd, char *detail, size_t detail_size);
 
 /*
  * The command's id, the same however often it is produced: lowercase hex

@@ -11,7 +11,12 @@
 #include "common/db.h"
 #include "common/err.h"
 #include "definitions/def.h"
+#include "engine/engine.h"
+#include "engine/template.h"
+#include "manager/alerts.h"
+#include "manager/cmdqueue.h"
 
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -277,6 +282,123 @@ static const char release_sql[] =
     "UPDATE steward.instances SET claimed_by = NULL, claimed_at = NULL, updated_at = now() "
     "WHERE process = $1 AND key = $2";
 
+/* What the engine needs to decide a re-send, read under the lock. */
+static const char retry_read_sql[] =
+    "SELECT steward.to_ms(started_at), steward.to_ms(state_entered_at), "
+    "  steward.to_ms(deadline_at), steward.to_ms(process_deadline_at), overdue, "
+    "  process_overdue, attempt, vars::text, step, token, lease_holder, "
+    "  steward.to_ms(lease_expires_at), steward.to_ms(lease_renewed_at), resend_pending, "
+    "  steward.to_ms(now()) "
+    "FROM steward.instances WHERE process = $1 AND key = $2";
+
+static const char retry_write_sql[] =
+    "UPDATE steward.instances SET attempt = $3::int, token = $4::bigint, "
+    "  deadline_at = steward.from_ms($5::bigint), next_deadline_at = steward.from_ms($6::bigint), "
+    "  overdue = false, resend_pending = false, lease_holder = NULL, lease_expires_at = NULL, "
+    "  lease_renewed_at = NULL, updated_at = now() "
+    "WHERE process = $1 AND key = $2";
+
+static int64_t ms_at(const PGresult *res, int col)
+{
+    return PQgetisnull(res, 0, col) ? ENGINE_NO_DEADLINE
+                                    : strtoll(PQgetvalue(res, 0, col), NULL, 10);
+}
+
+/*
+ * steward retry: the engine decides the re-send (engine_operator_resend()),
+ * the command is queued through cmdqueue in this transaction, and the
+ * instance takes the new attempt, token and deadline. Refuses (nothing
+ * changed) when the engine has nothing to send or the template cannot be
+ * rendered. detail receives what the history row says.
+ */
+static action_rc_t retry_instance(PGconn *conn, const def_t *def, long state, const char *key,
+                                  json_t **sent, char *detail, size_t detail_size, char *errstr,
+                                  size_t errstr_size)
+{
+    const char *params[6] = {def->process, key};
+    err_class_t cls;
+    PGresult *res = db_query(conn, "reading the instance", retry_read_sql, 2, params, &cls, errstr,
+                             errstr_size);
+    if (res == NULL)
+        return ACTION_FAILED;
+    engine_instance_t inst;
+    engine_instance_init(&inst);
+    inst.exists = true;
+    inst.version = def->version;
+    inst.state = state;
+    inst.started_ms = ms_at(res, 0);
+    inst.state_entered_ms = ms_at(res, 1);
+    inst.deadline_ms = ms_at(res, 2);
+    inst.process_deadline_ms = ms_at(res, 3);
+    inst.overdue = strcmp(PQgetvalue(res, 0, 4), "t") == 0;
+    inst.process_overdue = strcmp(PQgetvalue(res, 0, 5), "t") == 0;
+    inst.attempt = atoi(PQgetvalue(res, 0, 6));
+    inst.vars = json_loads(PQgetvalue(res, 0, 7), 0, NULL);
+    inst.step = atoi(PQgetvalue(res, 0, 8));
+    inst.token = strtoll(PQgetvalue(res, 0, 9), NULL, 10);
+    inst.lease_holder = PQgetisnull(res, 0, 10) ? NULL : strdup(PQgetvalue(res, 0, 10));
+    inst.lease_expires_ms = ms_at(res, 11);
+    inst.lease_renewed_ms = ms_at(res, 12);
+    inst.resend_pending = strcmp(PQgetvalue(res, 0, 13), "t") == 0;
+    int64_t now_ms = ms_at(res, 14);
+    PQclear(res);
+
+    action_rc_t rc = ACTION_FAILED;
+    engine_command_t cmd;
+    cmdq_t q = {0};
+    alert_batch_t alerts = {0};
+    if (!engine_operator_resend(def, &inst, now_ms, &cmd, detail, detail_size)) {
+        rc = fail(ACTION_REFUSED, errstr, errstr_size,
+                  "%s; nothing was sent. Use steward move to restart the step's deadline, or "
+                  "steward close to finish the instance",
+                  detail);
+        goto done;
+    }
+    /* Rendered here first only for the reason: a refusal says which
+     * variable is missing, and nothing is queued or alerted. */
+    const def_state_t *st = &def->states[state];
+    template_ctx_t ctx = {key, def->process, st->name, cmd.attempt, cmd.token, inst.vars};
+    char why[512];
+    json_t *payload = template_render(st->command->payload, &ctx, why, sizeof why);
+    if (payload == NULL) {
+        rc = fail(ACTION_REFUSED, errstr, errstr_size,
+                  "the command %s of %s cannot be rendered: %s; nothing was sent",
+                  st->command->type, st->name, why);
+        goto done;
+    }
+    json_decref(payload);
+    if (!cmdq_add(&q, &alerts, def, key, inst.vars, &cmd)) {
+        rc = fail(ACTION_FAILED, errstr, errstr_size, "queueing the command: out of memory");
+        goto done;
+    }
+    if (cmdq_write(conn, &q, errstr, errstr_size) != ERR_OK)
+        goto done;
+    char attempt[16], token[32], deadline[32], next[32];
+    snprintf(attempt, sizeof attempt, "%d", inst.attempt);
+    snprintf(token, sizeof token, "%" PRId64, inst.token);
+    snprintf(deadline, sizeof deadline, "%" PRId64, inst.deadline_ms);
+    int64_t next_ms = engine_next_deadline(def, &inst);
+    snprintf(next, sizeof next, "%" PRId64, next_ms);
+    params[2] = attempt;
+    params[3] = token;
+    params[4] = inst.deadline_ms == ENGINE_NO_DEADLINE ? NULL : deadline;
+    params[5] = next_ms == ENGINE_NO_DEADLINE ? NULL : next;
+    if (db_exec(conn, "recording the re-send", retry_write_sql, 6, params, errstr, errstr_size) !=
+        ERR_OK)
+        goto done;
+    char ce_id[65];
+    engine_command_id(def->process, key, cmd.step, cmd.attempt, ce_id);
+    *sent = json_pack("{s:s, s:s, s:i, s:i, s:I, s:s}", "type", st->command->type, "topic",
+                      st->command->topic, "step", cmd.step, "attempt", cmd.attempt, "token",
+                      (json_int_t) cmd.token, "ce_id", ce_id);
+    rc = ACTION_OK;
+done:
+    cmdq_clear(&q);
+    alert_batch_clear(&alerts);
+    engine_instance_clear(&inst);
+    return rc;
+}
+
 /* The terminal state for `target`, an outcome or a terminal state's name. */
 static long terminal_state(const def_t *def, const char *target)
 {
@@ -312,6 +434,7 @@ static action_rc_t instance_action(PGconn *conn, action_verb_t verb, const actio
     action_rc_t rc = ACTION_FAILED;
     PGresult *res = NULL;
     def_t *def = NULL;
+    json_t *command = NULL; /* retry: what was queued */
     char version[16], from[512], status[256], claimed[ACTION_ACTOR_MAX + 1], to[512] = "",
                                                                              to_status[256];
 
@@ -331,7 +454,7 @@ static action_rc_t instance_action(PGconn *conn, action_verb_t verb, const actio
     snprintf(status, sizeof status, "%s", PQgetvalue(res, 0, 2));
     snprintf(claimed, sizeof claimed, "%s", PQgetvalue(res, 0, 3));
     snprintf(to_status, sizeof to_status, "%s", status);
-    if (verb == ACTION_CLOSE || verb == ACTION_MOVE) {
+    if (verb == ACTION_CLOSE || verb == ACTION_MOVE || verb == ACTION_RETRY) {
         def_problems_t problems = {0};
         const char *doc = PQgetvalue(res, 0, 4);
         def = def_load_json(doc, strlen(doc), "steward.definitions", &problems);
@@ -362,9 +485,25 @@ static action_rc_t instance_action(PGconn *conn, action_verb_t verb, const actio
     }
 
     const char *detail = NULL;
-    char detail_buf[ACTION_ACTOR_MAX + 64];
+    char detail_buf[ACTION_ACTOR_MAX + 64], retry_detail[512];
     long resolved = 0;
     switch (verb) {
+    case ACTION_RETRY: {
+        long s = def_find_state(def, from);
+        if (s < 0) {
+            rc = fail(ACTION_REFUSED, errstr, errstr_size,
+                      "state %s is not declared by version %s of %s; nothing was sent", from,
+                      version, process);
+            goto done;
+        }
+        if ((rc = retry_instance(conn, def, s, key, &command, retry_detail, sizeof retry_detail,
+                                 errstr, errstr_size)) != ACTION_OK)
+            goto done;
+        rc = ACTION_FAILED; /* until committed */
+        detail = retry_detail;
+        snprintf(to, sizeof to, "%s", from);
+        break;
+    }
     case ACTION_CLAIM:
         if (*claimed != '\0') {
             rc = fail(ACTION_CONFLICT, errstr, errstr_size,
@@ -463,7 +602,12 @@ static action_rc_t instance_action(PGconn *conn, action_verb_t verb, const actio
                         : *claimed               ? claimed
                                                  : NULL,
                         "alerts_resolved", (json_int_t) resolved);
+    if (*result != NULL && command != NULL) {
+        json_object_set_new(*result, "command", command);
+        command = NULL;
+    }
 done:
+    json_decref(command);
     PQclear(res);
     if (rc != ACTION_OK)
         db_rollback(conn);
@@ -483,11 +627,6 @@ action_rc_t action_run(PGconn *conn, action_verb_t verb, const action_request_t 
                     "an action needs a reason (--reason) of 1 to %d bytes: it is the audit "
                     "trail's answer to why",
                     ACTION_REASON_MAX);
-    if (verb == ACTION_RETRY)
-        return fail(ACTION_REFUSED, errstr, errstr_size,
-                    "retry sends the current step's command again, which only active mode "
-                    "does, and active mode is not built yet: nothing was sent. Use steward move "
-                    "to restart the step's deadline, or steward close to finish the instance");
     if (verb == ACTION_ACK || verb == ACTION_RESOLVE) {
         if (req->alert_id <= 0)
             return fail(ACTION_BAD_REQUEST, errstr, errstr_size,

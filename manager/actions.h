@@ -1,7 +1,9 @@
 /*
  * actions - what a person does to an instance or an alert: acknowledge or
  * resolve an alert, close an instance in one of its terminal states, move
- * it to another state, claim or release its investigation. Shared by the
+ * it to another state, send its current step's command again (retry:
+ * decided by engine_operator_resend(), queued through cmdqueue in the
+ * action's transaction), claim or release its investigation. Shared by the
  * CLI verbs (cli/cli_actions.c) and meant for the HTTP API.
  *
  * Each action is one transaction on the caller's connection. It first
@@ -36,7 +38,7 @@ typedef enum action_verb {
     ACTION_RESOLVE, /* alert: resolved by hand */
     ACTION_CLOSE,   /* instance: to the terminal state of outcome `target` */
     ACTION_MOVE,    /* instance: to state `target`, its deadline restarted */
-    ACTION_RETRY,   /* instance: refused; needs active mode, not built yet */
+    ACTION_RETRY,   /* instance, active mode: the current step's command again, now */
     ACTION_CLAIM,   /* instance: actor owns the investigation */
     ACTION_RELEASE, /* instance: gives it back */
 } action_verb_t;
@@ -49,7 +51,8 @@ typedef enum action_rc {
     ACTION_BAD_REQUEST, /* missing reason, unknown state or outcome */
     ACTION_NOT_FOUND,   /* no such alert or instance */
     ACTION_CONFLICT,    /* it changed meanwhile: finished, resolved, claimed by another */
-    ACTION_REFUSED,     /* the action cannot be done here (retry) */
+    ACTION_REFUSED,     /* the action cannot be done here (retry in shadow mode or in a
+                           state without a command) */
     ACTION_FAILED,      /* the database failed; nothing was changed */
 } action_rc_t;
 

@@ -7,7 +7,7 @@
  *                 finishes the instance, resolves its alert everywhere,
  *                 and both are audited; acting again is refused
  *   move, claim   a claim keeps others out; move restarts the deadline;
- *                 retry is refused; bad targets are usage errors
+ *                 retry is refused in shadow mode; bad targets are usage errors
  *   race          an action waits for the instance's lock like a batch,
  *                 and the result is consistent with the event that raced it
  */
@@ -490,9 +490,11 @@ START_TEST(claim_keeps_others_out_and_move_restarts_the_deadline)
            "steward.history WHERE key = $1 AND event_type = 'operator:move'",
            key, "awaiting_payment awaiting_dispatch alice");
 
-    /* retry needs active mode, which is not built: refused, nothing recorded. */
+    /* retry sends commands, which a shadow process has none of: refused,
+     * nothing recorded (integration.active retries an active one). */
     o = verb("alice", "retry", "action_order", key, "--reason", "again", NULL, NULL);
-    ck_assert_msg(o.status == 1 && tl_contains(o.err, "active mode is not built yet"),
+    ck_assert_msg(o.status == 1 && tl_contains(o.err, "shadow mode") &&
+                      tl_contains(o.err, "nothing was sent"),
                   "retry: %d %s", o.status, o.err);
     tl_output_free(&o);
 
@@ -777,7 +779,7 @@ START_TEST(http_actions_need_an_operate_token)
     snprintf(path, sizeof path, "/v1/instances/action_order/%s/claim", k2);
     expect_call("POST", path, OPS_SECRET, "{\"reason\":\"mine\"}", 200, NULL);
     snprintf(path, sizeof path, "/v1/instances/action_order/%s/retry", k2);
-    expect_call("POST", path, OPS_SECRET, "{\"reason\":\"x\"}", 409, "active mode is not built");
+    expect_call("POST", path, OPS_SECRET, "{\"reason\":\"x\"}", 409, "shadow mode");
     snprintf(path, sizeof path, "/v1/instances/action_order/%s/move", k2);
     expect_call("POST", path, OPS_SECRET, "{\"reason\":\"x\",\"to\":\"nowhere\"}", 400,
                 "not a non-terminal state");

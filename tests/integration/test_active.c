@@ -12,6 +12,10 @@
  *                and the command is re-sent with a new token; the old
  *                holder's late reply is recorded as stale and changes
  *                nothing; the new holder's reply finishes the instance
+ *   operator retry  steward retry queues the step's command again with
+ *                attempt + 1 and token + 1 and an audited history row; the
+ *                old token's reply is stale; a finished instance (and, in
+ *                promotion, a shadow one) is refused
  *   lagging      a consumer catching up on old events (the watermark
  *                behind the wall clock) re-sends nothing though the
  *                deadlines passed long ago in wall-clock time
@@ -341,6 +345,76 @@ START_TEST(lease_heartbeats_expiry_handoff_and_stale_reply)
 }
 END_TEST
 
+/* steward PROCESS KEY ... --database --actor alice */
+static tl_output_t steward_cli(const char *a0, const char *a1, const char *a2, const char *a3,
+                               const char *a4, const char *a5)
+{
+    const char *argv[16] = {NULL};
+    int n = 1;
+    const char *args[] = {a0, a1, a2, a3, a4, a5};
+    for (size_t i = 0; i < sizeof args / sizeof args[0] && args[i] != NULL; i++)
+        argv[n++] = args[i];
+    argv[n++] = "--database";
+    argv[n++] = w.db_url;
+    if (strcmp(a0, "inspect") != 0) {
+        argv[n++] = "--actor";
+        argv[n++] = "alice";
+    }
+    return tl_steward(argv, NULL);
+}
+
+START_TEST(operator_retry_resends_with_a_new_attempt_and_token)
+{
+    world_init("act_opretry");
+    world_definition("1", "active", "60s");
+    world_start();
+    tl_producer_t *p = tl_producer_new();
+    touch_topics(p);
+    send(p, "orders", "OrderPlaced", "R1", "", 0);
+    wait_for("SELECT count(*) FROM steward.commands WHERE key = 'R1'", "1", 30);
+
+    tl_output_t o =
+        steward_cli("retry", "active_order", "R1", "--reason", "stock service restarted", NULL);
+    ck_assert_msg(o.status == 0, "retry: %d %s %s", o.status, o.out, o.err);
+    tl_output_free(&o);
+    /* A second row for the same step: attempt + 1, token + 1, its own id. */
+    expect("SELECT string_agg(state || ':' || step || ':' || attempt || ':' || token, ' ' "
+           "ORDER BY id) FROM steward.commands WHERE key = 'R1'",
+           "reserving:1:0:1 reserving:1:1:2");
+    expect("SELECT count(DISTINCT ce_id) FROM steward.commands WHERE key = 'R1'", "2");
+    expect("SELECT payload->>'note' || ' ' || (payload->>'token') FROM steward.commands WHERE "
+           "key = 'R1' AND attempt = 1",
+           "attempt 1 2");
+    expect("SELECT attempt || ' ' || token || ' ' || (abs(extract(epoch FROM deadline_at - now()) "
+           "- 60) < 5) FROM steward.instances WHERE key = 'R1'",
+           "1 2 true");
+    expect("SELECT from_state || ' ' || to_state || ' ' || actor || ': ' || reason || ' (' || "
+           "detail || ')' FROM steward.history WHERE key = 'R1' AND event_type = "
+           "'operator:retry'",
+           "reserving reserving alice: stock service restarted (ReserveStock re-sent by an "
+           "operator (attempt 1, token 2))");
+
+    /* A reply carrying the first command's token is stale now. */
+    send(p, "stock", "StockReserved", "R1", "\"steward_token\":1", 0);
+    wait_for("SELECT count(*) FROM steward.history WHERE key = 'R1' AND outcome = 'stale'", "1",
+             30);
+    send(p, "stock", "StockReserved", "R1", "\"steward_token\":2", 0);
+    send(p, "picking", "Picked", "R1", "", 0);
+    tl_producer_free(p);
+    wait_for("SELECT status FROM steward.instances WHERE key = 'R1'", "success", 30);
+
+    /* A finished instance: refused, nothing queued or recorded. */
+    o = steward_cli("retry", "active_order", "R1", "--reason", "again", NULL);
+    ck_assert_msg(o.status == 1 && strstr(o.err, "already finished") != NULL, "retry: %d %s",
+                  o.status, o.err);
+    tl_output_free(&o);
+    expect("SELECT count(*) FROM steward.history WHERE key = 'R1' AND event_type = "
+           "'operator:retry'",
+           "1");
+    world_stop();
+}
+END_TEST
+
 START_TEST(lagging_consumer_resends_nothing)
 {
     world_init("act_lag");
@@ -398,6 +472,12 @@ START_TEST(promotion_does_not_recommand_in_flight_instances)
     expect("SELECT count(*) FROM steward.history WHERE key = 'S1' AND outcome IN ('retried', "
            "'timeout')",
            "0");
+    /* Nor can an operator command it: its version is shadow. */
+    tl_output_t o = steward_cli("retry", "active_order", "S1", "--reason", "try it", NULL);
+    ck_assert_msg(o.status == 1 && strstr(o.err, "shadow mode") != NULL, "retry: %d %s", o.status,
+                  o.err);
+    tl_output_free(&o);
+    expect("SELECT count(*) FROM steward.commands WHERE key = 'S1'", "0");
     world_stop();
 }
 END_TEST
@@ -411,6 +491,7 @@ Suite *active_suite(void)
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_add_test(tc, retries_backoff_then_on_timeout_into_compensation);
     tcase_add_test(tc, lease_heartbeats_expiry_handoff_and_stale_reply);
+    tcase_add_test(tc, operator_retry_resends_with_a_new_attempt_and_token);
     tcase_add_test(tc, lagging_consumer_resends_nothing);
     tcase_add_test(tc, promotion_does_not_recommand_in_flight_instances);
     suite_add_tcase(s, tc);
