@@ -18,8 +18,10 @@ static const char inspect_usage[] =
     "usage: steward inspect PROCESS KEY [--json] [--config FILE] [--database CONNINFO]\n"
     "\n"
     "Prints the instance (state, status, start, time in the current state,\n"
-    "its deadline, variables, definition version) and its history, oldest\n"
-    "first, with what each event did. Exits 1 when there is no such instance.\n"
+    "its deadline, variables, definition version; in active mode its step,\n"
+    "fencing token, lease holder and expiry, and its latest commands, sent or\n"
+    "pending) and its history, oldest first, with what each event did. Exits 1 when there is no "
+    "such instance.\n"
     "--json prints exactly what GET /instances/PROCESS/KEY answers.\n"
     "\n" CLI_COMMON_USAGE;
 
@@ -31,6 +33,8 @@ static const char *str(const json_t *obj, const char *name)
 
 static void print_text(json_t *inst)
 {
+    size_t i;
+    json_t *h;
     decode_json_printable(inst); /* keys and details came from producers */
     char in_state[32], to_deadline[32];
     json_t *ms_to_deadline = json_object_get(inst, "ms_to_deadline");
@@ -60,10 +64,35 @@ static void print_text(json_t *inst)
                str(inst, "claimed_at"));
     free(vars);
 
+    /* Active mode: who holds the step, and what was sent for it. */
+    long long token = json_integer_value(json_object_get(inst, "token"));
+    printf("  step              %lld\n",
+           (long long) json_integer_value(json_object_get(inst, "step")));
+    if (token > 0)
+        printf("  fencing token     %lld\n", token);
+    if (json_is_string(json_object_get(inst, "lease_expires_at")))
+        printf("  lease             held by %s until %s (last renewed %s)\n",
+               json_is_string(json_object_get(inst, "lease_holder")) ? str(inst, "lease_holder")
+                                                                     : "an unnamed holder",
+               str(inst, "lease_expires_at"), str(inst, "lease_renewed_at"));
+    json_t *commands = json_object_get(inst, "commands");
+    if (json_array_size(commands) > 0) {
+        printf("\ncommands, oldest first (the latest %zu)\n", json_array_size(commands));
+        json_array_foreach(commands, i, h)
+        {
+            const char *status = str(h, "status");
+            printf("  %s  %-20s %-16s step %lld attempt %lld token %lld  %s%s%s  ce_id %s\n",
+                   str(h, "queued_at"), str(h, "type"), str(h, "state"),
+                   (long long) json_integer_value(json_object_get(h, "step")),
+                   (long long) json_integer_value(json_object_get(h, "attempt")),
+                   (long long) json_integer_value(json_object_get(h, "token")), status,
+                   strcmp(status, "sent") == 0 ? " " : "",
+                   strcmp(status, "sent") == 0 ? str(h, "sent_at") : "", str(h, "ce_id"));
+        }
+    }
+
     json_t *history = json_object_get(inst, "history");
     printf("\nhistory, oldest first (%zu events)\n", json_array_size(history));
-    size_t i;
-    json_t *h;
     json_array_foreach(history, i, h)
     {
         char where[160], move[160];

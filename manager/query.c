@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define QUERY_COMMANDS_STR "20"
+
 /* The JSON is built by PostgreSQL: one round trip, and timestamps come out
  * in one format. */
 static const char instance_sql[] =
@@ -22,6 +24,19 @@ static const char instance_sql[] =
     "  'overdue', i.overdue, 'attempt', i.attempt, 'vars', i.vars, "
     "  'events_applied', i.events_applied, "
     "  'claimed_by', i.claimed_by, 'claimed_at', steward.rfc3339(i.claimed_at), "
+    "  'step', i.step, 'token', i.token, 'lease_holder', i.lease_holder, "
+    "  'lease_expires_at', steward.rfc3339(i.lease_expires_at), "
+    "  'lease_renewed_at', steward.rfc3339(i.lease_renewed_at), "
+    "  'resend_pending', i.resend_pending, "
+    "  'commands', coalesce((SELECT json_agg(json_build_object("
+    "       'state', c.state, 'step', c.step, 'attempt', c.attempt, 'token', c.token, "
+    "       'type', c.type, 'topic', c.topic, 'ce_id', c.ce_id, "
+    "       'queued_at', steward.rfc3339(c.created_at), "
+    "       'status', CASE WHEN c.sent_at IS NOT NULL THEN 'sent' ELSE 'pending' END, "
+    "       'sent_at', steward.rfc3339(c.sent_at), 'delivery_attempts', c.attempts, "
+    "       'last_error', c.last_error) ORDER BY c.id) "
+    "     FROM (SELECT * FROM steward.commands WHERE process = i.process AND key = i.key "
+    "       ORDER BY id DESC LIMIT " QUERY_COMMANDS_STR ") c), '[]'), "
     "  'ms_in_state', steward.to_ms(now() - i.state_entered_at), "
     "  'ms_to_deadline', steward.to_ms(i.deadline_at - now()), "
     "  'history', coalesce((SELECT json_agg(json_build_object("

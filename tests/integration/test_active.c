@@ -11,11 +11,14 @@
  *   lease        heartbeats push the lease on; once they stop it expires
  *                and the command is re-sent with a new token; the old
  *                holder's late reply is recorded as stale and changes
- *                nothing; the new holder's reply finishes the instance
+ *                nothing; the new holder's reply finishes the instance;
+ *                inspect shows the holder, the lease's end, the token and
+ *                the commands
  *   operator retry  steward retry queues the step's command again with
  *                attempt + 1 and token + 1 and an audited history row; the
  *                old token's reply is stale; a finished instance (and, in
  *                promotion, a shadow one) is refused
+ *                (inspect --json shows the token and both commands)
  *   lagging      a consumer catching up on old events (the watermark
  *                behind the wall clock) re-sends nothing though the
  *                deadlines passed long ago in wall-clock time
@@ -204,6 +207,36 @@ static void touch_topics(tl_producer_t *p)
     send(p, "payments", "Noise", "none", "", 0);
 }
 
+/* steward PROCESS KEY ... --database --actor alice */
+static tl_output_t steward_cli(const char *a0, const char *a1, const char *a2, const char *a3,
+                               const char *a4, const char *a5)
+{
+    const char *argv[16] = {NULL};
+    int n = 1;
+    const char *args[] = {a0, a1, a2, a3, a4, a5};
+    for (size_t i = 0; i < sizeof args / sizeof args[0] && args[i] != NULL; i++)
+        argv[n++] = args[i];
+    argv[n++] = "--database";
+    argv[n++] = w.db_url;
+    if (strcmp(a0, "inspect") != 0) {
+        argv[n++] = "--actor";
+        argv[n++] = "alice";
+    }
+    return tl_steward(argv, NULL);
+}
+
+/* steward inspect PROCESS KEY --json, parsed. */
+static json_t *inspect_json(const char *key)
+{
+    tl_output_t o = steward_cli("inspect", "active_order", key, "--json", NULL, NULL);
+    ck_assert_msg(o.status == 0, "inspect: %d %s", o.status, o.err);
+    json_error_t jerr;
+    json_t *doc = json_loads(o.out, 0, &jerr);
+    ck_assert_msg(doc != NULL, "inspect --json: %s: %s", jerr.text, o.out);
+    tl_output_free(&o);
+    return doc;
+}
+
 START_TEST(retries_backoff_then_on_timeout_into_compensation)
 {
     world_init("act_retry");
@@ -290,6 +323,35 @@ START_TEST(lease_heartbeats_expiry_handoff_and_stale_reply)
     send(p, "picking", "PickStarted", "L1", "\"worker_id\":\"picker-7\",\"steward_token\":2", 0);
     tl_producer_free(p);
     wait_for("SELECT lease_holder FROM steward.instances WHERE key = 'L1'", "picker-7", 20);
+    /* inspect (and so the HTTP answer) shows the holder, until when, the
+     * token and the commands sent for the instance. */
+    json_t *doc = inspect_json("L1");
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "lease_holder")), "picker-7");
+    char *until = scalar("SELECT steward.rfc3339(lease_expires_at) FROM steward.instances WHERE "
+                         "key = 'L1'");
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "lease_expires_at")), until);
+    ck_assert_int_eq(json_integer_value(json_object_get(doc, "token")), 2);
+    ck_assert_int_eq(json_integer_value(json_object_get(doc, "step")), 2);
+    json_t *cmds = json_object_get(doc, "commands");
+    ck_assert_int_eq(json_array_size(cmds), 2);
+    json_t *last = json_array_get(cmds, 1);
+    ck_assert_str_eq(json_string_value(json_object_get(last, "state")), "picking");
+    ck_assert_int_eq(json_integer_value(json_object_get(last, "token")), 2);
+    ck_assert_str_eq(json_string_value(json_object_get(last, "status")), "pending");
+    ck_assert(json_is_null(json_object_get(last, "sent_at")));
+    char *ce_id = scalar("SELECT ce_id FROM steward.commands WHERE key = 'L1' AND token = 2");
+    ck_assert_str_eq(json_string_value(json_object_get(last, "ce_id")), ce_id);
+    free(ce_id);
+    json_decref(doc);
+    tl_output_t o = steward_cli("inspect", "active_order", "L1", NULL, NULL, NULL);
+    char want[128];
+    snprintf(want, sizeof want, "lease             held by picker-7 until %s", until);
+    ck_assert_msg(o.status == 0 && strstr(o.out, want) != NULL &&
+                      strstr(o.out, "fencing token     2") != NULL &&
+                      strstr(o.out, "PickOrder") != NULL,
+                  "inspect: %s", o.out);
+    tl_output_free(&o);
+    free(until);
 
     /* Heartbeats every second for 6 s: the lease (4 s) runs on past the
      * claim's (the margin absorbs a slow producer on a busy machine). */
@@ -345,24 +407,6 @@ START_TEST(lease_heartbeats_expiry_handoff_and_stale_reply)
 }
 END_TEST
 
-/* steward PROCESS KEY ... --database --actor alice */
-static tl_output_t steward_cli(const char *a0, const char *a1, const char *a2, const char *a3,
-                               const char *a4, const char *a5)
-{
-    const char *argv[16] = {NULL};
-    int n = 1;
-    const char *args[] = {a0, a1, a2, a3, a4, a5};
-    for (size_t i = 0; i < sizeof args / sizeof args[0] && args[i] != NULL; i++)
-        argv[n++] = args[i];
-    argv[n++] = "--database";
-    argv[n++] = w.db_url;
-    if (strcmp(a0, "inspect") != 0) {
-        argv[n++] = "--actor";
-        argv[n++] = "alice";
-    }
-    return tl_steward(argv, NULL);
-}
-
 START_TEST(operator_retry_resends_with_a_new_attempt_and_token)
 {
     world_init("act_opretry");
@@ -382,6 +426,12 @@ START_TEST(operator_retry_resends_with_a_new_attempt_and_token)
            "ORDER BY id) FROM steward.commands WHERE key = 'R1'",
            "reserving:1:0:1 reserving:1:1:2");
     expect("SELECT count(DISTINCT ce_id) FROM steward.commands WHERE key = 'R1'", "2");
+    json_t *doc = inspect_json("R1");
+    ck_assert_int_eq(json_integer_value(json_object_get(doc, "token")), 2);
+    json_t *cmds = json_object_get(doc, "commands");
+    ck_assert_int_eq(json_array_size(cmds), 2);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(cmds, 1), "attempt")), 1);
+    json_decref(doc);
     expect("SELECT payload->>'note' || ' ' || (payload->>'token') FROM steward.commands WHERE "
            "key = 'R1' AND attempt = 1",
            "attempt 1 2");
