@@ -266,12 +266,15 @@ static const char move_sql[] =
     "  overdue = false, "
     "  next_deadline_at = least(CASE WHEN $4::bigint > 0 THEN now() + steward.ms_interval($4) END, "
     "    CASE WHEN NOT process_overdue THEN process_deadline_at END), "
-    "  updated_at = now() "
+    "  step = step + 1, attempt = 0, resend_pending = false, lease_holder = NULL, "
+    "  lease_expires_at = NULL, lease_renewed_at = NULL, updated_at = now() "
     "WHERE process = $1 AND key = $2";
 
 static const char close_sql[] =
     "UPDATE steward.instances SET state = $3, status = $4, state_entered_at = now(), "
-    "  deadline_at = NULL, next_deadline_at = NULL, overdue = false, updated_at = now() "
+    "  deadline_at = NULL, next_deadline_at = NULL, overdue = false, step = step + 1, "
+    "  attempt = 0, resend_pending = false, lease_holder = NULL, lease_expires_at = NULL, "
+    "  lease_renewed_at = NULL, updated_at = now() "
     "WHERE process = $1 AND key = $2";
 
 static const char claim_sql[] =
@@ -397,6 +400,18 @@ done:
     alert_batch_clear(&alerts);
     engine_instance_clear(&inst);
     return rc;
+}
+
+/* Move and close leave the step (a new step number, like every entry):
+ * its unsent commands are cancelled, as when an event moves it. */
+static bool cancel_left(PGconn *conn, const char *process, const char *key, char *errstr,
+                        size_t errstr_size)
+{
+    cmdq_t q = {0};
+    cmdq_left(&q, process, key);
+    bool ok = cmdq_write(conn, &q, errstr, errstr_size) == ERR_OK;
+    cmdq_clear(&q);
+    return ok;
 }
 
 /* The terminal state for `target`, an outcome or a terminal state's name. */
@@ -549,6 +564,8 @@ static action_rc_t instance_action(PGconn *conn, action_verb_t verb, const actio
         if (db_exec(conn, "moving the instance", move_sql, 4, params, errstr, errstr_size) !=
             ERR_OK)
             goto done;
+        if (!cancel_left(conn, process, key, errstr, errstr_size))
+            goto done;
         snprintf(to, sizeof to, "%s", def->states[s].name);
         /* The old state's missed deadline is over; the process's is not. */
         snprintf(detail_buf, sizeof detail_buf, "moved by %s", req->actor);
@@ -571,6 +588,8 @@ static action_rc_t instance_action(PGconn *conn, action_verb_t verb, const actio
         params[3] = def->states[s].terminal;
         if (db_exec(conn, "closing the instance", close_sql, 4, params, errstr, errstr_size) !=
             ERR_OK)
+            goto done;
+        if (!cancel_left(conn, process, key, errstr, errstr_size))
             goto done;
         snprintf(to, sizeof to, "%s", def->states[s].name);
         snprintf(to_status, sizeof to_status, "%s", def->states[s].terminal);

@@ -69,22 +69,54 @@ static const char write_sql[] =
     "ORDER BY n "
     "ON CONFLICT (ce_id) DO NOTHING";
 
+/* The instance as written in this transaction says which step it is in:
+ * rows of an earlier step, or any row once it finished, are over. */
+static const char cancel_sql[] =
+    "UPDATE steward.commands c SET cancelled_at = now(), "
+    "  cancel_reason = CASE WHEN i.status <> 'active' "
+    "    THEN 'the instance finished (' || i.status || ' in ' || i.state || ') before it was sent' "
+    "    ELSE 'the instance left ' || c.state || ' (step ' || c.step || ') for ' || i.state || "
+    "      ' (step ' || i.step || ') before it was sent' END "
+    "FROM unnest($1::text[], $2::text[]) AS u(p, k) "
+    "JOIN steward.instances i ON i.process = u.p AND i.key = u.k "
+    "WHERE c.process = u.p AND c.key = u.k AND c.sent_at IS NULL AND c.cancelled_at IS NULL "
+    "  AND (c.step < i.step OR i.status <> 'active')";
+
+void cmdq_left(cmdq_t *q, const char *process, const char *key)
+{
+    pgarr_add(&q->left_process, process);
+    pgarr_add(&q->left_key, key);
+}
+
 err_class_t cmdq_write(PGconn *conn, cmdq_t *q, char *errstr, size_t errstr_size)
 {
-    if (q->n == 0)
-        return ERR_OK;
-    pgarr_t *cols[] = {&q->process, &q->key,   &q->version, &q->state,   &q->step,  &q->attempt,
-                       &q->token,   &q->topic, &q->type,    &q->payload, &q->ce_id, &q->delay};
-    const char *params[12];
-    if (!pgarr_params(cols, 12, params))
-        return err_set(ERR_FATAL, errstr, errstr_size, "queueing commands: out of memory");
-    return db_exec(conn, "queueing commands", write_sql, 12, params, errstr, errstr_size);
+    err_class_t cls = ERR_OK;
+    if (q->n > 0) {
+        pgarr_t *cols[] = {&q->process, &q->key,   &q->version, &q->state,   &q->step,  &q->attempt,
+                           &q->token,   &q->topic, &q->type,    &q->payload, &q->ce_id, &q->delay};
+        const char *params[12];
+        if (!pgarr_params(cols, 12, params))
+            return err_set(ERR_FATAL, errstr, errstr_size, "queueing commands: out of memory");
+        if ((cls = db_exec(conn, "queueing commands", write_sql, 12, params, errstr,
+                           errstr_size)) != ERR_OK)
+            return cls;
+    }
+    if (q->left_process.n > 0) {
+        pgarr_t *cols[] = {&q->left_process, &q->left_key};
+        const char *params[2];
+        if (!pgarr_params(cols, 2, params))
+            return err_set(ERR_FATAL, errstr, errstr_size, "cancelling commands: out of memory");
+        cls = db_exec(conn, "cancelling the commands of steps left", cancel_sql, 2, params, errstr,
+                      errstr_size);
+    }
+    return cls;
 }
 
 void cmdq_clear(cmdq_t *q)
 {
-    pgarr_t *all[] = {&q->process, &q->key,   &q->version, &q->state,   &q->step,  &q->attempt,
-                      &q->token,   &q->topic, &q->type,    &q->payload, &q->ce_id, &q->delay};
+    pgarr_t *all[] = {&q->process, &q->key,   &q->version,      &q->state,   &q->step,
+                      &q->attempt, &q->token, &q->topic,        &q->type,    &q->payload,
+                      &q->ce_id,   &q->delay, &q->left_process, &q->left_key};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         pgarr_free(all[i]);
     q->n = q->failed = 0;

@@ -25,6 +25,7 @@
 
 typedef struct cmdq {
     pgarr_t process, key, version, state, step, attempt, token, topic, type, payload, ce_id, delay;
+    pgarr_t left_process, left_key; /* instances that left a step (cmdq_left()) */
     size_t n;
     size_t failed; /* commands refused (a command_failed alert each) */
 } cmdq_t;
@@ -38,8 +39,24 @@ typedef struct cmdq {
 bool cmdq_add(cmdq_t *q, alert_batch_t *alerts, const def_t *def, const char *key,
               const json_t *vars, const engine_command_t *cmd);
 
+/*
+ * Notes that instance (process, key) left a step in this transaction (an
+ * event moved it, a timeout took on_timeout, an operator moved or closed
+ * it): cmdq_write() cancels its unsent commands of the steps before the one
+ * it is in now, and all of them once it finished. Such a command was
+ * meant for a step that is over; sent later (after a pause is lifted, or a
+ * failing topic recovers) it would start work nobody waits for. A command
+ * already in flight when this commits may still be delivered; it carries
+ * its older token.
+ */
+void cmdq_left(cmdq_t *q, const char *process, const char *key);
+
 /* Inserts the queued rows on conn, inside the caller's transaction. A row
- * whose ce_id exists already (the same decision replayed) is skipped. */
+ * whose ce_id exists already (the same decision replayed) is skipped. Then
+ * cancels (cancelled_at, cancel_reason) the unsent commands of the steps
+ * the instances noted by cmdq_left() have left, judged against their rows
+ * in steward.instances: write the instances first, in the same
+ * transaction. The dispatcher never claims a cancelled row. */
 err_class_t cmdq_write(PGconn *conn, cmdq_t *q, char *errstr, size_t errstr_size);
 
 void cmdq_clear(cmdq_t *q);

@@ -442,9 +442,10 @@ static err_class_t record(dispatcher_t *d, dispatcher_stats_t *stats, char *errs
 /* ---- claiming and producing ------------------------------------------------------ */
 
 /*
- * Due rows, oldest first, none of a paused process ($2 the names, $3 all)
- * and none with an earlier unsent row of its instance: one instance's
- * commands go one at a time, in order. The lease ($1 ms) is the new
+ * Due rows, oldest first, none of a paused process ($2 the names, $3 all),
+ * none cancelled (the instance left its step) and none with an earlier
+ * unsent, uncancelled row of its instance: one instance's commands go one
+ * at a time, in order. The lease ($1 ms) is the new
  * next_attempt_at.
  */
 static const char claim_sql[] =
@@ -452,10 +453,11 @@ static const char claim_sql[] =
     "  UPDATE steward.commands c SET next_attempt_at = now() + steward.ms_interval($1::bigint) "
     "  WHERE c.id IN ("
     "    SELECT p.id FROM steward.commands p "
-    "    WHERE p.sent_at IS NULL AND p.next_attempt_at <= now() "
+    "    WHERE p.sent_at IS NULL AND p.cancelled_at IS NULL AND p.next_attempt_at <= now() "
     "      AND NOT ($3::bool OR p.process = ANY($2::text[])) "
     "      AND NOT EXISTS (SELECT 1 FROM steward.commands e WHERE e.process = p.process "
-    "        AND e.key = p.key AND e.id < p.id AND e.sent_at IS NULL) "
+    "        AND e.key = p.key AND e.id < p.id AND e.sent_at IS NULL "
+    "        AND e.cancelled_at IS NULL) "
     "    ORDER BY p.next_attempt_at, p.id LIMIT $4::int FOR UPDATE SKIP LOCKED) "
     "  RETURNING c.id, c.process, c.key, c.state, c.step, c.attempt, c.token, c.topic, c.type, "
     "    c.payload::text, c.ce_id, steward.rfc3339(c.created_at), c.attempts) "

@@ -14,6 +14,9 @@
  * instance exists, so one instance's commands reach its topic in the order
  * they were queued, retries included.
  *
+ * Cancelled rows (cancelled_at: the instance left the step, see
+ * cmdq_left()) are never claimed and hold nothing back.
+ *
  * Failure: a delivery that fails (topic missing - the producer never asks
  * the broker to create one -, message too large, not authorized, timed
  * out) counts an attempt, keeps the broker's error in last_error and waits

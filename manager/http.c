@@ -477,6 +477,7 @@ static const char *const gauge_sql[N_GAUGES] = {
                          "FROM steward.process_watermarks($1) WHERE watermark IS NOT NULL "
                          "ORDER BY 1",
     [GAUGE_COMMANDS] = "SELECT process, count(*) FROM steward.commands WHERE sent_at IS NULL "
+                       "AND cancelled_at IS NULL "
                        "GROUP BY 1 ORDER BY 1",
 };
 

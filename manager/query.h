@@ -22,8 +22,9 @@
  * step, the fencing token of the last command, the lease (lease_holder,
  * lease_expires_at, lease_renewed_at; null when nobody holds the step),
  * and `commands`, the instance's latest 20 commands oldest first (state,
- * step, attempt, token, ce_id, status "sent" or "pending", sent_at).
- * Numbers keep 15 significant digits when printed (QUERY_JSON_FLAGS).
+ * step, attempt, token, ce_id, status "sent", "cancelled" (the instance left the step first:
+ * cancelled_at, cancel_reason) or "pending", sent_at). Numbers keep 15 significant digits when
+ * printed (QUERY_JSON_FLAGS).
  */
 err_class_t query_instance(PGconn *conn, const char *process, const char *key, json_t **out,
                            long *judged_events, char *errstr, size_t errstr_size);

@@ -241,6 +241,10 @@ typedef struct doomed {
 } doomed_t;
 
 #define CUTOFF "steward.from_ms($1::bigint)"
+/* Sent, or cancelled unsent (each part matches an index). */
+#define COMMAND_DONE                                                                               \
+    "((sent_at IS NOT NULL AND sent_at < " CUTOFF ") OR "                                          \
+    "(sent_at IS NULL AND cancelled_at IS NOT NULL AND cancelled_at < " CUTOFF "))"
 #define NEWER_ENTRY                                                                                \
     "EXISTS (SELECT 1 FROM steward.ownership_log n WHERE n.consumer_group = l.consumer_group "     \
     "  AND n.topic = l.topic AND n.partition = l.partition AND n.id > l.id)"
@@ -277,12 +281,11 @@ static const doomed_t doomed[] = {
      "DELETE FROM steward.ownership_log WHERE id IN ("
      "  SELECT l.id FROM steward.ownership_log l WHERE l.at < " CUTOFF " AND " NEWER_ENTRY
      " LIMIT $2 FOR UPDATE SKIP LOCKED)"},
-    /* A command goes once sent; an unsent one stays however old. */
-    {RETENTION_COMMANDS,
-     "SELECT count(*) FROM steward.commands WHERE sent_at IS NOT NULL AND sent_at < " CUTOFF,
+    /* A command goes once sent or cancelled; an unsent one stays however
+     * old. */
+    {RETENTION_COMMANDS, "SELECT count(*) FROM steward.commands WHERE " COMMAND_DONE,
      "DELETE FROM steward.commands WHERE id IN ("
-     "  SELECT id FROM steward.commands WHERE sent_at IS NOT NULL AND sent_at < " CUTOFF
-     "  LIMIT $2 FOR UPDATE SKIP LOCKED)"},
+     "  SELECT id FROM steward.commands WHERE " COMMAND_DONE " LIMIT $2 FOR UPDATE SKIP LOCKED)"},
 };
 
 static err_class_t remove_rows(PGconn *conn, const doomed_t *d, int64_t cutoff_ms,

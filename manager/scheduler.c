@@ -344,6 +344,7 @@ static err_class_t judge_batch(sched_t *s, const char *process, int64_t watermar
                 break;
             case ENGINE_DUE_TIMEOUT:
                 due_history_add(&history, def, key, &inst, a, ENGINE_TIMEOUT);
+                cmdq_left(&commands, process, key);
                 if (def->states[a->to_state].terminal != NULL) {
                     /* on_timeout ended the instance: what was open about it is over. */
                     char text[256];

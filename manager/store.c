@@ -958,9 +958,13 @@ static void note_alerts(batch_t *b, const slot_t *slot, const engine_result_t *r
 }
 
 /* Queues the command the engine decided on entering a state, in the
- * batch's transaction: committed with the state change or not at all. */
+ * batch's transaction: committed with the state change or not at all; and
+ * cancels what is unsent for the step it left. */
 static void queue_command(batch_t *b, slot_t *slot, const engine_result_t *r)
 {
+    /* Only an active version has commands to leave behind. */
+    if (r->outcome == ENGINE_ADVANCED && slot->def->mode == DEF_MODE_ACTIVE)
+        cmdq_left(&b->commands, slot->process, slot->key);
     if (r->command.send)
         cmdq_add(&b->commands, &b->alerts, slot->def, slot->key, slot->inst.vars, &r->command);
 }

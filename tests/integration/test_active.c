@@ -19,6 +19,9 @@
  *                old token's reply is stale; a finished instance (and, in
  *                promotion, a shadow one) is refused
  *                (inspect --json shows the token and both commands)
+ *   cancelled    with dispatch paused, a reply moving the instance on (and
+ *                an operator's close or move) cancels the unsent command of
+ *                the step left; on resume only the new step's command goes
  *   lagging      a consumer catching up on old events (the watermark
  *                behind the wall clock) re-sends nothing though the
  *                deadlines passed long ago in wall-clock time
@@ -46,6 +49,7 @@ typedef struct world {
     char *dir;
     char *log;
     int pid;
+    const char *paused; /* dispatch.paused; NULL: "*" */
 } world_t;
 
 static world_t w;
@@ -126,7 +130,7 @@ static void world_definition(const char *version, const char *mode, const char *
                   "kafka", "topic.metadata.refresh.interval.ms", "1000",
                   /* What is queued, and when, is this suite's subject: the
                    * dispatcher (integration.dispatch) holds off. */
-                  "dispatch", "paused", "*");
+                  "dispatch", "paused", w.paused != NULL ? w.paused : "*");
     snprintf(path, sizeof path, "%s/config.json", w.dir);
     ck_assert_int_eq(json_dump_file(cfg, path, JSON_INDENT(2)), 0);
     json_decref(cfg);
@@ -465,6 +469,73 @@ START_TEST(operator_retry_resends_with_a_new_attempt_and_token)
 }
 END_TEST
 
+START_TEST(commands_of_a_step_left_are_cancelled_not_sent)
+{
+    world_init("act_cancel");
+    char *cmd_topics[2] = {topic("stock-commands"), topic("pick-commands")};
+    tl_kafka_create_topics((const char *const *) cmd_topics, 2, 1);
+    free(cmd_topics[0]);
+    free(cmd_topics[1]);
+    world_definition("1", "active", "60s");
+    world_start();
+    tl_producer_t *p = tl_producer_new();
+    touch_topics(p);
+    send(p, "orders", "OrderPlaced", "C1", "", 0);
+    send(p, "orders", "OrderPlaced", "C2", "", 0);
+    send(p, "orders", "OrderPlaced", "C3", "", 0);
+    wait_for("SELECT count(*) FROM steward.commands", "3", 30);
+
+    /* Dispatch is paused: ReserveStock waits. The reply (no token) moves
+     * C1 on; its ReserveStock is for a step that is over. */
+    send(p, "stock", "StockReserved", "C1", "", 0);
+    tl_producer_free(p);
+    wait_for("SELECT count(*) FROM steward.commands WHERE key = 'C1'", "2", 30);
+    expect("SELECT cancel_reason FROM steward.commands WHERE key = 'C1' AND state = 'reserving' "
+           "AND sent_at IS NULL",
+           "the instance left reserving (step 1) for picking (step 2) before it was sent");
+    expect("SELECT count(*) FROM steward.commands WHERE key = 'C1' AND state = 'picking' AND "
+           "cancelled_at IS NULL",
+           "1");
+    /* An operator's close and move leave the step too. */
+    tl_output_t o;
+    const char *cargv[] = {
+        NULL,       "close",   "active_order", "C2",         "--as",   "cancelled", "--reason",
+        "refunded", "--actor", "alice",        "--database", w.db_url, NULL};
+    o = tl_steward(cargv, NULL);
+    ck_assert_msg(o.status == 0, "close: %d %s", o.status, o.err);
+    tl_output_free(&o);
+    const char *margv[] = {NULL,      "move",    "active_order", "C3",
+                           "--to",    "picking", "--reason",     "reserved by hand",
+                           "--actor", "alice",   "--database",   w.db_url,
+                           NULL};
+    o = tl_steward(margv, NULL);
+    ck_assert_msg(o.status == 0, "move: %d %s", o.status, o.err);
+    tl_output_free(&o);
+    expect("SELECT string_agg(key || ': ' || cancel_reason, ' | ' ORDER BY key) FROM "
+           "steward.commands WHERE key IN ('C2', 'C3')",
+           "C2: the instance finished (cancelled in cancelled) before it was sent | C3: the "
+           "instance left reserving (step 1) for picking (step 2) before it was sent");
+    json_t *doc = inspect_json("C1");
+    json_t *first = json_array_get(json_object_get(doc, "commands"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(first, "status")), "cancelled");
+    json_decref(doc);
+
+    /* Resume: picking's PickOrder goes; the cancelled ReserveStock never
+     * does (sent in order, it would have gone first). */
+    w.paused = "";
+    world_definition("1", "active", "60s");
+    ck_assert_int_eq(kill(w.pid, SIGHUP), 0);
+    wait_for("SELECT sent_at IS NOT NULL FROM steward.commands WHERE key = 'C1' AND "
+             "state = 'picking'",
+             "t", 40);
+    expect("SELECT count(*) FROM steward.commands WHERE sent_at IS NOT NULL", "1");
+    expect("SELECT count(*) FROM steward.commands WHERE cancelled_at IS NOT NULL AND sent_at IS "
+           "NULL",
+           "3");
+    world_stop();
+}
+END_TEST
+
 START_TEST(lagging_consumer_resends_nothing)
 {
     world_init("act_lag");
@@ -542,6 +613,7 @@ Suite *active_suite(void)
     tcase_add_test(tc, retries_backoff_then_on_timeout_into_compensation);
     tcase_add_test(tc, lease_heartbeats_expiry_handoff_and_stale_reply);
     tcase_add_test(tc, operator_retry_resends_with_a_new_attempt_and_token);
+    tcase_add_test(tc, commands_of_a_step_left_are_cancelled_not_sent);
     tcase_add_test(tc, lagging_consumer_resends_nothing);
     tcase_add_test(tc, promotion_does_not_recommand_in_flight_instances);
     suite_add_tcase(s, tc);
