@@ -26,7 +26,7 @@
  *                          instance's next command waits, others go
  *   producer_config_refused a `kafka` property the idempotent producer
  *                          refuses: exit 2 naming it
- *   retention_keeps_unsent `steward prune` removes old sent commands only
+ *   retention_keeps_unsent `steward prune` removes old sent or cancelled commands only
  */
 #include "testlib.h"
 
@@ -699,13 +699,18 @@ END_TEST
 START_TEST(retention_keeps_unsent)
 {
     setup_named("dispatch_retention");
-    add_commands(PROCESS, "never.sent", 3, 1);
-    /* K0001 sent 10 days ago, K0002 sent just now, K0003 old and unsent */
+    add_commands(PROCESS, "never.sent", 5, 1);
+    /* K0001 sent 10 days ago, K0002 sent just now, K0003 old and unsent,
+     * K0004 cancelled 10 days ago, K0005 cancelled just now */
     tl_db_exec(w.conn, "UPDATE steward.commands SET sent_at = now() - interval '10 days', "
                        "created_at = now() - interval '10 days' WHERE key = 'K0001'");
     tl_db_exec(w.conn, "UPDATE steward.commands SET sent_at = now() WHERE key = 'K0002'");
     tl_db_exec(w.conn, "UPDATE steward.commands SET created_at = now() - interval '30 days' "
                        "WHERE key = 'K0003'");
+    tl_db_exec(w.conn, "UPDATE steward.commands SET cancelled_at = now() - interval '10 days', "
+                       "cancel_reason = 'left' WHERE key = 'K0004'");
+    tl_db_exec(w.conn, "UPDATE steward.commands SET cancelled_at = now(), cancel_reason = 'left' "
+                       "WHERE key = 'K0005'");
     const char *argv[] = {NULL, "prune", "--json", "--database", w.db_url, NULL};
     tl_output_t o = tl_steward(argv, NULL);
     ck_assert_msg(o.status == 0, "prune: %s", o.err);
@@ -715,7 +720,7 @@ START_TEST(retention_keeps_unsent)
     tl_output_free(&o);
     char *left = tl_db_scalar(
         w.conn, "SELECT string_agg(key, ',' ORDER BY key) FROM steward.commands", 0, NULL);
-    ck_assert_str_eq(left, "K0002,K0003");
+    ck_assert_str_eq(left, "K0002,K0003,K0005");
     free(left);
 }
 END_TEST
