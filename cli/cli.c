@@ -6,6 +6,7 @@
 
 #include "common/db.h"
 #include "common/err.h"
+#include "manager/query.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -44,6 +45,6 @@ int cli_help_or_usage(int opt, const char *usage)
 
 void cli_print_json(const json_t *doc)
 {
-    json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | QUERY_REAL_PRECISION);
     printf("\n");
 }

@@ -38,7 +38,8 @@ static void print_text(json_t *inst)
     decode_json_printable(inst); /* keys and details came from producers */
     char in_state[32], to_deadline[32];
     json_t *ms_to_deadline = json_object_get(inst, "ms_to_deadline");
-    char *vars = json_dumps(json_object_get(inst, "vars"), JSON_COMPACT | JSON_SORT_KEYS);
+    char *vars = json_dumps(json_object_get(inst, "vars"),
+                            JSON_COMPACT | JSON_SORT_KEYS | QUERY_REAL_PRECISION);
 
     duration_format(json_integer_value(json_object_get(inst, "ms_in_state")), in_state,
                     sizeof in_state);

@@ -125,7 +125,7 @@ static void reply_body(reply_t *r, unsigned int status, const char *content_type
 /* Answers with `doc` as JSON; takes the reference. */
 static void reply_json(reply_t *r, unsigned int status, json_t *doc)
 {
-    char *text = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
+    char *text = doc != NULL ? json_dumps(doc, JSON_COMPACT | QUERY_REAL_PRECISION) : NULL;
     json_decref(doc);
     reply_body(r, status, "application/json", text, text != NULL ? strlen(text) : 0);
 }

@@ -12,6 +12,15 @@
 #include <libpq-fe.h>
 
 /*
+ * How the documents built here print their numbers (with json_dumps() and
+ * friends: inspect, --json, the HTTP API). A captured 90.34 is stored
+ * exactly as jsonb but read back as a double, which jansson's default 17
+ * digits print as 90.340000000000003; 15 significant digits give back what
+ * was captured, as the store writes it.
+ */
+#define QUERY_REAL_PRECISION JSON_REAL_PRECISION(15)
+
+/*
  * Reads instance (process, key) and its history, oldest first, as a new
  * JSON object (json_decref() it) into *out. When there is no such
  * instance, *out is NULL and ERR_OK is returned, with *judged_events set to
@@ -22,9 +31,9 @@
  * step, the fencing token of the last command, the lease (lease_holder,
  * lease_expires_at, lease_renewed_at; null when nobody holds the step),
  * and `commands`, the instance's latest 20 commands oldest first (state,
- * step, attempt, token, ce_id, status "sent", "cancelled" (the instance left the step first:
- * cancelled_at, cancel_reason) or "pending", sent_at). Numbers keep 15 significant digits when
- * printed (QUERY_JSON_FLAGS).
+ * step, attempt, token, ce_id, status "sent", "cancelled" (the instance
+ * left the step first: cancelled_at, cancel_reason) or "pending",
+ * sent_at). Print it with QUERY_REAL_PRECISION.
  */
 err_class_t query_instance(PGconn *conn, const char *process, const char *key, json_t **out,
                            long *judged_events, char *errstr, size_t errstr_size);

@@ -421,8 +421,21 @@ START_TEST(operator_retry_resends_with_a_new_attempt_and_token)
     send(p, "orders", "OrderPlaced", "R1", "", 0);
     wait_for("SELECT count(*) FROM steward.commands WHERE key = 'R1'", "1", 30);
 
-    tl_output_t o =
-        steward_cli("retry", "active_order", "R1", "--reason", "stock service restarted", NULL);
+    /* A captured 90.34 prints as 90.34, not as the double's 17 digits
+     * (90.340000000000003), in inspect, its --json and the re-sent
+     * command. */
+    tl_db_exec(w.conn, "UPDATE steward.instances SET vars = '{\"total\": 90.34}' WHERE key = 'R1'");
+    tl_output_t o = steward_cli("inspect", "active_order", "R1", NULL, NULL, NULL);
+    ck_assert_msg(o.status == 0 && strstr(o.out, "{\"total\":90.34}") != NULL, "inspect: %s",
+                  o.out);
+    tl_output_free(&o);
+    o = steward_cli("inspect", "active_order", "R1", "--json", NULL, NULL);
+    ck_assert_msg(o.status == 0 && strstr(o.out, "\"total\": 90.34\n") != NULL &&
+                      strstr(o.out, "90.3400") == NULL,
+                  "inspect --json: %s", o.out);
+    tl_output_free(&o);
+
+    o = steward_cli("retry", "active_order", "R1", "--reason", "stock service restarted", NULL);
     ck_assert_msg(o.status == 0, "retry: %d %s %s", o.status, o.out, o.err);
     tl_output_free(&o);
     /* A second row for the same step: attempt + 1, token + 1, its own id. */
@@ -436,9 +449,9 @@ START_TEST(operator_retry_resends_with_a_new_attempt_and_token)
     ck_assert_int_eq(json_array_size(cmds), 2);
     ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(cmds, 1), "attempt")), 1);
     json_decref(doc);
-    expect("SELECT payload->>'note' || ' ' || (payload->>'token') FROM steward.commands WHERE "
-           "key = 'R1' AND attempt = 1",
-           "attempt 1 2");
+    expect("SELECT payload->>'note' || ' ' || (payload->>'token') || ' ' || (payload->>'total') "
+           "FROM steward.commands WHERE key = 'R1' AND attempt = 1",
+           "attempt 1 2 90.34");
     expect("SELECT attempt || ' ' || token || ' ' || (abs(extract(epoch FROM deadline_at - now()) "
            "- 60) < 5) FROM steward.instances WHERE key = 'R1'",
            "1 2 true");
