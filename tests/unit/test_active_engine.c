@@ -2,7 +2,7 @@
  * test_active_engine - the rules of active mode and leases in the pure
  * engine: the command on entering a state, re-sends with backoff, on_timeout
  * into compensation, the page that says what was tried, leases claimed,
- * renewed and expired, and fencing tokens.
+ * renewed and expired, fencing tokens, and an operator's re-send.
  */
 #include "common/sha256.h"
 #include "engine/decode.h"
@@ -313,6 +313,50 @@ START_TEST(lease_expiry_hands_off_in_active_mode)
 }
 END_TEST
 
+/* steward retry: attempt + 1, the next token, the deadline from now, the
+ * lease and a pending backoff over; refused with a reason, the instance
+ * untouched, in shadow mode and once finished. */
+START_TEST(operator_resend_is_a_new_attempt_and_token)
+{
+    to_picking();
+    apply_tok("PickStarted", "p1", T0 + 2 * MIN, "{\"worker_id\":\"picker-7\"}", 2);
+    inst.resend_pending = true;
+    engine_command_t cmd;
+    char detail[256];
+    ck_assert(engine_operator_resend(def, &inst, T0 + 5 * MIN, &cmd, detail, sizeof detail));
+    ck_assert(cmd.send);
+    ck_assert_str_eq(state_name(cmd.state), "picking");
+    ck_assert_int_eq(cmd.step, 2);
+    ck_assert_int_eq(cmd.attempt, 1);
+    ck_assert_int_eq(cmd.token, 3);
+    ck_assert_int_eq(inst.token, 3);
+    ck_assert_int_eq(inst.deadline_ms, T0 + 65 * MIN);
+    ck_assert(!inst.resend_pending && !inst.overdue);
+    ck_assert_ptr_null(inst.lease_holder);
+    ck_assert_str_eq(detail, "PickOrder re-sent by an operator (attempt 1, token 3)");
+    char a[65], b[65];
+    engine_command_id(def->process, "O1", 2, 0, a);
+    engine_command_id(def->process, "O1", cmd.step, cmd.attempt, b);
+    ck_assert_str_ne(a, b);
+    /* The old holder's reply is stale now. */
+    engine_result_t r = apply_tok("Picked", "z1", T0 + 6 * MIN, "{}", 2);
+    ck_assert_int_eq(r.outcome, ENGINE_STALE);
+
+    def->mode = DEF_MODE_SHADOW;
+    ck_assert(!engine_operator_resend(def, &inst, T0 + 7 * MIN, &cmd, detail, sizeof detail));
+    ck_assert(!cmd.send);
+    ck_assert_msg(strstr(detail, "shadow mode") != NULL, "%s", detail);
+    ck_assert_int_eq(inst.token, 3);
+    ck_assert_int_eq(inst.attempt, 1);
+    def->mode = DEF_MODE_ACTIVE;
+
+    apply_tok("Picked", "n1", T0 + 8 * MIN, "{}", 3);
+    ck_assert_str_eq(state_name(inst.state), "done");
+    ck_assert(!engine_operator_resend(def, &inst, T0 + 9 * MIN, &cmd, detail, sizeof detail));
+    ck_assert_msg(strstr(detail, "already finished") != NULL, "%s", detail);
+}
+END_TEST
+
 START_TEST(lease_expiry_alerts_in_shadow_mode)
 {
     def->mode = DEF_MODE_SHADOW;
@@ -485,6 +529,7 @@ Suite *active_engine_suite(void)
     tcase_add_test(tc, page_only_when_retries_are_exhausted);
     tcase_add_test(tc, lease_claim_and_renewals_push_the_deadline_never_past_the_state);
     tcase_add_test(tc, lease_expiry_hands_off_in_active_mode);
+    tcase_add_test(tc, operator_resend_is_a_new_attempt_and_token);
     tcase_add_test(tc, lease_expiry_alerts_in_shadow_mode);
     tcase_add_test(tc, reply_without_token_and_leaving_a_leased_step);
     tcase_add_test(tc, command_id_is_the_sha256_of_its_identity);
