@@ -72,7 +72,9 @@ typedef struct action_request {
 /*
  * Runs one action on conn (not inside a transaction). On ACTION_OK,
  * *result (new reference, caller frees; may be NULL on other codes) says
- * what changed: {"action", "actor", "before", "after", ...}. On any other
+ * what changed: {"action", "actor", "before", "after", ...}; a retry adds
+ * "command" {"type", "topic", "step", "attempt", "token", "ce_id"}, the row
+ * it queued. On any other
  * code nothing was changed and errstr says why in a sentence a person can
  * act on.
  */
