@@ -269,15 +269,16 @@ START_TEST(retries_backoff_then_on_timeout_into_compensation)
      * deadline, ready to go: deadline 2s + 1s, then 2s + 2s (doubled).
      * Deadlines are judged against the watermark, which follows the wall
      * clock only as intake and the scheduler poll: the spacing of the rows
-     * is checked loosely, the backoffs exactly in history. */
+     * is checked from below (never re-sent early; a loaded machine may be
+     * late), the backoffs exactly in history. */
     expect("SELECT bool_and(next_attempt_at = created_at) FROM steward.commands WHERE key = 'A1'",
            "t");
     expect("SELECT extract(epoch FROM max(created_at) FILTER (WHERE attempt = 1) - "
-           "max(created_at) FILTER (WHERE attempt = 0)) BETWEEN 2.3 AND 5 "
+           "max(created_at) FILTER (WHERE attempt = 0)) >= 2.3 "
            "FROM steward.commands WHERE key = 'A1' AND state = 'reserving'",
            "t");
     expect("SELECT extract(epoch FROM max(created_at) FILTER (WHERE attempt = 2) - "
-           "max(created_at) FILTER (WHERE attempt = 1)) BETWEEN 3 AND 6 "
+           "max(created_at) FILTER (WHERE attempt = 1)) >= 3 "
            "FROM steward.commands WHERE key = 'A1' AND state = 'reserving'",
            "t");
     expect("SELECT string_agg(substring(detail FROM '; re-sent .*$'), ' ' ORDER BY id) FROM "
