@@ -967,10 +967,12 @@ START_TEST(silence_holds_pages_until_it_ends)
 
     /* What is still open is paged once the silence is lifted, not before. */
     wait_request(r, "/hook", "event", "trigger");
-    expect("SELECT bool_and(o.delivered_at > s.lifted_at)::text FROM steward.outbox o "
-           "JOIN steward.alerts a ON a.id = o.alert_id, steward.silences s "
-           "WHERE a.key = $1 AND o.payload->>'event' = 'trigger'",
-           k1, "true");
+    /* The receiver answers before the notifier records the delivery: wait
+     * for the record, then compare it with the lift. */
+    wait_sql("SELECT bool_and(o.delivered_at > s.lifted_at)::text FROM steward.outbox o "
+             "JOIN steward.alerts a ON a.id = o.alert_id, steward.silences s "
+             "WHERE a.key = $1 AND o.payload->>'event' = 'trigger'",
+             k1, "true", 30);
     /* What resolved meanwhile is closed unsent: no trigger, no resolve. */
     wait_sql("SELECT count(*) FILTER (WHERE o.last_error = 'not sent: the alert resolved while "
              "silenced') || '/' || count(*) FROM steward.outbox o JOIN steward.alerts a ON a.id "
