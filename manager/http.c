@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -437,6 +438,67 @@ static void write_batch_histogram(prom_t *p)
                    METRICS_BATCH_BUCKETS, (double) metrics_get(&metrics.batch_ms_sum) / 1000.0);
 }
 
+/* steward_step_duration_seconds: one histogram per (process, state) seen. */
+static void write_step_histograms(prom_t *p)
+{
+    metrics_step_t *steps;
+    size_t n = metrics_steps(&steps);
+    long long cumulative[METRICS_STEP_BUCKETS + 1];
+    char le[32];
+
+    prom_family(p, "steward_step_duration_seconds", "histogram",
+                "Time instances spent in a state, observed as each leaves it, by process and "
+                "state.");
+    for (size_t i = 0; i < n; i++) {
+        long long total = 0;
+        for (size_t b = 0; b <= METRICS_STEP_BUCKETS; b++)
+            cumulative[b] = total += steps[i].counts[b];
+        for (size_t b = 0; b <= METRICS_STEP_BUCKETS; b++) {
+            if (b < METRICS_STEP_BUCKETS)
+                prom_format_value(metrics_step_bounds_s[b], le, sizeof le);
+            else
+                snprintf(le, sizeof le, "+Inf");
+            prom_sample_int(p, "steward_step_duration_seconds_bucket",
+                            (const char *const[]){"process", steps[i].process, "state",
+                                                  steps[i].state, "le", le, NULL},
+                            cumulative[b]);
+        }
+        const char *const labels[] = {"process", steps[i].process, "state", steps[i].state, NULL};
+        prom_sample(p, "steward_step_duration_seconds_sum", labels,
+                    (double) steps[i].sum_ms / 1000.0);
+        prom_sample_int(p, "steward_step_duration_seconds_count", labels, total);
+    }
+    free(steps);
+}
+
+/* The process_ figures every Prometheus client library exports, from /proc. */
+static void write_process(prom_t *p)
+{
+    char buf[1024];
+    double v;
+    FILE *f = fopen("/proc/self/stat", "r");
+    if (f != NULL) {
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        buf[len] = '\0';
+        fclose(f);
+        if (metrics_parse_proc_stat(buf, (double) sysconf(_SC_CLK_TCK), &v)) {
+            prom_family(p, "process_cpu_seconds_total", "counter",
+                        "User and system CPU time this steward has used, in seconds.");
+            prom_sample(p, "process_cpu_seconds_total", NULL, v);
+        }
+    }
+    if ((f = fopen("/proc/self/statm", "r")) != NULL) {
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        buf[len] = '\0';
+        fclose(f);
+        if (metrics_parse_statm(buf, sysconf(_SC_PAGESIZE), &v)) {
+            prom_family(p, "process_resident_memory_bytes", "gauge",
+                        "This steward's resident memory, in bytes.");
+            prom_sample(p, "process_resident_memory_bytes", NULL, v);
+        }
+    }
+}
+
 static void write_kafka(prom_t *p)
 {
     metrics_lag_t *lags;
@@ -556,6 +618,7 @@ static void get_metrics(http_t *h, reply_t *r)
     }
     write_counters(p);
     write_batch_histogram(p);
+    write_step_histograms(p);
     write_kafka(p);
     write_database(h, p);
     prom_family(p, "steward_build_info", "gauge", "The running steward's version, as labels.");
@@ -564,6 +627,7 @@ static void get_metrics(http_t *h, reply_t *r)
     prom_family(p, "process_start_time_seconds", "gauge",
                 "When this steward started serving, in seconds since the epoch.");
     prom_sample(p, "process_start_time_seconds", NULL, h->started);
+    write_process(p);
 
     char *text = prom_finish(p, &len, errstr, sizeof errstr);
     if (text == NULL)

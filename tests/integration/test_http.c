@@ -408,6 +408,15 @@ START_TEST(serves_probes_metrics_and_views)
     double wm = series(text, "steward_watermark_lag_seconds{process=\"alert_order\"}");
     ck_assert_msg(wm >= 0 && wm < 60, "watermark lag: %g", wm);
     ck_assert_msg(series(text, "process_start_time_seconds") > 1.6e9, "start time");
+    /* The two paid orders left awaiting_payment: two stays observed. */
+    ck_assert_double_eq(series(text, "steward_step_duration_seconds_count{process=\"alert_order\","
+                                     "state=\"awaiting_payment\"}"),
+                        2);
+    ck_assert_double_eq(series(text, "steward_step_duration_seconds_bucket{process=\"alert_order\","
+                                     "state=\"awaiting_payment\",le=\"+Inf\"}"),
+                        2);
+    ck_assert_msg(series(text, "process_cpu_seconds_total") > 0, "cpu seconds");
+    ck_assert_msg(series(text, "process_resident_memory_bytes") > 1e6, "resident memory");
     char *output;
     int status = promtool(text, &output);
     ck_assert_msg(status == 0, "promtool check metrics: exit %d: %s\n%s", status, output, text);
