@@ -527,7 +527,7 @@ static void write_kafka(prom_t *p)
 }
 
 /* The gauges read from PostgreSQL at scrape time. */
-enum { GAUGE_INSTANCES, GAUGE_ALERTS, GAUGE_WATERMARKS, GAUGE_COMMANDS, N_GAUGES };
+enum { GAUGE_INSTANCES, GAUGE_ALERTS, GAUGE_WATERMARKS, GAUGE_COMMANDS, GAUGE_OUTBOX, N_GAUGES };
 
 static const char *const gauge_sql[N_GAUGES] = {
     [GAUGE_INSTANCES] = "SELECT process, state, count(*) FROM steward.instances "
@@ -540,6 +540,10 @@ static const char *const gauge_sql[N_GAUGES] = {
                          "ORDER BY 1",
     [GAUGE_COMMANDS] = "SELECT process, count(*) FROM steward.commands WHERE sent_at IS NULL "
                        "GROUP BY 1 ORDER BY 1",
+    /* The outbox_pending index holds exactly these rows. */
+    [GAUGE_OUTBOX] = "SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0)"
+                     "::float8 FROM steward.outbox "
+                     "WHERE delivered_at IS NULL AND failed_at IS NULL",
 };
 
 static void write_database(http_t *h, prom_t *p)
@@ -601,6 +605,15 @@ static void write_database(http_t *h, prom_t *p)
             prom_sample_int(p, "steward_commands_pending",
                             (const char *const[]){"process", PQgetvalue(r, i, 0), NULL},
                             atoll(PQgetvalue(r, i, 1)));
+
+        r = res[GAUGE_OUTBOX];
+        prom_family(p, "steward_outbox_pending", "gauge",
+                    "Notifications not yet delivered nor given up (retries included).");
+        prom_sample_int(p, "steward_outbox_pending", NULL, atoll(PQgetvalue(r, 0, 0)));
+        prom_family(p, "steward_outbox_oldest_pending_seconds", "gauge",
+                    "Age of the oldest notification not yet delivered; 0 when none waits.");
+        prom_sample(p, "steward_outbox_oldest_pending_seconds", NULL,
+                    strtod(PQgetvalue(r, 0, 1), NULL));
     }
     for (int i = 0; i < N_GAUGES; i++)
         PQclear(res[i]);
@@ -696,20 +709,19 @@ static void get_healthz(http_t *h, reply_t *r)
     pthread_mutex_lock(&h->state_lock);
     int64_t stall_ms = h->stall_ms;
     pthread_mutex_unlock(&h->state_lock);
-    for (int t = 0; t < METRICS_N_THREADS; t++) {
-        int64_t beat = metrics_last_beat((metrics_thread_t) t);
-        if (beat > 0 && now - beat > stall_ms) {
-            char *text = NULL;
-            if (asprintf(&text, "stuck: the %s thread has made no progress for %lld s\n",
-                         metrics_thread_name((metrics_thread_t) t),
-                         (long long) ((now - beat) / 1000)) < 0)
-                text = NULL;
-            LOG_LIMITED(LOG_LEVEL_ERROR, "healthz", 10000, "healthz: a worker thread is stuck",
-                        "thread", metrics_thread_name((metrics_thread_t) t));
-            reply_body(r, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", text,
-                       text != NULL ? strlen(text) : 0);
-            return;
-        }
+    int64_t stalled_ms = 0;
+    int t = metrics_stalled(now, stall_ms, &stalled_ms);
+    if (t >= 0) {
+        char *text = NULL;
+        if (asprintf(&text, "stuck: the %s thread has made no progress for %lld s\n",
+                     metrics_thread_name((metrics_thread_t) t),
+                     (long long) (stalled_ms / 1000)) < 0)
+            text = NULL;
+        LOG_LIMITED(LOG_LEVEL_ERROR, "healthz", 10000, "healthz: a worker thread is stuck",
+                    "thread", metrics_thread_name((metrics_thread_t) t));
+        reply_body(r, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", text,
+                   text != NULL ? strlen(text) : 0);
+        return;
     }
     reply_body(r, MHD_HTTP_OK, "text/plain; charset=utf-8", strdup("ok\n"), 3);
 }

@@ -127,6 +127,19 @@ bool metrics_parse_statm(const char *text, long page_bytes, double *resident_byt
     return true;
 }
 
+int metrics_stalled(int64_t now_ms, int64_t stall_ms, int64_t *for_ms)
+{
+    for (int t = 0; t < METRICS_N_THREADS; t++) {
+        int64_t beat = metrics_last_beat((metrics_thread_t) t);
+        if (beat > 0 && now_ms - beat > stall_ms) {
+            if (for_ms != NULL)
+                *for_ms = now_ms - beat;
+            return t;
+        }
+    }
+    return -1;
+}
+
 void metrics_observe_batch(int64_t ms)
 {
     size_t i = 0;

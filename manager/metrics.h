@@ -77,6 +77,12 @@ int64_t metrics_last_beat(metrics_thread_t t);
 /* Forgets thread t's beats: it stopped on purpose (a clean stop). */
 void metrics_beat_stop(metrics_thread_t t);
 
+/* The first worker thread that has started and not beaten for more than
+ * stall_ms at now_ms (monotonic), with how long in *for_ms (may be NULL);
+ * -1 when none is stuck. What /healthz and the systemd watchdog judge
+ * liveness by. Any thread, lock-free. */
+int metrics_stalled(int64_t now_ms, int64_t stall_ms, int64_t *for_ms);
+
 extern metrics_t metrics;
 
 static inline void metrics_add(atomic_llong *counter, long long n)

@@ -416,6 +416,9 @@ START_TEST(serves_probes_metrics_and_views)
                                      "state=\"awaiting_payment\",le=\"+Inf\"}"),
                         2);
     ck_assert_msg(series(text, "process_cpu_seconds_total") > 0, "cpu seconds");
+    /* The three pages were delivered: nothing waits in the outbox. */
+    ck_assert_double_eq(series(text, "steward_outbox_pending"), 0);
+    ck_assert_double_eq(series(text, "steward_outbox_oldest_pending_seconds"), 0);
     ck_assert_msg(series(text, "process_resident_memory_bytes") > 1e6, "resident memory");
     char *output;
     int status = promtool(text, &output);
