@@ -421,7 +421,7 @@ static err_class_t record(dispatcher_t *d, dispatcher_stats_t *stats, char *errs
         metrics_add(&metrics.commands_sent, (long long) n_sent);
         metrics_add(&metrics.dispatch_failures, (long long) n_failed);
         if (counts.opened > 0) {
-            char opened[16];
+            char opened[24]; /* a size_t in decimal: up to 20 digits */
             snprintf(opened, sizeof opened, "%zu", counts.opened);
             LOG_WARN("dispatch_failed alert opened", "alerts", opened);
         }

@@ -2,6 +2,7 @@
  * test_metrics - the undeclared-type table: counted per (topic, type),
  * bounded, and each pair reported for logging once per interval.
  */
+#include "common/clock.h"
 #include "manager/metrics.h"
 #include "testlib.h"
 
@@ -73,6 +74,26 @@ START_TEST(step_durations_by_process_and_state)
 }
 END_TEST
 
+/* The liveness rule /healthz and the systemd watchdog share: a thread
+ * that beat and then went quiet for longer than the bound is stuck; one
+ * that stopped on purpose, or never started, is not. */
+START_TEST(stalled_threads)
+{
+    for (int t = 0; t < METRICS_N_THREADS; t++)
+        metrics_beat_stop((metrics_thread_t) t);
+    int64_t now = clock_monotonic_ms();
+    ck_assert_int_eq(metrics_stalled(now + 60000, 5000, NULL), -1);
+    metrics_beat(METRICS_NOTIFIER);
+    int64_t for_ms = 0;
+    ck_assert_int_eq(metrics_stalled(clock_monotonic_ms() + 1000, 5000, NULL), -1);
+    ck_assert_int_eq(metrics_stalled(clock_monotonic_ms() + 10000, 5000, &for_ms),
+                     METRICS_NOTIFIER);
+    ck_assert_int_ge(for_ms, 10000);
+    metrics_beat_stop(METRICS_NOTIFIER);
+    ck_assert_int_eq(metrics_stalled(clock_monotonic_ms() + 10000, 5000, NULL), -1);
+}
+END_TEST
+
 START_TEST(proc_files_parsed)
 {
     double v = 0;
@@ -95,6 +116,7 @@ Suite *metrics_suite(void)
     tcase_add_test(tc, undeclared_types_counted_and_logged_once_per_interval);
     tcase_add_test(tc, step_durations_by_process_and_state);
     tcase_add_test(tc, proc_files_parsed);
+    tcase_add_test(tc, stalled_threads);
     suite_add_tcase(s, tc);
     return s;
 }
