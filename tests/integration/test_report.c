@@ -440,6 +440,31 @@ START_TEST(histograms)
 }
 END_TEST
 
+/* `steward graph PROCESS` draws the newest recorded version: version 2,
+ * with its command, retries, on_timeout and 90s deadline. */
+START_TEST(graph_of_a_recorded_process)
+{
+    const char *argv[] = {NULL,   "graph",    "order_fulfilment", "--database",
+                          db_url, "--format", "mermaid",          NULL};
+    tl_output_t o = tl_steward(argv, NULL);
+    ck_assert_msg(o.status == 0, "graph: %d: %s", o.status, o.err);
+    ck_assert_msg(tl_contains(o.out, "flowchart LR\n") &&
+                      tl_contains(o.out, "awaiting_payment<br/>deadline 1m30s<br/>owner "
+                                         "payments<br/>command CapturePayment, 2 retries") &&
+                      tl_contains(o.out, "-.->|timeout|") &&
+                      tl_contains(o.out, "([\"completed<br/>terminal: success\"])"),
+                  "got:\n%s", o.out);
+    tl_output_free(&o);
+
+    const char *unknown[] = {NULL, "graph", "no_such_process", "--database", db_url, NULL};
+    o = tl_steward(unknown, NULL);
+    ck_assert_int_eq(o.status, 1);
+    ck_assert_msg(tl_contains(o.err, "no process no_such_process in steward.definitions"),
+                  "got: %s", o.err);
+    tl_output_free(&o);
+}
+END_TEST
+
 START_TEST(too_few_samples_and_clamped_times)
 {
     json_t *doc = report_json("--process", "refund");
@@ -752,6 +777,7 @@ Suite *report_suite(void)
     tcase_add_test(tc, percentiles_counts_and_alert_arithmetic);
     tcase_add_test(tc, text_table);
     tcase_add_test(tc, histograms);
+    tcase_add_test(tc, graph_of_a_recorded_process);
     tcase_add_test(tc, too_few_samples_and_clamped_times);
     tcase_add_test(tc, process_filter);
     tcase_add_test(tc, since_window);
