@@ -962,6 +962,14 @@ static void print_histogram(const json_t *st, FILE *out)
                 has_suggested ? "  <- suggested" : "");
         below = top;
     }
+    /* Marks past the last bucket drawn: every exit was quicker. */
+    char d[32];
+    if (deadline > below)
+        fprintf(out, "    %10s  deadline %s: no exit took that long\n", "",
+                duration_format(deadline, d, sizeof d));
+    if (suggested > below)
+        fprintf(out, "    %10s  suggested %s: no exit took that long\n", "",
+                duration_format(suggested, d, sizeof d));
 }
 
 static void print_process(const json_t *doc, const json_t *proc, FILE *out)

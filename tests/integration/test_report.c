@@ -434,7 +434,8 @@ START_TEST(histograms)
                   "got:\n%s", o.out);
     ck_assert_msg(tl_contains(o.out, "         <= 1m |##############################           30\n"
                                      "         <= 2m |######################################## "
-                                     "40  <- deadline\n"),
+                                     "40  <- deadline\n"
+                                     "                suggested 5m: no exit took that long\n"),
                   "got:\n%s", o.out);
     tl_output_free(&o);
 }
