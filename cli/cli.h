@@ -20,6 +20,7 @@ int cli_demo(int argc, char **argv);
 int cli_backtest(int argc, char **argv);
 int cli_prune(int argc, char **argv);
 int cli_discover(int argc, char **argv);
+int cli_graph(int argc, char **argv);
 
 /* Operator actions (cli_actions.c); see manager/actions.h. */
 int cli_ack(int argc, char **argv);

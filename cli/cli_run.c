@@ -18,6 +18,7 @@
  * exits 0.
  */
 #include "cli/cli.h"
+#include "common/clock.h"
 #include "common/db.h"
 #include "common/err.h"
 #include "common/log.h"
@@ -37,6 +38,8 @@
 #include <librdkafka/rdkafka.h>
 #include <pthread.h>
 #include <signal.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,6 +206,34 @@ static void *scheduler_main(void *arg)
     metrics_beat(METRICS_SCHEDULER);
     sched_run(ctx->sched, &stop_requested, ctx->current);
     metrics_beat_stop(METRICS_SCHEDULER);
+    return NULL;
+}
+
+/*
+ * Under systemd with WatchdogSec=, feeds the watchdog at half its interval
+ * while every worker thread's heartbeat is fresh (the /healthz rule), so
+ * systemd restarts a steward whose thread is stuck. Returns at once when no
+ * watchdog is asked for (not under systemd, or no WatchdogSec=).
+ */
+static void *watchdog_main(void *arg)
+{
+    run_ctx_t *ctx = arg;
+    uint64_t usec = 0;
+    if (sd_watchdog_enabled(0, &usec) <= 0 || usec == 0)
+        return NULL;
+    int64_t every_ms = (int64_t) (usec / 2000), next = 0;
+    if (every_ms < 100)
+        every_ms = 100;
+    while (!stop_requested) {
+        int64_t now = clock_monotonic_ms();
+        if (now >= next) {
+            if (metrics_stalled(now, ctx->running->stall_after_ms, NULL) < 0)
+                sd_notify(0, "WATCHDOG=1");
+            next = now + every_ms;
+        }
+        struct timespec tick = {0, 100 * 1000 * 1000};
+        nanosleep(&tick, NULL);
+    }
     return NULL;
 }
 
@@ -495,10 +526,9 @@ static int serve(const config_t *cfg, const char *replica, run_ctx_t *ctx, worke
     char errstr[1024];
     int rc = EXIT_OK;
     worker_t workers[] = {
-        {"scheduler", scheduler_main, 0, false},
-        {"notifier", notifier_main, 0, false},
-        {"retention", retention_main, 0, false},
-        {"dispatcher", dispatcher_main, 0, false},
+        {"scheduler", scheduler_main, 0, false}, {"notifier", notifier_main, 0, false},
+        {"retention", retention_main, 0, false}, {"dispatcher", dispatcher_main, 0, false},
+        {"watchdog", watchdog_main, 0, false},
     };
     size_t n_workers = sizeof workers / sizeof workers[0];
 
@@ -513,7 +543,10 @@ static int serve(const config_t *cfg, const char *replica, run_ctx_t *ctx, worke
     snprintf(count, sizeof count, "%zu", ctx->intake_gen->defs->n);
     LOG_INFO("steward running", "replica", replica, "group", cfg->group, "definitions", count);
     http_set_waiting(ctx->http, NULL);
+    /* systemd's Type=notify: started once the workers run (a no-op elsewhere). */
+    sd_notify(0, "READY=1\nSTATUS=running");
     err_class_t cls = intake_run(w->intake, &stop_requested, errstr, sizeof errstr);
+    sd_notify(0, "STOPPING=1\nSTATUS=stopping");
     if (cls != ERR_OK) {
         LOG_ERROR("intake stopped on an error", "error", errstr, "class", err_class_name(cls));
         rc = EXIT_RUNTIME;

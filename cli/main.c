@@ -37,6 +37,7 @@ static const command_t commands[] = {
     {"demo", cli_demo, "the whole story on an embedded Kafka", false},
     {"backtest", cli_backtest, "try a definition on the events Kafka retains", false},
     {"discover", cli_discover, "draft a definition from the traffic on some topics", false},
+    {"graph", cli_graph, "draw a process definition (dot, mermaid, svg)", false},
     {"prune", cli_prune, "remove what the retention settings say is old", false},
     {"ack", cli_ack, "acknowledge an alert (it stays open)", false},
     {"resolve", cli_resolve, "resolve an alert by hand", false},

@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -437,6 +438,67 @@ static void write_batch_histogram(prom_t *p)
                    METRICS_BATCH_BUCKETS, (double) metrics_get(&metrics.batch_ms_sum) / 1000.0);
 }
 
+/* steward_step_duration_seconds: one histogram per (process, state) seen. */
+static void write_step_histograms(prom_t *p)
+{
+    metrics_step_t *steps;
+    size_t n = metrics_steps(&steps);
+    long long cumulative[METRICS_STEP_BUCKETS + 1];
+    char le[32];
+
+    prom_family(p, "steward_step_duration_seconds", "histogram",
+                "Time instances spent in a state, observed as each leaves it, by process and "
+                "state.");
+    for (size_t i = 0; i < n; i++) {
+        long long total = 0;
+        for (size_t b = 0; b <= METRICS_STEP_BUCKETS; b++)
+            cumulative[b] = total += steps[i].counts[b];
+        for (size_t b = 0; b <= METRICS_STEP_BUCKETS; b++) {
+            if (b < METRICS_STEP_BUCKETS)
+                prom_format_value(metrics_step_bounds_s[b], le, sizeof le);
+            else
+                snprintf(le, sizeof le, "+Inf");
+            prom_sample_int(p, "steward_step_duration_seconds_bucket",
+                            (const char *const[]){"process", steps[i].process, "state",
+                                                  steps[i].state, "le", le, NULL},
+                            cumulative[b]);
+        }
+        const char *const labels[] = {"process", steps[i].process, "state", steps[i].state, NULL};
+        prom_sample(p, "steward_step_duration_seconds_sum", labels,
+                    (double) steps[i].sum_ms / 1000.0);
+        prom_sample_int(p, "steward_step_duration_seconds_count", labels, total);
+    }
+    free(steps);
+}
+
+/* The process_ figures every Prometheus client library exports, from /proc. */
+static void write_process(prom_t *p)
+{
+    char buf[1024];
+    double v;
+    FILE *f = fopen("/proc/self/stat", "r");
+    if (f != NULL) {
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        buf[len] = '\0';
+        fclose(f);
+        if (metrics_parse_proc_stat(buf, (double) sysconf(_SC_CLK_TCK), &v)) {
+            prom_family(p, "process_cpu_seconds_total", "counter",
+                        "User and system CPU time this steward has used, in seconds.");
+            prom_sample(p, "process_cpu_seconds_total", NULL, v);
+        }
+    }
+    if ((f = fopen("/proc/self/statm", "r")) != NULL) {
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        buf[len] = '\0';
+        fclose(f);
+        if (metrics_parse_statm(buf, sysconf(_SC_PAGESIZE), &v)) {
+            prom_family(p, "process_resident_memory_bytes", "gauge",
+                        "This steward's resident memory, in bytes.");
+            prom_sample(p, "process_resident_memory_bytes", NULL, v);
+        }
+    }
+}
+
 static void write_kafka(prom_t *p)
 {
     metrics_lag_t *lags;
@@ -465,7 +527,7 @@ static void write_kafka(prom_t *p)
 }
 
 /* The gauges read from PostgreSQL at scrape time. */
-enum { GAUGE_INSTANCES, GAUGE_ALERTS, GAUGE_WATERMARKS, GAUGE_COMMANDS, N_GAUGES };
+enum { GAUGE_INSTANCES, GAUGE_ALERTS, GAUGE_WATERMARKS, GAUGE_COMMANDS, GAUGE_OUTBOX, N_GAUGES };
 
 static const char *const gauge_sql[N_GAUGES] = {
     [GAUGE_INSTANCES] = "SELECT process, state, count(*) FROM steward.instances "
@@ -479,6 +541,10 @@ static const char *const gauge_sql[N_GAUGES] = {
     [GAUGE_COMMANDS] = "SELECT process, count(*) FROM steward.commands WHERE sent_at IS NULL "
                        "AND cancelled_at IS NULL "
                        "GROUP BY 1 ORDER BY 1",
+    /* The outbox_pending index holds exactly these rows. */
+    [GAUGE_OUTBOX] = "SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0)"
+                     "::float8 FROM steward.outbox "
+                     "WHERE delivered_at IS NULL AND failed_at IS NULL",
 };
 
 static void write_database(http_t *h, prom_t *p)
@@ -540,6 +606,15 @@ static void write_database(http_t *h, prom_t *p)
             prom_sample_int(p, "steward_commands_pending",
                             (const char *const[]){"process", PQgetvalue(r, i, 0), NULL},
                             atoll(PQgetvalue(r, i, 1)));
+
+        r = res[GAUGE_OUTBOX];
+        prom_family(p, "steward_outbox_pending", "gauge",
+                    "Notifications not yet delivered nor given up (retries included).");
+        prom_sample_int(p, "steward_outbox_pending", NULL, atoll(PQgetvalue(r, 0, 0)));
+        prom_family(p, "steward_outbox_oldest_pending_seconds", "gauge",
+                    "Age of the oldest notification not yet delivered; 0 when none waits.");
+        prom_sample(p, "steward_outbox_oldest_pending_seconds", NULL,
+                    strtod(PQgetvalue(r, 0, 1), NULL));
     }
     for (int i = 0; i < N_GAUGES; i++)
         PQclear(res[i]);
@@ -557,6 +632,7 @@ static void get_metrics(http_t *h, reply_t *r)
     }
     write_counters(p);
     write_batch_histogram(p);
+    write_step_histograms(p);
     write_kafka(p);
     write_database(h, p);
     prom_family(p, "steward_build_info", "gauge", "The running steward's version, as labels.");
@@ -565,6 +641,7 @@ static void get_metrics(http_t *h, reply_t *r)
     prom_family(p, "process_start_time_seconds", "gauge",
                 "When this steward started serving, in seconds since the epoch.");
     prom_sample(p, "process_start_time_seconds", NULL, h->started);
+    write_process(p);
 
     char *text = prom_finish(p, &len, errstr, sizeof errstr);
     if (text == NULL)
@@ -633,20 +710,19 @@ static void get_healthz(http_t *h, reply_t *r)
     pthread_mutex_lock(&h->state_lock);
     int64_t stall_ms = h->stall_ms;
     pthread_mutex_unlock(&h->state_lock);
-    for (int t = 0; t < METRICS_N_THREADS; t++) {
-        int64_t beat = metrics_last_beat((metrics_thread_t) t);
-        if (beat > 0 && now - beat > stall_ms) {
-            char *text = NULL;
-            if (asprintf(&text, "stuck: the %s thread has made no progress for %lld s\n",
-                         metrics_thread_name((metrics_thread_t) t),
-                         (long long) ((now - beat) / 1000)) < 0)
-                text = NULL;
-            LOG_LIMITED(LOG_LEVEL_ERROR, "healthz", 10000, "healthz: a worker thread is stuck",
-                        "thread", metrics_thread_name((metrics_thread_t) t));
-            reply_body(r, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", text,
-                       text != NULL ? strlen(text) : 0);
-            return;
-        }
+    int64_t stalled_ms = 0;
+    int t = metrics_stalled(now, stall_ms, &stalled_ms);
+    if (t >= 0) {
+        char *text = NULL;
+        if (asprintf(&text, "stuck: the %s thread has made no progress for %lld s\n",
+                     metrics_thread_name((metrics_thread_t) t),
+                     (long long) (stalled_ms / 1000)) < 0)
+            text = NULL;
+        LOG_LIMITED(LOG_LEVEL_ERROR, "healthz", 10000, "healthz: a worker thread is stuck",
+                    "thread", metrics_thread_name((metrics_thread_t) t));
+        reply_body(r, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", text,
+                   text != NULL ? strlen(text) : 0);
+        return;
     }
     reply_body(r, MHD_HTTP_OK, "text/plain; charset=utf-8", strdup("ok\n"), 3);
 }

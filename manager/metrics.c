@@ -24,6 +24,122 @@ static pthread_mutex_t lag_lock = PTHREAD_MUTEX_INITIALIZER;
 static metrics_lag_t *lags;
 static size_t n_lags, cap_lags;
 
+/* From a tenth of a second (a service answering at once) to a week (a
+ * person or a customer in the loop). */
+const double metrics_step_bounds_s[METRICS_STEP_BUCKETS] = {
+    0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 1800, 3600, 14400, 86400, 604800};
+
+/* The step table: open addressing on (process, state), never shrunk; the
+ * mutex is held for one probe per observation. */
+#define STEP_SLOTS 8192 /* twice METRICS_MAX_STEPS: probes stay short */
+static pthread_mutex_t step_lock = PTHREAD_MUTEX_INITIALIZER;
+static metrics_step_t *step_table; /* STEP_SLOTS entries, allocated on first use */
+static size_t n_step_entries;
+
+static uint64_t step_hash(const char *process, const char *state)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (const char *c = process; *c; c++)
+        h = (h ^ (unsigned char) *c) * 1099511628211ULL;
+    h = (h ^ 0x1f) * 1099511628211ULL;
+    for (const char *c = state; *c; c++)
+        h = (h ^ (unsigned char) *c) * 1099511628211ULL;
+    return h;
+}
+
+void metrics_observe_step(const char *process, const char *state, int64_t ms)
+{
+    char p[64], st[64];
+    snprintf(p, sizeof p, "%s", process);
+    snprintf(st, sizeof st, "%s", state);
+    if (ms < 0)
+        ms = 0;
+    size_t b = 0;
+    while (b < METRICS_STEP_BUCKETS && (double) ms > metrics_step_bounds_s[b] * 1000.0)
+        b++;
+
+    pthread_mutex_lock(&step_lock);
+    if (step_table == NULL && (step_table = calloc(STEP_SLOTS, sizeof *step_table)) == NULL) {
+        pthread_mutex_unlock(&step_lock); /* a metric is not worth failing for */
+        return;
+    }
+    size_t i = (size_t) (step_hash(p, st) % STEP_SLOTS);
+    while (step_table[i].process[0] != '\0' &&
+           (strcmp(step_table[i].process, p) != 0 || strcmp(step_table[i].state, st) != 0))
+        i = (i + 1) % STEP_SLOTS;
+    if (step_table[i].process[0] == '\0') {
+        if (n_step_entries >= METRICS_MAX_STEPS) {
+            pthread_mutex_unlock(&step_lock);
+            return;
+        }
+        memcpy(step_table[i].process, p, sizeof p);
+        memcpy(step_table[i].state, st, sizeof st);
+        n_step_entries++;
+    }
+    step_table[i].counts[b]++;
+    step_table[i].sum_ms += ms;
+    pthread_mutex_unlock(&step_lock);
+}
+
+static int step_cmp(const void *a, const void *b)
+{
+    const metrics_step_t *x = a, *y = b;
+    int c = strcmp(x->process, y->process);
+    return c != 0 ? c : strcmp(x->state, y->state);
+}
+
+size_t metrics_steps(metrics_step_t **out)
+{
+    size_t n = 0;
+    *out = NULL;
+    pthread_mutex_lock(&step_lock);
+    if (n_step_entries > 0 && (*out = malloc(n_step_entries * sizeof **out)) != NULL) {
+        for (size_t i = 0; i < STEP_SLOTS; i++)
+            if (step_table[i].process[0] != '\0')
+                (*out)[n++] = step_table[i];
+    }
+    pthread_mutex_unlock(&step_lock);
+    if (n > 1)
+        qsort(*out, n, sizeof **out, step_cmp);
+    return n;
+}
+
+bool metrics_parse_proc_stat(const char *text, double ticks_per_s, double *cpu_seconds)
+{
+    /* The command name (field 2) may hold spaces and parentheses: the
+     * fields after it start at the last ')'. */
+    const char *p = strrchr(text, ')');
+    unsigned long long utime, stime;
+    if (p == NULL || ticks_per_s <= 0 ||
+        sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) !=
+            2)
+        return false;
+    *cpu_seconds = (double) (utime + stime) / ticks_per_s;
+    return true;
+}
+
+bool metrics_parse_statm(const char *text, long page_bytes, double *resident_bytes)
+{
+    unsigned long long size, resident;
+    if (page_bytes <= 0 || sscanf(text, "%llu %llu", &size, &resident) != 2)
+        return false;
+    *resident_bytes = (double) resident * (double) page_bytes;
+    return true;
+}
+
+int metrics_stalled(int64_t now_ms, int64_t stall_ms, int64_t *for_ms)
+{
+    for (int t = 0; t < METRICS_N_THREADS; t++) {
+        int64_t beat = metrics_last_beat((metrics_thread_t) t);
+        if (beat > 0 && now_ms - beat > stall_ms) {
+            if (for_ms != NULL)
+                *for_ms = now_ms - beat;
+            return t;
+        }
+    }
+    return -1;
+}
+
 void metrics_observe_batch(int64_t ms)
 {
     size_t i = 0;

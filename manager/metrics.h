@@ -77,6 +77,12 @@ int64_t metrics_last_beat(metrics_thread_t t);
 /* Forgets thread t's beats: it stopped on purpose (a clean stop). */
 void metrics_beat_stop(metrics_thread_t t);
 
+/* The first worker thread that has started and not beaten for more than
+ * stall_ms at now_ms (monotonic), with how long in *for_ms (may be NULL);
+ * -1 when none is stuck. What /healthz and the systemd watchdog judge
+ * liveness by. Any thread, lock-free. */
+int metrics_stalled(int64_t now_ms, int64_t stall_ms, int64_t *for_ms);
+
 extern metrics_t metrics;
 
 static inline void metrics_add(atomic_llong *counter, long long n)
@@ -147,5 +153,43 @@ bool metrics_count_unknown(const char *topic, const char *type, int64_t now_ms,
 /* A copy of the undeclared-type table into *out (free() it; NULL when
  * empty). Returns how many entries. Any thread; takes the mutex. */
 size_t metrics_unknown_types(metrics_unknown_t **out);
+
+/*
+ * Time spent in a step: steward_step_duration_seconds{process, state}.
+ * Observed once per instance leaving a state through a committed event
+ * (the engine's time_in_state of an `advanced` history row). The labels
+ * are names from definitions (at most 63 characters each), so the series
+ * are bounded by the states defined; past METRICS_MAX_STEPS pairs further
+ * ones are not counted (a definition set that large is a mistake).
+ */
+#define METRICS_STEP_BUCKETS 14
+#define METRICS_MAX_STEPS    4096
+extern const double metrics_step_bounds_s[METRICS_STEP_BUCKETS];
+
+typedef struct metrics_step {
+    char process[64];
+    char state[64];
+    long long counts[METRICS_STEP_BUCKETS + 1]; /* per bucket; the last above every bound */
+    long long sum_ms;
+} metrics_step_t;
+
+/* Counts one stay of `ms` in `state` of `process`. Any thread; takes a
+ * mutex (one short hash probe). Names longer than 63 bytes are cut. */
+void metrics_observe_step(const char *process, const char *state, int64_t ms);
+
+/* A copy of the step table, sorted by process then state, into *out
+ * (free() it; NULL when empty). Returns how many. Any thread. */
+size_t metrics_steps(metrics_step_t **out);
+
+/*
+ * The process's own figures, read from Linux's /proc: pure parsers of the
+ * files' text, for the unit tests. metrics_parse_proc_stat() reads the CPU
+ * time (utime + stime of /proc/self/stat, in clock ticks of ticks_per_s)
+ * in seconds; metrics_parse_statm() the resident set (the second field of
+ * /proc/self/statm, in pages of page_bytes) in bytes. False when the text
+ * is not what they expect.
+ */
+bool metrics_parse_proc_stat(const char *text, double ticks_per_s, double *cpu_seconds);
+bool metrics_parse_statm(const char *text, long page_bytes, double *resident_bytes);
 
 #endif

@@ -405,6 +405,11 @@ typedef struct batch {
         decode_reason_t reason;
     } * rejections; /* what the reject hook hears once committed */
     size_t n_rejections, cap_rejections;
+    struct stay {
+        const char *process, *state; /* borrowed from the batch's slots */
+        int64_t ms;
+    } * stays; /* states left, for steward_step_duration_seconds once committed */
+    size_t n_stays, cap_stays;
 } batch_t;
 
 static void slot_clear(slot_t *slot)
@@ -430,6 +435,7 @@ static void batch_free(batch_t *b)
         decode_envelope_clear(&b->items[i].env);
     for (size_t i = 0; i < b->n_slots; i++)
         slot_clear(&b->slots[i]);
+    free(b->stays);
     free(b->decoded);
     free(b->msg_reason);
     free(b->msg_detail);
@@ -913,6 +919,19 @@ static void add_history(batch_t *b, const slot_t *slot, const char *event_id,
         pgarr_add_int(&rows->h_stayed, r->time_in_state_ms);
     else
         pgarr_add(&rows->h_stayed, NULL);
+    if (r->time_in_state_ms >= 0 && r->from_state >= 0) {
+        if (b->n_stays == b->cap_stays) {
+            size_t cap = b->cap_stays > 0 ? b->cap_stays * 2 : 64;
+            struct stay *grown = realloc(b->stays, cap * sizeof *grown);
+            if (grown != NULL) {
+                b->stays = grown;
+                b->cap_stays = cap;
+            }
+        }
+        if (b->n_stays < b->cap_stays) /* out of memory: one observation less */
+            b->stays[b->n_stays++] =
+                (struct stay){slot->process, def->states[r->from_state].name, r->time_in_state_ms};
+    }
     rows->n_history++;
     b->outcome_counts[r->outcome]++;
 }
@@ -1597,6 +1616,8 @@ err_class_t store_apply_batch(store_t *store, const decode_input_t *msgs, size_t
         metrics_add(&metrics.rejected[i], b.reject_counts[i]);
     metrics_add(&metrics.events_ignored, (long long) b.stats.ignored);
     metrics_add(&metrics.batches_committed, 1);
+    for (size_t i = 0; i < b.n_stays; i++)
+        metrics_observe_step(b.stays[i].process, b.stays[i].state, b.stays[i].ms);
     b.stats.judged = b.rows.n_history;
     b.stats.rejected = b.rows.n_rejected;
     *stats = b.stats;

@@ -433,6 +433,31 @@ static int64_t above_step(const steps_t *s, long step)
 
 /* ---- building the document -------------------------------------------- */
 
+json_t *report_histogram(const int64_t *counts, size_t n_ladder)
+{
+    const int64_t *steps;
+    size_t n_steps = report_ladder(&steps);
+    size_t first = n_ladder, last = 0;
+    bool any = false;
+    for (size_t b = 0; b < n_ladder && b < n_steps; b++) {
+        if (counts[b] == 0)
+            continue;
+        if (!any)
+            first = b;
+        last = b;
+        any = true;
+    }
+    json_t *hist = json_array();
+    if (hist == NULL)
+        return NULL;
+    for (size_t b = first; any && b <= last; b++)
+        json_array_append_new(hist, json_pack("{s:I, s:I}", "le_ms", (json_int_t) steps[b], "count",
+                                              (json_int_t) counts[b]));
+    json_array_append_new(hist,
+                          json_pack("{s:n, s:I}", "le_ms", "count", (json_int_t) counts[n_ladder]));
+    return hist;
+}
+
 /* A new JSON number, or null when the value is unknown (negative). */
 static json_t *real_or_null(double v)
 {
@@ -526,6 +551,7 @@ static json_t *process_json(const def_t *def, const PGresult *res, int first, in
         json_object_set_new(s, "open_in_window", json_integer(open_in));
         json_array_append_new(states, s);
         if (st != NULL && st->terminal != NULL) {
+            json_object_set_new(s, "histogram", json_null());
             json_object_set_new(s, "latency", json_null());
             json_object_set_new(s, "deadline", json_null());
             json_object_set_new(s, "suggestion", json_null());
@@ -540,6 +566,7 @@ static json_t *process_json(const def_t *def, const PGresult *res, int first, in
         json_object_set_new(latency, "p999_ms", int_or_null(res, row, COL_P999));
         json_object_set_new(latency, "max_ms", int_or_null(res, row, COL_MAX));
         json_object_set_new(s, "latency", latency);
+        json_object_set_new(s, "histogram", report_histogram(exit_steps.n, LADDER_N));
 
         /* The current deadline: the step's own. A state without one is
          * covered by the process deadline alone, which this does not judge. */
@@ -868,6 +895,83 @@ static void print_header(const json_t *doc, const json_t *proc, FILE *out)
     fprintf(out, "\n");
 }
 
+/* The widest bar of a histogram, in characters. */
+#define BAR_WIDTH 40
+
+/*
+ * A state's histogram as one line per bucket: its bound, a bar scaled to
+ * the fullest bucket, the count, and marks on the buckets that hold the
+ * current deadline and the suggested one. Nothing for a state without
+ * exits.
+ */
+static void print_histogram(const json_t *st, FILE *out)
+{
+    const json_t *hist = json_object_get(st, "histogram");
+    const json_t *latency = json_object_get(st, "latency");
+    if (!json_is_array(hist) || jint(latency, "samples") == 0)
+        return;
+    json_int_t peak = 0, deadline = -1, suggested = -1;
+    size_t i;
+    const json_t *b;
+    json_array_foreach(hist, i, b)
+    {
+        if (jint(b, "count") > peak)
+            peak = jint(b, "count");
+    }
+    if (json_is_integer(json_object_get(json_object_get(st, "deadline"), "ms")))
+        deadline = jint(json_object_get(st, "deadline"), "ms");
+    const json_t *sug = json_object_get(st, "suggestion");
+    if (json_is_true(json_object_get(sug, "enough_samples")) &&
+        json_is_integer(json_object_get(sug, "deadline_ms")))
+        suggested = jint(sug, "deadline_ms");
+
+    fprintf(out, "  %s: time to leave, %lld exit%s\n",
+            json_string_value(json_object_get(st, "state")), (long long) jint(latency, "samples"),
+            jint(latency, "samples") == 1 ? "" : "s");
+    /* The previous bucket's bound; for the first, the ladder step below it. */
+    json_int_t below = 0;
+    const json_t *first_le = json_object_get(json_array_get(hist, 0), "le_ms");
+    if (json_is_integer(first_le)) {
+        long at = report_ladder_index(json_integer_value(first_le));
+        const int64_t *steps;
+        report_ladder(&steps);
+        below = at > 0 ? steps[at - 1] : 0;
+    }
+    json_array_foreach(hist, i, b)
+    {
+        json_int_t n = jint(b, "count");
+        const json_t *le = json_object_get(b, "le_ms");
+        char bound[40], d[32], count[48];
+        if (json_is_null(le)) {
+            if (n == 0)
+                break;
+            snprintf(bound, sizeof bound, "> %s", duration_format(below, d, sizeof d));
+        } else {
+            snprintf(bound, sizeof bound, "<= %s",
+                     duration_format(json_integer_value(le), d, sizeof d));
+        }
+        int width = peak > 0 ? (int) ((n * BAR_WIDTH + peak - 1) / peak) : 0;
+        char bar[BAR_WIDTH + 1];
+        memset(bar, '#', (size_t) width);
+        bar[width] = '\0';
+        json_int_t top = json_is_null(le) ? INT64_MAX : json_integer_value(le);
+        bool has_deadline = deadline > below && deadline <= top;
+        bool has_suggested = suggested > below && suggested <= top;
+        fprintf(out, "    %10s |%-*s %s%s%s\n", bound, BAR_WIDTH, bar,
+                fmt_count(n, count, sizeof count), has_deadline ? "  <- deadline" : "",
+                has_suggested ? "  <- suggested" : "");
+        below = top;
+    }
+    /* Marks past the last bucket drawn: every exit was quicker. */
+    char d[32];
+    if (deadline > below)
+        fprintf(out, "    %10s  deadline %s: no exit took that long\n", "",
+                duration_format(deadline, d, sizeof d));
+    if (suggested > below)
+        fprintf(out, "    %10s  suggested %s: no exit took that long\n", "",
+                duration_format(suggested, d, sizeof d));
+}
+
 static void print_process(const json_t *doc, const json_t *proc, FILE *out)
 {
     static const char *const heads[COLS] = {
@@ -927,6 +1031,8 @@ static void print_process(const json_t *doc, const json_t *proc, FILE *out)
     }
     table_print(&t, out);
     free(t.cells);
+
+    json_array_foreach(json_object_get(proc, "states"), i, st) print_histogram(st, out);
 
     json_array_foreach(json_object_get(proc, "states"), i, st)
     {

@@ -129,6 +129,18 @@ typedef struct report_suggestion {
 report_suggestion_t report_suggest(int64_t samples, int64_t p99_ms, int64_t p999_ms);
 
 /*
+ * A state's latency histogram from its exits per ladder bucket: counts[b]
+ * (b in 0..n_ladder) holds the exits above ladder step b - 1 and not above
+ * step b; counts[n_ladder] those above the top. Returns a new JSON array
+ * of {"le_ms": STEP, "count": N}, one per ladder step from the first
+ * non-empty bucket to the last non-empty one below the top (counts per
+ * bucket, not cumulative: each holds the exits above the previous entry's
+ * le_ms), then always {"le_ms": null, "count": N} for those above the top.
+ * With no exits, only the null entry (count 0). NULL when memory runs out.
+ */
+json_t *report_histogram(const int64_t *counts, size_t n_ladder);
+
+/*
  * A rate for people: "-" when unknown (negative), two decimals below 10,
  * one below 100, else whole with thousands separated ("10,000"). Returns
  * buf.

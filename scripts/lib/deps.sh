@@ -7,7 +7,7 @@
 # What building Steward needs (compiler, CMake, and the -dev packages that
 # CMakeLists.txt finds with pkg-config).
 STEWARD_BUILD_PACKAGES=(build-essential cmake pkg-config librdkafka-dev libpq-dev
-    libjansson-dev check libcurl4-openssl-dev libmicrohttpd-dev)
+    libjansson-dev check libcurl4-openssl-dev libmicrohttpd-dev libsystemd-dev)
 
 # The alerting tests' Alertmanager (scripts/lib/alertmanager.sh), and the
 # curl its readiness check uses.
@@ -83,4 +83,6 @@ install_schema_deps() {
     python3 -c 'import jsonschema' >/dev/null 2>&1 ||
         /usr/bin/python3 -c 'import jsonschema' >/dev/null 2>&1 ||
         install_packages "${STEWARD_SCHEMA_PACKAGES[@]}"
+    # Graphviz's dot, which unit.graph_docs feeds `steward graph`'s DOT to.
+    need_command dot graphviz
 }

@@ -20,11 +20,14 @@
 #include <math.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -408,6 +411,18 @@ START_TEST(serves_probes_metrics_and_views)
     double wm = series(text, "steward_watermark_lag_seconds{process=\"alert_order\"}");
     ck_assert_msg(wm >= 0 && wm < 60, "watermark lag: %g", wm);
     ck_assert_msg(series(text, "process_start_time_seconds") > 1.6e9, "start time");
+    /* The two paid orders left awaiting_payment: two stays observed. */
+    ck_assert_double_eq(series(text, "steward_step_duration_seconds_count{process=\"alert_order\","
+                                     "state=\"awaiting_payment\"}"),
+                        2);
+    ck_assert_double_eq(series(text, "steward_step_duration_seconds_bucket{process=\"alert_order\","
+                                     "state=\"awaiting_payment\",le=\"+Inf\"}"),
+                        2);
+    ck_assert_msg(series(text, "process_cpu_seconds_total") > 0, "cpu seconds");
+    /* The three pages were delivered: nothing waits in the outbox. */
+    ck_assert_double_eq(series(text, "steward_outbox_pending"), 0);
+    ck_assert_double_eq(series(text, "steward_outbox_oldest_pending_seconds"), 0);
+    ck_assert_msg(series(text, "process_resident_memory_bytes") > 1e6, "resident memory");
     char *output;
     int status = promtool(text, &output);
     ck_assert_msg(status == 0, "promtool check metrics: exit %d: %s\n%s", status, output, text);
@@ -525,6 +540,63 @@ START_TEST(bad_listen_addresses_stop_the_start)
 }
 END_TEST
 
+/* Reads datagrams from fd until one holds `want`, up to timeout_ms;
+ * counts the datagrams holding "WATCHDOG=1" into *watchdogs. */
+static bool notify_wait(int fd, const char *want, int timeout_ms, int *watchdogs)
+{
+    for (int waited = 0; waited < timeout_ms; waited += 100) {
+        struct pollfd pfd = {fd, POLLIN, 0};
+        if (poll(&pfd, 1, 100) <= 0)
+            continue;
+        char buf[512];
+        ssize_t n = recv(fd, buf, sizeof buf - 1, 0);
+        if (n <= 0)
+            continue;
+        buf[n] = '\0';
+        if (strstr(buf, "WATCHDOG=1") != NULL)
+            (*watchdogs)++;
+        if (strstr(buf, want) != NULL)
+            return true;
+    }
+    return false;
+}
+
+/* Under systemd (NOTIFY_SOCKET, WATCHDOG_USEC): READY=1 once running, the
+ * watchdog fed at half its interval while the threads beat, STOPPING=1 on
+ * SIGTERM. */
+START_TEST(tells_systemd)
+{
+    world_init("sdnotify");
+    char *config = world_config("127.0.0.1:0");
+    char sock_path[1024], env_socket[1100];
+    snprintf(sock_path, sizeof sock_path, "%s/notify.sock", w.dir);
+    snprintf(env_socket, sizeof env_socket, "NOTIFY_SOCKET=%s", sock_path);
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    ck_assert_uint_lt(strlen(sock_path), sizeof sa.sun_path);
+    strcpy(sa.sun_path, sock_path);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *) &sa, sizeof sa), 0);
+
+    const char *argv[] = {NULL, "run", "--config", config, NULL};
+    const char *env[] = {env_socket, "WATCHDOG_USEC=1000000", NULL};
+    w.pid = tl_steward_spawn(argv, env, w.log);
+    int watchdogs = 0;
+    ck_assert_msg(notify_wait(fd, "READY=1", 60000, &watchdogs), "no READY=1");
+    /* 1 s watchdog: fed every 500 ms. */
+    int before = watchdogs;
+    for (int i = 0; i < 40 && watchdogs - before < 3; i++)
+        notify_wait(fd, "WATCHDOG=1", 100, &watchdogs);
+    ck_assert_msg(watchdogs - before >= 3, "watchdog fed %d times", watchdogs - before);
+    kill(w.pid, SIGTERM);
+    ck_assert_msg(notify_wait(fd, "STOPPING=1", 30000, &watchdogs), "no STOPPING=1");
+    ck_assert_int_eq(tl_stop(w.pid, SIGTERM, 30), 0);
+    w.pid = 0;
+    close(fd);
+    free(config);
+}
+END_TEST
+
 static void teardown(void)
 {
     world_teardown();
@@ -538,6 +610,7 @@ Suite *http_suite(void)
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_add_test(tc, serves_probes_metrics_and_views);
     tcase_add_test(tc, bad_listen_addresses_stop_the_start);
+    tcase_add_test(tc, tells_systemd);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -401,6 +401,71 @@ START_TEST(text_table)
 }
 END_TEST
 
+/* Order k pays after k seconds: 1..100 s over the ladder's buckets
+ * (1s, 2s, 5s, 10s, 15s, 30s, 1m, 2m), per bucket, none past 2m. */
+START_TEST(histograms)
+{
+    json_t *doc = report_json(NULL, NULL);
+    json_t *pay = state_of(doc, "order_fulfilment", "awaiting_payment");
+    char *hist = json_dumps(json_object_get(pay, "histogram"), JSON_COMPACT);
+    ck_assert_str_eq(hist, "[{\"le_ms\":1000,\"count\":1},{\"le_ms\":2000,\"count\":1},"
+                           "{\"le_ms\":5000,\"count\":3},{\"le_ms\":10000,\"count\":5},"
+                           "{\"le_ms\":15000,\"count\":5},{\"le_ms\":30000,\"count\":15},"
+                           "{\"le_ms\":60000,\"count\":30},{\"le_ms\":120000,\"count\":40},"
+                           "{\"le_ms\":null,\"count\":0}]");
+    free(hist);
+    /* awaiting_stock: all 90 exits took 10m exactly */
+    hist = json_dumps(
+        json_object_get(state_of(doc, "order_fulfilment", "awaiting_stock"), "histogram"),
+        JSON_COMPACT);
+    ck_assert_str_eq(hist, "[{\"le_ms\":600000,\"count\":90},{\"le_ms\":null,\"count\":0}]");
+    free(hist);
+    ck_assert(
+        json_is_null(json_object_get(state_of(doc, "order_fulfilment", "completed"), "histogram")));
+    json_decref(doc);
+
+    /* The text: a bar per bucket, scaled to the fullest (40 exits: 40
+     * characters), the deadline (90s) marked in its bucket. */
+    tl_output_t o = report(NULL, NULL, NULL, NULL);
+    ck_assert_msg(o.status == 0, "report: %d: %s", o.status, o.err);
+    ck_assert_msg(tl_contains(o.out,
+                              "  awaiting_payment: time to leave, 100 exits\n"
+                              "         <= 1s |#                                        1\n"),
+                  "got:\n%s", o.out);
+    ck_assert_msg(tl_contains(o.out, "         <= 1m |##############################           30\n"
+                                     "         <= 2m |######################################## "
+                                     "40  <- deadline\n"
+                                     "                suggested 5m: no exit took that long\n"),
+                  "got:\n%s", o.out);
+    tl_output_free(&o);
+}
+END_TEST
+
+/* `steward graph PROCESS` draws the newest recorded version: version 2,
+ * with its command, retries, on_timeout and 90s deadline. */
+START_TEST(graph_of_a_recorded_process)
+{
+    const char *argv[] = {NULL,   "graph",    "order_fulfilment", "--database",
+                          db_url, "--format", "mermaid",          NULL};
+    tl_output_t o = tl_steward(argv, NULL);
+    ck_assert_msg(o.status == 0, "graph: %d: %s", o.status, o.err);
+    ck_assert_msg(tl_contains(o.out, "flowchart LR\n") &&
+                      tl_contains(o.out, "awaiting_payment<br/>deadline 1m30s<br/>owner "
+                                         "payments<br/>command CapturePayment, 2 retries") &&
+                      tl_contains(o.out, "-.->|timeout|") &&
+                      tl_contains(o.out, "([\"completed<br/>terminal: success\"])"),
+                  "got:\n%s", o.out);
+    tl_output_free(&o);
+
+    const char *unknown[] = {NULL, "graph", "no_such_process", "--database", db_url, NULL};
+    o = tl_steward(unknown, NULL);
+    ck_assert_int_eq(o.status, 1);
+    ck_assert_msg(tl_contains(o.err, "no process no_such_process in steward.definitions"),
+                  "got: %s", o.err);
+    tl_output_free(&o);
+}
+END_TEST
+
 START_TEST(too_few_samples_and_clamped_times)
 {
     json_t *doc = report_json("--process", "refund");
@@ -712,6 +777,8 @@ Suite *report_suite(void)
     tcase_add_unchecked_fixture(tc, world_setup, NULL);
     tcase_add_test(tc, percentiles_counts_and_alert_arithmetic);
     tcase_add_test(tc, text_table);
+    tcase_add_test(tc, histograms);
+    tcase_add_test(tc, graph_of_a_recorded_process);
     tcase_add_test(tc, too_few_samples_and_clamped_times);
     tcase_add_test(tc, process_filter);
     tcase_add_test(tc, since_window);

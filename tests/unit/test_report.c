@@ -8,6 +8,7 @@
 
 #include <check.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define S 1000LL
@@ -142,6 +143,35 @@ START_TEST(states_in_flow_order)
 }
 END_TEST
 
+/* The exact shape the console draws: per-bucket counts from the first
+ * non-empty ladder bucket to the last, then the +Inf entry. */
+START_TEST(histogram_shape)
+{
+    const int64_t *steps;
+    size_t n = report_ladder(&steps);
+    int64_t *counts = calloc(n + 1, sizeof *counts);
+    long at1s = report_ladder_index(1000), at5s = report_ladder_index(5000);
+    ck_assert_int_eq(at5s - at1s, 2); /* 1s, 2s, 5s */
+    counts[at1s] = 3;
+    counts[at5s] = 7;
+    counts[n] = 1;
+    json_t *h = report_histogram(counts, n);
+    char *text = json_dumps(h, JSON_COMPACT);
+    ck_assert_str_eq(text, "[{\"le_ms\":1000,\"count\":3},{\"le_ms\":2000,\"count\":0},"
+                           "{\"le_ms\":5000,\"count\":7},{\"le_ms\":null,\"count\":1}]");
+    free(text);
+    json_decref(h);
+
+    memset(counts, 0, (n + 1) * sizeof *counts);
+    h = report_histogram(counts, n);
+    text = json_dumps(h, JSON_COMPACT);
+    ck_assert_str_eq(text, "[{\"le_ms\":null,\"count\":0}]");
+    free(text);
+    json_decref(h);
+    free(counts);
+}
+END_TEST
+
 Suite *report_math_suite(void)
 {
     Suite *s = suite_create("report_math");
@@ -152,6 +182,7 @@ Suite *report_math_suite(void)
     tcase_add_test(tc, period_and_rates);
     tcase_add_test(tc, rates_print);
     tcase_add_test(tc, states_in_flow_order);
+    tcase_add_test(tc, histogram_shape);
     suite_add_tcase(s, tc);
     return s;
 }
