@@ -477,6 +477,55 @@ START_TEST(browser_shows_each_page)
 }
 END_TEST
 
+/* steward demo --serve: after its check, the console of the run, until
+ * interrupted; then the demo exits with its check's verdict. */
+START_TEST(demo_serves_the_console_until_interrupted)
+{
+    memset(&w, 0, sizeof w);
+    const char *url = tl_db_create("console_demo");
+    w.dir = strdup(tl_tmpdir());
+    w.log = tl_write_file(w.dir, "demo.out", "");
+    const char *argv[] = {NULL, "demo",   "--serve", "--database", url, "--orders",
+                          "40", "--rate", "40",      "--seed",     "7", NULL};
+    w.pid = tl_steward_spawn(argv, NULL, w.log);
+
+    const char *marker = "== the console: http://";
+    char *out = NULL;
+    for (int i = 0; i < 1200; i++) {
+        free(out);
+        out = tl_read_file(w.log);
+        if (tl_contains(out, marker) && strchr(strstr(out, marker), '\n') != NULL)
+            break;
+        usleep(100 * 1000);
+    }
+    const char *at = strstr(out, marker);
+    ck_assert_msg(at != NULL, "the demo never printed the console's URL: %s", out);
+    const char *start = at + strlen("== the console: "); /* http://HOST:PORT/ */
+    snprintf(w.base, sizeof w.base, "%.*s", (int) (7 + strcspn(start + 7, "/ \n")), start);
+    ck_assert_msg(strncmp(w.base, "http://127.0.0.1:", 17) == 0, "base %s", w.base);
+    ck_assert_msg(tl_contains(out, "demo: every stalled order was alerted"), "%s", out);
+
+    json_t *doc = get_json("/v1/processes", 200);
+    json_t *p = find(json_object_get(doc, "processes"), "process", "order_fulfilment");
+    ck_assert_int_gt(num(p, "open"), 0); /* the stalled orders stay open */
+    json_decref(doc);
+    long status = 0;
+    char page[128];
+    snprintf(page, sizeof page, "%s/", w.base);
+    char *body = tl_http_get(page, &status);
+    ck_assert_int_eq(status, 200);
+    free(body);
+
+    /* Still serving a while later; Ctrl-C ends it, with the verdict. */
+    sleep(1);
+    json_decref(get_json("/v1/stuck", 200));
+    int rc = tl_stop(w.pid, SIGINT, 30);
+    w.pid = 0;
+    ck_assert_msg(rc == 0, "demo exited %d", rc);
+    free(out);
+}
+END_TEST
+
 Suite *console_suite(void)
 {
     Suite *s = suite_create("console");
@@ -485,6 +534,7 @@ Suite *console_suite(void)
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_add_test(tc, api_lists_graphs_and_reports);
     tcase_add_test(tc, browser_shows_each_page);
+    tcase_add_test(tc, demo_serves_the_console_until_interrupted);
     suite_add_tcase(s, tc);
     return s;
 }
