@@ -125,7 +125,7 @@ function health(s) {
 }
 
 function drawGraph(graph) {
-  const W = 170, H = 54, GX = 70, GY = 22;
+  const W = 160, H = 54, GX = 56, GY = 22;
   const layers = layout(graph);
   const pos = {};
   const tallest = Math.max(...layers.map(l => l.length));
@@ -135,7 +135,9 @@ function drawGraph(graph) {
   });
   const width = 20 + layers.length * (W + GX) - GX;
   const height = 20 + tallest * (H + GY) - GY;
+  /* Scaled down to the page's width rather than cut off. */
   const svg = el("svg", { class: "graph", width, height, viewBox: `0 0 ${width} ${height}`,
+                          style: "max-width:100%;height:auto",
                           "data-process": graph.process },
     el("defs", {}, el("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5,
                                    markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" },

@@ -516,6 +516,11 @@ START_TEST(demo_serves_the_console_until_interrupted)
     ck_assert_int_eq(status, 200);
     free(body);
 
+    /* The demo's graph in a browser (the README's screenshot). */
+    char *dom = browse("processes", "demo-processes");
+    assert_tag(dom, "svg", "data-process=\"order_fulfilment\"", "class=\"graph\"");
+    free(dom);
+
     /* Still serving a while later; Ctrl-C ends it, with the verdict. */
     sleep(1);
     json_decref(get_json("/v1/stuck", 200));
