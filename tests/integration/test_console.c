@@ -355,6 +355,9 @@ END_TEST
  * other artefacts as console-NAME.png. */
 static char *browse(const char *fragment, const char *name)
 {
+    ck_assert_msg(system("command -v chromium >/dev/null 2>&1") == 0,
+                  "chromium is not installed: the console suite needs Debian's chromium package "
+                  "(scripts/test installs it)");
     const char *dir = getenv("STEWARD_TEST_ARTIFACTS");
     char artifacts[1024], cmd[8192], profile[1024];
     snprintf(artifacts, sizeof artifacts, "%s", dir != NULL && dir[0] ? dir : "artifacts");
