@@ -43,7 +43,7 @@ extern char **environ;
 
 static const char demo_usage[] =
     "usage: steward demo [--active] [--orders N] [--rate R] [--stall-rate F]\n"
-    "                    [--database CONNINFO]\n"
+    "                    [--database CONNINFO] [--serve]\n"
     "\n"
     "Runs the order-fulfilment process end to end on an embedded Kafka (librdkafka's\n"
     "mock cluster): simulated traffic from six services, steward in shadow mode,\n"
@@ -67,7 +67,9 @@ static const char demo_usage[] =
     "  --brokers LIST        a real Kafka cluster instead of the embedded one\n"
     "  --seed S              the simulator's seed, to replay a run\n"
     "  --definition FILE     the demo definition (default definitions/demo/...)\n"
-    "  --keep                leave steward's log and the ground truth in the work folder\n";
+    "  --keep                leave steward's log and the ground truth in the work folder\n"
+    "  --serve               after the check, keep steward running and print the web\n"
+    "                        console's URL (on 127.0.0.1); serve it until interrupted\n";
 
 /* The command topics of the active demo definition (created up front on
  * the embedded cluster, which creates no topic on demand). */
@@ -115,6 +117,61 @@ static int wait_exit(pid_t pid)
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static void stop_steward(pid_t steward, const char *log)
+{
+    kill(steward, SIGTERM);
+    int status = wait_exit(steward);
+    if (status != 0)
+        fprintf(stderr, "steward demo: steward run exited %d; its log: %s\n", status, log);
+}
+
+/* The address steward's HTTP server bound ("http listening" in its log):
+ * it was asked for port 0, so the kernel picked one. */
+static bool listen_address(const char *log, char *buf, size_t size)
+{
+    FILE *f = fopen(log, "r");
+    char line[4096];
+    bool found = false;
+    while (f != NULL && !found && fgets(line, sizeof line, f) != NULL) {
+        json_t *doc = json_loads(line, 0, NULL);
+        const char *msg = json_string_value(json_object_get(doc, "msg"));
+        const char *address = json_string_value(json_object_get(doc, "address"));
+        if (msg != NULL && strcmp(msg, "http listening") == 0 && address != NULL) {
+            snprintf(buf, size, "%s", address);
+            found = true;
+        }
+        json_decref(doc);
+    }
+    if (f != NULL)
+        fclose(f);
+    return found;
+}
+
+/* --serve: prints the console's URL and keeps steward running until the
+ * demo is interrupted (SIGINT, SIGTERM) or steward exits. */
+static void serve_console(pid_t steward, const char *log)
+{
+    char address[256];
+    if (demo_interrupted || !listen_address(log, address, sizeof address)) {
+        if (!demo_interrupted)
+            fprintf(stderr, "steward demo: steward's HTTP server did not start; its log: %s\n",
+                    log);
+        stop_steward(steward, log);
+        return;
+    }
+    printf("\n== the console: http://%s/  (serving until Ctrl-C)\n", address);
+    fflush(stdout);
+    while (!demo_interrupted) {
+        int status;
+        if (waitpid(steward, &status, WNOHANG) == steward) {
+            fprintf(stderr, "steward demo: steward run exited; its log: %s\n", log);
+            return;
+        }
+        usleep(200 * 1000);
+    }
+    stop_steward(steward, log);
 }
 
 /* db_query() for the demo's checks: a failure is printed, not returned. */
@@ -540,12 +597,13 @@ int cli_demo(int argc, char **argv)
         {"definition", required_argument, NULL, 'f'},
         {"keep", no_argument, NULL, 'k'},
         {"active", no_argument, NULL, 'A'},
+        {"serve", no_argument, NULL, 'W'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *orders = "400", *rate = "8", *stall_rate = "0.02", *database = NULL;
     const char *definition = NULL, *brokers = NULL, *seed = NULL;
-    int keep = 0, active = 0, opt, rc = EXIT_OK;
+    int keep = 0, active = 0, serve = 0, opt, rc = EXIT_OK;
     char errstr[1024];
 
     optind = 1;
@@ -577,6 +635,9 @@ int cli_demo(int argc, char **argv)
             break;
         case 'A':
             active = 1;
+            break;
+        case 'W':
+            serve = 1;
             break;
         default:
             return cli_help_or_usage(opt, demo_usage);
@@ -690,7 +751,7 @@ int cli_demo(int argc, char **argv)
     json_t *cfg = json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s}, s:{s:s}, s:{s:[{s:s}]}}", "brokers",
                             bootstraps, "database", url, "definitions", run_def, "group", group,
                             "scheduler", "interval", "250ms", "grace", "250ms", "http", "listen",
-                            "", "routes", "default", "type", "log");
+                            serve ? "127.0.0.1:0" : "", "routes", "default", "type", "log");
     json_dump_file(cfg, config, JSON_INDENT(2));
     json_decref(cfg);
 
@@ -839,10 +900,9 @@ int cli_demo(int argc, char **argv)
     }
     print_new_alerts(conn, &last_alert);
 
-    kill(steward, SIGTERM);
-    int steward_status = wait_exit(steward);
-    if (steward_status != 0)
-        fprintf(stderr, "steward demo: steward run exited %d; its log: %s\n", steward_status, log);
+    /* With --serve steward keeps running, its console showing this run. */
+    if (!serve)
+        stop_steward(steward, log);
 
     printf("\n== steward report\n");
     fflush(stdout);
@@ -882,6 +942,8 @@ int cli_demo(int argc, char **argv)
                                     : "demo: the alerts did not match the ground truth");
     facts_clear(&facts);
     rc = truth_held ? EXIT_OK : EXIT_RUNTIME;
+    if (serve)
+        serve_console(steward, log);
     if (keep) {
         printf("steward's log and the ground truth are in %s\n", work);
     } else {

@@ -8,6 +8,8 @@
  */
 #include "manager/http.h"
 
+#include "manager/console.h"
+
 #include "common/clock.h"
 #include "common/db.h"
 #include "common/log.h"
@@ -769,6 +771,199 @@ static void get_stuck(http_t *h, const char *process, reply_t *r)
         reply_json(r, MHD_HTTP_OK, doc);
 }
 
+/* Runs one of the query.h views that take only the connection's turn. */
+typedef err_class_t (*view_fn)(PGconn *conn, const void *arg, json_t **out, char *errstr,
+                               size_t errstr_size);
+
+static void get_view(http_t *h, view_fn fn, const void *arg, const char *absent, reply_t *r)
+{
+    char errstr[1024];
+    json_t *doc = NULL;
+    err_class_t cls = db_acquire(h, clock_monotonic_ms() + QUERY_BUDGET_MS, errstr, sizeof errstr);
+
+    if (cls == ERR_OK) {
+        cls = fn(h->conn, arg, &doc, errstr, sizeof errstr);
+        db_release(h);
+    }
+    if (cls != ERR_OK)
+        reply_db_error(r, cls, errstr);
+    else if (doc == NULL)
+        reply_error(r, MHD_HTTP_NOT_FOUND, "%s", absent);
+    else
+        reply_json(r, MHD_HTTP_OK, doc);
+}
+
+static err_class_t view_instances(PGconn *conn, const void *arg, json_t **out, char *errstr,
+                                  size_t errstr_size)
+{
+    return query_instances(conn, arg, out, errstr, errstr_size);
+}
+
+static err_class_t view_processes(PGconn *conn, const void *arg, json_t **out, char *errstr,
+                                  size_t errstr_size)
+{
+    (void) arg;
+    return query_processes(conn, out, errstr, errstr_size);
+}
+
+static err_class_t view_graph(PGconn *conn, const void *arg, json_t **out, char *errstr,
+                              size_t errstr_size)
+{
+    return query_graph(conn, arg, out, errstr, errstr_size);
+}
+
+typedef struct report_arg {
+    const char *process;
+    int64_t since_ms;
+} report_arg_t;
+
+static err_class_t view_report(PGconn *conn, const void *arg, json_t **out, char *errstr,
+                               size_t errstr_size)
+{
+    const report_arg_t *a = arg;
+    return query_report(conn, a->process, a->since_ms, out, errstr, errstr_size);
+}
+
+/* The query arguments of one request, percent-decoded (they arrive
+ * undecoded, see keep_escaped()); "" counts as absent. */
+#define MAX_ARGS 8
+typedef struct args {
+    const char *name[MAX_ARGS];
+    char *value[MAX_ARGS];
+    size_t n;
+} args_t;
+
+/* Decodes the arguments named in `names` (NULL-terminated); false with a
+ * 400 in r when one is malformed. */
+static bool args_read(struct MHD_Connection *conn, const char *const *names, args_t *a, reply_t *r)
+{
+    memset(a, 0, sizeof *a);
+    for (; *names != NULL && a->n < MAX_ARGS; names++) {
+        const char *raw = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, *names);
+        a->name[a->n] = *names;
+        a->value[a->n] = raw != NULL && raw[0] != '\0' ? strdup(raw) : NULL;
+        if (raw != NULL && raw[0] != '\0' && a->value[a->n] == NULL) {
+            reply_error(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+            a->n++;
+            return false;
+        }
+        const char *problem = a->value[a->n] != NULL ? http_percent_decode(a->value[a->n]) : NULL;
+        a->n++;
+        if (problem != NULL) {
+            reply_error(r, MHD_HTTP_BAD_REQUEST, "malformed argument %s: %s", *names, problem);
+            return false;
+        }
+    }
+    return true;
+}
+
+static const char *arg(const args_t *a, const char *name)
+{
+    for (size_t i = 0; i < a->n; i++)
+        if (strcmp(a->name[i], name) == 0)
+            return a->value[i];
+    return NULL;
+}
+
+static void args_free(args_t *a)
+{
+    for (size_t i = 0; i < a->n; i++)
+        free(a->value[i]);
+}
+
+/* true or false, absent being false; anything else is a 400. */
+static bool arg_bool(const args_t *a, const char *name, bool *out, reply_t *r)
+{
+    const char *v = arg(a, name);
+    *out = v != NULL && strcmp(v, "true") == 0;
+    if (v == NULL || strcmp(v, "true") == 0 || strcmp(v, "false") == 0)
+        return true;
+    reply_error(r, MHD_HTTP_BAD_REQUEST, "argument %s must be true or false", name);
+    return false;
+}
+
+/* GET /v1/instances: the filters of query_filter_t; `after` is the page
+ * cursor, "PROCESS/KEY" as the previous page's `next` gives it. */
+static void get_instances(http_t *h, struct MHD_Connection *conn, reply_t *r)
+{
+    static const char *const names[] = {"process", "state",   "key",    "after",
+                                        "limit",   "overdue", "active", NULL};
+    args_t a;
+    query_filter_t f = {.limit = 50};
+    char *after = NULL;
+
+    if (!args_read(conn, names, &a, r) || !arg_bool(&a, "overdue", &f.overdue_only, r) ||
+        !arg_bool(&a, "active", &f.active_only, r))
+        goto out;
+    f.process = arg(&a, "process");
+    f.state = arg(&a, "state");
+    f.key_prefix = arg(&a, "key");
+    if (arg(&a, "limit") != NULL) {
+        char *end;
+        long n = strtol(arg(&a, "limit"), &end, 10);
+        if (*end != '\0' || n < 1 || n > QUERY_MAX_LIMIT) {
+            reply_error(r, MHD_HTTP_BAD_REQUEST, "limit must be a number from 1 to %d",
+                        QUERY_MAX_LIMIT);
+            goto out;
+        }
+        f.limit = (int) n;
+    }
+    if (arg(&a, "after") != NULL) {
+        after = strdup(arg(&a, "after"));
+        char *slash = after != NULL ? strchr(after, '/') : NULL;
+        if (slash == NULL || slash == after) {
+            reply_error(r, MHD_HTTP_BAD_REQUEST,
+                        "after must be PROCESS/KEY, the process and key of the last instance of "
+                        "the previous page");
+            goto out;
+        }
+        *slash = '\0';
+        f.after_process = after;
+        f.after_key = slash + 1;
+    }
+    get_view(h, view_instances, &f, "", r);
+out:
+    free(after);
+    args_free(&a);
+}
+
+/* GET /v1/report?process=P&since=7d */
+static void get_report(http_t *h, struct MHD_Connection *conn, reply_t *r)
+{
+    static const char *const names[] = {"process", "since", NULL};
+    args_t a;
+    report_arg_t ra = {0};
+    char problem[256];
+
+    if (!args_read(conn, names, &a, r))
+        goto out;
+    ra.process = arg(&a, "process");
+    if (arg(&a, "since") != NULL &&
+        (!duration_parse(arg(&a, "since"), &ra.since_ms, problem, sizeof problem) ||
+         ra.since_ms <= 0)) {
+        reply_error(r, MHD_HTTP_BAD_REQUEST, "since must be a positive duration such as 7d");
+        goto out;
+    }
+    get_view(h, view_report, &ra, "", r);
+out:
+    args_free(&a);
+}
+
+/* GET / and /console/{file}: the console's files, compiled in. */
+static void get_asset(const char *name, reply_t *r)
+{
+    for (size_t i = 0; i < console_n_assets; i++) {
+        if (strcmp(console_assets[i].name, name) != 0)
+            continue;
+        char *copy = malloc(console_assets[i].size + 1);
+        if (copy != NULL)
+            memcpy(copy, console_assets[i].data, console_assets[i].size);
+        reply_body(r, MHD_HTTP_OK, console_assets[i].content_type, copy, console_assets[i].size);
+        return;
+    }
+    reply_error(r, MHD_HTTP_NOT_FOUND, "no such console file");
+}
+
 /* ---- routing ------------------------------------------------------------------ */
 
 static int hex_value(char c)
@@ -1212,6 +1407,11 @@ typedef enum endpoint {
     EP_INSTANCE_ACTION, /* POST /v1/instances/{process}/{key}/{verb} */
     EP_SILENCES,        /* GET, POST /v1/silences */
     EP_UNSILENCE,       /* POST /v1/silences/{id}/unsilence */
+    EP_INSTANCES,       /* GET /v1/instances?process=&state=&key=&... */
+    EP_PROCESSES,       /* GET /v1/processes */
+    EP_GRAPH,           /* GET /v1/processes/{process}/graph */
+    EP_REPORT,          /* GET /v1/report?process=&since= */
+    EP_ASSET,           /* GET / and /console/{file}: the console */
 } endpoint_t;
 
 #define MAX_SEGMENTS 6 /* one more than the longest route, to tell them apart */
@@ -1281,6 +1481,17 @@ static void route(http_t *h, struct MHD_Connection *conn, const char *url, const
         ep = EP_INSTANCE_ACTION;
     else if (n == 2 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "silences") == 0)
         ep = EP_SILENCES;
+    else if (n == 2 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "instances") == 0)
+        ep = EP_INSTANCES;
+    else if (n == 2 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "processes") == 0)
+        ep = EP_PROCESSES;
+    else if (n == 4 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "processes") == 0 &&
+             seg[2][0] != '\0' && strcmp(seg[3], "graph") == 0)
+        ep = EP_GRAPH;
+    else if (n == 2 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "report") == 0)
+        ep = EP_REPORT;
+    else if ((n == 1 && seg[0][0] == '\0') || (n == 2 && strcmp(seg[0], "console") == 0))
+        ep = EP_ASSET;
     else if (n == 4 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "silences") == 0 &&
              strcmp(seg[3], "unsilence") == 0)
         ep = EP_UNSILENCE;
@@ -1307,9 +1518,10 @@ static void route(http_t *h, struct MHD_Connection *conn, const char *url, const
         r->allow = true;
         return;
     }
-    access_t need = action                                ? ACCESS_OPERATE
-                    : ep == EP_HEALTHZ || ep == EP_READYZ ? ACCESS_OPEN
-                                                          : ACCESS_READ;
+    /* The console's files hold no data: every view they show asks the API. */
+    access_t need = action                                                  ? ACCESS_OPERATE
+                    : ep == EP_HEALTHZ || ep == EP_READYZ || ep == EP_ASSET ? ACCESS_OPEN
+                                                                            : ACCESS_READ;
     if (!authorize(h, conn, need, actor, sizeof actor, r))
         return;
     if (action && q->too_large) {
@@ -1365,6 +1577,24 @@ static void route(http_t *h, struct MHD_Connection *conn, const char *url, const
         break;
     case EP_UNSILENCE:
         silences(h, method, seg[2], actor, NULL, q->body, r);
+        break;
+    case EP_INSTANCES:
+        get_instances(h, conn, r);
+        break;
+    case EP_PROCESSES:
+        get_view(h, view_processes, NULL, "", r);
+        break;
+    case EP_GRAPH: {
+        char absent[HTTP_MAX_PATH + 64];
+        snprintf(absent, sizeof absent, "no recorded definition of %s", seg[2]);
+        get_view(h, view_graph, seg[2], absent, r);
+        break;
+    }
+    case EP_REPORT:
+        get_report(h, conn, r);
+        break;
+    case EP_ASSET:
+        get_asset(n == 1 || seg[1][0] == '\0' ? "index.html" : seg[1], r);
         break;
     case EP_NONE:
         break;

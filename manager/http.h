@@ -19,6 +19,16 @@
  *                                     "kafka_reachable": false, not as 503
  *   GET /v1/instances/{process}/{key} query_instance(); 404 when absent
  *   GET /v1/stuck[?process=P]         query_stuck()
+ *   GET /v1/instances?process=&state=&key=&overdue=&active=&limit=&after=
+ *                                     query_instances(); `after` is
+ *                                     PROCESS/KEY, the previous page's
+ *                                     `next`; a bad argument 400
+ *   GET /v1/processes                 query_processes()
+ *   GET /v1/processes/{process}/graph query_graph(); 404 when unrecorded
+ *   GET /v1/report[?process=P][&since=DURATION]
+ *                                     query_report()
+ *   GET / and /console/{file}         the web console (manager/console.h),
+ *                                     open to all: it holds no data
  *   POST /v1/alerts/{id}/{ack|resolve}
  *   POST /v1/instances/{process}/{key}/{close|move|retry|claim|release}
  *                                     the actions of manager/actions.h;

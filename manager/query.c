@@ -49,7 +49,13 @@ static const char instance_sql[] =
     "       'from_state', h.from_state, 'to_state', h.to_state, 'outcome', h.outcome, "
     "       'replayed', h.replayed, 'detail', h.detail, 'actor', h.actor, "
     "       'reason', h.reason) ORDER BY h.id) "
-    "     FROM steward.history h WHERE h.process = i.process AND h.key = i.key), '[]')"
+    "     FROM steward.history h WHERE h.process = i.process AND h.key = i.key), '[]'), "
+    "  'alerts', coalesce((SELECT json_agg(json_build_object("
+    "       'id', a.id, 'kind', a.kind, 'state', a.state, 'summary', a.summary, "
+    "       'opened_at', steward.rfc3339(a.opened_at), "
+    "       'resolved_at', steward.rfc3339(a.resolved_at), 'resolution', a.resolution, "
+    "       'acked_by', a.acked_by) ORDER BY a.id) "
+    "     FROM steward.alerts a WHERE a.process = i.process AND a.key = i.key), '[]')"
     ")::text "
     "FROM steward.instances i WHERE i.process = $1 AND i.key = $2";
 
@@ -125,4 +131,183 @@ err_class_t query_stuck(PGconn *conn, const char *process, json_t **out, char *e
     }
     PQclear(res);
     return cls;
+}
+
+/* Runs a statement answering one JSON text (or no row) into *out. */
+static err_class_t json_query(PGconn *conn, const char *what, const char *sql, int n,
+                              const char *const *params, json_t **out, char *errstr,
+                              size_t errstr_size)
+{
+    err_class_t cls;
+    PGresult *res = db_query(conn, what, sql, n, params, &cls, errstr, errstr_size);
+
+    *out = NULL;
+    if (res != NULL && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0)) {
+        json_error_t jerr;
+        *out = json_loads(PQgetvalue(res, 0, 0), 0, &jerr);
+        if (*out == NULL)
+            cls = err_set(ERR_FATAL, errstr, errstr_size, "%s: %s", what, jerr.text);
+    }
+    PQclear(res);
+    return cls;
+}
+
+/* One more row than the page: whether there is a page after. */
+static const char instances_sql[] =
+    "WITH page AS ("
+    "  SELECT i.*, coalesce(d.document->'states'->i.state->>'owner', d.document->>'owner') "
+    "    AS owner FROM steward.instances i "
+    "  LEFT JOIN steward.definitions d ON d.process = i.process AND d.version = i.version "
+    "  WHERE ($1::text IS NULL OR i.process = $1) AND ($2::text IS NULL OR i.state = $2) "
+    "    AND ($3::text IS NULL OR left(i.key, length($3)) = $3) "
+    "    AND ($4::text IS NULL OR (i.process, i.key) > ($4, $5)) "
+    "    AND (NOT $6::boolean OR (i.status = 'active' AND i.overdue)) "
+    "    AND (NOT $7::boolean OR i.status = 'active') "
+    "  ORDER BY i.process, i.key LIMIT $8::int + 1), "
+    "shown AS (SELECT * FROM page ORDER BY process, key LIMIT $8::int) "
+    "SELECT json_build_object('instances', coalesce((SELECT json_agg(json_build_object("
+    "  'process', s.process, 'key', s.key, 'version', s.version, 'state', s.state, "
+    "  'status', s.status, 'owner', s.owner, "
+    "  'started_at', steward.rfc3339(s.started_at), "
+    "  'state_entered_at', steward.rfc3339(s.state_entered_at), "
+    "  'deadline_at', steward.rfc3339(s.deadline_at), 'overdue', s.overdue, "
+    "  'overdue_ms', CASE WHEN s.status = 'active' AND s.deadline_at < now() "
+    "    THEN steward.to_ms(now() - s.deadline_at) END, "
+    "  'ms_in_state', steward.to_ms(now() - s.state_entered_at), "
+    "  'claimed_by', s.claimed_by) ORDER BY s.process, s.key) FROM shown s), '[]'), "
+    "  'next', CASE WHEN (SELECT count(*) FROM page) > $8::int THEN "
+    "    (SELECT json_build_object('process', s.process, 'key', s.key) FROM shown s "
+    "     ORDER BY s.process DESC, s.key DESC LIMIT 1) END)::text";
+
+err_class_t query_instances(PGconn *conn, const query_filter_t *f, json_t **out, char *errstr,
+                            size_t errstr_size)
+{
+    char limit[16];
+    snprintf(limit, sizeof limit, "%d", f->limit);
+    const char *params[8] = {f->process,
+                             f->state,
+                             f->key_prefix,
+                             f->after_process,
+                             f->after_key,
+                             f->overdue_only ? "true" : "false",
+                             f->active_only ? "true" : "false",
+                             limit};
+    return json_query(conn, "listing instances", instances_sql, 8, params, out, errstr,
+                      errstr_size);
+}
+
+static const char processes_sql[] =
+    "WITH d AS (SELECT DISTINCT ON (process) process, version, mode, document "
+    "  FROM steward.definitions ORDER BY process, version DESC) "
+    "SELECT json_build_object('processes', coalesce(json_agg(json_build_object("
+    "  'process', d.process, 'version', d.version, 'mode', d.mode, "
+    "  'owner', d.document->>'owner', "
+    "  'open', (SELECT count(*) FROM steward.instances i "
+    "    WHERE i.process = d.process AND i.status = 'active'), "
+    "  'overdue', (SELECT count(*) FROM steward.instances i "
+    "    WHERE i.process = d.process AND i.status = 'active' AND i.overdue)) "
+    "  ORDER BY d.process), '[]'))::text FROM d";
+
+err_class_t query_processes(PGconn *conn, json_t **out, char *errstr, size_t errstr_size)
+{
+    return json_query(conn, "listing processes", processes_sql, 0, NULL, out, errstr, errstr_size);
+}
+
+/* A transition's target is a state name, or an object naming it in "to". */
+static const char graph_sql[] =
+    "WITH d AS (SELECT process, version, mode, document FROM steward.definitions "
+    "  WHERE process = $1 ORDER BY version DESC LIMIT 1), "
+    "c AS (SELECT state, count(*) AS open, count(*) FILTER (WHERE overdue) AS overdue "
+    "  FROM steward.instances WHERE process = $1 AND status = 'active' GROUP BY state) "
+    "SELECT json_build_object('process', d.process, 'version', d.version, 'mode', d.mode, "
+    "  'start', d.document->'start'->>'to', "
+    "  'states', (SELECT coalesce(json_agg(json_build_object('name', s.key, "
+    "    'terminal', s.value->>'terminal', 'deadline', s.value->>'deadline', "
+    "    'owner', coalesce(s.value->>'owner', d.document->>'owner'), "
+    "    'open', coalesce(c.open, 0), 'overdue', coalesce(c.overdue, 0)) ORDER BY s.key), '[]') "
+    "    FROM jsonb_each(d.document->'states') s LEFT JOIN c ON c.state = s.key), "
+    "  'transitions', (SELECT coalesce(json_agg(t ORDER BY t.\"from\", t.event), '[]') FROM ("
+    "    SELECT s.key AS \"from\", o.key AS event, CASE jsonb_typeof(o.value) "
+    "      WHEN 'string' THEN o.value #>> '{}' ELSE o.value->>'to' END AS \"to\" "
+    "    FROM jsonb_each(d.document->'states') s, "
+    "      jsonb_each(coalesce(s.value->'on', '{}'::jsonb)) o "
+    "    UNION ALL SELECT s.key, 'timeout', s.value->>'on_timeout' "
+    "    FROM jsonb_each(d.document->'states') s WHERE s.value ? 'on_timeout') t)"
+    ")::text FROM d";
+
+err_class_t query_graph(PGconn *conn, const char *process, json_t **out, char *errstr,
+                        size_t errstr_size)
+{
+    const char *params[1] = {process};
+    return json_query(conn, "reading a definition's graph", graph_sql, 1, params, out, errstr,
+                      errstr_size);
+}
+
+/* Time in a state never runs back: an entry counts from the latest event
+ * time seen so far for the instance. Deadlines are Steward durations
+ * ("10m", "1d12h"), which PostgreSQL reads as intervals too. */
+static const char report_sql[] =
+    "WITH d AS (SELECT DISTINCT ON (process) process, version, document "
+    "  FROM steward.definitions WHERE ($1::text IS NULL OR process = $1) "
+    "  ORDER BY process, version DESC), "
+    "h AS (SELECT process, key, to_state, "
+    "    max(event_time) OVER (PARTITION BY process, key ORDER BY id) AS entered, "
+    "    lead(event_time) OVER (PARTITION BY process, key ORDER BY id) AS left_at "
+    "  FROM steward.history WHERE outcome IN ('started', 'advanced') "
+    "    AND ($1::text IS NULL OR process = $1)), "
+    "x AS (SELECT process, to_state AS state, left_at, "
+    "    steward.to_ms(greatest(left_at - entered, interval '0')) AS ms FROM h "
+    "  WHERE left_at IS NOT NULL "
+    "    AND ($2::bigint = 0 OR left_at >= now() - $2::bigint * interval '1 ms')), "
+    "b AS (SELECT le, i FROM unnest(ARRAY[1000, 2000, 5000, 10000, 30000, 60000, 120000, "
+    "  300000, 600000, 1800000, 3600000, 7200000, 21600000, 43200000, 86400000, 172800000, "
+    "  604800000, 2592000000, NULL]::bigint[]) WITH ORDINALITY AS u(le, i)), "
+    "s AS (SELECT d.process, s.key AS state, s.value->>'terminal' AS terminal, "
+    "    s.value->>'deadline' AS deadline, "
+    "    steward.to_ms((s.value->>'deadline')::interval) AS deadline_ms "
+    "  FROM d, jsonb_each(d.document->'states') s), "
+    "st AS (SELECT s.*, "
+    "    (SELECT count(*) FROM x WHERE x.process = s.process AND x.state = s.state) AS exits, "
+    "    (SELECT json_build_object('p50', percentile_disc(0.5) WITHIN GROUP (ORDER BY ms), "
+    "       'p90', percentile_disc(0.9) WITHIN GROUP (ORDER BY ms), "
+    "       'p99', percentile_disc(0.99) WITHIN GROUP (ORDER BY ms), "
+    "       'p999', percentile_disc(0.999) WITHIN GROUP (ORDER BY ms), 'max', max(ms), "
+    "       'first', min(left_at), 'last', max(left_at)) "
+    "     FROM x WHERE x.process = s.process AND x.state = s.state) AS p "
+    "  FROM s), "
+    "sg AS (SELECT st.*, CASE WHEN exits < 20 THEN NULL WHEN exits >= 1000 "
+    "    THEN ((p->>'p999')::bigint * 3 + 1) / 2 ELSE ((p->>'p99')::bigint * 3 + 1) / 2 END "
+    "    AS suggested_ms FROM st) "
+    "SELECT json_build_object('since_ms', $2::bigint, 'processes', coalesce(json_agg("
+    "  json_build_object('process', d.process, 'version', d.version, 'states', "
+    "  (SELECT coalesce(json_agg(json_build_object('state', sg.state, 'terminal', sg.terminal, "
+    "     'deadline', sg.deadline, 'deadline_ms', sg.deadline_ms, 'exits', sg.exits, "
+    "     'p50_ms', (sg.p->>'p50')::bigint, 'p90_ms', (sg.p->>'p90')::bigint, "
+    "     'p99_ms', (sg.p->>'p99')::bigint, 'max_ms', (sg.p->>'max')::bigint, "
+    "     'suggested_ms', sg.suggested_ms, "
+    "     'open', (SELECT count(*) FROM steward.instances i WHERE i.process = sg.process "
+    "       AND i.state = sg.state AND i.status = 'active'), "
+    "     'overdue', (SELECT count(*) FROM steward.instances i WHERE i.process = sg.process "
+    "       AND i.state = sg.state AND i.status = 'active' AND i.overdue), "
+    "     'over_deadline', (SELECT count(*) FROM x WHERE x.process = sg.process "
+    "       AND x.state = sg.state AND x.ms > sg.deadline_ms), "
+    "     'over_suggested', (SELECT count(*) FROM x WHERE x.process = sg.process "
+    "       AND x.state = sg.state AND x.ms > sg.suggested_ms), "
+    "     'days', CASE WHEN $2::bigint > 0 THEN $2::bigint / 86400000.0 ELSE "
+    "       greatest(coalesce(extract(epoch FROM (sg.p->>'last')::timestamptz "
+    "         - (sg.p->>'first')::timestamptz), 0), 3600) / 86400.0 END, "
+    "     'histogram', (SELECT json_agg(json_build_object('le_ms', b.le, 'count', "
+    "       (SELECT count(*) FROM x WHERE x.process = sg.process AND x.state = sg.state "
+    "        AND (b.le IS NULL OR x.ms <= b.le) AND (b.i = 1 OR x.ms > (SELECT b2.le FROM b b2 "
+    "        WHERE b2.i = b.i - 1)))) ORDER BY b.i) FROM b)) "
+    "   ORDER BY sg.terminal IS NOT NULL, sg.state), '[]') "
+    "   FROM sg WHERE sg.process = d.process)) ORDER BY d.process), '[]'))::text FROM d";
+
+err_class_t query_report(PGconn *conn, const char *process, int64_t since_ms, json_t **out,
+                         char *errstr, size_t errstr_size)
+{
+    char since[32];
+    snprintf(since, sizeof since, "%lld", (long long) since_ms);
+    const char *params[2] = {process, since};
+    return json_query(conn, "reading the report", report_sql, 2, params, out, errstr, errstr_size);
 }

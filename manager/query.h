@@ -10,6 +10,8 @@
 
 #include <jansson.h>
 #include <libpq-fe.h>
+#include <stdbool.h>
+#include <stdint.h>
 
 /*
  * How the documents built here print their numbers (with json_dumps() and
@@ -21,7 +23,8 @@
 #define QUERY_REAL_PRECISION JSON_REAL_PRECISION(15)
 
 /*
- * Reads instance (process, key) and its history, oldest first, as a new
+ * Reads instance (process, key) with its history and the alerts raised on
+ * it (open and resolved), oldest first, as a new
  * JSON object (json_decref() it) into *out. When there is no such
  * instance, *out is NULL and ERR_OK is returned, with *judged_events set to
  * how many events were judged for the key all the same (parked ones,
@@ -46,5 +49,65 @@ err_class_t query_instance(PGconn *conn, const char *process, const char *key, j
  */
 err_class_t query_stuck(PGconn *conn, const char *process, json_t **out, char *errstr,
                         size_t errstr_size);
+
+/* The most instances one page of query_instances() holds. */
+#define QUERY_MAX_LIMIT 500
+
+typedef struct query_filter {
+    const char *process;       /* NULL: every process */
+    const char *state;         /* NULL: every state */
+    const char *key_prefix;    /* NULL: every key; else keys starting with it */
+    const char *after_process; /* the page after (after_process, after_key); NULL: the first */
+    const char *after_key;
+    bool overdue_only; /* only active instances past their deadline */
+    bool active_only;  /* only instances not yet in a terminal state */
+    int limit;         /* 1..QUERY_MAX_LIMIT */
+} query_filter_t;
+
+/*
+ * Lists instances matching `f` in (process, key) order as a new JSON
+ * object {"instances": [...], "next": {"process", "key"} | null} into
+ * *out; `next` is the cursor of the page after, null on the last page.
+ * Each instance carries its state, status, owner (the state's team, else
+ * the process's), deadline, overdue and overdue_ms (how long past its
+ * deadline), and the lease holder (claimed_by).
+ */
+err_class_t query_instances(PGconn *conn, const query_filter_t *f, json_t **out, char *errstr,
+                            size_t errstr_size);
+
+/*
+ * The latest recorded version of every process as a new JSON object
+ * {"processes": [{process, version, mode, owner, open, overdue}]} into
+ * *out, in name order.
+ */
+err_class_t query_processes(PGconn *conn, json_t **out, char *errstr, size_t errstr_size);
+
+/*
+ * The latest recorded definition of `process` as a graph with live counts:
+ * {process, version, mode, start, states: [{name, terminal (outcome or
+ * null), deadline, owner, open, overdue}], transitions: [{from, to,
+ * event}]} (an on_timeout is a transition on event "timeout") into *out;
+ * *out NULL when no such process was recorded.
+ */
+err_class_t query_graph(PGconn *conn, const char *process, json_t **out, char *errstr,
+                        size_t errstr_size);
+
+/*
+ * Per process and state of the latest definitions (`process` NULL: all),
+ * the time instances spent in each state, from the history's started and
+ * advanced rows, for the exits (leaving the state) in the last since_ms of
+ * event time (0: all history), as a new JSON object into *out:
+ * {since_ms, processes: [{process, version, states: [{state, terminal,
+ * deadline, deadline_ms, exits, p50_ms, p90_ms, p99_ms, max_ms,
+ * suggested_ms, open, overdue, over_deadline, over_suggested, days,
+ * histogram: [{le_ms, count}]}]}]}. The histogram's buckets are fixed
+ * (1 s up to 30 days, the last one le_ms null: beyond); suggested_ms is the
+ * p99 (p99.9 from 1000 exits) times 1.5, unrounded, null below 20 exits;
+ * over_* count the exits longer than the deadline or the suggestion and
+ * `days` is the period they are counted over (the window, else the span
+ * of the exits, at least an hour), so over/days is alerts per day.
+ */
+err_class_t query_report(PGconn *conn, const char *process, int64_t since_ms, json_t **out,
+                         char *errstr, size_t errstr_size);
 
 #endif

@@ -1,0 +1,548 @@
+/*
+ * test_console - the web console and the JSON API behind it, end to end,
+ * on the real broker and PostgreSQL. Steward runs the alerting definition
+ * with three orders: o-1 completed, o-2 paid (awaiting dispatch, its
+ * deadline an hour away) and o-3 never paid, so overdue with an alert open.
+ *
+ *   api       /v1/processes, /v1/processes/{p}/graph, /v1/instances with
+ *             filters and paging, /v1/report with its histogram; bad
+ *             arguments 400 with a JSON error; / and /console/{file} serve
+ *             the compiled-in console
+ *   browser   headless Chromium loads each page (processes, stuck,
+ *             instance, report); the test asserts on the DOM the pages'
+ *             scripts built and saves a screenshot of each as an artefact
+ *             with the DOM (STEWARD_TEST_ARTIFACTS, else ./artifacts)
+ */
+#include "testlib.h"
+
+#include <check.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct world {
+    char *prefix;
+    char *group;
+    const char *db_url;
+    PGconn *conn;
+    char *dir;
+    char *log;
+    int pid;
+    char base[64]; /* http://127.0.0.1:PORT */
+} world_t;
+
+static world_t w;
+
+static char *topic(const char *name)
+{
+    char *t = NULL;
+    ck_assert_int_ge(asprintf(&t, "%s%s", w.prefix, name), 0);
+    return t;
+}
+
+/* Payment due 3 s after the order (o-1 and o-2 pay at once, o-3 never);
+ * dispatch due in an hour. */
+static void write_definition(void)
+{
+    char *path = tl_source_path("tests/data/definitions/alert_order.json.in");
+    char *text = tl_read_file(path);
+    size_t cap = strlen(text) + 1024, len = 0;
+    char *out = calloc(1, cap);
+    for (const char *p = text; *p;) {
+        const char *with = strncmp(p, "@P@", 3) == 0    ? w.prefix
+                           : strncmp(p, "@D1@", 4) == 0 ? "3s"
+                           : strncmp(p, "@D2@", 4) == 0 ? "1h"
+                                                        : NULL;
+        if (with != NULL) {
+            len += (size_t) snprintf(out + len, cap - len, "%s", with);
+            p += p[2] == '@' ? 3 : 4;
+        } else {
+            out[len++] = *p++;
+        }
+    }
+    free(tl_write_file(w.dir, "alert_order.json", out));
+    free(out);
+    free(text);
+    free(path);
+}
+
+static void wait_listening(void)
+{
+    for (int i = 0; i < 300; i++) {
+        char *log = tl_read_file(w.log);
+        for (char *line = strtok(log, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+            json_t *doc = json_loads(line, 0, NULL);
+            const char *msg = json_string_value(json_object_get(doc, "msg"));
+            const char *address = json_string_value(json_object_get(doc, "address"));
+            if (msg != NULL && strcmp(msg, "http listening") == 0 && address != NULL) {
+                snprintf(w.base, sizeof w.base, "http://%s", address);
+                json_decref(doc);
+                free(log);
+                return;
+            }
+            json_decref(doc);
+        }
+        free(log);
+        usleep(100 * 1000);
+    }
+    tl_print_tail(w.log, 4000);
+    ck_abort_msg("steward never logged \"http listening\" (its log above)");
+}
+
+static void wait_sql(const char *sql, const char *expected, int timeout_s, const char *what)
+{
+    char *last = NULL;
+    if (!tl_db_wait(w.conn, sql, 0, NULL, expected, timeout_s, &last)) {
+        tl_print_tail(w.log, 4000);
+        ck_abort_msg("%s: got %s, expected %s (steward's log above)", what, last, expected);
+    }
+}
+
+static void send_event(tl_producer_t *p, const char *name, const char *type, const char *key)
+{
+    char value[256], *t = topic(name);
+    snprintf(value, sizeof value, "{\"type\":\"%s\",\"id\":\"%s-%s\",\"order_id\":\"%s\"}", type,
+             type, key, key);
+    tl_produce(p, t, -1, value, -1, NULL, 0);
+    free(t);
+}
+
+/* Starts steward on a fresh database and brings the three orders where
+ * the header says. */
+static void world_start(void)
+{
+    memset(&w, 0, sizeof w);
+    char *base = tl_unique("console");
+    ck_assert_int_ge(asprintf(&w.prefix, "%s.", base), 0);
+    w.group = base;
+    w.db_url = tl_db_create("console");
+    w.conn = tl_db_connect(w.db_url);
+    w.dir = strdup(tl_tmpdir());
+    w.log = tl_write_file(w.dir, "steward.log", "");
+    write_definition();
+
+    const char *margv[] = {NULL, "migrate", "--database", w.db_url, NULL};
+    tl_output_t o = tl_steward(margv, NULL);
+    ck_assert_msg(o.status == 0, "migrate: %s", o.err);
+    tl_output_free(&o);
+
+    char *topics[3] = {topic("orders"), topic("payments"), topic("shipping")};
+    tl_kafka_create_topics((const char *const *) topics, 3, 1);
+
+    char defs[1024], config[1024];
+    snprintf(defs, sizeof defs, "%s/alert_order.json", w.dir);
+    snprintf(config, sizeof config, "%s/config.json", w.dir);
+    json_t *cfg = json_pack(
+        "{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s}, s:{s:s}, s:{s:s}, s:{s:[{s:s}]}, s:s, s:{s:s}}",
+        "brokers", tl_kafka_brokers(), "database", w.db_url, "definitions", defs, "group", w.group,
+        "scheduler", "interval", "200ms", "grace", "200ms", "blind_after", "10m", "notifier",
+        "interval", "100ms", "http", "listen", "127.0.0.1:0", "routes", "default", "type", "log",
+        "log_level", "info", "kafka", "topic.metadata.refresh.interval.ms", "1000");
+    ck_assert_int_eq(json_dump_file(cfg, config, JSON_INDENT(2)), 0);
+    json_decref(cfg);
+
+    const char *argv[] = {NULL, "run", "--config", config, NULL};
+    w.pid = tl_steward_spawn(argv, NULL, w.log);
+    wait_listening();
+
+    tl_producer_t *p = tl_producer_new();
+    send_event(p, "orders", "OrderPlaced", "o-1");
+    send_event(p, "orders", "OrderPlaced", "o-2");
+    send_event(p, "orders", "OrderPlaced", "o-3");
+    wait_sql("SELECT count(*) FROM steward.instances", "3", 60, "orders started");
+    send_event(p, "payments", "PaymentCaptured", "o-1");
+    send_event(p, "payments", "PaymentCaptured", "o-2");
+    wait_sql("SELECT count(*) FROM steward.instances WHERE state = 'awaiting_dispatch'", "2", 60,
+             "orders paid");
+    send_event(p, "shipping", "ShipmentDispatched", "o-1");
+    tl_producer_free(p);
+    wait_sql("SELECT status FROM steward.instances WHERE key = 'o-1'", "success", 60,
+             "o-1 completed");
+    wait_sql("SELECT overdue::text FROM steward.instances WHERE key = 'o-3'", "true", 60,
+             "o-3 overdue");
+    wait_sql("SELECT count(*) FROM steward.alerts WHERE key = 'o-3' AND resolved_at IS NULL", "1",
+             60, "o-3's alert");
+    for (int i = 0; i < 3; i++)
+        free(topics[i]);
+}
+
+static void teardown(void)
+{
+    if (w.pid > 0)
+        tl_stop(w.pid, SIGKILL, 10);
+    w.pid = 0;
+    PQfinish(w.conn);
+    w.conn = NULL;
+}
+
+/* GETs path, asserting the status; the body parsed as JSON. */
+static json_t *get_json(const char *path, long expected)
+{
+    char url[4096];
+    long status = 0;
+    snprintf(url, sizeof url, "%s%s", w.base, path);
+    char *body = tl_http_get(url, &status);
+    ck_assert_msg(status == expected, "GET %s: %ld %s (expected %ld)", path, status,
+                  body != NULL ? body : "", expected);
+    json_error_t jerr;
+    json_t *doc = json_loads(body != NULL ? body : "", 0, &jerr);
+    ck_assert_msg(doc != NULL, "GET %s: not JSON (%s): %s", path, jerr.text, body);
+    free(body);
+    return doc;
+}
+
+/* A 400 with a JSON error naming `word`. */
+static void bad_request(const char *path, const char *word)
+{
+    json_t *doc = get_json(path, 400);
+    const char *error = json_string_value(json_object_get(doc, "error"));
+    ck_assert_msg(error != NULL && strstr(error, word) != NULL, "GET %s: error %s", path, error);
+    json_decref(doc);
+}
+
+static json_t *find(json_t *array, const char *field, const char *value)
+{
+    size_t i;
+    json_t *item;
+    json_array_foreach(array, i, item)
+    {
+        const char *v = json_string_value(json_object_get(item, field));
+        if (v != NULL && strcmp(v, value) == 0)
+            return item;
+    }
+    ck_abort_msg("no item with %s = %s", field, value);
+    return NULL;
+}
+
+static long long num(json_t *doc, const char *field)
+{
+    json_t *v = json_object_get(doc, field);
+    ck_assert_msg(json_is_integer(v), "%s is not an integer", field);
+    return json_integer_value(v);
+}
+
+/* The keys of an /v1/instances page, joined by ','. */
+static char *keys_of(json_t *page)
+{
+    static char buf[1024];
+    size_t i, len = 0;
+    json_t *item;
+    buf[0] = '\0';
+    json_array_foreach(json_object_get(page, "instances"), i, item) len +=
+        (size_t) snprintf(buf + len, sizeof buf - len, "%s%s", i ? "," : "",
+                          json_string_value(json_object_get(item, "key")));
+    return buf;
+}
+
+START_TEST(api_lists_graphs_and_reports)
+{
+    world_start();
+
+    json_t *doc = get_json("/v1/processes", 200);
+    json_t *p = find(json_object_get(doc, "processes"), "process", "alert_order");
+    ck_assert_int_eq(num(p, "open"), 2);
+    ck_assert_int_eq(num(p, "overdue"), 1);
+    json_decref(doc);
+
+    doc = get_json("/v1/processes/alert_order/graph", 200);
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "start")), "awaiting_payment");
+    json_t *states = json_object_get(doc, "states");
+    ck_assert_int_eq(json_array_size(states), 3);
+    json_t *s = find(states, "name", "awaiting_payment");
+    ck_assert_int_eq(num(s, "open"), 1);
+    ck_assert_int_eq(num(s, "overdue"), 1);
+    ck_assert_str_eq(json_string_value(json_object_get(s, "owner")), "payments");
+    ck_assert(json_is_null(json_object_get(s, "terminal")));
+    s = find(states, "name", "awaiting_dispatch");
+    ck_assert_int_eq(num(s, "open"), 1);
+    ck_assert_int_eq(num(s, "overdue"), 0);
+    s = find(states, "name", "completed");
+    ck_assert_str_eq(json_string_value(json_object_get(s, "terminal")), "success");
+    ck_assert_int_eq(num(s, "open"), 0);
+    json_t *t = find(json_object_get(doc, "transitions"), "event", "PaymentCaptured");
+    ck_assert_str_eq(json_string_value(json_object_get(t, "from")), "awaiting_payment");
+    ck_assert_str_eq(json_string_value(json_object_get(t, "to")), "awaiting_dispatch");
+    ck_assert_int_eq(json_array_size(json_object_get(doc, "transitions")), 2);
+    json_decref(doc);
+    json_decref(get_json("/v1/processes/no_such/graph", 404));
+
+    /* Paging: two, then the rest; the cursor is the last one shown. */
+    doc = get_json("/v1/instances?process=alert_order&limit=2", 200);
+    ck_assert_str_eq(keys_of(doc), "o-1,o-2");
+    json_t *next = json_object_get(doc, "next");
+    ck_assert_str_eq(json_string_value(json_object_get(next, "key")), "o-2");
+    json_decref(doc);
+    doc = get_json("/v1/instances?process=alert_order&limit=2&after=alert_order%2Fo-2", 200);
+    ck_assert_str_eq(keys_of(doc), "o-3");
+    ck_assert(json_is_null(json_object_get(doc, "next")));
+    json_decref(doc);
+
+    doc = get_json("/v1/instances?overdue=true", 200);
+    ck_assert_str_eq(keys_of(doc), "o-3");
+    json_t *i = json_array_get(json_object_get(doc, "instances"), 0);
+    ck_assert_int_gt(num(i, "overdue_ms"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(i, "owner")), "payments");
+    json_decref(doc);
+    doc = get_json("/v1/instances?state=awaiting_dispatch", 200);
+    ck_assert_str_eq(keys_of(doc), "o-2");
+    json_decref(doc);
+    doc = get_json("/v1/instances?key=o-", 200);
+    ck_assert_str_eq(keys_of(doc), "o-1,o-2,o-3");
+    json_decref(doc);
+    doc = get_json("/v1/instances?key=o-1&active=true", 200);
+    ck_assert_str_eq(keys_of(doc), "");
+    json_decref(doc);
+
+    bad_request("/v1/instances?limit=0", "limit");
+    bad_request("/v1/instances?limit=ten", "limit");
+    bad_request("/v1/instances?overdue=maybe", "overdue");
+    bad_request("/v1/instances?after=o-2", "after");
+    bad_request("/v1/report?since=soon", "since");
+    bad_request("/v1/instances?state=%ZZ", "state");
+
+    /* o-1 and o-2 left awaiting_payment at once; o-1 left dispatch. */
+    doc = get_json("/v1/report?process=alert_order&since=1d", 200);
+    ck_assert_int_eq(num(doc, "since_ms"), 86400000);
+    p = find(json_object_get(doc, "processes"), "process", "alert_order");
+    s = find(json_object_get(p, "states"), "state", "awaiting_payment");
+    ck_assert_int_eq(num(s, "exits"), 2);
+    ck_assert_int_eq(num(s, "deadline_ms"), 3000);
+    ck_assert_int_eq(num(s, "open"), 1);
+    ck_assert_int_eq(num(s, "overdue"), 1);
+    ck_assert(json_is_null(json_object_get(s, "suggested_ms"))); /* two exits: too few */
+    json_t *hist = json_object_get(s, "histogram");
+    long long sum = 0;
+    size_t k;
+    json_t *b;
+    json_array_foreach(hist, k, b) sum += num(b, "count");
+    ck_assert_int_eq(sum, 2);
+    ck_assert(
+        json_is_null(json_object_get(json_array_get(hist, json_array_size(hist) - 1), "le_ms")));
+    s = find(json_object_get(p, "states"), "state", "awaiting_dispatch");
+    ck_assert_int_eq(num(s, "exits"), 1);
+    json_decref(doc);
+
+    /* The instance view carries the alerts raised on it. */
+    doc = get_json("/v1/instances/alert_order/o-3", 200);
+    ck_assert_int_eq(json_array_size(json_object_get(doc, "alerts")), 1);
+    json_decref(doc);
+
+    /* The console's files. */
+    long status = 0;
+    char url[256];
+    snprintf(url, sizeof url, "%s/", w.base);
+    char *body = tl_http_get(url, &status);
+    ck_assert_int_eq(status, 200);
+    ck_assert_msg(tl_contains(body, "/console/console.js"), "index: %s", body);
+    free(body);
+    snprintf(url, sizeof url, "%s/console/console.js", w.base);
+    body = tl_http_get(url, &status);
+    ck_assert_int_eq(status, 200);
+    ck_assert(tl_contains(body, "function drawGraph"));
+    free(body);
+    json_decref(get_json("/console/nothing.js", 404));
+}
+END_TEST
+
+/* ---- the browser ------------------------------------------------------------ */
+
+/* The DOM of the console's page `fragment` once its scripts ran, as
+ * headless Chromium serialized it, with a screenshot saved beside the
+ * other artefacts as console-NAME.png. */
+static char *browse(const char *fragment, const char *name)
+{
+    ck_assert_msg(system("command -v chromium >/dev/null 2>&1") == 0,
+                  "chromium is not installed: the console suite needs Debian's chromium package "
+                  "(scripts/test installs it)");
+    const char *dir = getenv("STEWARD_TEST_ARTIFACTS");
+    char artifacts[1024], cmd[8192], profile[1024];
+    snprintf(artifacts, sizeof artifacts, "%s", dir != NULL && dir[0] ? dir : "artifacts");
+    mkdir(artifacts, 0755);
+    snprintf(profile, sizeof profile, "%s/chromium-%s", w.dir, name);
+    const char *common = "chromium --headless --disable-gpu --no-sandbox --no-first-run "
+                         "--disable-dev-shm-usage --hide-scrollbars --virtual-time-budget=5000";
+
+    snprintf(cmd, sizeof cmd,
+             "%s --user-data-dir='%s-shot' --window-size=1280,900 --screenshot='%s/console-%s.png' "
+             "'%s/#/%s' >/dev/null 2>&1",
+             common, profile, artifacts, name, w.base, fragment);
+    ck_assert_msg(system(cmd) == 0, "chromium failed: %s", cmd);
+
+    snprintf(cmd, sizeof cmd, "%s --user-data-dir='%s' --dump-dom '%s/#/%s' 2>/dev/null", common,
+             profile, w.base, fragment);
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t cap = 1 << 16, len = 0;
+    char *dom = malloc(cap);
+    for (size_t n; (n = fread(dom + len, 1, cap - len - 1, f)) > 0;) {
+        len += n;
+        if (len + 1 == cap)
+            dom = realloc(dom, cap *= 2);
+    }
+    dom[len] = '\0';
+    ck_assert_msg(pclose(f) == 0, "chromium --dump-dom failed");
+    char path[1200];
+    snprintf(path, sizeof path, "%s/console-%s.html", artifacts, name);
+    FILE *keep = fopen(path, "w");
+    if (keep != NULL) {
+        fputs(dom, keep);
+        fclose(keep);
+    }
+    ck_assert_msg(tl_contains(dom, "data-state=\"ready\""), "page %s never got ready: %s", fragment,
+                  dom);
+    return dom;
+}
+
+/* The start tag holding `attr` (e.g. data-state="x"), up to its '>';
+ * "" when there is none. */
+static char *tag_with(const char *dom, const char *tag, const char *attr)
+{
+    static char buf[2048];
+    buf[0] = '\0';
+    for (const char *p = strstr(dom, attr); p != NULL; p = strstr(p + 1, attr)) {
+        const char *start = p;
+        while (start > dom && *start != '<')
+            start--;
+        const char *end = strchr(p, '>');
+        if (end == NULL || strncmp(start + 1, tag, strlen(tag)) != 0)
+            continue;
+        snprintf(buf, sizeof buf, "%.*s", (int) (end - start + 1), start);
+        return buf;
+    }
+    return buf;
+}
+
+static void assert_tag(const char *dom, const char *tag, const char *attr, const char *has)
+{
+    const char *t = tag_with(dom, tag, attr);
+    ck_assert_msg(tl_contains(t, has), "<%s %s>: expected %s in \"%s\"", tag, attr, has, t);
+}
+
+START_TEST(browser_shows_each_page)
+{
+    world_start();
+
+    /* processes: the graph, counts on each state, the terminal marked. */
+    char *dom = browse("processes", "processes");
+    assert_tag(dom, "svg", "data-process=\"alert_order\"", "class=\"graph\"");
+    assert_tag(dom, "g", "data-state=\"awaiting_payment\"", "data-open=\"1\"");
+    assert_tag(dom, "g", "data-state=\"awaiting_payment\"", "data-overdue=\"1\"");
+    assert_tag(dom, "g", "data-state=\"awaiting_payment\"", "node late");
+    assert_tag(dom, "g", "data-state=\"awaiting_dispatch\"", "data-overdue=\"0\"");
+    assert_tag(dom, "g", "data-state=\"awaiting_dispatch\"", "node busy");
+    assert_tag(dom, "g", "data-state=\"completed\"", "data-terminal=\"true\"");
+    ck_assert(tl_contains(dom, "1 open · 1 overdue"));
+    ck_assert(tl_contains(dom, "terminal: success"));
+    ck_assert(tl_contains(dom, "data-from=\"awaiting_payment\" data-to=\"awaiting_dispatch\""));
+    free(dom);
+
+    /* stuck: o-3 overdue with its alert; nobody else; no actions without
+     * a token. */
+    dom = browse("stuck", "stuck");
+    assert_tag(dom, "tr", "class=\"overdue-row\"", "data-key=\"o-3\"");
+    ck_assert(!tl_contains(dom, "data-key=\"o-2\""));
+    assert_tag(dom, "tr", "class=\"alert-row\"", "data-key=\"o-3\"");
+    ck_assert(tl_contains(dom, "Overdue instances (1)"));
+    ck_assert(!tl_contains(dom, "data-action="));
+    free(dom);
+    /* ... filtered by a team that owns none of it. */
+    dom = browse("stuck?team=shipping", "stuck-filtered");
+    ck_assert(tl_contains(dom, "Overdue instances (0)"));
+    ck_assert(!tl_contains(dom, "class=\"overdue-row\""));
+    free(dom);
+
+    /* instance: found by key, its timeline in order. */
+    dom = browse("instance?key=o-1", "instance");
+    assert_tag(dom, "section", "id=\"instance\"", "data-state=\"completed\"");
+    assert_tag(dom, "section", "id=\"instance\"", "data-key=\"o-1\"");
+    const char *placed = strstr(dom, "data-event=\"OrderPlaced\"");
+    const char *paid = strstr(dom, "data-event=\"PaymentCaptured\"");
+    const char *shipped = strstr(dom, "data-event=\"ShipmentDispatched\"");
+    ck_assert_msg(placed != NULL && paid != NULL && shipped != NULL && placed < paid &&
+                      paid < shipped,
+                  "timeline: %s", dom);
+    free(dom);
+    dom = browse("instance?key=o-3", "instance-alert");
+    ck_assert(tl_contains(dom, "data-alert-kind=\"alert-open\""));
+    ck_assert(tl_contains(dom, "alert opened"));
+    free(dom);
+
+    /* report: a histogram per state, the deadline drawn. */
+    dom = browse("report?process=alert_order", "report");
+    assert_tag(dom, "svg", "data-state=\"awaiting_payment\"", "data-exits=\"2\"");
+    assert_tag(dom, "svg", "data-state=\"awaiting_dispatch\"", "data-exits=\"1\"");
+    ck_assert(tl_contains(dom, "class=\"deadline-line\""));
+    free(dom);
+}
+END_TEST
+
+/* steward demo --serve: after its check, the console of the run, until
+ * interrupted; then the demo exits with its check's verdict. */
+START_TEST(demo_serves_the_console_until_interrupted)
+{
+    memset(&w, 0, sizeof w);
+    const char *url = tl_db_create("console_demo");
+    w.dir = strdup(tl_tmpdir());
+    w.log = tl_write_file(w.dir, "demo.out", "");
+    const char *argv[] = {NULL, "demo",   "--serve", "--database", url, "--orders",
+                          "40", "--rate", "40",      "--seed",     "7", NULL};
+    w.pid = tl_steward_spawn(argv, NULL, w.log);
+
+    const char *marker = "== the console: http://";
+    char *out = NULL;
+    for (int i = 0; i < 1200; i++) {
+        free(out);
+        out = tl_read_file(w.log);
+        if (tl_contains(out, marker) && strchr(strstr(out, marker), '\n') != NULL)
+            break;
+        usleep(100 * 1000);
+    }
+    const char *at = strstr(out, marker);
+    ck_assert_msg(at != NULL, "the demo never printed the console's URL: %s", out);
+    const char *start = at + strlen("== the console: "); /* http://HOST:PORT/ */
+    snprintf(w.base, sizeof w.base, "%.*s", (int) (7 + strcspn(start + 7, "/ \n")), start);
+    ck_assert_msg(strncmp(w.base, "http://127.0.0.1:", 17) == 0, "base %s", w.base);
+    ck_assert_msg(tl_contains(out, "demo: every stalled order was alerted"), "%s", out);
+
+    json_t *doc = get_json("/v1/processes", 200);
+    json_t *p = find(json_object_get(doc, "processes"), "process", "order_fulfilment");
+    ck_assert_int_gt(num(p, "open"), 0); /* the stalled orders stay open */
+    json_decref(doc);
+    long status = 0;
+    char page[128];
+    snprintf(page, sizeof page, "%s/", w.base);
+    char *body = tl_http_get(page, &status);
+    ck_assert_int_eq(status, 200);
+    free(body);
+
+    /* The demo's graph in a browser (the README's screenshot). */
+    char *dom = browse("processes", "demo-processes");
+    assert_tag(dom, "svg", "data-process=\"order_fulfilment\"", "class=\"graph\"");
+    free(dom);
+
+    /* Still serving a while later; Ctrl-C ends it, with the verdict. */
+    sleep(1);
+    json_decref(get_json("/v1/stuck", 200));
+    int rc = tl_stop(w.pid, SIGINT, 30);
+    w.pid = 0;
+    ck_assert_msg(rc == 0, "demo exited %d", rc);
+    free(out);
+}
+END_TEST
+
+Suite *console_suite(void)
+{
+    Suite *s = suite_create("console");
+    TCase *tc = tcase_create("console");
+    tcase_set_timeout(tc, 300);
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_add_test(tc, api_lists_graphs_and_reports);
+    tcase_add_test(tc, browser_shows_each_page);
+    tcase_add_test(tc, demo_serves_the_console_until_interrupted);
+    suite_add_tcase(s, tc);
+    return s;
+}
