@@ -140,12 +140,17 @@ static bool send_one(rd_kafka_t *rk, const char *topic, const message_t *m)
                 ? rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic),
                                     RD_KAFKA_V_KEY(m->key, strlen(m->key)),
                                     RD_KAFKA_V_VALUE(m->value, strlen(m->value)),
+                                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
                                     RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END)
                 : rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic),
                                     RD_KAFKA_V_KEY(m->key, strlen(m->key)),
-                                    RD_KAFKA_V_VALUE(m->value, strlen(m->value)), RD_KAFKA_V_END);
+                                    RD_KAFKA_V_VALUE(m->value, strlen(m->value)),
+                                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+        /* Copied: the events are written into one reused buffer, and
+         * librdkafka otherwise keeps the pointer until delivery. The
+         * dispatcher copies too, so the bare half pays what it pays. */
         if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
-            return true; /* hdrs now owned by the message; the value is not copied */
+            return true; /* hdrs now owned by the message */
         if (hdrs != NULL)
             rd_kafka_headers_destroy(hdrs);
         if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
