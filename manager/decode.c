@@ -476,8 +476,9 @@ char *decode_format_time(int64_t ms, char *buf, size_t buf_size)
     time_t t = (time_t) secs;
     struct tm tm;
     gmtime_r(&t, &tm);
-    size_t n = strftime(buf, buf_size, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf + n, buf_size - n, ".%03dZ", (int) (ms - secs * 1000));
+    /* Not strftime's %Y: it writes the year 1 as "1", which is not RFC 3339. */
+    snprintf(buf, buf_size, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int) (ms - secs * 1000));
     return buf;
 }
 

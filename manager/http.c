@@ -697,12 +697,7 @@ static bool utf8_valid(const unsigned char *s, size_t len)
     return true;
 }
 
-/*
- * Percent-decodes s in place (it can only shrink). Returns NULL, or what
- * is wrong with it: a '%' without two hex digits, a NUL, or bytes that
- * are not UTF-8.
- */
-static const char *percent_decode(char *s)
+const char *http_percent_decode(char *s)
 {
     char *out = s;
     for (const char *in = s; *in != '\0'; in++) {
@@ -725,25 +720,18 @@ static const char *percent_decode(char *s)
     return NULL;
 }
 
-typedef enum endpoint {
-    EP_NONE,
-    EP_METRICS,
-    EP_HEALTHZ,
-    EP_READYZ,
-    EP_STUCK,
-    EP_INSTANCE,
-} endpoint_t;
+/* One more than the longest route, to tell them apart. */
+#define MAX_SEGMENTS 5
 
-#define MAX_SEGMENTS 5 /* one more than the longest route, to tell them apart */
-
-static void route(http_t *h, struct MHD_Connection *conn, const char *url, const char *method,
-                  reply_t *r)
+void http_route(const char *url, http_route_t *out)
 {
-    char path[HTTP_MAX_PATH + 1];
     char *seg[MAX_SEGMENTS];
     size_t n = 0, len = strlen(url);
-    endpoint_t ep = EP_NONE;
 
+    out->endpoint = HTTP_EP_NONE;
+    out->status = 0;
+    out->error[0] = '\0';
+    out->process = out->key = NULL;
     /* The absolute form a proxy sends ("http://host:port/path"): its path. */
     if (strncasecmp(url, "http://", 7) == 0 || strncasecmp(url, "https://", 8) == 0) {
         const char *slash = strchr(strstr(url, "//") + 2, '/');
@@ -751,23 +739,27 @@ static void route(http_t *h, struct MHD_Connection *conn, const char *url, const
         len = strlen(url);
     }
     if (len > HTTP_MAX_PATH) {
-        reply_error(r, MHD_HTTP_BAD_REQUEST, "the path is longer than %d bytes", HTTP_MAX_PATH);
+        out->status = MHD_HTTP_BAD_REQUEST;
+        snprintf(out->error, sizeof out->error, "the path is longer than %d bytes", HTTP_MAX_PATH);
         return;
     }
     if (url[0] != '/') {
-        reply_error(r, MHD_HTTP_BAD_REQUEST, "the path must start with '/'");
+        out->status = MHD_HTTP_BAD_REQUEST;
+        snprintf(out->error, sizeof out->error, "the path must start with '/'");
         return;
     }
     /* Split first, decode second: an encoded '/' (%2F) is part of a
      * segment, never a separator. */
-    memcpy(path, url + 1, len);
-    for (char *p = path;;) {
+    memcpy(out->path, url + 1, len);
+    for (char *p = out->path;;) {
         char *slash = strchr(p, '/');
         if (slash != NULL)
             *slash = '\0';
-        const char *problem = percent_decode(p);
+        const char *problem = http_percent_decode(p);
         if (problem != NULL) {
-            reply_error(r, MHD_HTTP_BAD_REQUEST, "malformed path: segment %zu: %s", n + 1, problem);
+            out->status = MHD_HTTP_BAD_REQUEST;
+            snprintf(out->error, sizeof out->error, "malformed path: segment %zu: %s", n + 1,
+                     problem);
             return;
         }
         if (n < MAX_SEGMENTS)
@@ -779,23 +771,38 @@ static void route(http_t *h, struct MHD_Connection *conn, const char *url, const
     }
 
     if (n == 1 && strcmp(seg[0], "metrics") == 0)
-        ep = EP_METRICS;
+        out->endpoint = HTTP_EP_METRICS;
     else if (n == 1 && strcmp(seg[0], "healthz") == 0)
-        ep = EP_HEALTHZ;
+        out->endpoint = HTTP_EP_HEALTHZ;
     else if (n == 1 && strcmp(seg[0], "readyz") == 0)
-        ep = EP_READYZ;
+        out->endpoint = HTTP_EP_READYZ;
     else if (n == 2 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "stuck") == 0)
-        ep = EP_STUCK;
+        out->endpoint = HTTP_EP_STUCK;
     else if (n == 4 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "instances") == 0 &&
-             seg[2][0] != '\0' && seg[3][0] != '\0')
-        ep = EP_INSTANCE;
+             seg[2][0] != '\0' && seg[3][0] != '\0') {
+        out->endpoint = HTTP_EP_INSTANCE;
+        out->process = seg[2];
+        out->key = seg[3];
+    }
 
-    if (ep == EP_NONE) {
+    if (out->endpoint == HTTP_EP_NONE) {
+        out->status = MHD_HTTP_NOT_FOUND;
         if (n >= 2 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "instances") == 0)
-            reply_error(r, MHD_HTTP_NOT_FOUND,
-                        "expected /v1/instances/{process}/{key}; write a '/' in a key as %%2F");
+            snprintf(out->error, sizeof out->error,
+                     "expected /v1/instances/{process}/{key}; write a '/' in a key as %%2F");
         else
-            reply_error(r, MHD_HTTP_NOT_FOUND, "no such endpoint: %s", url);
+            snprintf(out->error, sizeof out->error, "no such endpoint: %s", url);
+    }
+}
+
+static void route(http_t *h, struct MHD_Connection *conn, const char *url, const char *method,
+                  reply_t *r)
+{
+    http_route_t rt;
+
+    http_route(url, &rt);
+    if (rt.status != 0) {
+        reply_error(r, rt.status, "%s", rt.error);
         return;
     }
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
@@ -804,21 +811,21 @@ static void route(http_t *h, struct MHD_Connection *conn, const char *url, const
         return;
     }
 
-    switch (ep) {
-    case EP_METRICS:
+    switch (rt.endpoint) {
+    case HTTP_EP_METRICS:
         get_metrics(h, r);
         break;
-    case EP_HEALTHZ:
+    case HTTP_EP_HEALTHZ:
         get_healthz(h, r);
         break;
-    case EP_READYZ:
+    case HTTP_EP_READYZ:
         get_readyz(h, r);
         break;
-    case EP_STUCK: {
+    case HTTP_EP_STUCK: {
         /* Arguments arrive undecoded too (see keep_escaped()). */
         const char *raw = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "process");
         char *process = raw != NULL && raw[0] != '\0' ? strdup(raw) : NULL;
-        const char *problem = process != NULL ? percent_decode(process) : NULL;
+        const char *problem = process != NULL ? http_percent_decode(process) : NULL;
         if (problem != NULL)
             reply_error(r, MHD_HTTP_BAD_REQUEST, "malformed argument process: %s", problem);
         else if (raw != NULL && raw[0] != '\0' && process == NULL)
@@ -828,10 +835,10 @@ static void route(http_t *h, struct MHD_Connection *conn, const char *url, const
         free(process);
         break;
     }
-    case EP_INSTANCE:
-        get_instance(h, seg[2], seg[3], r);
+    case HTTP_EP_INSTANCE:
+        get_instance(h, rt.process, rt.key, r);
         break;
-    case EP_NONE:
+    case HTTP_EP_NONE:
         break;
     }
 }

@@ -52,6 +52,42 @@ typedef struct http http_t; /* opaque; owns the daemon and the connection */
 #define HTTP_MAX_PATH 2048
 
 /*
+ * Routing, the pure part of answering a request: no connection, database
+ * or daemon. Public so that the fuzz target (tests/fuzz/) and unit tests
+ * can feed it any path; the server calls nothing else to read one.
+ */
+typedef enum http_endpoint {
+    HTTP_EP_NONE,
+    HTTP_EP_METRICS,
+    HTTP_EP_HEALTHZ,
+    HTTP_EP_READYZ,
+    HTTP_EP_STUCK,
+    HTTP_EP_INSTANCE,
+} http_endpoint_t;
+
+typedef struct http_route {
+    http_endpoint_t endpoint;
+    unsigned int status;             /* 0 when routed; else 400 or 404, with error */
+    char error[HTTP_MAX_PATH + 256]; /* UTF-8: quotes only checked text */
+    const char *process, *key;       /* HTTP_EP_INSTANCE: decoded, pointing into path */
+    char path[HTTP_MAX_PATH + 1];    /* the decoded segments, NUL-separated */
+} http_route_t;
+
+/*
+ * Routes a request target (origin form "/v1/stuck" or a proxy's absolute
+ * form "http://host/v1/stuck"; the query string already split off) into
+ * *out. The method is not looked at: other methods answer 405 later.
+ */
+void http_route(const char *url, http_route_t *out);
+
+/*
+ * Percent-decodes s in place (it can only shrink). Returns NULL, or what
+ * is wrong with it (a static string): a '%' without two hex digits, a NUL,
+ * or bytes that are not UTF-8.
+ */
+const char *http_percent_decode(char *s);
+
+/*
  * Starts serving on `listen` ("HOST:PORT", "[IPV6]:PORT", or ":PORT" for
  * every IPv4 address; port 0 lets the kernel pick one, see http_port()),
  * reading PostgreSQL through `conninfo` and the watermarks of consumer

@@ -1,0 +1,51 @@
+/*
+ * fuzz_http_route - the request target of an HTTP request to `steward
+ * run`'s server, through http_route() (split, percent-decode, route) and
+ * http_percent_decode() on its own (as the ?process= argument takes it).
+ *
+ * A routed request names an endpoint and status 0; a refused one 400 or
+ * 404. The error message is UTF-8 (it becomes a JSON body), and an
+ * instance's process and key are non-empty UTF-8 that PostgreSQL can take
+ * as query parameters.
+ */
+#include "manager/decode.h"
+#include "manager/http.h"
+#include "fuzz.h"
+
+#include <jansson.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char *url = fuzz_cstr(data, size);
+    http_route_t *rt = malloc(sizeof *rt);
+    if (rt == NULL)
+        abort();
+
+    http_route(url, rt);
+    FUZZ_CHECK((rt->status == 0) == (rt->endpoint != HTTP_EP_NONE), "status %u, endpoint %d",
+               rt->status, (int) rt->endpoint);
+    FUZZ_CHECK(rt->status == 0 || rt->status == 400 || rt->status == 404, "status %u", rt->status);
+    FUZZ_CHECK(decode_utf8_valid((const unsigned char *) rt->error, strlen(rt->error)),
+               "the error message is not UTF-8");
+    json_t *body = json_pack("{s:s}", "error", rt->error);
+    FUZZ_CHECK(body != NULL, "the error message does not make a JSON body");
+    json_decref(body);
+    if (rt->endpoint == HTTP_EP_INSTANCE) {
+        size_t plen = strlen(rt->process), klen = strlen(rt->key);
+        FUZZ_CHECK(plen > 0 && klen > 0, "an empty process or key was routed");
+        FUZZ_CHECK(decode_utf8_valid((const unsigned char *) rt->process, plen) &&
+                       decode_utf8_valid((const unsigned char *) rt->key, klen),
+                   "a process or key that is not UTF-8 was routed");
+    }
+
+    /* The whole input as one argument value. */
+    size_t len = strlen(url);
+    const char *problem = http_percent_decode(url);
+    if (problem == NULL)
+        FUZZ_CHECK(strlen(url) <= len &&
+                       decode_utf8_valid((const unsigned char *) url, strlen(url)),
+                   "a decoded argument grew or is not UTF-8");
+    free(rt);
+    free(url);
+    return 0;
+}
