@@ -1,0 +1,88 @@
+/*
+ * test_fuzz_findings - one test per defect the fuzz targets (tests/fuzz/)
+ * found, each on the input that found it (also kept in the target's
+ * corpus, tests/fuzz/corpus/<target>/), so the fix stays fixed in builds
+ * without clang too. docs/reliability.md, "Fuzzing", lists them.
+ */
+#include "manager/decode.h"
+#include "manager/notifier.h"
+#include "testlib.h"
+
+#include <check.h>
+#include <stdint.h>
+#include <string.h>
+
+/* fuzz_time and fuzz_message: strftime's %Y writes the year 1 as "1", so a
+ * time Steward accepts (0001-01-01) formatted as "1-01-01T..." in alert
+ * details, which is not RFC 3339 and does not parse back. */
+START_TEST(the_earliest_time_formats_as_rfc3339)
+{
+    char buf[40];
+    int64_t ms;
+
+    ck_assert(decode_parse_time("0001-01-01T00:00:00Z", &ms));
+    ck_assert_int_eq(ms, DECODE_MIN_TIME_MS);
+    ck_assert_str_eq(decode_format_time(ms, buf, sizeof buf), "0001-01-01T00:00:00.000Z");
+    ck_assert_str_eq(decode_format_time(-59042995200000LL, buf, sizeof buf),
+                     "0099-01-01T00:00:00.000Z");
+    ck_assert(decode_parse_time(buf, &ms));
+    ck_assert_int_eq(ms, -59042995200000LL);
+    ck_assert_str_eq(decode_format_time(DECODE_MAX_TIME_MS, buf, sizeof buf),
+                     "9999-12-31T23:59:59.999Z");
+}
+END_TEST
+
+static void answer(notifier_response_t *r, const char *body, size_t len)
+{
+    notifier_response_init(r, NOTIFIER_MAX_RETRY_AFTER_MS);
+    char copy[1024];
+    memcpy(copy, body, len);
+    notifier_response_body(copy, 1, len, r);
+}
+
+/* fuzz_sink_response: a sink's body went into outbox.last_error as it came;
+ * PostgreSQL refuses text that is not UTF-8 and with it the record of the
+ * attempt, so the row was sent again at every lease. */
+START_TEST(a_sink_answer_that_is_not_utf8_is_recorded_as_utf8)
+{
+    notifier_response_t r;
+    char error[NOTIFIER_ERROR_SIZE];
+
+    /* A proxy's Latin-1 page. */
+    answer(&r, "Bad gateway \xe9t\xe9", 15);
+    notifier_response_error(502, &r, error, sizeof error);
+    ck_assert_str_eq(error, "HTTP 502: Bad gateway \xef\xbf\xbdt\xef\xbf\xbd");
+    ck_assert(decode_utf8_valid((const unsigned char *) error, strlen(error)));
+
+    /* UTF-8 cut inside a character at the kept length: 300 "é" is 600 bytes. */
+    char accents[600];
+    for (size_t i = 0; i < sizeof accents; i += 2)
+        memcpy(accents + i, "\xc3\xa9", 2);
+    answer(&r, accents, sizeof accents);
+    ck_assert_uint_eq(r.len, NOTIFIER_RESPONSE_KEEP);
+    notifier_response_error(500, &r, error, sizeof error);
+    ck_assert(decode_utf8_valid((const unsigned char *) error, strlen(error)));
+    ck_assert_ptr_nonnull(strstr(error, "\xc3\xa9\xc3\xa9"));
+
+    /* A NUL does not end the text early; surrogates and overlongs go too. */
+    answer(&r, "not\0found \xed\xa0\x80 \xc0\x80", 16);
+    notifier_response_error(404, &r, error, sizeof error);
+    ck_assert_str_eq(error, "HTTP 404: not\xef\xbf\xbd"
+                            "found \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd");
+
+    /* Text that is fine stays as it is. */
+    answer(&r, "{\"status\":\"invalid event\"}", 26);
+    notifier_response_error(400, &r, error, sizeof error);
+    ck_assert_str_eq(error, "HTTP 400: {\"status\":\"invalid event\"}");
+}
+END_TEST
+
+Suite *fuzz_findings_suite(void)
+{
+    Suite *s = suite_create("fuzz_findings");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, the_earliest_time_formats_as_rfc3339);
+    tcase_add_test(tc, a_sink_answer_that_is_not_utf8_is_recorded_as_utf8);
+    suite_add_tcase(s, tc);
+    return s;
+}
