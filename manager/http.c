@@ -720,6 +720,25 @@ const char *http_percent_decode(char *s)
     return NULL;
 }
 
+/*
+ * Writes prefix and the path as it was sent into buf, bytes past ASCII as
+ * %XX: a path whose segments decode to UTF-8 may still hold raw bytes that
+ * are not ("%CA" then a raw 0x93 make U+0293), and the message becomes a
+ * JSON body, which must be UTF-8.
+ */
+static void quote_path(char *buf, size_t buf_size, const char *prefix, const char *path)
+{
+    size_t o = (size_t) snprintf(buf, buf_size, "%s", prefix);
+    for (const unsigned char *p = (const unsigned char *) path; *p != '\0' && o + 4 < buf_size;
+         p++) {
+        if (*p < 0x80)
+            buf[o++] = (char) *p;
+        else
+            o += (size_t) snprintf(buf + o, buf_size - o, "%%%02X", *p);
+    }
+    buf[o] = '\0';
+}
+
 /* One more than the longest route, to tell them apart. */
 #define MAX_SEGMENTS 5
 
@@ -791,7 +810,7 @@ void http_route(const char *url, http_route_t *out)
             snprintf(out->error, sizeof out->error,
                      "expected /v1/instances/{process}/{key}; write a '/' in a key as %%2F");
         else
-            snprintf(out->error, sizeof out->error, "no such endpoint: %s", url);
+            quote_path(out->error, sizeof out->error, "no such endpoint: ", url);
     }
 }
 

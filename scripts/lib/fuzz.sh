@@ -94,3 +94,76 @@ fuzz_finding() {
     grep -m 1 -E 'invariant broken|ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error' \
         "$1" || tail -n 5 "$1"
 }
+
+FUZZ_PIDS=()
+FUZZ_PASSED=0
+FUZZ_FAILED=0
+
+# Stops the runs fuzz_suite started, if it was interrupted.
+fuzz_stop() {
+    local pid
+    for pid in "${FUZZ_PIDS[@]}"; do
+        pkill -TERM -P "$pid" 2>/dev/null || true # the target, under its subshell
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    FUZZ_PIDS=()
+}
+
+# fuzz_result NAME RC LOG WHAT: counts one test and says how it went.
+fuzz_result() {
+    local name="$1" rc="$2" log="$3" what="$4"
+    if ((rc == 0)); then
+        FUZZ_PASSED=$((FUZZ_PASSED + 1))
+        say "$name: ok ($what)"
+    else
+        FUZZ_FAILED=$((FUZZ_FAILED + 1))
+        warn "$name: FAILED: $(fuzz_finding "$log")"
+        tail -n 40 "$log" >&2
+        grep -E '^Test unit written to' "$log" >&2 || true
+    fi
+}
+
+# fuzz_suite SECONDS SCRATCH: what scripts/test runs. Builds the targets,
+# runs each over its corpus (every file once: the regression test), then
+# fuzzes each for SECONDS from it, two targets at a time (one per core).
+# Each target counts as two tests, fuzz.TARGET.corpus and fuzz.TARGET.run,
+# in FUZZ_PASSED and FUZZ_FAILED. Returns non-zero if any failed; a crash
+# is left in build/fuzz/crashes/TARGET/ to be added to the corpus.
+fuzz_suite() {
+    local seconds="$1" scratch="$2" t0=$SECONDS targets t i rc=0
+    mkdir -p "$scratch"
+    fuzz_build
+    say "fuzz: built in $((SECONDS - t0))s"
+    fuzz_env
+    mapfile -t targets < <(fuzz_targets)
+
+    for t in "${targets[@]}"; do
+        local log="$scratch/$t.corpus.log" r=0 n
+        n="$(find "$FUZZ_CORPUS_DIR/$t" -type f | wc -l)"
+        fuzz_regress "$t" "$log" || r=$?
+        fuzz_result "fuzz.$t.corpus" "$r" "$log" "$n files"
+        ((r == 0)) || rc=1
+    done
+
+    for ((i = 0; i < ${#targets[@]}; i += 2)); do
+        local pair=("${targets[@]:i:2}") pids=()
+        for t in "${pair[@]}"; do
+            fuzz_run "$t" "$seconds" "$scratch/corpus-$t" "$scratch/$t.run.log" &
+            pids+=($!)
+        done
+        FUZZ_PIDS=("${pids[@]}")
+        local k
+        for k in "${!pair[@]}"; do
+            local r=0
+            wait "${pids[k]}" || r=$?
+            t="${pair[k]}"
+            fuzz_result "fuzz.$t.run" "$r" "$scratch/$t.run.log" \
+                "${seconds}s: $(fuzz_stats "$scratch/$t.run.log")"
+            ((r == 0)) || rc=1
+        done
+        FUZZ_PIDS=()
+    done
+    say "fuzz: done in $((SECONDS - t0))s"
+    return "$rc"
+}

@@ -5,6 +5,7 @@
  * without clang too. docs/reliability.md, "Fuzzing", lists them.
  */
 #include "manager/decode.h"
+#include "manager/http.h"
 #include "manager/notifier.h"
 #include "testlib.h"
 
@@ -77,12 +78,32 @@ START_TEST(a_sink_answer_that_is_not_utf8_is_recorded_as_utf8)
 }
 END_TEST
 
+/* fuzz_http_route: the 404 message quoted the path as sent; segments that
+ * decode to UTF-8 may still hold raw bytes that are not ("%ca" then a raw
+ * 0x93 decode to U+0293), and the JSON body could not be made of it. */
+START_TEST(a_404_quotes_the_path_as_utf8)
+{
+    http_route_t rt;
+
+    http_route("/a%ca\x93", &rt);
+    ck_assert_uint_eq(rt.status, 404);
+    ck_assert_str_eq(rt.error, "no such endpoint: /a%ca%93");
+    http_route("/v2/\xc3\xa9t\xc3\xa9", &rt);
+    ck_assert_uint_eq(rt.status, 404);
+    ck_assert_str_eq(rt.error, "no such endpoint: /v2/%C3%A9t%C3%A9");
+    http_route("/v1/instances/order/%C3%A9", &rt);
+    ck_assert_uint_eq(rt.status, 0);
+    ck_assert_str_eq(rt.key, "\xc3\xa9");
+}
+END_TEST
+
 Suite *fuzz_findings_suite(void)
 {
     Suite *s = suite_create("fuzz_findings");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, the_earliest_time_formats_as_rfc3339);
     tcase_add_test(tc, a_sink_answer_that_is_not_utf8_is_recorded_as_utf8);
+    tcase_add_test(tc, a_404_quotes_the_path_as_utf8);
     suite_add_tcase(s, tc);
     return s;
 }
