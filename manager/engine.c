@@ -5,6 +5,7 @@
 
 #include "definitions/duration.h"
 #include "definitions/jsonptr.h"
+#include "manager/utf8.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -266,12 +267,17 @@ engine_result_t engine_apply(const def_t *def, engine_instance_t *inst, const en
         engine_result_t r = result_of(ENGINE_DUPLICATE, state, state);
         snprintf(r.detail, sizeof r.detail, "event %s was already judged for this instance",
                  ev->id);
+        utf8_scrub(r.detail); /* a long id cut inside a character; history.detail is text */
         return r;
     }
-    return judge(def, inst, ev);
+    engine_result_t r = judge(def, inst, ev);
+    utf8_scrub(r.detail);
+    return r;
 }
 
 engine_result_t engine_replay(const def_t *def, engine_instance_t *inst, const engine_event_t *ev)
 {
-    return judge(def, inst, ev);
+    engine_result_t r = judge(def, inst, ev);
+    utf8_scrub(r.detail); /* captures' notes may fill the detail: cut inside a character */
+    return r;
 }

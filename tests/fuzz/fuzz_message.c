@@ -11,6 +11,8 @@
  * its time is within DECODE_MIN_TIME_MS..DECODE_MAX_TIME_MS (PostgreSQL's
  * timestamptz holds it and every deadline after it), and the engine's
  * deadline arithmetic on it does not overflow (UBSan aborts if it does).
+ * What becomes a text column besides (a rejection's detail, a history
+ * row's detail) is UTF-8 too: PostgreSQL refuses anything else.
  *
  * Input: up to MAX_MESSAGES records separated by "\n\xfe\n". A record is
  *   byte 0      bits 0-1 topic (orders, payments, inventory, shipping);
@@ -248,6 +250,7 @@ static void one_message(const uint8_t *rec, size_t size, int64_t offset, instanc
     if (reason != DECODE_OK) {
         FUZZ_CHECK(msg.value == NULL && detail[0] != '\0', "rejected (%s) without a detail",
                    decode_reason_name(reason));
+        FUZZ_CHECK(utf8(detail), "the rejected detail is not UTF-8: %s", detail);
         goto done;
     }
     FUZZ_CHECK(json_is_object(msg.data), "decoded data is not an object");
@@ -274,6 +277,7 @@ static void one_message(const uint8_t *rec, size_t size, int64_t offset, instanc
         FUZZ_CHECK(env.key == NULL && env.id == NULL, "a rejected envelope kept its strings");
         FUZZ_CHECK(detail[0] != '\0', "envelope rejected (%s) without a detail",
                    decode_reason_name(reason));
+        FUZZ_CHECK(utf8(detail), "the rejected detail is not UTF-8: %s", detail);
         goto clear;
     }
     size_t klen = strlen(env.key), ilen = strlen(env.id);

@@ -4,7 +4,9 @@
  * corpus, tests/fuzz/corpus/<target>/), so the fix stays fixed in builds
  * without clang too. docs/reliability.md, "Fuzzing", lists them.
  */
+#include "definitions/def.h"
 #include "manager/decode.h"
+#include "manager/engine.h"
 #include "manager/http.h"
 #include "manager/notifier.h"
 #include "testlib.h"
@@ -97,6 +99,63 @@ START_TEST(a_404_quotes_the_path_as_utf8)
 }
 END_TEST
 
+/* fuzz_message: a rejection's detail quoted jansson's error, whose
+ * excerpt of the message ("near '...'") may end inside a character; the
+ * detail is steward.rejected.detail, a text column, and PostgreSQL refused
+ * the row that records the rejection. */
+START_TEST(a_rejection_detail_is_utf8)
+{
+    /* The input fuzz_message found: an escape cut by a two-byte character. */
+    static const char value[] = "{\"\\u1\xcb\x9e"
+                                "9\":1}";
+    decode_input_t in = {.topic = "orders",
+                         .offset = 1,
+                         .value = value,
+                         .value_len = sizeof value - 1,
+                         .timestamp_ms = -1};
+    decode_limits_t limits = {DECODE_DEFAULT_MAX_BYTES, DECODE_DEFAULT_MAX_DEPTH};
+    decode_message_t msg;
+    char detail[256];
+
+    ck_assert_int_eq(decode_message(&in, &limits, &msg, detail, sizeof detail),
+                     DECODE_INVALID_JSON);
+    ck_assert_msg(decode_utf8_valid((const unsigned char *) detail, strlen(detail)),
+                  "detail not UTF-8: %s", detail);
+    ck_assert_ptr_nonnull(strstr(detail, "invalid escape"));
+}
+END_TEST
+
+/* The same for history.detail: a duplicate's detail names its id, which
+ * the 256-byte detail may cut inside a character. */
+START_TEST(a_history_detail_is_utf8)
+{
+    static const char doc[] =
+        "{\"process\": \"p\", \"version\": 1, \"mode\": \"shadow\", \"owner\": \"t\","
+        " \"key\": \"/k\", \"events\": {\"A\": {\"topic\": \"t\"}, \"B\": {\"topic\": \"t\"}},"
+        " \"start\": {\"on\": \"A\", \"to\": \"waiting\"},"
+        " \"states\": {\"waiting\": {\"deadline\": \"1h\", \"on\": {\"B\": \"done\"}},"
+        " \"done\": {\"terminal\": \"success\"}}}";
+    def_problems_t problems = {0};
+    def_t *def = def_load_json(doc, sizeof doc - 1, "p.json", &problems);
+    ck_assert_ptr_nonnull(def);
+
+    char id[601];
+    for (size_t i = 0; i < 600; i += 2)
+        memcpy(id + i, "\xc3\xa9", 2);
+    id[600] = '\0';
+    engine_instance_t inst;
+    engine_instance_init(&inst);
+    engine_event_t ev = {0, id, 0, NULL};
+    engine_result_t r = engine_apply(def, &inst, &ev, true);
+    ck_assert_int_eq(r.outcome, ENGINE_DUPLICATE);
+    ck_assert_msg(decode_utf8_valid((const unsigned char *) r.detail, strlen(r.detail)),
+                  "detail not UTF-8: %s", r.detail);
+    ck_assert_ptr_nonnull(strstr(r.detail, "event \xc3\xa9\xc3\xa9"));
+    engine_instance_clear(&inst);
+    def_free(def);
+}
+END_TEST
+
 Suite *fuzz_findings_suite(void)
 {
     Suite *s = suite_create("fuzz_findings");
@@ -104,6 +163,8 @@ Suite *fuzz_findings_suite(void)
     tcase_add_test(tc, the_earliest_time_formats_as_rfc3339);
     tcase_add_test(tc, a_sink_answer_that_is_not_utf8_is_recorded_as_utf8);
     tcase_add_test(tc, a_404_quotes_the_path_as_utf8);
+    tcase_add_test(tc, a_rejection_detail_is_utf8);
+    tcase_add_test(tc, a_history_detail_is_utf8);
     suite_add_tcase(s, tc);
     return s;
 }
