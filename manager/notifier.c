@@ -181,7 +181,7 @@ int64_t notifier_parse_retry_after(const char *value, int64_t now_ms, int64_t ca
         int64_t secs = 0;
         for (size_t i = 0; i < len; i++) {
             secs = secs * 10 + (text[i] - '0');
-            if (secs > cap_ms / 1000 + 1)
+            if (secs > cap_ms / 1000) /* then secs * 1000 cannot overflow below */
                 return cap_ms;
         }
         return secs * 1000 < cap_ms ? secs * 1000 : cap_ms;

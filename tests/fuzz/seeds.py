@@ -260,6 +260,9 @@ def retry_after_seeds():
               b"Wed, 21 Oct 2015 07:28:00 GMT", b"Sun, 06 Nov 1994 08:49:37 GMT",
               b"Sunday, 06-Nov-94 08:49:37 GMT", b"Sun Nov  6 08:49:37 1994",
               b"Fri, 31 Dec 9999 23:59:59 GMT", b"soon", b"1" * 130]
+    # delta-seconds just past a cap at the top of its range: 9223372036854776 * 1000
+    # overflowed before the fix
+    values.append(b"9223372036854776")
     return [prefix + v for v in values] + [big + v for v in values]
 
 

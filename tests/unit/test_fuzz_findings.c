@@ -156,6 +156,21 @@ START_TEST(a_history_detail_is_utf8)
 }
 END_TEST
 
+/* fuzz_retry_after (a seed at the top of the cap's range): delta-seconds
+ * just over the cap stopped the loop only one second past it, and their
+ * product with 1000 overflowed for a cap near INT64_MAX. */
+START_TEST(retry_after_cannot_overflow_at_any_cap)
+{
+    ck_assert_int_eq(notifier_parse_retry_after("9223372036854776", 0, INT64_MAX), INT64_MAX);
+    ck_assert_int_eq(notifier_parse_retry_after("9223372036854775", 0, INT64_MAX),
+                     9223372036854775000LL);
+    ck_assert_int_eq(notifier_parse_retry_after("301", 0, 300000), 300000);
+    ck_assert_int_eq(notifier_parse_retry_after("300", 0, 300000), 300000);
+    ck_assert_int_eq(notifier_parse_retry_after("299", 0, 300000), 299000);
+    ck_assert_int_eq(notifier_parse_retry_after("1", 0, 999), 999);
+}
+END_TEST
+
 Suite *fuzz_findings_suite(void)
 {
     Suite *s = suite_create("fuzz_findings");
@@ -165,6 +180,7 @@ Suite *fuzz_findings_suite(void)
     tcase_add_test(tc, a_404_quotes_the_path_as_utf8);
     tcase_add_test(tc, a_rejection_detail_is_utf8);
     tcase_add_test(tc, a_history_detail_is_utf8);
+    tcase_add_test(tc, retry_after_cannot_overflow_at_any_cap);
     suite_add_tcase(s, tc);
     return s;
 }
