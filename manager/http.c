@@ -742,7 +742,7 @@ static void quote_path(char *buf, size_t buf_size, const char *prefix, const cha
 /* One more than the longest route, to tell them apart. */
 #define MAX_SEGMENTS 5
 
-void http_route(const char *url, http_route_t *out)
+void http_route(const char *method, const char *url, http_route_t *out)
 {
     char *seg[MAX_SEGMENTS];
     size_t n = 0, len = strlen(url);
@@ -811,6 +811,12 @@ void http_route(const char *url, http_route_t *out)
                      "expected /v1/instances/{process}/{key}; write a '/' in a key as %%2F");
         else
             quote_path(out->error, sizeof out->error, "no such endpoint: ", url);
+    } else if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
+               strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
+        out->status = MHD_HTTP_METHOD_NOT_ALLOWED;
+        quote_path(out->error, sizeof out->error, "", url);
+        size_t quoted = strlen(out->error);
+        snprintf(out->error + quoted, sizeof out->error - quoted, " answers GET and HEAD only");
     }
 }
 
@@ -819,14 +825,10 @@ static void route(http_t *h, struct MHD_Connection *conn, const char *url, const
 {
     http_route_t rt;
 
-    http_route(url, &rt);
+    http_route(method, url, &rt);
     if (rt.status != 0) {
         reply_error(r, rt.status, "%s", rt.error);
-        return;
-    }
-    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
-        reply_error(r, MHD_HTTP_METHOD_NOT_ALLOWED, "%s answers GET and HEAD only", url);
-        r->allow = true;
+        r->allow = rt.status == MHD_HTTP_METHOD_NOT_ALLOWED;
         return;
     }
 

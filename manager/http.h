@@ -67,18 +67,20 @@ typedef enum http_endpoint {
 
 typedef struct http_route {
     http_endpoint_t endpoint;
-    unsigned int status;             /* 0 when routed; else 400 or 404, with error */
-    char error[HTTP_MAX_PATH + 256]; /* UTF-8: quotes only checked text */
+    unsigned int status;             /* 0 when served; else 400, 404 or 405, with error */
+    char error[HTTP_MAX_PATH + 256]; /* UTF-8: quotes only checked text or %XX */
     const char *process, *key;       /* HTTP_EP_INSTANCE: decoded, pointing into path */
     char path[HTTP_MAX_PATH + 1];    /* the decoded segments, NUL-separated */
 } http_route_t;
 
 /*
- * Routes a request target (origin form "/v1/stuck" or a proxy's absolute
- * form "http://host/v1/stuck"; the query string already split off) into
- * *out. The method is not looked at: other methods answer 405 later.
+ * Routes a request (`method`, and the target in origin form "/v1/stuck"
+ * or a proxy's absolute form "http://host/v1/stuck", the query string
+ * already split off) into *out: the endpoint, or the status and message
+ * it is refused with (405 for a method other than GET and HEAD on an
+ * endpoint). A path is quoted in a message with bytes past ASCII as %XX.
  */
-void http_route(const char *url, http_route_t *out);
+void http_route(const char *method, const char *url, http_route_t *out);
 
 /*
  * Percent-decodes s in place (it can only shrink). Returns NULL, or what

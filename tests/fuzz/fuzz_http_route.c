@@ -3,10 +3,11 @@
  * run`'s server, through http_route() (split, percent-decode, route) and
  * http_percent_decode() on its own (as the ?process= argument takes it).
  *
- * A routed request names an endpoint and status 0; a refused one 400 or
- * 404. The error message is UTF-8 (it becomes a JSON body), and an
- * instance's process and key are non-empty UTF-8 that PostgreSQL can take
- * as query parameters.
+ * The input's first byte picks the method (GET, HEAD, POST, DELETE), the
+ * rest is the target. A routed request names an endpoint and status 0, or
+ * 405 for a method other than GET and HEAD; one that names none 400 or 404. The error message is
+ * UTF-8 (it becomes a JSON body), and an instance's process and key are non-empty UTF-8 that
+ * PostgreSQL can take as query parameters.
  */
 #include "manager/decode.h"
 #include "manager/http.h"
@@ -16,15 +17,22 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *url = fuzz_cstr(data, size);
+    static const char *const methods[] = {"GET", "HEAD", "POST", "DELETE"};
+    if (size == 0)
+        return 0;
+    const char *method = methods[data[0] & 3];
+    char *url = fuzz_cstr(data + 1, size - 1);
     http_route_t *rt = malloc(sizeof *rt);
     if (rt == NULL)
         abort();
 
-    http_route(url, rt);
-    FUZZ_CHECK((rt->status == 0) == (rt->endpoint != HTTP_EP_NONE), "status %u, endpoint %d",
-               rt->status, (int) rt->endpoint);
-    FUZZ_CHECK(rt->status == 0 || rt->status == 400 || rt->status == 404, "status %u", rt->status);
+    http_route(method, url, rt);
+    /* Refused as malformed or unknown exactly when no endpoint was found. */
+    FUZZ_CHECK((rt->status == 400 || rt->status == 404) == (rt->endpoint == HTTP_EP_NONE),
+               "status %u, endpoint %d", rt->status, (int) rt->endpoint);
+    FUZZ_CHECK(rt->status == 0 || rt->status == 400 || rt->status == 404 || rt->status == 405,
+               "status %u", rt->status);
+    FUZZ_CHECK(rt->status != 405 || (data[0] & 2) != 0, "%s refused with 405", method);
     FUZZ_CHECK(decode_utf8_valid((const unsigned char *) rt->error, strlen(rt->error)),
                "the error message is not UTF-8");
     json_t *body = json_pack("{s:s}", "error", rt->error);

@@ -245,12 +245,18 @@ def jsonptr_seeds():
 
 
 def http_route_seeds():
-    return [b"/metrics", b"/healthz", b"/readyz", b"/v1/stuck", b"/v1/instances/order/O-1",
-            b"/v1/instances/order/a%2Fb", b"/v1/instances/order/", b"/v1/instances//k",
-            b"/v1/instances/order/O-1/extra", b"http://host:9464/metrics", b"https://h",
-            b"HTTP://h/v1/stuck", b"metrics", b"", b"/%", b"/%4", b"/%zz", b"/%00", b"/%C3%A9",
-            b"/%C3", b"/%ED%A0%80", b"/%F4%90%80%80", b"/\xc3/\xa9", b"/" + b"a" * 2047,
-            b"/" + b"a" * 2048, b"/a/b/c/d/e/f/g", b"/v1/instances/%2F/%25"]
+    """A method byte ('0' GET, '1' HEAD, '2' POST, '3' DELETE), then the target."""
+    paths = [b"/metrics", b"/healthz", b"/readyz", b"/v1/stuck", b"/v1/instances/order/O-1",
+             b"/v1/instances/order/a%2Fb", b"/v1/instances/order/", b"/v1/instances//k",
+             b"/v1/instances/order/O-1/extra", b"http://host:9464/metrics", b"https://h",
+             b"HTTP://h/v1/stuck", b"metrics", b"", b"/%", b"/%4", b"/%zz", b"/%00", b"/%C3%A9",
+             b"/%C3", b"/%ED%A0%80", b"/%F4%90%80%80", b"/\xc3/\xa9", b"/" + b"a" * 2047,
+             b"/" + b"a" * 2048, b"/a/b/c/d/e/f/g", b"/v1/instances/%2F/%25"]
+    seeds = [b"0" + p for p in paths]
+    seeds += [m + p for m in (b"1", b"2", b"3") for p in paths[:5]]
+    seeds.append(b"0/a%ca\x93")  # fuzz_http_route's first finding (a 404 quoting raw bytes)
+    seeds.append(b"2/v1/instances/order/%ca\x93")  # the same in a 405
+    return seeds
 
 
 def retry_after_seeds():

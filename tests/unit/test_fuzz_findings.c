@@ -87,15 +87,19 @@ START_TEST(a_404_quotes_the_path_as_utf8)
 {
     http_route_t rt;
 
-    http_route("/a%ca\x93", &rt);
+    http_route("GET", "/a%ca\x93", &rt);
     ck_assert_uint_eq(rt.status, 404);
     ck_assert_str_eq(rt.error, "no such endpoint: /a%ca%93");
-    http_route("/v2/\xc3\xa9t\xc3\xa9", &rt);
+    http_route("GET", "/v2/\xc3\xa9t\xc3\xa9", &rt);
     ck_assert_uint_eq(rt.status, 404);
     ck_assert_str_eq(rt.error, "no such endpoint: /v2/%C3%A9t%C3%A9");
-    http_route("/v1/instances/order/%C3%A9", &rt);
+    http_route("GET", "/v1/instances/order/%C3%A9", &rt);
     ck_assert_uint_eq(rt.status, 0);
     ck_assert_str_eq(rt.key, "\xc3\xa9");
+    /* The 405 quoted the path as sent too. */
+    http_route("POST", "/v1/instances/order/%ca\x93", &rt);
+    ck_assert_uint_eq(rt.status, 405);
+    ck_assert_str_eq(rt.error, "/v1/instances/order/%ca%93 answers GET and HEAD only");
 }
 END_TEST
 
