@@ -1,9 +1,14 @@
 /*
  * fuzz_message - Kafka messages, as `steward run` reads them: value, key and
  * headers through decode_message() and decode_envelope(), then judged by
- * the engine against a fixed definition (store.c's order, without the
- * database: one instance per correlation key, the identities seen, the
- * parked events replayed after each move).
+ * the engine against fixed definitions (store.c's order, without the
+ * database: every definition that reads the topic, one instance per
+ * definition and correlation key, the identities seen, the parked events
+ * replayed after each move). The definitions between them use every rule
+ * that maps a message to an event: the type at a pointer, in a named
+ * header or fixed by the topic; the key at a pointer (a string or an
+ * integer) or the Kafka message key; the time as RFC 3339 text or epoch
+ * milliseconds, epoch seconds, epoch milliseconds, or the Kafka timestamp.
  *
  * What the edge checks promise, asserted for every message that passes
  * them: its correlation key and its identity are non-empty UTF-8 within
@@ -34,6 +39,7 @@
 #include <inttypes.h>
 
 #define MAX_MESSAGES  8
+#define N_DEFS        4
 #define MAX_HEADERS   7
 #define MAX_INSTANCES 8
 #define MAX_PARKED    16
@@ -67,9 +73,52 @@ static const char definition[] =
     "  \"cancelled\": {\"terminal\": \"cancelled\"},"
     "  \"refunded\": {\"terminal\": \"refunded\"}}}";
 
+/* The same topics, mapped otherwise: a refund keyed by the Kafka message
+ * key, typed by a header, timed in epoch seconds. */
+static const char definition_header[] =
+    "{\"process\": \"fuzz_refund\", \"version\": 1, \"mode\": \"shadow\", \"owner\": \"payments\","
+    " \"key\": {\"from\": \"message_key\"},"
+    " \"envelope\": {\"type\": {\"header\": \"event-type\"}, \"id\": \"/id\","
+    "               \"time\": {\"pointer\": \"/at\", \"format\": \"epoch_seconds\"}},"
+    " \"events\": {"
+    "  \"RefundRequested\": {\"topic\": \"orders\", \"capture\": {\"amount\": \"/amount\"}},"
+    "  \"RefundIssued\": {\"topic\": \"payments\", \"key\": \"/refund/order_id\"}},"
+    " \"start\": {\"on\": \"RefundRequested\", \"to\": \"refunding\"},"
+    " \"states\": {"
+    "  \"refunding\": {\"deadline\": \"1d\", \"on\": {\"RefundIssued\": \"refunded\"}},"
+    "  \"refunded\": {\"terminal\": \"refunded\"}}}";
+
+/* Every message on inventory is a count, whatever it says; timed by Kafka. */
+static const char definition_topic[] =
+    "{\"process\": \"fuzz_stock\", \"version\": 1, \"mode\": \"shadow\", \"owner\": \"inventory\","
+    " \"key\": \"/sku\","
+    " \"envelope\": {\"type\": \"/kind\", \"time\": {\"from\": \"kafka_timestamp\"}},"
+    " \"events\": {"
+    "  \"StockCounted\": {\"topic\": \"inventory\", \"type_from_topic\": true},"
+    "  \"StockShipped\": {\"topic\": \"shipping\"}},"
+    " \"start\": {\"on\": \"StockCounted\", \"to\": \"counted\"},"
+    " \"states\": {"
+    "  \"counted\": {\"deadline\": \"2h\", \"on\": {\"StockShipped\": \"shipped\"}},"
+    "  \"shipped\": {\"terminal\": \"success\"}}}";
+
+/* Epoch milliseconds at a pointer; a settlement keyed by the message key. */
+static const char definition_millis[] =
+    "{\"process\": \"fuzz_pay\", \"version\": 1, \"mode\": \"shadow\", \"owner\": \"payments\","
+    " \"key\": \"/order_id\","
+    " \"envelope\": {\"type\": \"/type\", \"id\": \"/id\","
+    "               \"time\": {\"pointer\": \"/ts\", \"format\": \"epoch_millis\"}},"
+    " \"events\": {"
+    "  \"PaymentCaptured\": {\"topic\": \"payments\"},"
+    "  \"PaymentSettled\": {\"topic\": \"payments\", \"key\": {\"from\": \"message_key\"}}},"
+    " \"start\": {\"on\": \"PaymentCaptured\", \"to\": \"settling\"},"
+    " \"states\": {"
+    "  \"settling\": {\"deadline\": \"3d\", \"on\": {\"PaymentSettled\": \"settled\"}},"
+    "  \"settled\": {\"terminal\": \"success\"}}}";
+
 static const char *const topics[] = {"orders", "payments", "inventory", "shipping"};
 
-static def_t *def;
+static def_t *defs[N_DEFS];
+static const def_t *def; /* the one being judged against */
 
 typedef struct parked {
     long event;
@@ -89,17 +138,31 @@ typedef struct instance {
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-    def_problems_t problems = {0};
+    static const char *const texts[N_DEFS] = {definition, definition_header, definition_topic,
+                                              definition_millis};
     (void) argc;
     (void) argv;
-    def = def_load_json(definition, sizeof definition - 1, "fuzz_order.json", &problems);
-    if (def == NULL) {
-        for (size_t i = 0; i < problems.n; i++)
-            fprintf(stderr, "%s: %s\n", problems.items[i].pointer, problems.items[i].message);
-        abort();
+    for (size_t d = 0; d < N_DEFS; d++) {
+        def_problems_t problems = {0};
+        defs[d] = def_load_json(texts[d], strlen(texts[d]), "fuzz.json", &problems);
+        if (defs[d] == NULL) {
+            for (size_t i = 0; i < problems.n; i++)
+                fprintf(stderr, "definition %zu: %s: %s\n", d, problems.items[i].pointer,
+                        problems.items[i].message);
+            abort();
+        }
+        def_problems_clear(&problems);
     }
-    def_problems_clear(&problems);
     return 0;
+}
+
+static bool reads_topic(const def_t *d, const char *topic)
+{
+    for (size_t i = 0; i < d->n_events; i++) {
+        if (strcmp(d->events[i].topic, topic) == 0)
+            return true;
+    }
+    return false;
 }
 
 static bool utf8(const char *s)
@@ -172,12 +235,13 @@ static void replay(instance_t *in)
     }
 }
 
-static void judge(instance_t *in, long event, const char *id, int64_t time_ms, const json_t *data)
+static void judge(instance_t *in, long event, const char *id, int64_t time_ms, const json_t *data,
+                  int64_t token)
 {
     bool seen = false;
     for (size_t i = 0; i < in->n_seen; i++)
         seen = seen || strcmp(in->seen[i], id) == 0;
-    engine_event_t ev = {event, id, time_ms, data};
+    engine_event_t ev = {event, id, time_ms, data, token};
     engine_result_t r = engine_apply(def, &in->inst, &ev, seen);
     check_result(&r);
     check_instance(&in->inst);
@@ -205,8 +269,55 @@ static const uint8_t *field(const uint8_t **p, const uint8_t *end, bool last, si
     return start;
 }
 
-static void one_message(const uint8_t *rec, size_t size, int64_t offset, instance_t *table,
-                        size_t *n_instances)
+/* The message as process `def` reads it (store.c, batch_route()). */
+static void judge_against(const decode_message_t *msg, const decode_input_t *in, instance_t *table,
+                          size_t *n_instances)
+{
+    char detail[512];
+    const char *type = decode_event_type(msg, in, def);
+    if (type == NULL) {
+        decode_type_source(def, detail, sizeof detail);
+        FUZZ_CHECK(detail[0] != '\0' && utf8(detail), "a missing type's detail: %s", detail);
+        return;
+    }
+    FUZZ_CHECK(utf8(type), "the event type is not UTF-8");
+    long event = def_find_event(def, type);
+    if (event < 0 || strcmp(def->events[event].topic, in->topic) != 0) {
+        engine_result_t r = engine_undeclared(def, NULL, type);
+        check_result(&r);
+        return;
+    }
+
+    decode_envelope_t env;
+    decode_reason_t reason =
+        decode_envelope(msg, in, def, (size_t) event, &env, detail, sizeof detail);
+    if (reason != DECODE_OK) {
+        FUZZ_CHECK(env.key == NULL && env.id == NULL, "a rejected envelope kept its strings");
+        FUZZ_CHECK(detail[0] != '\0', "envelope rejected (%s) without a detail",
+                   decode_reason_name(reason));
+        FUZZ_CHECK(utf8(detail), "the rejected detail is not UTF-8: %s", detail);
+        return;
+    }
+    size_t klen = strlen(env.key), ilen = strlen(env.id);
+    FUZZ_CHECK(klen > 0 && klen <= DECODE_MAX_KEY_BYTES, "key of %zu bytes", klen);
+    FUZZ_CHECK(ilen > 0 && ilen <= DECODE_MAX_ID_BYTES, "id of %zu bytes", ilen);
+    FUZZ_CHECK(utf8(env.key) && utf8(env.id), "a key or id that is not UTF-8");
+    FUZZ_CHECK(memchr(env.key, 0, klen + 1) == env.key + klen, "a key with a NUL");
+    FUZZ_CHECK(decode_time_in_range(env.time_ms), "time %" PRId64 " ms", env.time_ms);
+    FUZZ_CHECK(env.token >= 0, "token %" PRId64, env.token);
+    char when[64];
+    int64_t back;
+    rfc3339_format(env.time_ms, when, sizeof when);
+    FUZZ_CHECK(rfc3339_parse(when, &back) && back == env.time_ms, "time %s round trip", when);
+
+    instance_t *inst = find_instance(table, n_instances, env.key);
+    if (inst != NULL)
+        judge(inst, event, env.id, env.time_ms, msg->data, env.token);
+    decode_envelope_clear(&env);
+}
+
+static void one_message(const uint8_t *rec, size_t size, int64_t offset,
+                        instance_t tables[N_DEFS][MAX_INSTANCES], size_t n_instances[N_DEFS])
 {
     if (size < 9)
         return;
@@ -265,38 +376,11 @@ static void one_message(const uint8_t *rec, size_t size, int64_t offset, instanc
     free(text);
     json_decref(shown);
 
-    const char *type = decode_event_type(&msg, &in, def);
-    if (type == NULL)
-        goto clear;
-    FUZZ_CHECK(utf8(type), "the event type is not UTF-8");
-    long event = def_find_event(def, type);
-    if (event < 0 || strcmp(def->events[event].topic, in.topic) != 0)
-        goto clear;
-
-    decode_envelope_t env;
-    reason = decode_envelope(&msg, &in, def, (size_t) event, &env, detail, sizeof detail);
-    if (reason != DECODE_OK) {
-        FUZZ_CHECK(env.key == NULL && env.id == NULL, "a rejected envelope kept its strings");
-        FUZZ_CHECK(detail[0] != '\0', "envelope rejected (%s) without a detail",
-                   decode_reason_name(reason));
-        FUZZ_CHECK(utf8(detail), "the rejected detail is not UTF-8: %s", detail);
-        goto clear;
+    for (size_t d = 0; d < N_DEFS; d++) {
+        def = defs[d];
+        if (reads_topic(def, in.topic))
+            judge_against(&msg, &in, tables[d], &n_instances[d]);
     }
-    size_t klen = strlen(env.key), ilen = strlen(env.id);
-    FUZZ_CHECK(klen > 0 && klen <= DECODE_MAX_KEY_BYTES, "key of %zu bytes", klen);
-    FUZZ_CHECK(ilen > 0 && ilen <= DECODE_MAX_ID_BYTES, "id of %zu bytes", ilen);
-    FUZZ_CHECK(utf8(env.key) && utf8(env.id), "a key or id that is not UTF-8");
-    FUZZ_CHECK(decode_time_in_range(env.time_ms), "time %" PRId64 " ms", env.time_ms);
-    char when[64];
-    int64_t back;
-    rfc3339_format(env.time_ms, when, sizeof when);
-    FUZZ_CHECK(rfc3339_parse(when, &back) && back == env.time_ms, "time %s round trip", when);
-
-    instance_t *inst = find_instance(table, n_instances, env.key);
-    if (inst != NULL)
-        judge(inst, event, env.id, env.time_ms, msg.data);
-    decode_envelope_clear(&env);
-clear:
     decode_message_clear(&msg);
 done:
     for (size_t h = 0; h < n_headers; h++)
@@ -306,29 +390,30 @@ done:
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const uint8_t sep[] = {'\n', 0xFE, '\n'};
-    instance_t table[MAX_INSTANCES];
-    size_t n_instances = 0, n = 0;
+    static instance_t tables[N_DEFS][MAX_INSTANCES];
+    size_t n_instances[N_DEFS] = {0}, n = 0;
 
     while (size > 0 && n < MAX_MESSAGES) {
         const uint8_t *next = memmem(data, size, sep, sizeof sep);
         size_t len = next != NULL ? (size_t) (next - data) : size;
-        one_message(data, len, (int64_t) n, table, &n_instances);
+        one_message(data, len, (int64_t) n, tables, n_instances);
         n++;
         if (next == NULL)
             break;
         data = next + sizeof sep;
         size -= len + sizeof sep;
     }
-    for (size_t i = 0; i < n_instances; i++) {
-        instance_t *in = &table[i];
-        for (size_t s = 0; s < in->n_seen; s++)
-            free(in->seen[s]);
-        for (size_t k = 0; k < in->n_parked; k++) {
-            free(in->parked[k].id);
-            json_decref(in->parked[k].data);
+    for (size_t d = 0; d < N_DEFS; d++)
+        for (size_t i = 0; i < n_instances[d]; i++) {
+            instance_t *in = &tables[d][i];
+            for (size_t s = 0; s < in->n_seen; s++)
+                free(in->seen[s]);
+            for (size_t k = 0; k < in->n_parked; k++) {
+                free(in->parked[k].id);
+                json_decref(in->parked[k].data);
+            }
+            engine_instance_clear(&in->inst);
+            free(in->key);
         }
-        engine_instance_clear(&in->inst);
-        free(in->key);
-    }
     return 0;
 }

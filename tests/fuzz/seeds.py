@@ -180,6 +180,32 @@ def message_seeds():
               time='"2026-11-30T10:00:00Z"', data='{"order_id":"O-7"}'),
         headers=[(b"content-type", b"application/cloudevents+json; charset=utf-8")]))
     seeds.append(message_record(b"", tombstone=True))
+    # the other mapping rules (fuzz_message's other definitions): a type in a
+    # header, the Kafka message key, epoch seconds; a type fixed by the
+    # topic and the Kafka timestamp; epoch milliseconds at a pointer
+    refund = [(0, ORDER(id=q("r1"), at="1795946400", amount="5"), b"O-1",
+               [(b"event-type", b"RefundRequested")]),
+              (1, ORDER(id=q("r2"), at="1795946460", refund='{"order_id":"O-1"}'), b"O-1",
+               [(b"Event-Type", b"RefundIssued")])]
+    seeds.append(sep.join(message_record(v, t, key=k, headers=h) for t, v, k, h in refund))
+    for at in ("253402300799", "253402300800", "-62135596800", "-62135596801",
+               "9223372036854775807", '"1795946400"', "1.5"):
+        seeds.append(message_record(ORDER(id=q("r"), at=at), 0, key=b"O-1",
+                                    headers=[(b"event-type", b"RefundRequested")]))
+    seeds.append(message_record(ORDER(id=q("r")), 0, key=b"\xc3",
+                                headers=[(b"event-type", b"RefundRequested")]))
+    seeds.append(message_record(ORDER(id=q("r")), 0, key=b"O\x00-1",
+                                headers=[(b"event-type", b"\xff")]))
+    seeds.append(sep.join([message_record(ORDER(sku=q("A-1"), kind=q("anything")), 2),
+                           message_record(ORDER(sku=q("A-1"), kind=q("StockShipped")), 3)]))
+    seeds.append(message_record(ORDER(sku="7"), 2, no_ts=True))
+    seeds.append(sep.join([
+        message_record(ORDER(type=q("PaymentCaptured"), order_id=q("O-2"), id=q("p1"),
+                             ts="1795946400000"), 1),
+        message_record(ORDER(type=q("PaymentSettled"), id=q("p2"), ts="1795946500000"), 1,
+                       key=b"O-2")]))
+    for ts in ("253402300800000", '"2026-11-30T10:00:00Z"', "-1"):
+        seeds.append(message_record(ORDER(type=q("PaymentCaptured"), order_id=q("O-3"), ts=ts), 1))
     for v in literals("tests/unit/test_decode.c") + literals("tests/unit/test_engine.c"):
         if v.startswith(b"{"):
             seeds.append(message_record(v))
@@ -257,6 +283,12 @@ def http_route_seeds():
     seeds += [m + p for m in (b"1", b"2", b"3") for p in paths[:5]]
     seeds.append(b"0/a%ca\x93")  # fuzz_http_route's first finding (a 404 quoting raw bytes)
     seeds.append(b"2/v1/instances/order/%ca\x93")  # the same in a 405
+    actions = [b"/v1/alerts/17/ack", b"/v1/alerts/17/resolve", b"/v1/alerts/x/close",
+               b"/v1/instances/order/O-1/close", b"/v1/instances/order/O-1/move",
+               b"/v1/instances/order/a%2Fb/claim", b"/v1/instances/order/O-1/ack",
+               b"/v1/silences", b"/v1/silences/3/unsilence", b"/v1/silences/3",
+               b"/v1/instances/order/%ca\x93/release"]
+    seeds += [m + p for m in (b"0", b"2", b"3") for p in actions]
     return seeds
 
 
