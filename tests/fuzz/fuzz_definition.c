@@ -4,7 +4,9 @@
  * (start, transitions, timeouts) points inside its arrays, every state is
  * reachable and can finish, and each duration is within
  * DEF_MAX_DURATION_MS, so the engine's deadline sums cannot overflow. A
- * refused one comes with at least one problem, each with a message.
+ * refused one comes with at least one problem, each with a message. Its
+ * keys are the Kafka message key or at a valid pointer, and its commands'
+ * templates name only variables that exist.
  */
 #include "definitions/def.h"
 #include "definitions/jsonptr.h"
@@ -33,6 +35,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         /* A key is the Kafka message key or at a valid pointer. */
         FUZZ_CHECK(def->key_from_message || jsonptr_valid(def->key_pointer, why, sizeof why),
                    "key pointer: %s", why);
+        FUZZ_CHECK(def->time_pointer == NULL || jsonptr_valid(def->time_pointer, why, sizeof why),
+                   "time pointer: %s", why);
+        FUZZ_CHECK(def->type_header == NULL || def->type_header[0] != '\0', "an empty type header");
         for (size_t e = 0; e < def->n_events; e++) {
             FUZZ_CHECK(def_find_event(def, def->events[e].name) == (long) e, "event %zu lookup", e);
             FUZZ_CHECK(def->events[e].key_from_message ||
@@ -50,6 +55,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                            "transition out of range");
             FUZZ_CHECK(def_find_state(def, st->name) == (long) s, "state %zu lookup", s);
             FUZZ_CHECK(def_state_owner(def, s) != NULL, "state %zu has no owner", s);
+            /* A command's template uses only variables that exist (active mode
+             * renders it for every instance that enters the state). */
+            if (st->command != NULL) {
+                def_problems_t tmpl = {0};
+                FUZZ_CHECK(
+                    def_check_template(st->command->payload, NULL, 0, "fuzz.json", "", &tmpl) == 0,
+                    "state %zu's command template has problems", s);
+                def_problems_clear(&tmpl);
+            }
         }
         def_problems_t graph = {0};
         FUZZ_CHECK(def_check_graph(def, &graph) == 0, "a loaded definition fails its graph check");

@@ -170,6 +170,31 @@ START_TEST(a_history_detail_is_utf8)
 }
 END_TEST
 
+/* fuzz_definition (a seed from test_def.c): a capture whose name is not
+ * valid keeps no name, and the check that a command's ${vars.X} is
+ * captured on a path to its state compared that NULL name: a definition
+ * with both crashed `steward check` instead of listing its problems. */
+START_TEST(an_invalid_capture_name_beside_a_command_is_a_problem)
+{
+    static const char doc[] =
+        "{\"process\": \"p\", \"version\": 1, \"mode\": \"shadow\", \"owner\": \"t\","
+        " \"key\": \"/k\", \"events\": {\"A\": {\"topic\": \"t\"}, \"B\": {\"topic\": \"t\"}},"
+        " \"start\": {\"on\": \"A\", \"to\": \"waiting\", \"capture\": {\"1total\": \"/total\"}},"
+        " \"states\": {\"waiting\": {\"deadline\": \"1h\", \"on\": {\"B\": \"done\"},"
+        "   \"command\": {\"topic\": \"c\", \"type\": \"C\","
+        "                 \"payload\": {\"amount\": \"${vars.total}\"}}},"
+        " \"done\": {\"terminal\": \"success\"}}}";
+    def_problems_t problems = {0};
+    def_t *def = def_load_json(doc, sizeof doc - 1, "p.json", &problems);
+    ck_assert_ptr_null(def);
+    bool named = false;
+    for (size_t i = 0; i < problems.n; i++)
+        named = named || strstr(problems.items[i].message, "'1total' is not valid") != NULL;
+    ck_assert_msg(named, "the invalid name is not among the %zu problems", problems.n);
+    def_problems_clear(&problems);
+}
+END_TEST
+
 /* fuzz_retry_after (a seed at the top of the cap's range): delta-seconds
  * just over the cap stopped the loop only one second past it, and their
  * product with 1000 overflowed for a cap near INT64_MAX. */
@@ -195,6 +220,7 @@ Suite *fuzz_findings_suite(void)
     tcase_add_test(tc, a_rejection_detail_is_utf8);
     tcase_add_test(tc, a_history_detail_is_utf8);
     tcase_add_test(tc, retry_after_cannot_overflow_at_any_cap);
+    tcase_add_test(tc, an_invalid_capture_name_beside_a_command_is_a_problem);
     suite_add_tcase(s, tc);
     return s;
 }
