@@ -322,6 +322,38 @@ def sink_response_seeds():
     return seeds
 
 
+def template_seeds():
+    """The template, 0xFF, the captured variables, 0xFF, the instance key."""
+    import json
+    templates = []
+    for text in files("definitions/*/*.json"):
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            continue
+        for state in (doc.get("states") or {}).values():
+            command = state.get("command") if isinstance(state, dict) else None
+            if isinstance(command, dict) and "payload" in command:
+                templates.append(json.dumps(command["payload"]).encode())
+    templates += [
+        b'{"order": "${key}", "total": "${vars.total}", "n": "${attempt}"}',
+        b'{"t": "${token}", "s": "${state} of ${process}", "a": ["${vars.items}", 1, null]}',
+        b'"${key}"', b'"${vars.total}"', b'"x${vars.total}y"', b'"${vars.}"', b'"${vars}"',
+        b'"${unknown}"', b'"${"', b'"${key"', b'"}${key}${"', b'"$${key}}"', b'"${}"',
+        b'{"deep": [[[{"k": "${vars.n}"}]]]}', b'{"\u00e9": "${vars.\u00e9}"}',
+        b'"${vars.' + b"a" * 300 + b'}"', b'"${vars.' + "\u00e9".encode() * 300 + b'}"',
+        b'"${' + "é".encode() * 300 + b'}"', b'{"n": 1.5e300, "b": true}', b"[]", b"{}"]
+    vars_ = [b'{"total": 12.5, "items": ["a", "b"], "n": 3}', b'{}', b'',
+             b'{"total": "\u0000x", "items": {"sku": "\u00e9"}}',
+             b'{"' + b"a" * 300 + b'": 1, "total": null}', b'{"\u00e9": 1}']
+    keys = [b"O-1", "é-42".encode(), b"", b"\xff\xfe", b"k" * 1024]
+    seeds = []
+    for i, t in enumerate(templates):
+        seeds.append(t + b"\xff" + vars_[i % len(vars_)] + b"\xff" + keys[i % len(keys)])
+    seeds += [s for s in literals("tests/unit/test_template.c") if b"${" in s]
+    return seeds
+
+
 TARGETS = {
     "message": message_seeds,
     "definition": definition_seeds,
@@ -332,6 +364,7 @@ TARGETS = {
     "http_route": http_route_seeds,
     "retry_after": retry_after_seeds,
     "sink_response": sink_response_seeds,
+    "template": template_seeds,
 }
 
 

@@ -9,6 +9,7 @@
 #include "definitions/def.h"
 #include "engine/decode.h"
 #include "engine/engine.h"
+#include "engine/template.h"
 #include "manager/http.h"
 #include "manager/notifier.h"
 #include "testlib.h"
@@ -170,6 +171,32 @@ START_TEST(a_history_detail_is_utf8)
 }
 END_TEST
 
+/* fuzz_template (a seed of its corpus): the reason a rendering is refused
+ * quotes the variable, and a long one was cut inside a character; the
+ * reason goes into the command_failed alert's summary (a text column) and
+ * its JSON details, which could not be made of it. */
+START_TEST(a_template_refusal_is_utf8)
+{
+    char text[2 + 300 * 2 + 2];
+    size_t o = 0;
+    text[o++] = '$';
+    text[o++] = '{';
+    for (int i = 0; i < 300; i++, o += 2)
+        memcpy(text + o, "\xc3\xa9", 2);
+    text[o++] = '}';
+    text[o] = '\0';
+    json_t *tmpl = json_string(text);
+    template_ctx_t ctx = {"O-1", "p", "waiting", 1, 0, NULL};
+    char err[512]; /* cmdqueue.c's */
+
+    ck_assert_ptr_null(template_render(tmpl, &ctx, err, sizeof err));
+    ck_assert_msg(utf8_valid((const unsigned char *) err, strlen(err)), "reason not UTF-8: %s",
+                  err);
+    ck_assert_ptr_nonnull(strstr(err, "unknown template variable ${\xc3\xa9"));
+    json_decref(tmpl);
+}
+END_TEST
+
 /* fuzz_definition (a seed from test_def.c): a capture whose name is not
  * valid keeps no name, and the check that a command's ${vars.X} is
  * captured on a path to its state compared that NULL name: a definition
@@ -220,6 +247,7 @@ Suite *fuzz_findings_suite(void)
     tcase_add_test(tc, a_rejection_detail_is_utf8);
     tcase_add_test(tc, a_history_detail_is_utf8);
     tcase_add_test(tc, retry_after_cannot_overflow_at_any_cap);
+    tcase_add_test(tc, a_template_refusal_is_utf8);
     tcase_add_test(tc, an_invalid_capture_name_beside_a_command_is_a_problem);
     suite_add_tcase(s, tc);
     return s;
