@@ -533,6 +533,14 @@ static decode_reason_t read_time(const decode_message_t *msg, const decode_input
             return DECODE_INVALID_TIME;
         }
         *ms = in->timestamp_ms;
+        /* A producer may set the timestamp: it is outside input too. */
+        if (!decode_time_in_range(*ms)) {
+            snprintf(detail, detail_size,
+                     "%s's Kafka timestamp %" PRId64
+                     " ms is outside the years 0001 to 9999 Steward accepts",
+                     ev->name, *ms);
+            return DECODE_INVALID_TIME;
+        }
         return DECODE_OK;
     }
 

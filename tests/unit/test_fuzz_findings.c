@@ -222,6 +222,52 @@ START_TEST(an_invalid_capture_name_beside_a_command_is_a_problem)
 }
 END_TEST
 
+/* fuzz_message (a 5 s run of the suite's fuzz step, on a definition that
+ * takes the time from the Kafka timestamp): that time was never checked
+ * against the years Steward accepts, so a producer's timestamp in the year
+ * 448000 reached the engine and PostgreSQL. It is refused like any other
+ * time out of range. */
+START_TEST(a_kafka_timestamp_out_of_range_is_refused)
+{
+    static const char doc[] =
+        "{\"process\": \"p\", \"version\": 1, \"mode\": \"shadow\", \"owner\": \"t\","
+        " \"key\": \"/sku\", \"envelope\": {\"time\": {\"from\": \"kafka_timestamp\"}},"
+        " \"events\": {\"A\": {\"topic\": \"t\", \"type_from_topic\": true},"
+        "             \"B\": {\"topic\": \"u\"}},"
+        " \"start\": {\"on\": \"A\", \"to\": \"waiting\"},"
+        " \"states\": {\"waiting\": {\"deadline\": \"1h\", \"on\": {\"B\": \"done\"}},"
+        " \"done\": {\"terminal\": \"success\"}}}";
+    static const char value[] = "{\"sku\": \"A-1\"}";
+    def_problems_t problems = {0};
+    def_t *def = def_load_json(doc, sizeof doc - 1, "p.json", &problems);
+    ck_assert_ptr_nonnull(def);
+    decode_limits_t limits = {DECODE_DEFAULT_MAX_BYTES, DECODE_DEFAULT_MAX_DEPTH};
+    int64_t stamps[] = {14075513335532800LL, DECODE_MAX_TIME_MS + 1, DECODE_MAX_TIME_MS};
+    for (size_t i = 0; i < 3; i++) {
+        decode_input_t in = {.topic = "t",
+                             .offset = 1,
+                             .value = value,
+                             .value_len = sizeof value - 1,
+                             .timestamp_ms = stamps[i]};
+        decode_message_t msg;
+        decode_envelope_t env;
+        char detail[256];
+        ck_assert_int_eq(decode_message(&in, &limits, &msg, detail, sizeof detail), DECODE_OK);
+        decode_reason_t reason = decode_envelope(&msg, &in, def, 0, &env, detail, sizeof detail);
+        if (i < 2) {
+            ck_assert_int_eq(reason, DECODE_INVALID_TIME);
+            ck_assert_ptr_nonnull(strstr(detail, "Kafka timestamp"));
+        } else {
+            ck_assert_int_eq(reason, DECODE_OK);
+            ck_assert_int_eq(env.time_ms, DECODE_MAX_TIME_MS);
+            decode_envelope_clear(&env);
+        }
+        decode_message_clear(&msg);
+    }
+    def_free(def);
+}
+END_TEST
+
 /* fuzz_retry_after (a seed at the top of the cap's range): delta-seconds
  * just over the cap stopped the loop only one second past it, and their
  * product with 1000 overflowed for a cap near INT64_MAX. */
@@ -249,6 +295,7 @@ Suite *fuzz_findings_suite(void)
     tcase_add_test(tc, retry_after_cannot_overflow_at_any_cap);
     tcase_add_test(tc, a_template_refusal_is_utf8);
     tcase_add_test(tc, an_invalid_capture_name_beside_a_command_is_a_problem);
+    tcase_add_test(tc, a_kafka_timestamp_out_of_range_is_refused);
     suite_add_tcase(s, tc);
     return s;
 }
