@@ -78,7 +78,10 @@ static int64_t format_secs(int64_t ms, char *buf, size_t buf_size, size_t *len)
     time_t t = (time_t) secs;
     struct tm tm;
     gmtime_r(&t, &tm);
-    *len = strftime(buf, buf_size, "%Y-%m-%dT%H:%M:%S", &tm);
+    /* Not strftime's %Y: it writes the year 1 as "1", which is not RFC 3339. */
+    int n = snprintf(buf, buf_size, "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900,
+                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    *len = n < 0 ? 0 : (size_t) n < buf_size ? (size_t) n : buf_size - 1;
     return secs;
 }
 

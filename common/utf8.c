@@ -103,3 +103,36 @@ bool utf8_valid(const unsigned char *s, size_t len)
     }
     return true;
 }
+
+/* The length of the well-formed sequence at p, 0 when there is none. */
+static size_t valid_len(const unsigned char *p, size_t avail)
+{
+    static const uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000}; /* no overlong forms */
+    size_t n = seq_len(p, avail);
+    if (n == 1)
+        return p[0] < 0x80 ? 1 : 0;
+    uint32_t cp = p[0] & (0x7Fu >> n);
+    for (size_t i = 1; i < n; i++)
+        cp = (cp << 6) | (p[i] & 0x3Fu);
+    if (cp < least[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return n;
+}
+
+size_t utf8_scrub(char *text)
+{
+    unsigned char *p = (unsigned char *) text;
+    size_t len = strlen(text), o = 0;
+    for (size_t i = 0; i < len;) {
+        size_t n = valid_len(p + i, len - i);
+        if (n == 0) {
+            i++;
+            continue;
+        }
+        memmove(p + o, p + i, n);
+        o += n;
+        i += n;
+    }
+    p[o] = '\0';
+    return o;
+}

@@ -40,4 +40,12 @@ size_t utf8_whole_len(const char *text);
  * nothing above U+10FFFF, no sequence cut short). */
 bool utf8_valid(const unsigned char *buf, size_t len);
 
+/*
+ * Removes in place every byte of text that is not part of a well-formed
+ * UTF-8 sequence (RFC 3629: no overlong forms, surrogates or code points
+ * past U+10FFFF), such as a character that a "%.60s" or a full buffer cut
+ * in two. What is left PostgreSQL takes as text. Returns the new length.
+ */
+size_t utf8_scrub(char *text);
+
 #endif

@@ -319,8 +319,9 @@ size_t def_check_template(const json_t *payload, const char *const *vars, size_t
 
 static bool captures_var(const def_capture_t *caps, size_t n, const char *var)
 {
+    /* A capture with an invalid name has none (def.c reported it). */
     for (size_t i = 0; i < n; i++)
-        if (strcmp(caps[i].var, var) == 0)
+        if (caps[i].var != NULL && strcmp(caps[i].var, var) == 0)
             return true;
     return false;
 }

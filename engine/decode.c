@@ -320,8 +320,8 @@ static decode_reason_t binary_ce(const decode_input_t *in, decode_message_t *out
     return reason;
 }
 
-decode_reason_t decode_message(const decode_input_t *in, const decode_limits_t *limits,
-                               decode_message_t *out, char *detail, size_t detail_size)
+static decode_reason_t judge_message(const decode_input_t *in, const decode_limits_t *limits,
+                                     decode_message_t *out, char *detail, size_t detail_size)
 {
     decode_reason_t reason = DECODE_OK;
     json_error_t jerr;
@@ -381,6 +381,20 @@ decode_reason_t decode_message(const decode_input_t *in, const decode_limits_t *
 done:
     if (reason != DECODE_OK)
         decode_message_clear(out);
+    return reason;
+}
+
+/*
+ * A detail becomes steward.rejected.detail, a text column, and may quote
+ * what was cut inside a character: a value by "%.60s", the message itself
+ * in jansson's error ("near '...'"). PostgreSQL refuses such text, and with
+ * it the row that records the rejection.
+ */
+decode_reason_t decode_message(const decode_input_t *in, const decode_limits_t *limits,
+                               decode_message_t *out, char *detail, size_t detail_size)
+{
+    decode_reason_t reason = judge_message(in, limits, out, detail, detail_size);
+    utf8_scrub(detail);
     return reason;
 }
 
@@ -519,6 +533,14 @@ static decode_reason_t read_time(const decode_message_t *msg, const decode_input
             return DECODE_INVALID_TIME;
         }
         *ms = in->timestamp_ms;
+        /* A producer may set the timestamp: it is outside input too. */
+        if (!decode_time_in_range(*ms)) {
+            snprintf(detail, detail_size,
+                     "%s's Kafka timestamp %" PRId64
+                     " ms is outside the years 0001 to 9999 Steward accepts",
+                     ev->name, *ms);
+            return DECODE_INVALID_TIME;
+        }
         return DECODE_OK;
     }
 
@@ -625,9 +647,9 @@ static int64_t read_token(const decode_message_t *msg, const def_t *def, size_t 
     return 0;
 }
 
-decode_reason_t decode_envelope(const decode_message_t *msg, const decode_input_t *in,
-                                const def_t *def, size_t event, decode_envelope_t *out,
-                                char *detail, size_t detail_size)
+static decode_reason_t read_envelope(const decode_message_t *msg, const decode_input_t *in,
+                                     const def_t *def, size_t event, decode_envelope_t *out,
+                                     char *detail, size_t detail_size)
 {
     const def_event_t *ev = &def->events[event];
     decode_reason_t reason;
@@ -672,6 +694,17 @@ fail:
     free(key);
     free(out->id);
     out->id = NULL;
+    return reason;
+}
+
+/* The detail is a text column too: see decode_message(). */
+decode_reason_t decode_envelope(const decode_message_t *msg, const decode_input_t *in,
+                                const def_t *def, size_t event, decode_envelope_t *out,
+                                char *detail, size_t detail_size)
+{
+    detail[0] = '\0';
+    decode_reason_t reason = read_envelope(msg, in, def, event, out, detail, detail_size);
+    utf8_scrub(detail);
     return reason;
 }
 

@@ -5,6 +5,7 @@
 
 #include "common/rfc3339.h"
 #include "common/sha256.h"
+#include "common/utf8.h"
 #include "definitions/duration.h"
 #include "definitions/jsonptr.h"
 
@@ -458,14 +459,19 @@ engine_result_t engine_apply(const def_t *def, engine_instance_t *inst, const en
         engine_result_t r = result_of(ENGINE_DUPLICATE, state, state);
         snprintf(r.detail, sizeof r.detail, "event %s was already judged for this instance",
                  ev->id);
+        utf8_scrub(r.detail); /* a long id cut inside a character; history.detail is text */
         return r;
     }
-    return judge(def, inst, ev);
+    engine_result_t r = judge(def, inst, ev);
+    utf8_scrub(r.detail);
+    return r;
 }
 
 engine_result_t engine_replay(const def_t *def, engine_instance_t *inst, const engine_event_t *ev)
 {
-    return judge(def, inst, ev);
+    engine_result_t r = judge(def, inst, ev);
+    utf8_scrub(r.detail); /* captures' notes may fill the detail: cut inside a character */
+    return r;
 }
 
 int64_t engine_entered_at(int64_t entered_ms, int64_t event_ms)
@@ -499,6 +505,7 @@ engine_result_t engine_undeclared(const def_t *def, const engine_instance_t *ins
     engine_result_t r = result_of(ENGINE_UNEXPECTED, state, state);
     snprintf(r.detail, sizeof r.detail, "version %d of %s does not declare %s", def->version,
              def->process, event_type);
+    utf8_scrub(r.detail); /* a long type (a header's text) cut inside a character */
     return r;
 }
 
@@ -710,6 +717,9 @@ engine_due_t engine_judge_due(const def_t *def, engine_instance_t *inst, int64_t
         a->from_state = a->to_state = inst->state;
         inst->process_overdue = true;
     }
+    /* A lease holder's name fills a detail too: cut inside a character. */
+    for (size_t i = 0; i < d.n; i++)
+        utf8_scrub(d.actions[i].detail);
     d.next_ms = engine_next_deadline(def, inst);
     return d;
 }

@@ -3,6 +3,8 @@
  */
 #include "engine/template.h"
 
+#include "common/utf8.h"
+
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -37,9 +39,11 @@ static json_t *variable(const char *name, size_t len, const template_ctx_t *ctx,
         }
         snprintf(errstr, errstr_size, "${%.*s} was never captured for this instance", (int) len,
                  name);
+        utf8_scrub(errstr); /* a long name cut inside a character; the reason is alert text */
         return NULL;
     }
     snprintf(errstr, errstr_size, "unknown template variable ${%.*s}", (int) len, name);
+    utf8_scrub(errstr);
     return NULL;
 }
 

@@ -611,17 +611,18 @@ static err_class_t set_name_array(config_t *cfg, const char *file, const char *n
     return cls;
 }
 
-err_class_t config_load_file(config_t *cfg, const char *path, char *errstr, size_t errstr_size)
+/* Reads the parsed document (NULL when it did not parse, see jerr) over
+ * cfg; `path` names it in messages. Takes root. */
+static err_class_t load_root(config_t *cfg, json_t *root, const json_error_t *jerr,
+                             const char *path, char *errstr, size_t errstr_size)
 {
-    json_error_t jerr;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
     err_class_t cls = ERR_OK;
     const char *top;
     json_t *value;
 
     if (root == NULL)
         return err_set(ERR_INVALID, errstr, errstr_size, "%s: line %d column %d: %s", path,
-                       jerr.line, jerr.column, jerr.text);
+                       jerr->line, jerr->column, jerr->text);
     if (!json_is_object(root)) {
         json_decref(root);
         return err_set(ERR_INVALID, errstr, errstr_size, "%s: the config must be a JSON object",
@@ -703,6 +704,21 @@ err_class_t config_load_file(config_t *cfg, const char *path, char *errstr, size
     }
     json_decref(root);
     return cls;
+}
+
+err_class_t config_load_file(config_t *cfg, const char *path, char *errstr, size_t errstr_size)
+{
+    json_error_t jerr;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    return load_root(cfg, root, &jerr, path, errstr, errstr_size);
+}
+
+err_class_t config_load_json(config_t *cfg, const char *text, size_t len, const char *source,
+                             char *errstr, size_t errstr_size)
+{
+    json_error_t jerr;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    return load_root(cfg, root, &jerr, source, errstr, errstr_size);
 }
 
 err_class_t config_apply_env(config_t *cfg, char *errstr, size_t errstr_size)

@@ -105,6 +105,10 @@ void config_free(config_t *cfg); /* NULL is a no-op */
  */
 err_class_t config_load_file(config_t *cfg, const char *path, char *errstr, size_t errstr_size);
 
+/* config_load_file() on a JSON text; `source` names it in messages. */
+err_class_t config_load_json(config_t *cfg, const char *text, size_t len, const char *source,
+                             char *errstr, size_t errstr_size);
+
 /* Applies STEWARD_* environment variables over cfg (see docs/operations.md). */
 err_class_t config_apply_env(config_t *cfg, char *errstr, size_t errstr_size);
 

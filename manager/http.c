@@ -1396,36 +1396,50 @@ static void silences(http_t *h, const char *method, const char *id, const char *
     json_decref(doc);
 }
 
-typedef enum endpoint {
-    EP_NONE,
-    EP_METRICS,
-    EP_HEALTHZ,
-    EP_READYZ,
-    EP_STUCK,
-    EP_INSTANCE,
-    EP_ALERT_ACTION,    /* POST /v1/alerts/{id}/{ack|resolve} */
-    EP_INSTANCE_ACTION, /* POST /v1/instances/{process}/{key}/{verb} */
-    EP_SILENCES,        /* GET, POST /v1/silences */
-    EP_UNSILENCE,       /* POST /v1/silences/{id}/unsilence */
-    EP_INSTANCES,       /* GET /v1/instances?process=&state=&key=&... */
-    EP_PROCESSES,       /* GET /v1/processes */
-    EP_GRAPH,           /* GET /v1/processes/{process}/graph */
-    EP_REPORT,          /* GET /v1/report?process=&since= */
-    EP_ASSET,           /* GET / and /console/{file}: the console */
-} endpoint_t;
-
-#define MAX_SEGMENTS 6 /* one more than the longest route, to tell them apart */
-
-static void route(http_t *h, struct MHD_Connection *conn, const char *url, const char *method,
-                  const request_t *q, reply_t *r)
+/*
+ * Writes prefix and the path as it was sent into buf, bytes past ASCII as
+ * %XX: a path whose segments decode to UTF-8 may still hold raw bytes that
+ * are not ("%CA" then a raw 0x93 make U+0293), and the message becomes a
+ * JSON body, which must be UTF-8.
+ */
+static void quote_path(char *buf, size_t buf_size, const char *prefix, const char *path)
 {
-    action_verb_t verb = ACTION_ACK;
-    char actor[ACTION_ACTOR_MAX + 1];
-    char path[HTTP_MAX_PATH + 1];
+    size_t o = (size_t) snprintf(buf, buf_size, "%s", prefix);
+    for (const unsigned char *p = (const unsigned char *) path; *p != '\0' && o + 4 < buf_size;
+         p++) {
+        if (*p < 0x80)
+            buf[o++] = (char) *p;
+        else
+            o += (size_t) snprintf(buf + o, buf_size - o, "%%%02X", *p);
+    }
+    buf[o] = '\0';
+}
+
+/* A 405 for the path as sent: "<path> answers <what>". */
+static void refuse_method(http_route_t *out, const char *url, const char *what)
+{
+    out->status = MHD_HTTP_METHOD_NOT_ALLOWED;
+    quote_path(out->error, sizeof out->error, "", url);
+    size_t quoted = strlen(out->error);
+    snprintf(out->error + quoted, sizeof out->error - quoted, " answers %s", what);
+}
+
+/* One more than the longest route, to tell them apart. */
+#define MAX_SEGMENTS 6
+
+void http_route(const char *method, const char *url, http_route_t *out)
+{
     char *seg[MAX_SEGMENTS];
     size_t n = 0, len = strlen(url);
-    endpoint_t ep = EP_NONE;
+    action_verb_t verb = ACTION_ACK;
+    http_endpoint_t ep = HTTP_EP_NONE;
 
+    out->endpoint = HTTP_EP_NONE;
+    out->status = 0;
+    out->allow_post = out->action = false;
+    out->verb = ACTION_ACK;
+    out->error[0] = '\0';
+    out->process = out->key = out->id = out->asset = NULL;
     /* The absolute form a proxy sends ("http://host:port/path"): its path. */
     if (strncasecmp(url, "http://", 7) == 0 || strncasecmp(url, "https://", 8) == 0) {
         const char *slash = strchr(strstr(url, "//") + 2, '/');
@@ -1433,23 +1447,27 @@ static void route(http_t *h, struct MHD_Connection *conn, const char *url, const
         len = strlen(url);
     }
     if (len > HTTP_MAX_PATH) {
-        reply_error(r, MHD_HTTP_BAD_REQUEST, "the path is longer than %d bytes", HTTP_MAX_PATH);
+        out->status = MHD_HTTP_BAD_REQUEST;
+        snprintf(out->error, sizeof out->error, "the path is longer than %d bytes", HTTP_MAX_PATH);
         return;
     }
     if (url[0] != '/') {
-        reply_error(r, MHD_HTTP_BAD_REQUEST, "the path must start with '/'");
+        out->status = MHD_HTTP_BAD_REQUEST;
+        snprintf(out->error, sizeof out->error, "the path must start with '/'");
         return;
     }
     /* Split first, decode second: an encoded '/' (%2F) is part of a
      * segment, never a separator. */
-    memcpy(path, url + 1, len);
-    for (char *p = path;;) {
+    memcpy(out->path, url + 1, len);
+    for (char *p = out->path;;) {
         char *slash = strchr(p, '/');
         if (slash != NULL)
             *slash = '\0';
         const char *problem = http_percent_decode(p);
         if (problem != NULL) {
-            reply_error(r, MHD_HTTP_BAD_REQUEST, "malformed path: segment %zu: %s", n + 1, problem);
+            out->status = MHD_HTTP_BAD_REQUEST;
+            snprintf(out->error, sizeof out->error, "malformed path: segment %zu: %s", n + 1,
+                     problem);
             return;
         }
         if (n < MAX_SEGMENTS)
@@ -1461,85 +1479,115 @@ static void route(http_t *h, struct MHD_Connection *conn, const char *url, const
     }
 
     if (n == 1 && strcmp(seg[0], "metrics") == 0)
-        ep = EP_METRICS;
+        ep = HTTP_EP_METRICS;
     else if (n == 1 && strcmp(seg[0], "healthz") == 0)
-        ep = EP_HEALTHZ;
+        ep = HTTP_EP_HEALTHZ;
     else if (n == 1 && strcmp(seg[0], "readyz") == 0)
-        ep = EP_READYZ;
+        ep = HTTP_EP_READYZ;
     else if (n == 2 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "stuck") == 0)
-        ep = EP_STUCK;
+        ep = HTTP_EP_STUCK;
     else if (n == 4 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "instances") == 0 &&
              seg[2][0] != '\0' && seg[3][0] != '\0')
-        ep = EP_INSTANCE;
+        ep = HTTP_EP_INSTANCE;
     else if (n == 4 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "alerts") == 0 &&
              seg[2][0] != '\0' && verb_named(seg[3], &verb) &&
              (verb == ACTION_ACK || verb == ACTION_RESOLVE))
-        ep = EP_ALERT_ACTION;
+        ep = HTTP_EP_ALERT_ACTION;
     else if (n == 5 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "instances") == 0 &&
              seg[2][0] != '\0' && seg[3][0] != '\0' && verb_named(seg[4], &verb) &&
              verb != ACTION_ACK && verb != ACTION_RESOLVE)
-        ep = EP_INSTANCE_ACTION;
+        ep = HTTP_EP_INSTANCE_ACTION;
     else if (n == 2 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "silences") == 0)
-        ep = EP_SILENCES;
+        ep = HTTP_EP_SILENCES;
     else if (n == 2 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "instances") == 0)
-        ep = EP_INSTANCES;
+        ep = HTTP_EP_INSTANCES;
     else if (n == 2 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "processes") == 0)
-        ep = EP_PROCESSES;
+        ep = HTTP_EP_PROCESSES;
     else if (n == 4 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "processes") == 0 &&
              seg[2][0] != '\0' && strcmp(seg[3], "graph") == 0)
-        ep = EP_GRAPH;
+        ep = HTTP_EP_GRAPH;
     else if (n == 2 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "report") == 0)
-        ep = EP_REPORT;
+        ep = HTTP_EP_REPORT;
     else if ((n == 1 && seg[0][0] == '\0') || (n == 2 && strcmp(seg[0], "console") == 0))
-        ep = EP_ASSET;
+        ep = HTTP_EP_ASSET;
     else if (n == 4 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "silences") == 0 &&
              strcmp(seg[3], "unsilence") == 0)
-        ep = EP_UNSILENCE;
+        ep = HTTP_EP_UNSILENCE;
 
-    if (ep == EP_NONE) {
+    if (ep == HTTP_EP_NONE) {
+        out->status = MHD_HTTP_NOT_FOUND;
         if (n >= 2 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "instances") == 0)
-            reply_error(r, MHD_HTTP_NOT_FOUND,
-                        "expected /v1/instances/{process}/{key}; write a '/' in a key as %%2F");
+            snprintf(out->error, sizeof out->error,
+                     "expected /v1/instances/{process}/{key}; write a '/' in a key as %%2F");
         else
-            reply_error(r, MHD_HTTP_NOT_FOUND, "no such endpoint: %s", url);
+            quote_path(out->error, sizeof out->error, "no such endpoint: ", url);
         return;
     }
+    out->endpoint = ep; /* a 405 names it too */
     bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
-    bool action = ep == EP_ALERT_ACTION || ep == EP_INSTANCE_ACTION || ep == EP_UNSILENCE ||
-                  (ep == EP_SILENCES && post);
+    bool action = ep == HTTP_EP_ALERT_ACTION || ep == HTTP_EP_INSTANCE_ACTION ||
+                  ep == HTTP_EP_UNSILENCE || (ep == HTTP_EP_SILENCES && post);
     if (action && !post) {
-        reply_error(r, MHD_HTTP_METHOD_NOT_ALLOWED, "%s answers POST only", url);
-        r->allow = r->allow_post = true;
+        refuse_method(out, url, "POST only");
+        out->allow_post = true;
         return;
     }
     if (!action && strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
         strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
-        reply_error(r, MHD_HTTP_METHOD_NOT_ALLOWED, "%s answers GET and HEAD only", url);
-        r->allow = true;
+        refuse_method(out, url, "GET and HEAD only");
+        return;
+    }
+    out->action = action;
+    out->verb = verb;
+    if (ep == HTTP_EP_INSTANCE || ep == HTTP_EP_INSTANCE_ACTION) {
+        out->process = seg[2];
+        out->key = seg[3];
+    } else if (ep == HTTP_EP_ALERT_ACTION || ep == HTTP_EP_UNSILENCE) {
+        out->id = seg[2];
+    } else if (ep == HTTP_EP_GRAPH) {
+        out->process = seg[2];
+    } else if (ep == HTTP_EP_ASSET) {
+        out->asset = n == 1 || seg[1][0] == '\0' ? "index.html" : seg[1];
+    }
+}
+
+static void route(http_t *h, struct MHD_Connection *conn, const char *url, const char *method,
+                  const request_t *q, reply_t *r)
+{
+    char actor[ACTION_ACTOR_MAX + 1];
+    http_route_t rt;
+
+    http_route(method, url, &rt);
+    if (rt.status != 0) {
+        reply_error(r, rt.status, "%s", rt.error);
+        r->allow = rt.status == MHD_HTTP_METHOD_NOT_ALLOWED;
+        r->allow_post = rt.allow_post;
         return;
     }
     /* The console's files hold no data: every view they show asks the API. */
-    access_t need = action                                                  ? ACCESS_OPERATE
-                    : ep == EP_HEALTHZ || ep == EP_READYZ || ep == EP_ASSET ? ACCESS_OPEN
-                                                                            : ACCESS_READ;
+    access_t need = rt.action ? ACCESS_OPERATE
+                    : rt.endpoint == HTTP_EP_HEALTHZ || rt.endpoint == HTTP_EP_READYZ ||
+                            rt.endpoint == HTTP_EP_ASSET
+                        ? ACCESS_OPEN
+                        : ACCESS_READ;
     if (!authorize(h, conn, need, actor, sizeof actor, r))
         return;
-    if (action && q->too_large) {
+    if (rt.action && q->too_large) {
         reply_error(r, MHD_HTTP_CONTENT_TOO_LARGE, "the body is longer than %d bytes", MAX_BODY);
         return;
     }
 
-    switch (ep) {
-    case EP_METRICS:
+    switch (rt.endpoint) {
+    case HTTP_EP_METRICS:
         get_metrics(h, r);
         break;
-    case EP_HEALTHZ:
+    case HTTP_EP_HEALTHZ:
         get_healthz(h, r);
         break;
-    case EP_READYZ:
+    case HTTP_EP_READYZ:
         get_readyz(h, r);
         break;
-    case EP_STUCK: {
+    case HTTP_EP_STUCK: {
         /* Arguments arrive undecoded too (see keep_escaped()). */
         const char *raw = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "process");
         char *process = raw != NULL && raw[0] != '\0' ? strdup(raw) : NULL;
@@ -1553,50 +1601,50 @@ static void route(http_t *h, struct MHD_Connection *conn, const char *url, const
         free(process);
         break;
     }
-    case EP_INSTANCE:
-        get_instance(h, seg[2], seg[3], r);
+    case HTTP_EP_INSTANCE:
+        get_instance(h, rt.process, rt.key, r);
         break;
-    case EP_ALERT_ACTION: {
+    case HTTP_EP_ALERT_ACTION: {
         char *end;
-        action_request_t req = {.actor = actor, .alert_id = strtoll(seg[2], &end, 10)};
+        action_request_t req = {.actor = actor, .alert_id = strtoll(rt.id, &end, 10)};
         if (*end != '\0' || req.alert_id <= 0)
             reply_error(r, MHD_HTTP_NOT_FOUND, "no alert %s (alert ids are positive numbers)",
-                        seg[2]);
+                        rt.id);
         else
-            post_action(h, verb, &req, q->body, r);
+            post_action(h, rt.verb, &req, q->body, r);
         break;
     }
-    case EP_INSTANCE_ACTION: {
-        action_request_t req = {.actor = actor, .process = seg[2], .key = seg[3]};
-        post_action(h, verb, &req, q->body, r);
+    case HTTP_EP_INSTANCE_ACTION: {
+        action_request_t req = {.actor = actor, .process = rt.process, .key = rt.key};
+        post_action(h, rt.verb, &req, q->body, r);
         break;
     }
-    case EP_SILENCES:
+    case HTTP_EP_SILENCES:
         silences(h, method, NULL, actor,
                  MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "all"), q->body, r);
         break;
-    case EP_UNSILENCE:
-        silences(h, method, seg[2], actor, NULL, q->body, r);
+    case HTTP_EP_UNSILENCE:
+        silences(h, method, rt.id, actor, NULL, q->body, r);
         break;
-    case EP_INSTANCES:
+    case HTTP_EP_INSTANCES:
         get_instances(h, conn, r);
         break;
-    case EP_PROCESSES:
+    case HTTP_EP_PROCESSES:
         get_view(h, view_processes, NULL, "", r);
         break;
-    case EP_GRAPH: {
+    case HTTP_EP_GRAPH: {
         char absent[HTTP_MAX_PATH + 64];
-        snprintf(absent, sizeof absent, "no recorded definition of %s", seg[2]);
-        get_view(h, view_graph, seg[2], absent, r);
+        snprintf(absent, sizeof absent, "no recorded definition of %s", rt.process);
+        get_view(h, view_graph, rt.process, absent, r);
         break;
     }
-    case EP_REPORT:
+    case HTTP_EP_REPORT:
         get_report(h, conn, r);
         break;
-    case EP_ASSET:
-        get_asset(n == 1 || seg[1][0] == '\0' ? "index.html" : seg[1], r);
+    case HTTP_EP_ASSET:
+        get_asset(rt.asset, r);
         break;
-    case EP_NONE:
+    case HTTP_EP_NONE:
         break;
     }
 }

@@ -82,6 +82,7 @@
 #define STEWARD_HTTP_H
 
 #include "common/err.h"
+#include "manager/actions.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -103,6 +104,53 @@ void http_tokens_free(http_tokens_t *t);          /* NULL is a no-op */
 
 /* The longest request path served; longer ones answer 400. */
 #define HTTP_MAX_PATH 2048
+
+/*
+ * Routing, the pure part of answering a request: no connection, database,
+ * token or daemon. Public so that the fuzz target (tests/fuzz/) and unit
+ * tests can feed it any path; the server calls nothing else to read one.
+ */
+typedef enum http_endpoint {
+    HTTP_EP_NONE,
+    HTTP_EP_METRICS,
+    HTTP_EP_HEALTHZ,
+    HTTP_EP_READYZ,
+    HTTP_EP_STUCK,
+    HTTP_EP_INSTANCE,
+    HTTP_EP_ALERT_ACTION,    /* POST /v1/alerts/{id}/{ack|resolve} */
+    HTTP_EP_INSTANCE_ACTION, /* POST /v1/instances/{process}/{key}/{verb} */
+    HTTP_EP_SILENCES,        /* GET, POST /v1/silences */
+    HTTP_EP_UNSILENCE,       /* POST /v1/silences/{id}/unsilence */
+    HTTP_EP_INSTANCES,       /* GET /v1/instances?process=&state=&key=&... */
+    HTTP_EP_PROCESSES,       /* GET /v1/processes */
+    HTTP_EP_GRAPH,           /* GET /v1/processes/{process}/graph */
+    HTTP_EP_REPORT,          /* GET /v1/report?process=&since= */
+    HTTP_EP_ASSET,           /* GET / and /console/{file}: the console's files */
+} http_endpoint_t;
+
+typedef struct http_route {
+    http_endpoint_t endpoint;        /* HTTP_EP_NONE exactly when 400 or 404 */
+    unsigned int status;             /* 0 when served; else 400, 404 or 405, with error */
+    bool allow_post;                 /* a 405: the endpoint answers POST (else GET, HEAD) */
+    bool action;                     /* served: it changes state (needs an operate token) */
+    action_verb_t verb;              /* HTTP_EP_ALERT_ACTION, HTTP_EP_INSTANCE_ACTION */
+    char error[HTTP_MAX_PATH + 256]; /* UTF-8: quotes only checked text or %XX */
+    /* Decoded, pointing into path: process and key of the instance
+     * endpoints (process alone for a graph), id (not checked) of the alert
+     * and unsilence ones, the file the console asks for. */
+    const char *process, *key, *id, *asset;
+    char path[HTTP_MAX_PATH + 1]; /* the decoded segments, NUL-separated */
+} http_route_t;
+
+/*
+ * Routes a request (`method`, and the target in origin form "/v1/stuck"
+ * or a proxy's absolute form "http://host/v1/stuck", the query string
+ * already split off) into *out: the endpoint, or the status and message
+ * it is refused with (405 for a method the endpoint does not answer: POST
+ * only for actions, GET and HEAD for the rest). A path is quoted in a
+ * message with bytes past ASCII as %XX.
+ */
+void http_route(const char *method, const char *url, http_route_t *out);
 
 /*
  * Starts serving on `listen` ("HOST:PORT", "[IPV6]:PORT", or ":PORT" for

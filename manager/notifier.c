@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/pgarr.h"
 #include "common/rfc3339.h"
+#include "common/utf8.h"
 #include "engine/decode.h"
 #include "manager/alerts.h"
 #include "manager/metrics.h"
@@ -22,9 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define NOTIFIER_BATCH  20  /* rows claimed per sink per look */
-#define SINK_IN_FLIGHT  8   /* concurrent transfers per sink */
-#define RESPONSE_KEEP   512 /* bytes of a response body kept as the error */
+#define NOTIFIER_BATCH  20 /* rows claimed per sink per look */
+#define SINK_IN_FLIGHT  8  /* concurrent transfers per sink */
 #define LEASE_MARGIN_MS 5000
 
 typedef notifier_verdict_t verdict_t;
@@ -37,15 +37,8 @@ typedef struct attempt {
     verdict_t verdict;
     long status;            /* 0 when no response */
     int64_t retry_after_ms; /* from a Retry-After header, capped; -1 when none */
-    char error[RESPONSE_KEEP + 128];
+    char error[NOTIFIER_ERROR_SIZE];
 } attempt_t;
-
-typedef struct response {
-    char body[RESPONSE_KEEP + 1];
-    size_t len;
-    int64_t retry_after_ms;
-    int64_t max_retry_after_ms;
-} response_t;
 
 /*
  * One HTTP request in flight: an outbox row's attempt, or (row_id empty)
@@ -67,7 +60,7 @@ typedef struct transfer {
     int *group_attempts;
     size_t n_group;
     char *group_key;
-    response_t response;
+    notifier_response_t response;
     char curl_error[CURL_ERROR_SIZE];
 } transfer_t;
 
@@ -189,7 +182,7 @@ int64_t notifier_parse_retry_after(const char *value, int64_t now_ms, int64_t ca
         int64_t secs = 0;
         for (size_t i = 0; i < len; i++) {
             secs = secs * 10 + (text[i] - '0');
-            if (secs > cap_ms / 1000 + 1)
+            if (secs > cap_ms / 1000) /* then secs * 1000 cannot overflow below */
                 return cap_ms;
         }
         return secs * 1000 < cap_ms ? secs * 1000 : cap_ms;
@@ -207,19 +200,26 @@ int64_t notifier_parse_retry_after(const char *value, int64_t now_ms, int64_t ca
 
 /* ---- HTTP ------------------------------------------------------------------- */
 
-static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
+void notifier_response_init(notifier_response_t *r, int64_t max_retry_after_ms)
 {
-    response_t *r = arg;
-    size_t n = size * nmemb, room = RESPONSE_KEEP - r->len;
+    memset(r, 0, sizeof *r);
+    r->retry_after_ms = -1;
+    r->max_retry_after_ms = max_retry_after_ms;
+}
+
+size_t notifier_response_body(char *data, size_t size, size_t nmemb, void *arg)
+{
+    notifier_response_t *r = arg;
+    size_t n = size * nmemb, room = NOTIFIER_RESPONSE_KEEP - r->len;
     memcpy(r->body + r->len, data, n < room ? n : room);
     r->len += n < room ? n : room;
     r->body[r->len] = '\0';
     return size * nmemb; /* read it all; keep the start */
 }
 
-static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
+size_t notifier_response_header(char *data, size_t size, size_t nmemb, void *arg)
 {
-    response_t *r = arg;
+    notifier_response_t *r = arg;
     size_t n = size * nmemb;
     if (n > 12 && strncasecmp(data, "Retry-After:", 12) == 0) {
         char value[128];
@@ -230,6 +230,38 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
             notifier_parse_retry_after(value, clock_wall_ms(), r->max_retry_after_ms);
     }
     return n;
+}
+
+/*
+ * The body becomes last_error, a text column: PostgreSQL refuses bytes that
+ * are not UTF-8 (a proxy's Latin-1 page, a character cut at the kept
+ * length) and a NUL would end the string, so each such byte is written as
+ * U+FFFD instead of failing the record of the attempt.
+ */
+char *notifier_response_error(long status, const notifier_response_t *r, char *buf, size_t buf_size)
+{
+    static const char replacement[] = "\xEF\xBF\xBD";
+    int head = snprintf(buf, buf_size, "HTTP %ld: ", status);
+    size_t o = head > 0 && (size_t) head < buf_size ? (size_t) head : 0;
+    const unsigned char *b = (const unsigned char *) r->body;
+
+    for (size_t i = 0; i < r->len;) {
+        size_t n = b[i] == 0 ? 0 : b[i] < 0x80 ? 1 : b[i] < 0xE0 ? 2 : b[i] < 0xF0 ? 3 : 4;
+        const char *piece = (const char *) b + i;
+        if (n == 0 || i + n > r->len || !utf8_valid(b + i, n)) {
+            piece = replacement;
+            n = sizeof replacement - 1;
+            i++;
+        } else {
+            i += n;
+        }
+        if (o + n >= buf_size)
+            break; /* whole characters only */
+        memcpy(buf + o, piece, n);
+        o += n;
+    }
+    buf[o] = '\0';
+    return buf;
 }
 
 /*
@@ -248,8 +280,7 @@ static transfer_t *post_start(notifier_t *n, const char *url, char *body, const 
     t->body = body;
     t->sink = strdup(sink);
     t->type = type;
-    t->response.retry_after_ms = -1;
-    t->response.max_retry_after_ms = n->max_retry_after_ms;
+    notifier_response_init(&t->response, n->max_retry_after_ms);
     t->headers = curl_slist_append(NULL, "Content-Type: application/json");
     t->easy = curl_easy_init();
     if (t->sink == NULL || t->headers == NULL || t->easy == NULL) {
@@ -262,9 +293,9 @@ static transfer_t *post_start(notifier_t *n, const char *url, char *body, const 
     curl_easy_setopt(t->easy, CURLOPT_TIMEOUT_MS, (long) n->timeout_ms);
     curl_easy_setopt(t->easy, CURLOPT_CONNECTTIMEOUT_MS, (long) n->timeout_ms);
     curl_easy_setopt(t->easy, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(t->easy, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(t->easy, CURLOPT_WRITEFUNCTION, notifier_response_body);
     curl_easy_setopt(t->easy, CURLOPT_WRITEDATA, &t->response);
-    curl_easy_setopt(t->easy, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(t->easy, CURLOPT_HEADERFUNCTION, notifier_response_header);
     curl_easy_setopt(t->easy, CURLOPT_HEADERDATA, &t->response);
     curl_easy_setopt(t->easy, CURLOPT_ERRORBUFFER, t->curl_error);
     curl_easy_setopt(t->easy, CURLOPT_USERAGENT, "steward/" STEWARD_VERSION);
@@ -293,7 +324,7 @@ static attempt_t post_result(transfer_t *t, CURLcode rc)
     a.retry_after_ms = t->response.retry_after_ms;
     a.verdict = notifier_verdict(a.status);
     if (a.verdict != VERDICT_DELIVERED)
-        snprintf(a.error, sizeof a.error, "HTTP %ld: %s", a.status, t->response.body);
+        notifier_response_error(a.status, &t->response, a.error, sizeof a.error);
     return a;
 }
 

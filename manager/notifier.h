@@ -110,6 +110,34 @@ notifier_verdict_t notifier_verdict(long status);
 int64_t notifier_backoff_ms(int attempts, int64_t max_backoff_ms, unsigned int *seed);
 
 /*
+ * A sink's answer to one attempt as the notifier keeps it: the start of
+ * the body (the error recorded in steward.outbox.last_error when the
+ * answer is not 2xx) and the Retry-After asked for. The two callbacks are
+ * libcurl's CURLOPT_WRITEFUNCTION and CURLOPT_HEADERFUNCTION with the
+ * response as their data; they and the error text are public so that the
+ * fuzz target (tests/fuzz/) and unit tests can feed them any bytes. Pure
+ * apart from the header callback reading the wall clock.
+ */
+#define NOTIFIER_RESPONSE_KEEP 512 /* bytes of a response body kept */
+#define NOTIFIER_ERROR_SIZE    (NOTIFIER_RESPONSE_KEEP + 128)
+
+typedef struct notifier_response {
+    char body[NOTIFIER_RESPONSE_KEEP + 1];
+    size_t len;
+    int64_t retry_after_ms; /* -1 when the answer had none */
+    int64_t max_retry_after_ms;
+} notifier_response_t;
+
+void notifier_response_init(notifier_response_t *r, int64_t max_retry_after_ms);
+size_t notifier_response_body(char *data, size_t size, size_t nmemb, void *arg);
+size_t notifier_response_header(char *data, size_t size, size_t nmemb, void *arg);
+
+/* The error recorded for an answer of `status` that was not 2xx, from the
+ * kept body; buf_size at least NOTIFIER_ERROR_SIZE. Returns buf. */
+char *notifier_response_error(long status, const notifier_response_t *r, char *buf,
+                              size_t buf_size);
+
+/*
  * Passes every interval until *stop is set; then keeps delivering for at
  * most drain_ms while anything is due, so a clean stop flushes what it can.
  * Takes up reloaded routes from `cur` between passes.
