@@ -233,28 +233,6 @@ static const char *hint(char *buf, size_t size, const char *word, const char *co
     return buf;
 }
 
-static const char *type_name(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT:
-        return "an object";
-    case JSON_ARRAY:
-        return "an array";
-    case JSON_STRING:
-        return "a string";
-    case JSON_INTEGER:
-        return "an integer";
-    case JSON_REAL:
-        return "a number with a fraction";
-    case JSON_TRUE:
-    case JSON_FALSE:
-        return "a boolean";
-    case JSON_NULL:
-        return "null";
-    }
-    return "an unknown value";
-}
-
 static long find_name(const char *const *names, size_t n, const char *name)
 {
     for (size_t i = 0; i < n; i++) {
@@ -357,7 +335,7 @@ static const char *get_string(loader_t *ld, json_t *obj, const char *ptr, const 
     char p[PTR_MAX];
     ptr_join(p, ptr, name);
     if (!json_is_string(v)) {
-        problem(ld, p, "expected a string, got %s", type_name(v));
+        problem(ld, p, "expected a string, got %s", jsonptr_kind(v));
         return NULL;
     }
     if (json_string_length(v) == 0) {
@@ -401,7 +379,8 @@ static const char *get_pointer(loader_t *ld, json_t *obj, const char *ptr, const
     char p[PTR_MAX];
     ptr_join(p, ptr, name);
     if (!json_is_string(v)) {
-        problem(ld, p, "expected a JSON pointer string such as '/order_id', got %s", type_name(v));
+        problem(ld, p, "expected a JSON pointer string such as '/order_id', got %s",
+                jsonptr_kind(v));
         return NULL;
     }
     return check_pointer(ld, json_string_value(v), p) ? json_string_value(v) : NULL;
@@ -430,7 +409,7 @@ static bool get_key(loader_t *ld, json_t *obj, const char *ptr, bool required, c
         problem(ld, p,
                 "expected a JSON pointer string such as '/order_id' or {\"from\": "
                 "\"message_key\"}, got %s",
-                type_name(v));
+                jsonptr_kind(v));
         return false;
     }
     static const char *const fields[] = {"from"};
@@ -478,7 +457,7 @@ static void parse_envelope_type(loader_t *ld, json_t *env, const char **type_ptr
         problem(ld, "/envelope/type",
                 "expected a JSON pointer string such as '/type' or {\"header\": \"event-type\"}, "
                 "got %s",
-                type_name(v));
+                jsonptr_kind(v));
         return;
     }
     static const char *const fields[] = {"header"};
@@ -510,7 +489,7 @@ static void parse_envelope_time(loader_t *ld, json_t *env, const char **time_ptr
         problem(ld, "/envelope/time",
                 "expected a JSON pointer string such as '/occurred_at', {\"pointer\": \"/ts\", "
                 "\"format\": \"epoch_millis\"} or {\"from\": \"kafka_timestamp\"}, got %s",
-                type_name(v));
+                jsonptr_kind(v));
         return;
     }
     static const char *const fields[] = {"pointer", "format", "from"};
@@ -565,7 +544,7 @@ static int get_duration(loader_t *ld, json_t *obj, const char *ptr, const char *
     ptr_join(p, ptr, name);
     if (!json_is_string(v)) {
         problem(ld, p, "expected a duration string such as \"15m\" or \"1h30m\", got %s",
-                type_name(v));
+                jsonptr_kind(v));
         return -1;
     }
     const char *text = json_string_value(v);
@@ -627,7 +606,7 @@ static void parse_captures(loader_t *ld, json_t *obj, const char *ptr, def_captu
         problem(ld, ptr,
                 "expected an object mapping variable names to JSON pointers, e.g. "
                 "{\"total\": \"/total\"}, got %s",
-                type_name(obj));
+                jsonptr_kind(obj));
         ld->vars_unknown = true;
         return;
     }
@@ -653,7 +632,8 @@ static void parse_captures(loader_t *ld, json_t *obj, const char *ptr, def_captu
          * the templates that use it are not what needs fixing. */
         char *name = ok ? ld_strdup(ld, var) : NULL;
         if (!json_is_string(v)) {
-            problem(ld, p, "expected a JSON pointer string such as '/total', got %s", type_name(v));
+            problem(ld, p, "expected a JSON pointer string such as '/total', got %s",
+                    jsonptr_kind(v));
             ok = false;
         } else if (!check_pointer(ld, json_string_value(v), p)) {
             ok = false;
@@ -733,7 +713,7 @@ static void parse_header(loader_t *ld, json_t *doc)
     v = member(ld, doc, "", "version", true);
     if (v != NULL && !json_is_integer(v))
         problem(ld, "/version", "version must be a positive integer (1, 2, ...), got %s",
-                type_name(v));
+                jsonptr_kind(v));
     else if (v != NULL && (json_integer_value(v) < 1 || json_integer_value(v) > INT_MAX))
         problem(ld, "/version",
                 "version must be a positive integer (1, 2, ...), got %" JSON_INTEGER_FORMAT,
@@ -758,7 +738,7 @@ static void parse_header(loader_t *ld, json_t *doc)
 
     v = json_object_get(doc, "description");
     if (v != NULL && !json_is_string(v))
-        problem(ld, "/description", "expected a string, got %s", type_name(v));
+        problem(ld, "/description", "expected a string, got %s", jsonptr_kind(v));
     else if (v != NULL)
         def->description = ld_strdup(ld, json_string_value(v));
 
@@ -768,14 +748,15 @@ static void parse_header(loader_t *ld, json_t *doc)
 
     v = json_object_get(doc, "$schema");
     if (v != NULL && !json_is_string(v))
-        problem(ld, "/$schema", "expected the JSON Schema's URI as a string, got %s", type_name(v));
+        problem(ld, "/$schema", "expected the JSON Schema's URI as a string, got %s",
+                jsonptr_kind(v));
 
     const char *type_ptr = "/type", *id_ptr = "/id", *time_ptr = NULL, *type_header = NULL;
     v = json_object_get(doc, "envelope");
     if (v != NULL && !json_is_object(v)) {
         problem(ld, "/envelope",
                 "expected an object with JSON pointers for 'type', 'id' and 'time', got %s",
-                type_name(v));
+                jsonptr_kind(v));
     } else if (v != NULL) {
         static const char *const fields[] = {"type", "id", "time"};
         CHECK_FIELDS(ld, v, "/envelope", fields);
@@ -804,7 +785,7 @@ static void parse_events(loader_t *ld, json_t *doc)
         return;
     if (!json_is_object(events)) {
         problem(ld, "/events", "expected an object mapping event types to their topics, got %s",
-                type_name(events));
+                jsonptr_kind(events));
         return;
     }
     if (json_object_size(events) == 0) {
@@ -830,7 +811,7 @@ static void parse_events(loader_t *ld, json_t *doc)
             problem(ld, p, "an event type must be 1 to %d characters long", EVENT_NAME_MAX_LEN);
         if (!json_is_object(v)) {
             problem(ld, p, "expected an object such as {\"topic\": \"orders\"}, got %s",
-                    type_name(v));
+                    jsonptr_kind(v));
             ld->vars_unknown = true;
             continue;
         }
@@ -858,7 +839,7 @@ static void parse_events(loader_t *ld, json_t *doc)
         json_t *fixed = json_object_get(v, "type_from_topic");
         if (fixed != NULL && !json_is_boolean(fixed))
             problem(ld, ptr_join(sub, p, "type_from_topic"), "expected true or false, got %s",
-                    type_name(fixed));
+                    jsonptr_kind(fixed));
         else
             ev->type_from_topic = json_is_true(fixed);
 
@@ -900,7 +881,7 @@ static void parse_start(loader_t *ld, json_t *doc)
         problem(ld, "/start",
                 "expected an object such as {\"on\": \"OrderPlaced\", \"to\": "
                 "\"awaiting_payment\"}, got %s",
-                type_name(start));
+                jsonptr_kind(start));
         ld->vars_unknown = true;
         return;
     }
@@ -942,7 +923,7 @@ static void parse_transition_map(loader_t *ld, json_t *on, const char *ptr, def_
         problem(ld, ptr,
                 "expected an object mapping event types to states, e.g. {\"PaymentCaptured\": "
                 "\"awaiting_stock\"}, got %s",
-                type_name(on));
+                jsonptr_kind(on));
         ld->graph_unknown = ld->usage_unknown = true;
         return;
     }
@@ -959,7 +940,7 @@ static void parse_transition_map(loader_t *ld, json_t *on, const char *ptr, def_
         ptr_join(p, ptr, event);
         long e = use_event(ld, event, p);
         if (!json_is_string(target)) {
-            problem(ld, p, "expected the name of the state to go to, got %s", type_name(target));
+            problem(ld, p, "expected the name of the state to go to, got %s", jsonptr_kind(target));
             ld->graph_unknown = true;
             continue;
         }
@@ -1025,7 +1006,7 @@ static void parse_command(loader_t *ld, size_t i, json_t *cmd, const char *ptr)
     def_state_t *st = &ld->def->states[i];
     if (!json_is_object(cmd)) {
         problem(ld, ptr, "expected an object with 'topic', 'type' and 'payload', got %s",
-                type_name(cmd));
+                jsonptr_kind(cmd));
         return;
     }
     static const char *const fields[] = {"topic", "type", "payload"};
@@ -1046,7 +1027,7 @@ static void parse_command(loader_t *ld, size_t i, json_t *cmd, const char *ptr)
     if (payload != NULL && !json_is_object(payload)) {
         problem(ld, ptr_join(p, ptr, "payload"),
                 "expected an object (the command's JSON payload, a template), got %s",
-                type_name(payload));
+                jsonptr_kind(payload));
         payload = NULL;
     } else if (payload != NULL) {
         ld->n_problems +=
@@ -1069,7 +1050,7 @@ static void parse_command(loader_t *ld, size_t i, json_t *cmd, const char *ptr)
 static void parse_retry(loader_t *ld, size_t i, json_t *retry, const char *ptr)
 {
     if (!json_is_object(retry)) {
-        problem(ld, ptr, "expected an object such as {\"max\": 2}, got %s", type_name(retry));
+        problem(ld, ptr, "expected an object such as {\"max\": 2}, got %s", jsonptr_kind(retry));
         return;
     }
     static const char *const fields[] = {"max", "backoff", "max_backoff"};
@@ -1096,7 +1077,7 @@ static void parse_retry(loader_t *ld, size_t i, json_t *retry, const char *ptr)
     char p[PTR_MAX];
     ptr_join(p, ptr, "max");
     if (!json_is_integer(max))
-        problem(ld, p, "retry.max must be an integer, got %s", type_name(max));
+        problem(ld, p, "retry.max must be an integer, got %s", jsonptr_kind(max));
     else if (json_integer_value(max) < 0)
         problem(ld, p, "retry.max must be 0 or more, got %" JSON_INTEGER_FORMAT,
                 json_integer_value(max));
@@ -1111,7 +1092,7 @@ static void parse_on_timeout(loader_t *ld, size_t i, json_t *v, const char *ptr)
 {
     def_state_t *st = &ld->def->states[i];
     if (!json_is_string(v)) {
-        problem(ld, ptr, "expected the name of the state to go to, got %s", type_name(v));
+        problem(ld, ptr, "expected the name of the state to go to, got %s", jsonptr_kind(v));
         ld->graph_unknown = true;
         return;
     }
@@ -1136,7 +1117,7 @@ static void parse_on_timeout(loader_t *ld, size_t i, json_t *v, const char *ptr)
 static long lease_event(loader_t *ld, json_t *v, const char *ptr)
 {
     if (!json_is_string(v)) {
-        problem(ld, ptr, "expected the name of an event, got %s", type_name(v));
+        problem(ld, ptr, "expected the name of an event, got %s", jsonptr_kind(v));
         return -1;
     }
     const char *name = json_string_value(v);
@@ -1158,7 +1139,7 @@ static void parse_lease(loader_t *ld, size_t i, json_t *v, const char *ptr, bool
         problem(ld, ptr,
                 "expected an object such as {\"claim\": \"PickStarted\", \"holder\": "
                 "\"/worker_id\", \"renew\": [\"PickHeartbeat\"], \"duration\": \"10m\"}, got %s",
-                type_name(v));
+                jsonptr_kind(v));
         return;
     }
     static const char *const fields[] = {"claim", "holder", "renew", "duration"};
@@ -1184,7 +1165,7 @@ static void parse_lease(loader_t *ld, size_t i, json_t *v, const char *ptr, bool
     size_t n_renew = 0;
     if (renew != NULL && !json_is_array(renew)) {
         problem(ld, ptr_join(p, ptr, "renew"), "expected an array of event names, got %s",
-                type_name(renew));
+                jsonptr_kind(renew));
         ok = false;
     } else if (renew != NULL) {
         n_renew = json_array_size(renew);
@@ -1224,7 +1205,7 @@ static void parse_token(loader_t *ld, size_t i, json_t *v, const char *ptr)
         problem(ld, ptr,
                 "expected {\"pointer\": \"/steward_token\"} or {\"header\": "
                 "\"ce_stewardtoken\"}, got %s",
-                type_name(v));
+                jsonptr_kind(v));
         return;
     }
     static const char *const fields[] = {"pointer", "header"};
@@ -1269,7 +1250,7 @@ static void parse_state(loader_t *ld, size_t i, const char *name, json_t *v)
                 "starting with a letter (at most %d characters)",
                 name, NAME_MAX_LEN);
     if (!json_is_object(v)) {
-        problem(ld, p, "expected an object describing the state, got %s", type_name(v));
+        problem(ld, p, "expected an object describing the state, got %s", jsonptr_kind(v));
         ld->graph_unknown = ld->usage_unknown = true;
         return;
     }
@@ -1282,7 +1263,7 @@ static void parse_state(loader_t *ld, size_t i, const char *name, json_t *v)
             problem(ld, sub,
                     "expected a string naming the outcome, e.g. \"terminal\": \"success\", got "
                     "%s",
-                    type_name(terminal));
+                    jsonptr_kind(terminal));
             ld->graph_unknown = true;
         } else if (!is_name(json_string_value(terminal), NULL)) {
             problem(ld, sub,
@@ -1300,7 +1281,8 @@ static void parse_state(loader_t *ld, size_t i, const char *name, json_t *v)
 
     json_t *desc = json_object_get(v, "description");
     if (desc != NULL && !json_is_string(desc))
-        problem(ld, ptr_join(sub, p, "description"), "expected a string, got %s", type_name(desc));
+        problem(ld, ptr_join(sub, p, "description"), "expected a string, got %s",
+                jsonptr_kind(desc));
 
     if (terminal != NULL) {
         /* A terminal state is where an instance ends: nothing may happen
@@ -1384,7 +1366,7 @@ static void parse_states(loader_t *ld, json_t *doc)
     }
     if (!json_is_object(states)) {
         problem(ld, "/states", "expected an object mapping state names to states, got %s",
-                type_name(states));
+                jsonptr_kind(states));
         ld->graph_unknown = ld->usage_unknown = true;
         return;
     }
@@ -1446,7 +1428,7 @@ def_t *def_load_json(const char *text, size_t len, const char *source, def_probl
         return NULL;
     }
     if (!json_is_object(doc)) {
-        problem(&ld, "", "expected a JSON object at the top level, got %s", type_name(doc));
+        problem(&ld, "", "expected a JSON object at the top level, got %s", jsonptr_kind(doc));
         json_decref(doc);
         return NULL;
     }

@@ -26,4 +26,8 @@ json_t *jsonptr_get(const json_t *doc, const char *ptr);
  */
 char *jsonptr_append(char *buf, size_t buf_size, const char *token);
 
+/* What a JSON value is, as an error message says it ("an object", "an
+ * integer", "a number with a fraction", ...). A static string. */
+const char *jsonptr_kind(const json_t *v);
+
 #endif

@@ -435,28 +435,6 @@ void decode_type_source(const def_t *def, char *buf, size_t size)
                  def->type_pointer);
 }
 
-static const char *json_kind(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT:
-        return "an object";
-    case JSON_ARRAY:
-        return "an array";
-    case JSON_STRING:
-        return "a string";
-    case JSON_INTEGER:
-        return "an integer";
-    case JSON_REAL:
-        return "a number with a fraction";
-    case JSON_TRUE:
-    case JSON_FALSE:
-        return "a boolean";
-    case JSON_NULL:
-        return "null";
-    }
-    return "an unknown value";
-}
-
 /* The correlation key of `ev` into *key (new string). */
 static decode_reason_t read_key(const decode_message_t *msg, const decode_input_t *in,
                                 const def_event_t *ev, char **key, char *detail, size_t detail_size)
@@ -500,7 +478,7 @@ static decode_reason_t read_key(const decode_message_t *msg, const decode_input_
     if (!json_is_string(v)) {
         snprintf(detail, detail_size,
                  "%s's correlation key at %s is %s: expected a string or an integer", ev->name,
-                 ev->key_pointer, json_kind(v));
+                 ev->key_pointer, jsonptr_kind(v));
         return DECODE_INVALID_KEY;
     }
     if (json_string_length(v) == 0) {
@@ -588,7 +566,7 @@ static decode_reason_t read_time(const decode_message_t *msg, const decode_input
         }
     } else if (v != NULL) {
         snprintf(detail, detail_size, "%s's time at %s is %s, not %s", ev->name, def->time_pointer,
-                 json_kind(v), format_names[def->time_format]);
+                 jsonptr_kind(v), format_names[def->time_format]);
         return DECODE_INVALID_TIME;
     } else {
     kafka:
