@@ -26,7 +26,10 @@
  *   GET /v1/processes                 query_processes()
  *   GET /v1/processes/{process}/graph query_graph(); 404 when unrecorded
  *   GET /v1/report[?process=P][&since=DURATION]
- *                                     query_report()
+ *                                     report_build() (shadow/report.h) over
+ *                                     the recorded definitions: the document
+ *                                     of `steward report --json`; 404 when P
+ *                                     was never recorded
  *   GET / and /console/{file}         the web console (manager/console.h),
  *                                     open to all: it holds no data
  *   POST /v1/alerts/{id}/{ack|resolve}

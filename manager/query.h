@@ -92,22 +92,4 @@ err_class_t query_processes(PGconn *conn, json_t **out, char *errstr, size_t err
 err_class_t query_graph(PGconn *conn, const char *process, json_t **out, char *errstr,
                         size_t errstr_size);
 
-/*
- * Per process and state of the latest definitions (`process` NULL: all),
- * the time instances spent in each state, from the history's started and
- * advanced rows, for the exits (leaving the state) in the last since_ms of
- * event time (0: all history), as a new JSON object into *out:
- * {since_ms, processes: [{process, version, states: [{state, terminal,
- * deadline, deadline_ms, exits, p50_ms, p90_ms, p99_ms, max_ms,
- * suggested_ms, open, overdue, over_deadline, over_suggested, days,
- * histogram: [{le_ms, count}]}]}]}. The histogram's buckets are fixed
- * (1 s up to 30 days, the last one le_ms null: beyond); suggested_ms is the
- * p99 (p99.9 from 1000 exits) times 1.5, unrounded, null below 20 exits;
- * over_* count the exits longer than the deadline or the suggestion and
- * `days` is the period they are counted over (the window, else the span
- * of the exits, at least an hour), so over/days is alerts per day.
- */
-err_class_t query_report(PGconn *conn, const char *process, int64_t since_ms, json_t **out,
-                         char *errstr, size_t errstr_size);
-
 #endif

@@ -5,8 +5,8 @@
 # cycle cannot come back unnoticed. Tests and benchmarks may include
 # anything and are not checked.
 #
-#   common/  <-  definitions/  <-  engine/  <-  manager/  <-  cli/
-#   common/  <-  schema/                         shadow/  <-  cli/
+#   common/  <-  definitions/  <-  engine/  <-  shadow/  <-  manager/  <-  cli/
+#   common/  <-  schema/  <-  shadow/, manager/
 #   common/, definitions/  <-  sim/
 set -eu
 root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -18,7 +18,7 @@ allowed() {
     definitions) echo "common definitions" ;;
     engine) echo "common definitions engine" ;;
     sim) echo "common definitions sim" ;;
-    manager) echo "common definitions engine schema manager" ;;
+    manager) echo "common definitions engine schema shadow manager" ;;
     shadow) echo "common definitions engine schema shadow" ;;
     cli) echo "common definitions engine schema manager shadow cli" ;;
     *) echo "" ;;

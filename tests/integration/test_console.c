@@ -5,7 +5,8 @@
  * deadline an hour away) and o-3 never paid, so overdue with an alert open.
  *
  *   api       /v1/processes, /v1/processes/{p}/graph, /v1/instances with
- *             filters and paging, /v1/report with its histogram; bad
+ *             filters and paging, /v1/report (steward report --json's
+ *             document, compared with the command's own output); bad
  *             arguments 400 with a JSON error; / and /console/{file} serve
  *             the compiled-in console
  *   browser   headless Chromium loads each page (processes, stuck,
@@ -304,16 +305,26 @@ START_TEST(api_lists_graphs_and_reports)
     bad_request("/v1/report?since=soon", "since");
     bad_request("/v1/instances?state=%ZZ", "state");
 
-    /* o-1 and o-2 left awaiting_payment at once; o-1 left dispatch. */
+    /* o-1 and o-2 left awaiting_payment at once; o-1 left dispatch. The
+     * document is steward report's (docs/report.md). */
     doc = get_json("/v1/report?process=alert_order&since=1d", 200);
-    ck_assert_int_eq(num(doc, "since_ms"), 86400000);
+    json_t *window = json_object_get(doc, "window");
+    ck_assert_int_eq(num(window, "since_ms"), 86400000);
+    ck_assert_str_eq(json_string_value(json_object_get(window, "since")), "1d");
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "definitions")), "steward.definitions");
+    ck_assert_int_eq(json_array_size(json_object_get(doc, "processes")), 1);
     p = find(json_object_get(doc, "processes"), "process", "alert_order");
     s = find(json_object_get(p, "states"), "state", "awaiting_payment");
-    ck_assert_int_eq(num(s, "exits"), 2);
-    ck_assert_int_eq(num(s, "deadline_ms"), 3000);
+    ck_assert_int_eq(num(s, "left"), 2);
     ck_assert_int_eq(num(s, "open"), 1);
     ck_assert_int_eq(num(s, "overdue"), 1);
-    ck_assert(json_is_null(json_object_get(s, "suggested_ms"))); /* two exits: too few */
+    json_t *deadline = json_object_get(s, "deadline");
+    ck_assert_int_eq(num(deadline, "ms"), 3000);
+    ck_assert_int_eq(num(deadline, "missed"), 1); /* o-3, open past it */
+    json_t *suggestion = json_object_get(s, "suggestion");
+    ck_assert(json_is_false(json_object_get(suggestion, "enough_samples"))); /* two: too few */
+    ck_assert_int_eq(num(suggestion, "needed"), 20);
+    ck_assert(json_is_null(json_object_get(suggestion, "deadline_ms")));
     json_t *hist = json_object_get(s, "histogram");
     long long sum = 0;
     size_t k;
@@ -323,8 +334,34 @@ START_TEST(api_lists_graphs_and_reports)
     ck_assert(
         json_is_null(json_object_get(json_array_get(hist, json_array_size(hist) - 1), "le_ms")));
     s = find(json_object_get(p, "states"), "state", "awaiting_dispatch");
-    ck_assert_int_eq(num(s, "exits"), 1);
+    ck_assert_int_eq(num(s, "left"), 1);
+    s = find(json_object_get(p, "states"), "state", "completed");
+    ck_assert(json_is_null(json_object_get(s, "histogram")));
+
+    /* ... the very document steward report --json prints for the same
+     * process and window, but for the times it was made at. */
+    const char *rargv[] = {NULL,          "report",  "--database", w.db_url, "--process",
+                           "alert_order", "--since", "1d",         "--json", NULL};
+    const char *renv[] = {"STEWARD_DEFINITIONS=", NULL};
+    tl_output_t ro = tl_steward(rargv, renv);
+    ck_assert_msg(ro.status == 0, "steward report: %s", ro.err);
+    json_t *cli = json_loads(ro.out, 0, NULL);
+    ck_assert_msg(cli != NULL, "steward report --json: not JSON: %s", ro.out);
+    tl_output_free(&ro);
+    json_t *both[2] = {doc, cli};
+    for (int n = 0; n < 2; n++) {
+        json_object_del(both[n], "generated_at");
+        json_object_del(json_object_get(both[n], "window"), "from");
+        json_object_del(json_object_get(both[n], "window"), "to");
+    }
+    char *api_text = json_dumps(doc, JSON_SORT_KEYS), *cli_text = json_dumps(cli, JSON_SORT_KEYS);
+    ck_assert_msg(json_equal(doc, cli), "/v1/report:\n%s\nsteward report --json:\n%s", api_text,
+                  cli_text);
+    free(api_text);
+    free(cli_text);
+    json_decref(cli);
     json_decref(doc);
+    json_decref(get_json("/v1/report?process=no_such", 404));
 
     /* The instance view carries the alerts raised on it. */
     doc = get_json("/v1/instances/alert_order/o-3", 200);
@@ -471,11 +508,17 @@ START_TEST(browser_shows_each_page)
     ck_assert(tl_contains(dom, "alert opened"));
     free(dom);
 
-    /* report: a histogram per state, the deadline drawn. */
+    /* report: a histogram per state from the report's buckets, the
+     * state's own deadline drawn, no suggestion from two exits. */
     dom = browse("report?process=alert_order", "report");
     assert_tag(dom, "svg", "data-state=\"awaiting_payment\"", "data-exits=\"2\"");
     assert_tag(dom, "svg", "data-state=\"awaiting_dispatch\"", "data-exits=\"1\"");
-    ck_assert(tl_contains(dom, "class=\"deadline-line\""));
+    assert_tag(dom, "line", "class=\"deadline-line\"", "data-ms=\"3000\"");
+    assert_tag(dom, "rect", "data-le-ms=\"null\"", "data-count=\"0\"");
+    ck_assert(tl_contains(dom, "too few exits to suggest (2 of 20)"));
+    ck_assert(tl_contains(dom, "deadline 3.0s ("));
+    ck_assert(!tl_contains(dom, "class=\"suggested-line\""));
+    ck_assert(!tl_contains(dom, "data-state=\"completed\""));
     free(dom);
 }
 END_TEST
