@@ -308,7 +308,9 @@ static void walk_template(template_walk_t *w, const json_t *v, char *ptr, size_t
 size_t def_check_template(const json_t *payload, const char *const *vars, size_t n_vars,
                           const char *file, const char *pointer, def_problems_t *problems)
 {
-    template_walk_t w = {vars, n_vars, file, problems, 0};
+    /* vars NULL means "any name": the count that came with it is not a
+     * length to walk. */
+    template_walk_t w = {vars, vars != NULL ? n_vars : 0, file, problems, 0};
     char ptr[1024];
     snprintf(ptr, sizeof ptr, "%s", pointer != NULL ? pointer : "");
     walk_template(&w, payload, ptr, sizeof ptr);

@@ -222,6 +222,21 @@ START_TEST(an_invalid_capture_name_beside_a_command_is_a_problem)
 }
 END_TEST
 
+/* fuzz_definition (a 10 min run on the merged tree): when the captures
+ * could not be read, the template check is told "any name" (vars NULL) but
+ * kept the count; an empty ${vars.} then walked a NULL list. */
+START_TEST(an_empty_variable_name_with_unknown_captures_is_a_problem)
+{
+    json_t *payload = json_pack("{s:s}", "amount", "${vars.}");
+    def_problems_t problems = {0};
+    ck_assert_uint_eq(def_check_template(payload, NULL, 3, "p.json", "/payload", &problems), 1);
+    ck_assert_msg(strstr(problems.items[0].message, "${vars.}") != NULL, "%s",
+                  problems.items[0].message);
+    def_problems_clear(&problems);
+    json_decref(payload);
+}
+END_TEST
+
 /* fuzz_message (a 5 s run of the suite's fuzz step, on a definition that
  * takes the time from the Kafka timestamp): that time was never checked
  * against the years Steward accepts, so a producer's timestamp in the year
@@ -296,6 +311,7 @@ Suite *fuzz_findings_suite(void)
     tcase_add_test(tc, a_template_refusal_is_utf8);
     tcase_add_test(tc, an_invalid_capture_name_beside_a_command_is_a_problem);
     tcase_add_test(tc, a_kafka_timestamp_out_of_range_is_refused);
+    tcase_add_test(tc, an_empty_variable_name_with_unknown_captures_is_a_problem);
     suite_add_tcase(s, tc);
     return s;
 }
