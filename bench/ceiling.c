@@ -32,6 +32,8 @@
  * Prints key=value lines on stdout (for the script); exits 0 on success.
  */
 #include "common/pgarr.h"
+#include "manager/rows.h"
+#include "manager/store.h"
 
 #include <libpq-fe.h>
 #include <stdbool.h>
@@ -41,8 +43,9 @@
 #include <string.h>
 #include <time.h>
 
-#define N_HIST_COLS 15
-#define N_INST_COLS 15
+#define N_HIST_COLS ROWS_HISTORY_COLUMNS
+#define N_INST_COLS ROWS_INSTANCES_COLUMNS
+#define N_VARS_COL  13 /* vars, in the order of ROWS_INSTANCES */
 
 static PGconn *conn;
 
@@ -115,6 +118,7 @@ static void *xcalloc(size_t n, size_t size)
 /* One final instance row, as text columns in write order (NULL = SQL NULL). */
 typedef struct inst {
     char *col[N_INST_COLS];
+    bool vars_sent;  /* an upsert with its vars was replayed */
     long last_batch; /* the batch that last queued it, to queue it once per batch */
 } inst_t;
 
@@ -138,58 +142,34 @@ typedef struct batch {
     size_t n_history, n_events, n_instances;
 } batch_t;
 
-/* The statements of manager/store.c, on the scratch schema. */
+/* A copy of sql with every "INTO steward.TABLE " written into schema
+ * instead. */
+static char *on_schema(const char *sql, const char *schema)
+{
+    size_t cap = strlen(sql) * 2 + 256, len = 0;
+    char *out = xcalloc(cap, 1);
+    const char *from = "INTO steward.";
+    while (*sql != '\0') {
+        if (strncmp(sql, from, strlen(from)) == 0) {
+            len += (size_t) snprintf(out + len, cap - len, "INTO %s.", schema);
+            sql += strlen(from);
+        } else {
+            out[len++] = *sql++;
+        }
+    }
+    return out;
+}
+
+/* The statements of manager/store.c (store_sql_write_*()), on the scratch
+ * schema: the same text, parameters and encoding. */
 static char *history_sql(const char *schema)
 {
-    char *sql = NULL;
-    if (asprintf(&sql,
-                 "INSERT INTO %s.history (process, key, version, event_id, event_type, topic, "
-                 "  partition, \"offset\", event_time, from_state, to_state, outcome, replayed, "
-                 "detail, "
-                 "  replica, epoch) "
-                 "SELECT p, k, v, e, t, tp, pa, o, steward.from_ms(et), fs, ts, oc, rp, d, "
-                 "$16, ep "
-                 "FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], "
-                 "$6::text[], "
-                 "  $7::int[], $8::bigint[], $9::bigint[], $10::text[], $11::text[], $12::text[], "
-                 "  $13::bool[], $14::text[], $15::bigint[]) WITH ORDINALITY "
-                 "  AS u(p, k, v, e, t, tp, pa, o, et, fs, ts, oc, rp, d, ep, n) "
-                 "ORDER BY n",
-                 schema) < 0)
-        return NULL;
-    return sql;
+    return on_schema(store_sql_write_history(), schema);
 }
 
 static char *instances_sql(const char *schema)
 {
-    char *sql = NULL;
-    if (asprintf(&sql,
-                 "INSERT INTO %s.instances AS i (process, key, version, state, status, "
-                 "started_at, "
-                 "  state_entered_at, deadline_at, process_deadline_at, next_deadline_at, "
-                 "overdue, "
-                 "  process_overdue, attempt, vars, events_applied) "
-                 "SELECT p, k, v, s, st, steward.from_ms(sa), steward.from_ms(se), "
-                 "  steward.from_ms(dl), steward.from_ms(pd), steward.from_ms(nd), "
-                 "  ov, po, at, vr::jsonb, ea "
-                 "FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], "
-                 "$6::bigint[], "
-                 "  $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bool[], "
-                 "$12::bool[], "
-                 "  $13::int[], $14::text[], $15::int[]) "
-                 "  AS u(p, k, v, s, st, sa, se, dl, pd, nd, ov, po, at, vr, ea) "
-                 "ON CONFLICT (process, key) DO UPDATE SET version = excluded.version, "
-                 "  state = excluded.state, status = excluded.status, "
-                 "  state_entered_at = excluded.state_entered_at, deadline_at = "
-                 "excluded.deadline_at, "
-                 "  process_deadline_at = excluded.process_deadline_at, "
-                 "  next_deadline_at = excluded.next_deadline_at, overdue = excluded.overdue, "
-                 "  process_overdue = excluded.process_overdue, attempt = excluded.attempt, "
-                 "  vars = excluded.vars, events_applied = excluded.events_applied, updated_at "
-                 "= now()",
-                 schema) < 0)
-        return NULL;
-    return sql;
+    return on_schema(store_sql_write_instances(), schema);
 }
 
 static const char *value(const PGresult *res, int row, int col)
@@ -238,7 +218,9 @@ int main(int argc, char **argv)
                         "  steward.to_ms(deadline_at), "
                         "  steward.to_ms(process_deadline_at), "
                         "  steward.to_ms(next_deadline_at), "
-                        "  overdue, process_overdue, attempt, vars::text, events_applied "
+                        "  overdue, process_overdue, attempt, vars::text, events_applied, "
+                        "  step, token, lease_holder, steward.to_ms(lease_expires_at), "
+                        "  steward.to_ms(lease_renewed_at), resend_pending "
                         "FROM steward.instances",
                         0, NULL);
     size_t n_inst = (size_t) PQntuples(res);
@@ -257,7 +239,8 @@ int main(int argc, char **argv)
     res = run("reading history",
               "SELECT recorded_at, replica, process, key, version, event_id, event_type, topic, "
               "  partition, \"offset\", steward.to_ms(event_time), "
-              "  from_state, to_state, outcome, replayed, detail, epoch "
+              "  from_state, to_state, outcome, replayed, detail, epoch, late_by_ms, "
+              "  steward.to_ms(entered_at), time_in_state_ms "
               "FROM steward.history ORDER BY recorded_at, replica, id",
               0, NULL);
     int n_rows = PQntuples(res);
@@ -300,9 +283,17 @@ int main(int argc, char **argv)
         /* in (process, key) order, as steward's sorted slots */
         pgarr_t icols[N_INST_COLS] = {{0}};
         qsort(touched, n_touched, sizeof *touched, index_compare);
-        for (size_t i = 0; i < n_touched; i++)
-            for (int c = 0; c < N_INST_COLS; c++)
-                pgarr_add(&icols[c], insts[touched[i]].col[c]);
+        for (size_t i = 0; i < n_touched; i++) {
+            inst_t *in = &insts[touched[i]];
+            for (int c = 0; c < N_INST_COLS; c++) {
+                /* steward sends only what a batch captured into vars and
+                 * merges it: the final vars once, then none, is no more
+                 * than it sends. */
+                bool vars = c == N_VARS_COL;
+                pgarr_add(&icols[c], vars && in->vars_sent ? "{}" : in->col[c]);
+            }
+            in->vars_sent = true;
+        }
         for (int c = 0; c < N_INST_COLS; c++) {
             b->inst[c] = n_touched > 0 ? array_text(&icols[c]) : NULL;
             pgarr_free(&icols[c]);

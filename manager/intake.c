@@ -6,6 +6,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "manager/metrics.h"
+#include "manager/batch.h"
 #include "manager/store.h"
 
 #include <inttypes.h>
@@ -31,6 +32,7 @@ typedef struct owned {
 struct intake {
     rd_kafka_t *rk;
     store_t *store;
+    batch_ctx_t *batch;    /* the stages of a batch, over store */
     const def_set_t *defs; /* borrowed */
     route_table_t *routes; /* borrowed */
     size_t batch_max;
@@ -349,18 +351,18 @@ static void commit_to_kafka(intake_t *in, const store_partition_t *parts, size_t
 }
 
 /*
- * store_apply_batch(), retrying conflicts at once and lost connections
+ * batch_apply(), retrying conflicts at once and lost connections
  * with backoff until it commits, fails otherwise or intake is told to stop.
  */
 static err_class_t apply_retrying(intake_t *in, const decode_input_t *msgs, size_t n,
-                                  store_partition_t *parts, size_t n_parts,
-                                  store_batch_stats_t *stats, char *errstr, size_t errstr_size)
+                                  store_partition_t *parts, size_t n_parts, batch_stats_t *stats,
+                                  char *errstr, size_t errstr_size)
 {
     int backoff = 100;
     err_class_t cls;
 
     for (;;) {
-        cls = store_apply_batch(in->store, msgs, n, parts, n_parts, stats, errstr, errstr_size);
+        cls = batch_apply(in->batch, msgs, n, parts, n_parts, stats, errstr, errstr_size);
         if (cls == ERR_OK || cls == ERR_FATAL || cls == ERR_INVALID || *in->stop)
             return cls;
         metrics_add(&metrics.batches_retried, 1);
@@ -375,7 +377,7 @@ static err_class_t apply_retrying(intake_t *in, const decode_input_t *msgs, size
     }
 }
 
-/* store_refuse_message(), retried like apply_retrying(). */
+/* batch_refuse_message(), retried like apply_retrying(). */
 static err_class_t refuse_retrying(intake_t *in, const decode_input_t *msg, store_partition_t *part,
                                    const char *detail, char *errstr, size_t errstr_size)
 {
@@ -383,7 +385,7 @@ static err_class_t refuse_retrying(intake_t *in, const decode_input_t *msg, stor
     err_class_t cls;
 
     for (;;) {
-        cls = store_refuse_message(in->store, msg, part, detail, errstr, errstr_size);
+        cls = batch_refuse_message(in->batch, msg, part, detail, errstr, errstr_size);
         if (cls == ERR_OK || cls == ERR_FATAL || cls == ERR_INVALID || *in->stop)
             return cls;
         if (cls == ERR_TRANSIENT) {
@@ -405,12 +407,12 @@ static err_class_t refuse_retrying(intake_t *in, const decode_input_t *msg, stor
  * offsets, so every message is committed exactly once.
  */
 static err_class_t apply_range(intake_t *in, const decode_input_t *msgs, size_t lo, size_t hi,
-                               store_partition_t *parts, size_t n_parts, store_batch_stats_t *stats,
+                               store_partition_t *parts, size_t n_parts, batch_stats_t *stats,
                                char *errstr, size_t errstr_size)
 {
     store_partition_t *sub = calloc(n_parts + 1, sizeof *sub);
     size_t n_sub = 0;
-    store_batch_stats_t part_stats = {0};
+    batch_stats_t part_stats = {0};
     err_class_t cls;
 
     if (sub == NULL)
@@ -475,7 +477,7 @@ static err_class_t apply_range(intake_t *in, const decode_input_t *msgs, size_t 
  * watermarks with an empty batch. Intake never stops for one message.
  */
 static err_class_t isolate(intake_t *in, const decode_input_t *msgs, size_t n,
-                           store_partition_t *parts, size_t n_parts, store_batch_stats_t *stats,
+                           store_partition_t *parts, size_t n_parts, batch_stats_t *stats,
                            char *errstr, size_t errstr_size)
 {
     char count[24];
@@ -492,7 +494,7 @@ static err_class_t isolate(intake_t *in, const decode_input_t *msgs, size_t n,
 
     /* The parts left watermarks alone; move them now, offsets unchanged. */
     store_partition_t *marks = calloc(n_parts + 1, sizeof *marks);
-    store_batch_stats_t ignored;
+    batch_stats_t ignored;
     if (marks == NULL)
         return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
     for (size_t i = 0; i < n_parts; i++) {
@@ -521,7 +523,7 @@ static err_class_t flush(intake_t *in, char *errstr, size_t errstr_size)
     decode_input_t *inputs = calloc(n + 1, sizeof *inputs);
     decode_header_t **headers = calloc(n + 1, sizeof *headers);
     store_partition_t *parts = calloc(in->n_owned + 1, sizeof *parts);
-    store_batch_stats_t stats;
+    batch_stats_t stats;
     err_class_t cls = ERR_OK;
 
     if (inputs == NULL || headers == NULL || parts == NULL) {
@@ -687,7 +689,7 @@ static bool dlq_new(intake_t *in, const intake_config_t *cfg, char *errstr, size
         return false;
     }
     in->dlq_topic = strdup(cfg->dead_letter_topic);
-    store_set_reject_hook(in->store, to_dead_letter, in);
+    batch_set_reject_hook(in->batch, to_dead_letter, in);
     return true;
 }
 
@@ -743,14 +745,18 @@ intake_t *intake_new(const intake_config_t *cfg, const def_set_t *defs, err_clas
         goto fail;
     }
 
-    store_config_t scfg = {cfg->conninfo, cfg->group,  cfg->replica,
-                           cfg->limits,   cfg->routes, cfg->record_unknown};
-    in->store = store_new(&scfg, defs, errstr, errstr_size);
+    store_config_t scfg = {cfg->conninfo, cfg->group, cfg->replica};
+    in->store = store_new(&scfg, errstr, errstr_size);
     if (in->store == NULL) {
         *cls = ERR_TRANSIENT;
         goto fail;
     }
-    if ((*cls = store_register_definitions(in->store, errstr, errstr_size)) != ERR_OK)
+    batch_config_t bcfg = {cfg->limits, cfg->routes, cfg->record_unknown};
+    if ((in->batch = batch_ctx_new(&bcfg, in->store, defs)) == NULL) {
+        *cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+        goto fail;
+    }
+    if ((*cls = store_register_definitions(in->store, defs, errstr, errstr_size)) != ERR_OK)
         goto fail;
     if (cfg->dead_letter_topic != NULL && *cfg->dead_letter_topic != '\0' &&
         !dlq_new(in, cfg, errstr, errstr_size)) {
@@ -776,7 +782,14 @@ intake_t *intake_new(const intake_config_t *cfg, const def_set_t *defs, err_clas
          * then the process watermark, and every deadline, waits for them.
          * `kafka` properties in the config override both. */
         !set_conf(conf, "session.timeout.ms", "6000", errstr, errstr_size) ||
-        !set_conf(conf, "heartbeat.interval.ms", "2000", errstr, errstr_size)) {
+        !set_conf(conf, "heartbeat.interval.ms", "2000", errstr, errstr_size) ||
+        /* librdkafka reads ahead up to 100,000 messages per partition and
+         * 64 MiB by default: with a backlog that read-ahead, not Steward's
+         * state, is most of the process's memory. A batch needs a few
+         * thousand messages; this keeps the peak flat whatever the backlog
+         * (docs/performance.md, "Memory"). */
+        !set_conf(conf, "queued.min.messages", "5000", errstr, errstr_size) ||
+        !set_conf(conf, "queued.max.messages.kbytes", "2048", errstr, errstr_size)) {
         *cls = ERR_INVALID;
         goto fail;
     }
@@ -956,16 +969,13 @@ static bool same_topics(const rd_kafka_topic_partition_list_t *a,
 err_class_t intake_set_definitions(intake_t *in, const def_set_t *defs, route_table_t *routes,
                                    char *errstr, size_t errstr_size)
 {
-    const def_set_t *old = in->defs;
     err_class_t cls;
 
     /* Record first: a changed document under a recorded version is refused
      * before anything switches. */
-    store_set_definitions(in->store, defs, routes);
-    if ((cls = store_register_definitions(in->store, errstr, errstr_size)) != ERR_OK) {
-        store_set_definitions(in->store, old, in->routes);
+    if ((cls = store_register_definitions(in->store, defs, errstr, errstr_size)) != ERR_OK)
         return cls;
-    }
+    batch_set_definitions(in->batch, defs, routes);
     in->defs = defs;
     in->routes = routes;
 
@@ -996,6 +1006,7 @@ void intake_free(intake_t *in)
         rd_kafka_destroy(in->dlq);
     }
     free(in->dlq_topic);
+    batch_ctx_free(in->batch);
     store_free(in->store);
     clear_owned(in);
     free(in->pending);

@@ -1,6 +1,6 @@
 /*
  * intake - the Kafka consumer: reads the topics the definitions name as
- * one consumer group and hands what it read to store_apply_batch() in
+ * one consumer group and hands what it read to batch_apply() in
  * batches of up to batch_max messages or batch_ms milliseconds.
  *
  * Offsets live in PostgreSQL, not in Kafka: auto-commit is off, and when

@@ -1,26 +1,23 @@
 /*
- * store - instance state in PostgreSQL, and the batch transaction that
- * changes it.
+ * store - the SQL of intake: partition ownership, and the statements of
+ * the batch transaction.
  *
- * An instance is one running copy of a process definition: one row in
- * steward.instances. A batch is what intake read from Kafka since the last
- * commit; store_apply_batch() turns it into one transaction: check that
- * this replica still owns every partition in it (the epoch fence), lock the
- * touched instances in key order, judge each event with the engine, and
- * write instances, history, parked and rejected rows and the partitions'
- * next offsets together. Either all of a batch's effects are committed,
- * with the offsets that caused them, or none are: every message changes
- * state exactly once across crashes, restarts and rebalances.
+ * store knows tables and statements, nothing of events or the engine: the
+ * batch module (manager/batch.h) decides what a batch reads and writes and
+ * in which order, and calls these inside one transaction (store_begin() to
+ * store_commit()). Reads hand each row to a callback, its strings borrowed
+ * for the call; writes take the rows built with manager/rows.h. Every
+ * statement is parameterized; the rows' arrays are parameters too.
  *
  * A store owns one PGconn and is used by one thread.
  */
 #ifndef STEWARD_STORE_H
 #define STEWARD_STORE_H
 
+#include "common/db.h"
 #include "common/err.h"
 #include "definitions/def.h"
-#include "engine/decode.h"
-#include "manager/routes.h"
+#include "manager/rows.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -32,34 +29,30 @@ typedef struct store_config {
     const char *conninfo; /* libpq connection string */
     const char *group;    /* the Kafka consumer group: offsets are per group */
     const char *replica;  /* this process's name in history and ownership_log */
-    decode_limits_t limits;
-    route_table_t *routes; /* who hears of sequence alerts and resolves; borrowed */
-    bool record_unknown;   /* also a rejected row (reason unknown_type) for each message no
-                              loaded definition declares */
 } store_config_t;
 
 /*
  * Returns a new store (free with store_free()) connected to the database,
- * or NULL with the reason in errstr. `defs` is borrowed and must outlive
- * the store (store_set_definitions() swaps it). The strings in cfg are
- * copied.
+ * or NULL with the reason in errstr. The strings in cfg are copied.
  */
-store_t *store_new(const store_config_t *cfg, const def_set_t *defs, char *errstr,
-                   size_t errstr_size);
+store_t *store_new(const store_config_t *cfg, char *errstr, size_t errstr_size);
 void store_free(store_t *store); /* NULL is a no-op */
 
-/* Replaces the definitions and routes (borrowed, as in store_new()). */
-void store_set_definitions(store_t *store, const def_set_t *defs, route_table_t *routes);
+/* The connection, borrowed: for what other modules write in the batch's
+ * transaction (alerts, commands) and for reading recorded versions. */
+PGconn *store_conn(store_t *store);
+const char *store_replica(const store_t *store);
 
 /* Reconnects after a lost connection; ERR_TRANSIENT while the server is away. */
 err_class_t store_reconnect(store_t *store, char *errstr, size_t errstr_size);
 
 /*
- * Records every definition of the set in steward.definitions. A version
+ * Records every definition of `defs` in steward.definitions. A version
  * already recorded with a different document is ERR_INVALID: a changed
  * definition needs a new version, since running instances keep theirs.
  */
-err_class_t store_register_definitions(store_t *store, char *errstr, size_t errstr_size);
+err_class_t store_register_definitions(store_t *store, const def_set_t *defs, char *errstr,
+                                       size_t errstr_size);
 
 /* One partition this replica reads, and how far. */
 typedef struct store_partition {
@@ -69,7 +62,7 @@ typedef struct store_partition {
     int64_t next_offset;  /* from store_claim(); in a batch, the offset after the last
                              message read, or -1 when unchanged */
     int64_t watermark_ms; /* event time read up to; now when read to its end; -1: unchanged */
-    bool fenced;          /* set by store_apply_batch(): another replica owns it now */
+    bool fenced;          /* set by store_fence(): another replica owns it now */
 } store_partition_t;
 
 /* The next offset of a partition never read: start from the beginning. */
@@ -95,56 +88,114 @@ typedef enum store_release_reason {
 err_class_t store_release(store_t *store, const store_partition_t *parts, size_t n,
                           store_release_reason_t reason, char *errstr, size_t errstr_size);
 
-typedef struct store_batch_stats {
-    size_t messages; /* messages committed (fenced partitions' excluded) */
-    size_t judged;   /* history rows written */
-    size_t rejected; /* rejected rows written */
-    size_t ignored;  /* messages no process declares */
-    size_t fenced;   /* partitions found fenced */
-} store_batch_stats_t;
+/* ---- the batch transaction ------------------------------------------------ */
+
+err_class_t store_begin(store_t *store, char *errstr, size_t errstr_size);
+err_class_t store_commit(store_t *store, char *errstr, size_t errstr_size);
+void store_rollback(store_t *store); /* after a failed statement; never fails */
 
 /*
- * Applies a batch: msgs in the order read (per partition, by offset), and
- * the progress of every partition they came from (parts; each message's
- * partition must be among them). Partitions without messages may be passed
- * too, to advance their watermark. A partition another replica claimed
- * since is marked fenced and its messages are left alone; the rest commit.
- * On ERR_CONFLICT or ERR_TRANSIENT nothing was committed and the same
- * batch may be applied again. ERR_INVALID means PostgreSQL refused what
- * some message carried (SQLSTATE class 22, data exception, or 54, program
- * limit exceeded): nothing was committed, and the same batch would fail
- * again; apply parts of it to find the message, and record that one with
- * store_refuse_message(). errstr then holds the database's own words.
- *
- * Messages no loaded definition declares are counted per (topic, type) in
- * the metrics and logged at most once a minute per type, once committed.
+ * The epoch fence: locks the offsets rows of `parts` (until the
+ * transaction ends, so no claim lands mid-batch) and sets each one's
+ * `fenced` when another replica claimed it since this one did.
  */
-err_class_t store_apply_batch(store_t *store, const decode_input_t *msgs, size_t n_msgs,
-                              store_partition_t *parts, size_t n_parts, store_batch_stats_t *stats,
-                              char *errstr, size_t errstr_size);
+err_class_t store_fence(store_t *store, store_partition_t *parts, size_t n, char *errstr,
+                        size_t errstr_size);
+
+/* One instance: its process and key (borrowed). */
+typedef struct store_key {
+    const char *process;
+    const char *key;
+} store_key_t;
 
 /*
- * Records one message PostgreSQL refused (see store_apply_batch()) in
- * steward.rejected with reason database_refused and `detail` (the
- * database's error), and moves `part` (its partition, next_offset the
- * offset after it) past it, in one transaction. If the rejected row is
- * refused too, it is written again without key, value and headers.
- * Returns as store_apply_batch() does; part->fenced says whether another
- * replica owns the partition now (then nothing was written).
+ * Takes the transaction's advisory lock of every (process, key) in keys,
+ * existing or not, in hash order: the one global order every writer of an
+ * instance locks in, so two transactions never wait on each other in a
+ * circle.
  */
-err_class_t store_refuse_message(store_t *store, const decode_input_t *msg, store_partition_t *part,
-                                 const char *detail, char *errstr, size_t errstr_size);
+err_class_t store_lock_instances(store_t *store, const store_key_t *keys, size_t n, char *errstr,
+                                 size_t errstr_size);
+
+/* A row of steward.instances; strings borrowed for the callback. Times are
+ * ms since the epoch, ROWS_NULL for NULL. */
+typedef struct store_instance_row {
+    const char *process, *key;
+    int version;
+    const char *state;
+    int64_t started_ms, entered_ms, deadline_ms, process_deadline_ms;
+    bool overdue, process_overdue;
+    int attempt;
+    const char *vars; /* JSON text; NULL unless asked for */
+    int events_applied;
+    int step;
+    int64_t token;
+    const char *lease_holder; /* NULL: no lease */
+    int64_t lease_expires_ms, lease_renewed_ms;
+    bool resend_pending;
+} store_instance_row_t;
+
+/* What a read hands each row to; an error stops the read and is returned. */
+typedef err_class_t (*store_instance_fn)(void *arg, const store_instance_row_t *row, char *errstr,
+                                         size_t errstr_size);
 
 /*
- * Called once per rejected row after its batch committed, on the thread
- * that applied the batch: the message (borrowed for the call), the process
- * that rejected it (NULL: every process), the reason's name and the detail.
- * What intake mirrors to the dead-letter topic.
+ * Reads (and row-locks) the instances of `keys` that exist, in the order
+ * of keys; their vars only where want_vars[i] is set (turning jsonb into
+ * text costs the server, and most judgements only add to vars).
  */
-typedef void (*store_reject_hook_t)(void *arg, const decode_input_t *msg, const char *process,
-                                    const char *reason, const char *detail);
+err_class_t store_read_instances(store_t *store, const store_key_t *keys, const bool *want_vars,
+                                 size_t n, store_instance_fn fn, void *arg, char *errstr,
+                                 size_t errstr_size);
 
-/* Sets the reject hook (NULL: none). */
-void store_set_reject_hook(store_t *store, store_reject_hook_t hook, void *arg);
+typedef err_class_t (*store_judged_fn)(void *arg, const char *process, const char *key,
+                                       const char *event_id, char *errstr, size_t errstr_size);
+
+/* Calls fn once for each (keys[i], event_ids[i]) that history holds a
+ * judgement of already. */
+err_class_t store_read_judged(store_t *store, const store_key_t *keys, const char *const *event_ids,
+                              size_t n, store_judged_fn fn, void *arg, char *errstr,
+                              size_t errstr_size);
+
+/* A row of steward.parked; strings borrowed for the callback. */
+typedef struct store_parked_row {
+    int64_t id;
+    const char *process, *key, *event_id, *event_type, *topic;
+    int32_t partition;
+    int64_t offset, event_ms;
+    const char *payload; /* JSON text */
+} store_parked_row_t;
+
+typedef err_class_t (*store_parked_fn)(void *arg, const store_parked_row_t *row, char *errstr,
+                                       size_t errstr_size);
+
+/* Reads (and row-locks) the events parked for `keys`, per instance oldest
+ * first. */
+err_class_t store_read_parked(store_t *store, const store_key_t *keys, size_t n, store_parked_fn fn,
+                              void *arg, char *errstr, size_t errstr_size);
+
+/*
+ * The writes; each takes its table's rows (manager/rows.h) and writes them
+ * in one statement. store_write_history() with `lateness` also records, on
+ * the open deadline alert of the step a late event ends, how late it was.
+ * store_unpark() and store_write_offsets() return ERR_CONFLICT when fewer
+ * rows than given were there to change: the batch must not commit on a
+ * stale view (a parked event gone, a partition claimed mid-batch).
+ * store_write_instances() merges each row's vars into the stored ones
+ * (jsonb ||): a row may carry only the variables its batch captured.
+ */
+err_class_t store_write_history(store_t *store, rows_t *rows, bool lateness, char *errstr,
+                                size_t errstr_size);
+err_class_t store_write_parked(store_t *store, rows_t *rows, char *errstr, size_t errstr_size);
+err_class_t store_unpark(store_t *store, rows_t *rows, char *errstr, size_t errstr_size);
+err_class_t store_write_rejected(store_t *store, rows_t *rows, char *errstr, size_t errstr_size);
+err_class_t store_write_instances(store_t *store, rows_t *rows, char *errstr, size_t errstr_size);
+err_class_t store_write_offsets(store_t *store, rows_t *rows, char *errstr, size_t errstr_size);
+
+/* The texts of store_write_history() (without lateness) and
+ * store_write_instances(), for bench/ceiling, which replays steward's own
+ * statements on tables of another schema. */
+const char *store_sql_write_history(void);
+const char *store_sql_write_instances(void);
 
 #endif

@@ -12,6 +12,7 @@
  * The workload puts all of an instance's events on one topic, keyed to one
  * partition, so its order, and so every outcome, is the same in every run.
  */
+#include "manager/batch.h"
 #include "manager/store.h"
 #include "schema/migrate.h"
 #include "testlib.h"
@@ -406,12 +407,16 @@ START_TEST(zombie_replica_is_fenced)
     ck_assert_ptr_nonnull(def);
     def_set_t set = {&def, 1};
 
-    store_config_t cfg_a = {url, "zgroup", "replica-a", {4096, 16}};
-    store_config_t cfg_b = {url, "zgroup", "replica-b", {4096, 16}};
-    store_t *a = store_new(&cfg_a, &set, errstr, sizeof errstr);
-    store_t *b = store_new(&cfg_b, &set, errstr, sizeof errstr);
+    store_config_t cfg_a = {url, "zgroup", "replica-a"};
+    store_config_t cfg_b = {url, "zgroup", "replica-b"};
+    store_t *a = store_new(&cfg_a, errstr, sizeof errstr);
+    store_t *b = store_new(&cfg_b, errstr, sizeof errstr);
     ck_assert_msg(a != NULL && b != NULL, "store_new: %s", errstr);
-    ck_assert_int_eq(store_register_definitions(a, errstr, sizeof errstr), ERR_OK);
+    batch_config_t bcfg = {.limits = {4096, 16}};
+    batch_ctx_t *batch_a = batch_ctx_new(&bcfg, a, &set);
+    batch_ctx_t *batch_b = batch_ctx_new(&bcfg, b, &set);
+    ck_assert(batch_a != NULL && batch_b != NULL);
+    ck_assert_int_eq(store_register_definitions(a, &set, errstr, sizeof errstr), ERR_OK);
 
     store_partition_t part_a = {.topic = "zombie.events", .partition = 0};
     ck_assert_int_eq(store_claim(a, &part_a, 1, errstr, sizeof errstr), ERR_OK);
@@ -428,12 +433,12 @@ START_TEST(zombie_replica_is_fenced)
                           .value = value,
                           .value_len = strlen(value),
                           .timestamp_ms = 1795000000000LL};
-    store_batch_stats_t stats;
+    batch_stats_t stats;
 
     /* A still believes it owns the partition at epoch 1. */
     part_a.next_offset = 1;
     part_a.watermark_ms = -1;
-    ck_assert_int_eq(store_apply_batch(a, &msg, 1, &part_a, 1, &stats, errstr, sizeof errstr),
+    ck_assert_int_eq(batch_apply(batch_a, &msg, 1, &part_a, 1, &stats, errstr, sizeof errstr),
                      ERR_OK);
     ck_assert(part_a.fenced);
     ck_assert_int_eq(stats.messages, 0);
@@ -450,7 +455,7 @@ START_TEST(zombie_replica_is_fenced)
     /* B, the owner, commits the same message. */
     part_b.next_offset = 1;
     part_b.watermark_ms = -1;
-    ck_assert_int_eq(store_apply_batch(b, &msg, 1, &part_b, 1, &stats, errstr, sizeof errstr),
+    ck_assert_int_eq(batch_apply(batch_b, &msg, 1, &part_b, 1, &stats, errstr, sizeof errstr),
                      ERR_OK);
     ck_assert(!part_b.fenced);
     ck_assert_int_eq(stats.messages, 1);
@@ -467,10 +472,12 @@ START_TEST(zombie_replica_is_fenced)
     /* A changed definition under the same version is refused. */
     def->version = 1;
     json_object_set_new(def->document, "owner", json_string("someone-else"));
-    ck_assert_int_eq(store_register_definitions(b, errstr, sizeof errstr), ERR_INVALID);
+    ck_assert_int_eq(store_register_definitions(b, &set, errstr, sizeof errstr), ERR_INVALID);
     ck_assert_msg(tl_contains(errstr, "new version"), "got: %s", errstr);
 
     PQfinish(conn);
+    batch_ctx_free(batch_a);
+    batch_ctx_free(batch_b);
     store_free(a);
     store_free(b);
     def_free(def);
