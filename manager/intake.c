@@ -11,6 +11,7 @@
 
 #include <inttypes.h>
 #include <librdkafka/rdkafka.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +46,8 @@ struct intake {
     rd_kafka_message_t **pending; /* the batch being gathered */
     size_t n_pending;
     int64_t pending_since_ms;
+
+    struct job *job; /* the batch being committed on its own thread; NULL when none */
 
     void (*on_tick)(intake_t *, void *);
     void *tick_arg;
@@ -110,6 +113,7 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 }
 
 static err_class_t flush(intake_t *in, char *errstr, size_t errstr_size);
+static err_class_t flush_finish(intake_t *in, char *errstr, size_t errstr_size);
 
 /* One line per partition; next_offset only where it is known (claims). */
 static void log_partitions(const char *msg, const store_partition_t *parts, size_t n,
@@ -157,6 +161,10 @@ static void on_assign(intake_t *in, rd_kafka_topic_partition_list_t *list)
     store_partition_t *parts = calloc((size_t) list->cnt + 1, sizeof *parts);
     char errstr[512];
     int backoff = 200;
+
+    /* The store's connection is the committing batch's until it is done. */
+    if (flush_finish(in, errstr, sizeof errstr) != ERR_OK)
+        LOG_WARN("batch dropped at assignment; it is read again", "error", errstr);
 
     for (int i = 0; i < list->cnt; i++) {
         parts[i].topic = list->elems[i].topic;
@@ -210,8 +218,13 @@ static void on_revoke(intake_t *in, rd_kafka_topic_partition_list_t *list)
     bool lost = rd_kafka_assignment_lost(in->rk);
 
     /* Commit what was read while the partitions are still ours; if that
-     * fails, the next owner reads it again from the stored offsets. */
-    if (!lost && in->n_pending > 0 && flush(in, errstr, sizeof errstr) != ERR_OK)
+     * fails, the next owner reads it again from the stored offsets. The
+     * batch already committing finishes either way: it holds the
+     * partitions' names, and its fence decides whether it lands. */
+    err_class_t cls = flush_finish(in, errstr, sizeof errstr);
+    if (cls == ERR_OK && !lost && in->n_pending > 0)
+        cls = flush(in, errstr, sizeof errstr);
+    if (cls != ERR_OK)
         LOG_WARN("batch dropped at revoke; the next owner rereads it", "error", errstr);
 
     store_partition_t *parts = calloc((size_t) list->cnt + 1, sizeof *parts);
@@ -355,14 +368,17 @@ static void commit_to_kafka(intake_t *in, const store_partition_t *parts, size_t
  * with backoff until it commits, fails otherwise or intake is told to stop.
  */
 static err_class_t apply_retrying(intake_t *in, const decode_input_t *msgs, size_t n,
-                                  store_partition_t *parts, size_t n_parts, batch_stats_t *stats,
-                                  char *errstr, size_t errstr_size)
+                                  store_partition_t *parts, size_t n_parts, batch_t *prepared,
+                                  batch_stats_t *stats, char *errstr, size_t errstr_size)
 {
     int backoff = 100;
     err_class_t cls;
 
     for (;;) {
-        cls = batch_apply(in->batch, msgs, n, parts, n_parts, stats, errstr, errstr_size);
+        if (prepared != NULL)
+            cls = batch_commit(in->batch, prepared, stats, errstr, errstr_size);
+        else
+            cls = batch_apply(in->batch, msgs, n, parts, n_parts, stats, errstr, errstr_size);
         if (cls == ERR_OK || cls == ERR_FATAL || cls == ERR_INVALID || *in->stop)
             return cls;
         metrics_add(&metrics.batches_retried, 1);
@@ -439,7 +455,8 @@ static err_class_t apply_range(intake_t *in, const decode_input_t *msgs, size_t 
         return ERR_OK;
     }
 
-    cls = apply_retrying(in, msgs + lo, hi - lo, sub, n_sub, &part_stats, errstr, errstr_size);
+    cls =
+        apply_retrying(in, msgs + lo, hi - lo, sub, n_sub, NULL, &part_stats, errstr, errstr_size);
     if (cls == ERR_INVALID && hi - lo == 1) {
         char detail[512], offset[24];
         snprintf(detail, sizeof detail, "%s", errstr);
@@ -502,7 +519,7 @@ static err_class_t isolate(intake_t *in, const decode_input_t *msgs, size_t n,
         marks[i].next_offset = -1;
         marks[i].fenced = false;
     }
-    cls = apply_retrying(in, msgs, 0, marks, n_parts, &ignored, errstr, errstr_size);
+    cls = apply_retrying(in, msgs, 0, marks, n_parts, NULL, &ignored, errstr, errstr_size);
     free(marks);
     if (cls == ERR_INVALID) {
         LOG_LIMITED(LOG_LEVEL_WARN, "watermark-refused", 10000,
@@ -513,32 +530,77 @@ static err_class_t isolate(intake_t *in, const decode_input_t *msgs, size_t n,
 }
 
 /*
- * Applies the pending batch (possibly empty: a heartbeat that moves the
- * watermarks of caught-up partitions). Retries conflicts at once and lost
- * connections with backoff until it commits or intake is told to stop.
+ * A batch handed to its own thread: the messages (owned), their decode
+ * inputs, the progress of the partitions, and the batch already decoded.
+ * The thread runs the transaction while the consumer loop reads and
+ * decodes the next batch; flush_finish() joins it.
  */
-static err_class_t flush(intake_t *in, char *errstr, size_t errstr_size)
-{
-    size_t n = in->n_pending;
-    decode_input_t *inputs = calloc(n + 1, sizeof *inputs);
-    decode_header_t **headers = calloc(n + 1, sizeof *headers);
-    store_partition_t *parts = calloc(in->n_owned + 1, sizeof *parts);
+typedef struct job {
+    intake_t *in;
+    rd_kafka_message_t **msgs; /* owned */
+    size_t n;
+    decode_input_t *inputs;
+    decode_header_t **headers;
+    store_partition_t *parts;
+    size_t n_parts;
+    batch_t *prepared;
+    pthread_t thread;
+    int64_t started;
     batch_stats_t stats;
-    err_class_t cls = ERR_OK;
+    err_class_t cls;
+    char errstr[512];
+} job_t;
 
-    if (inputs == NULL || headers == NULL || parts == NULL) {
-        cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
-        goto done;
+static void job_free(job_t *job)
+{
+    if (job == NULL)
+        return;
+    batch_free(job->prepared);
+    for (size_t i = 0; i < job->n; i++) {
+        free(job->headers != NULL ? job->headers[i] : NULL);
+        rd_kafka_message_destroy(job->msgs[i]);
     }
-    describe_pending(in, inputs, headers);
-    size_t n_parts = batch_progress(in, parts);
-    if (n == 0 && n_parts == 0)
-        goto done;
+    free(job->msgs);
+    free(job->inputs);
+    free(job->headers);
+    free(job->parts);
+    free(job);
+}
 
-    int64_t started = clock_monotonic_ms();
-    cls = apply_retrying(in, inputs, n, parts, n_parts, &stats, errstr, errstr_size);
-    if (cls == ERR_INVALID) /* some message's content: find it, commit the rest */
-        cls = isolate(in, inputs, n, parts, n_parts, &stats, errstr, errstr_size);
+/* The committing thread: the transaction, its retries and, for a message
+ * the database refuses, the search for it. Touches only the store and the
+ * batch context, which the consumer loop leaves alone until it joins. */
+static void *job_run(void *arg)
+{
+    job_t *job = arg;
+    intake_t *in = job->in;
+
+    job->started = clock_monotonic_ms();
+    job->cls = apply_retrying(in, job->inputs, job->n, job->parts, job->n_parts, job->prepared,
+                              &job->stats, job->errstr, sizeof job->errstr);
+    if (job->cls == ERR_INVALID) /* some message's content: find it, commit the rest */
+        job->cls = isolate(in, job->inputs, job->n, job->parts, job->n_parts, &job->stats,
+                           job->errstr, sizeof job->errstr);
+    return NULL;
+}
+
+/*
+ * Waits for the batch being committed, if any, and finishes it on the
+ * consumer's thread: fenced partitions paused and logged, Kafka's offsets
+ * moved, its messages released. Returns its outcome.
+ */
+static err_class_t flush_finish(intake_t *in, char *errstr, size_t errstr_size)
+{
+    job_t *job = in->job;
+    err_class_t cls;
+
+    if (job == NULL)
+        return ERR_OK;
+    pthread_join(job->thread, NULL);
+    in->job = NULL;
+    cls = job->cls;
+    if (cls != ERR_OK)
+        snprintf(errstr, errstr_size, "%s", job->errstr);
     if ((cls == ERR_TRANSIENT || cls == ERR_CONFLICT) && *in->stop) {
         /* Nothing is lost by giving up here: the offsets in PostgreSQL did
          * not move past what was committed, so whoever reads these
@@ -553,16 +615,18 @@ static err_class_t flush(intake_t *in, char *errstr, size_t errstr_size)
     if (cls != ERR_OK)
         goto done;
 
-    for (size_t i = 0; i < n_parts; i++) {
-        if (!parts[i].fenced)
+    for (size_t i = 0; i < job->n_parts; i++) {
+        store_partition_t *part = &job->parts[i];
+        owned_t *o = find_owned(in, part->topic, part->partition);
+        /* A batch read before the one that found it fenced finds it again. */
+        if (!part->fenced || (o != NULL && o->fenced))
             continue;
-        owned_t *o = find_owned(in, parts[i].topic, parts[i].partition);
         char partition[16];
-        snprintf(partition, sizeof partition, "%" PRId32, parts[i].partition);
+        snprintf(partition, sizeof partition, "%" PRId32, part->partition);
         LOG_WARN("partition fenced: another replica claimed it; its messages are left to it",
-                 "topic", parts[i].topic, "partition", partition);
+                 "topic", part->topic, "partition", partition);
         metrics_add(&metrics.partitions_fenced, 1);
-        if (store_release(in->store, &parts[i], 1, STORE_FENCED, errstr, errstr_size) != ERR_OK)
+        if (store_release(in->store, part, 1, STORE_FENCED, errstr, errstr_size) != ERR_OK)
             LOG_WARN("could not log the fenced partition", "error", errstr);
         if (o != NULL) {
             o->fenced = true;
@@ -572,25 +636,86 @@ static err_class_t flush(intake_t *in, char *errstr, size_t errstr_size)
             rd_kafka_topic_partition_list_destroy(list);
         }
     }
-    if (n > 0) {
+    if (job->n > 0) {
         char count[24], ms[24];
-        snprintf(count, sizeof count, "%zu", stats.messages);
-        snprintf(ms, sizeof ms, "%" PRId64, clock_monotonic_ms() - started);
+        int64_t took = clock_monotonic_ms() - job->started;
+        snprintf(count, sizeof count, "%zu", job->stats.messages);
+        snprintf(ms, sizeof ms, "%" PRId64, took);
         LOG_DEBUG("batch committed", "messages", count, "ms", ms);
-        metrics_observe_batch(clock_monotonic_ms() - started);
-        commit_to_kafka(in, parts, n_parts);
+        metrics_observe_batch(took);
+        commit_to_kafka(in, job->parts, job->n_parts);
     }
-
 done:
-    for (size_t i = 0; i < n; i++) {
-        free(headers != NULL ? headers[i] : NULL);
-        rd_kafka_message_destroy(in->pending[i]);
-    }
-    in->n_pending = 0;
-    free(inputs);
-    free(headers);
-    free(parts);
+    job_free(job);
     return cls;
+}
+
+/*
+ * Hands the pending batch (possibly empty: a heartbeat that moves the
+ * watermarks of caught-up partitions) to a thread of its own, after
+ * decoding it here, while the batch before it may still be committing;
+ * then waits for that one. The batch is committed with retries (conflicts
+ * at once, lost connections with backoff) until it commits or intake is
+ * told to stop; flush_finish() collects the outcome. Returns the previous
+ * batch's outcome.
+ */
+static err_class_t flush_start(intake_t *in, char *errstr, size_t errstr_size)
+{
+    size_t n = in->n_pending;
+    job_t *job = calloc(1, sizeof *job);
+    err_class_t cls = ERR_OK;
+
+    if (job == NULL)
+        return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    job->in = in;
+    job->msgs = calloc(n + 1, sizeof *job->msgs);
+    job->inputs = calloc(n + 1, sizeof *job->inputs);
+    job->headers = calloc(n + 1, sizeof *job->headers);
+    job->parts = calloc(in->n_owned + 1, sizeof *job->parts);
+    if (job->msgs == NULL || job->inputs == NULL || job->headers == NULL || job->parts == NULL) {
+        job_free(job);
+        return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    }
+    describe_pending(in, job->inputs, job->headers);
+    job->n_parts = batch_progress(in, job->parts);
+    memcpy(job->msgs, in->pending, n * sizeof *job->msgs);
+    job->n = n;
+    in->n_pending = 0;
+    if (n == 0 && job->n_parts == 0) {
+        job_free(job);
+        return flush_finish(in, errstr, errstr_size);
+    }
+    /* The decode stage, here, while the previous batch may still commit. */
+    job->prepared = batch_prepare(in->batch, job->inputs, n, job->parts, job->n_parts, job->errstr,
+                                  sizeof job->errstr);
+    if (job->prepared == NULL) {
+        cls = err_set(ERR_FATAL, errstr, errstr_size, "%s", job->errstr);
+        job_free(job);
+        err_class_t prev = flush_finish(in, errstr, errstr_size);
+        return prev != ERR_OK ? prev : cls;
+    }
+    if ((cls = flush_finish(in, errstr, errstr_size)) != ERR_OK) {
+        job_free(job);
+        return cls;
+    }
+    if (pthread_create(&job->thread, NULL, job_run, job) != 0) {
+        job_free(job);
+        return err_set(ERR_FATAL, errstr, errstr_size, "cannot start the batch's thread");
+    }
+    in->job = job;
+    return ERR_OK;
+}
+
+/* Commits the pending batch and waits for it: where the loop must know
+ * every batch read so far is committed (a revoke, a reload, the end). */
+static err_class_t flush(intake_t *in, char *errstr, size_t errstr_size)
+{
+    err_class_t cls = flush_start(in, errstr, errstr_size);
+    if (cls != ERR_OK) {
+        flush_finish(in, errstr, errstr_size);
+        return cls;
+    }
+    return flush_finish(in, errstr, errstr_size);
 }
 
 /* ---- the dead-letter topic -------------------------------------------------- */
@@ -913,7 +1038,7 @@ err_class_t intake_run(intake_t *in, volatile sig_atomic_t *stop, char *errstr, 
         bool full = in->n_pending >= in->batch_max;
         bool due = in->n_pending > 0 && now - in->pending_since_ms >= in->batch_ms;
         if (full || due)
-            cls = flush(in, errstr, errstr_size);
+            cls = flush_start(in, errstr, errstr_size);
         if (cls == ERR_OK && now - last_tick >= 1000) {
             /* Once a second, busy or not, consumer work only: is Kafka
              * there, move caught-up watermarks. Parked expiry is the
@@ -927,7 +1052,11 @@ err_class_t intake_run(intake_t *in, volatile sig_atomic_t *stop, char *errstr, 
                     hi >= 0 && (pos = o->next > lo ? o->next : lo) >= 0)
                     metrics_set_partition_lag(o->topic, o->partition, hi - pos);
             }
-            cls = flush(in, errstr, errstr_size);
+            /* A heartbeat for caught-up partitions, committed before the
+             * tick's callback looks at what intake has done. A batch being
+             * gathered is left to fill: it moves the watermarks too. */
+            if (in->n_pending == 0)
+                cls = flush(in, errstr, errstr_size);
             last_tick = now;
             if (in->dlq != NULL)
                 rd_kafka_poll(in->dlq, 0);
@@ -937,6 +1066,10 @@ err_class_t intake_run(intake_t *in, volatile sig_atomic_t *stop, char *errstr, 
     }
     if (cls == ERR_OK && in->n_pending > 0)
         cls = flush(in, errstr, errstr_size);
+    char last[512];
+    err_class_t last_cls = flush_finish(in, last, sizeof last);
+    if (cls == ERR_OK && last_cls != ERR_OK)
+        cls = err_set(last_cls, errstr, errstr_size, "%s", last);
     /* Leaving the group revokes the partitions, which logs their release. */
     rd_kafka_consumer_close(in->rk);
     return cls;
@@ -944,7 +1077,7 @@ err_class_t intake_run(intake_t *in, volatile sig_atomic_t *stop, char *errstr, 
 
 bool intake_drained(intake_t *in)
 {
-    if (in->n_owned == 0 || in->n_pending > 0)
+    if (in->n_owned == 0 || in->n_pending > 0 || in->job != NULL)
         return false;
     for (size_t i = 0; i < in->n_owned; i++) {
         if (!in->owned[i].past_window && !caught_up(in, &in->owned[i]))
@@ -971,6 +1104,13 @@ err_class_t intake_set_definitions(intake_t *in, const def_set_t *defs, route_ta
 {
     err_class_t cls;
 
+    /* A batch routed by the old definitions commits with them. One that
+     * failed stops the loop, as it would have there. */
+    if ((cls = flush_finish(in, errstr, errstr_size)) != ERR_OK) {
+        in->failure = cls;
+        snprintf(in->failure_text, sizeof in->failure_text, "%s", errstr);
+        return cls;
+    }
     /* Record first: a changed document under a recorded version is refused
      * before anything switches. */
     if ((cls = store_register_definitions(in->store, defs, errstr, errstr_size)) != ERR_OK)
@@ -995,8 +1135,11 @@ err_class_t intake_set_definitions(intake_t *in, const def_set_t *defs, route_ta
 
 void intake_free(intake_t *in)
 {
+    char errstr[512];
+
     if (in == NULL)
         return;
+    flush_finish(in, errstr, sizeof errstr);
     for (size_t i = 0; i < in->n_pending; i++)
         rd_kafka_message_destroy(in->pending[i]);
     if (in->rk != NULL)
