@@ -23,7 +23,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SCHED_BATCH         500
 #define SCHED_JOIN_GRACE_MS 60000
 
 struct sched {
@@ -111,18 +110,38 @@ static int64_t ms_column(const PGresult *res, int row, int col)
                                       : strtoll(PQgetvalue(res, row, col), NULL, 10);
 }
 
-static const char due_sql[] = "SELECT key, version, state, "
-                              "  steward.to_ms(started_at), "
-                              "  steward.to_ms(state_entered_at), "
-                              "  steward.to_ms(deadline_at), "
-                              "  steward.to_ms(process_deadline_at), "
-                              "  overdue, process_overdue, attempt, vars::text, step, token, "
-                              "  lease_holder, steward.to_ms(lease_expires_at), "
-                              "  steward.to_ms(lease_renewed_at), resend_pending "
-                              "FROM steward.instances "
-                              "WHERE status = 'active' AND next_deadline_at IS NOT NULL "
-                              "  AND next_deadline_at <= steward.from_ms($2) AND process = $1 "
-                              "ORDER BY next_deadline_at LIMIT 500 FOR UPDATE SKIP LOCKED";
+/*
+ * Due candidates, up to SCHED_BATCH ($3) in deadline order, row-locked FOR
+ * UPDATE SKIP LOCKED (replicas share the work). Each also tries the
+ * instance's advisory lock, the lock every writer of steward.instances
+ * holds while it changes an instance (a batch takes it before it reads its
+ * instances): column 17 says whether this transaction has it. A candidate
+ * without it is being judged by a batch right now and is left alone: no
+ * decision, no write; a later pass sees it again. The lock is only tried,
+ * never awaited, so nothing here waits for a batch. It is tried in the
+ * outer query over the limited candidates, so no lock is taken for a row
+ * beyond the limit; the row locks of candidates whose advisory lock was
+ * busy stay held (unused) until the pass commits.
+ */
+static const char due_sql[] =
+    "WITH due AS MATERIALIZED ("
+    "  SELECT key, version, state, "
+    "    steward.to_ms(started_at) AS started, "
+    "    steward.to_ms(state_entered_at) AS entered, "
+    "    steward.to_ms(deadline_at) AS deadline, "
+    "    steward.to_ms(process_deadline_at) AS process_deadline, "
+    "    overdue, process_overdue, attempt, vars::text AS vars, step, token, "
+    "    lease_holder, steward.to_ms(lease_expires_at) AS lease_expires, "
+    "    steward.to_ms(lease_renewed_at) AS lease_renewed, resend_pending, next_deadline_at "
+    "  FROM steward.instances "
+    "  WHERE status = 'active' AND next_deadline_at IS NOT NULL "
+    "    AND next_deadline_at <= steward.from_ms($2) AND process = $1 "
+    "  ORDER BY next_deadline_at LIMIT $3 FOR UPDATE SKIP LOCKED) "
+    "SELECT key, version, state, started, entered, deadline, process_deadline, overdue, "
+    "  process_overdue, attempt, vars, step, token, lease_holder, lease_expires, "
+    "  lease_renewed, resend_pending, "
+    "  pg_try_advisory_xact_lock(steward.instance_lock_key($1, key)) "
+    "FROM due ORDER BY next_deadline_at";
 
 /* What the engine changed: the overdue marks, and in active mode the step
  * it moved to (on_timeout), the attempt, the token and the lease. */
@@ -237,16 +256,19 @@ static void alert_unloadable(sched_t *s, alert_batch_t *alerts, const char *proc
 
 /*
  * Judges up to SCHED_BATCH due instances of one process in one
- * transaction. Returns how many were due in *n. An instance that cannot be
- * judged is set aside in the same transaction, so every due row leaves the
- * scan: the next batch never finds the same rows again.
+ * transaction. Returns how many candidates the due scan found in *n, and
+ * how many of them this transaction judged or set aside in *done (the
+ * others were locked by a batch). An instance that cannot be judged is set
+ * aside in the same transaction, so every row done leaves the scan: the
+ * next batch never finds the same rows again.
  */
 static err_class_t judge_batch(sched_t *s, const char *process, int64_t watermark_ms,
-                               sched_stats_t *stats, int *n, char *errstr, size_t errstr_size)
+                               sched_stats_t *stats, int *n, int *done, char *errstr,
+                               size_t errstr_size)
 {
-    char judge_text[24];
+    char judge_text[24], limit[16];
     int64_t judge_ms = engine_due_bound(watermark_ms, s->grace_ms);
-    const char *params[2] = {process, judge_text};
+    const char *params[3] = {process, judge_text, limit};
     pgarr_t keys = {0}, overdue = {0}, poverdue = {0}, next = {0}, aside = {0}, reasons = {0};
     pgarr_t states = {0}, statuses = {0}, entered = {0}, deadlines = {0}, attempts = {0},
             steps = {0}, tokens = {0}, holders = {0}, lease_ends = {0}, renewed = {0},
@@ -260,16 +282,23 @@ static err_class_t judge_batch(sched_t *s, const char *process, int64_t watermar
     PGresult *res = NULL;
 
     *n = 0;
+    *done = 0;
     snprintf(judge_text, sizeof judge_text, "%" PRId64, judge_ms);
+    snprintf(limit, sizeof limit, "%d", SCHED_BATCH);
     if ((cls = db_exec(s->conn, "starting a deadline pass", "BEGIN", 0, NULL, errstr,
                        errstr_size)) != ERR_OK)
         return cls;
-    if ((res = db_query(s->conn, "finding due deadlines", due_sql, 2, params, &cls, errstr,
+    if ((res = db_query(s->conn, "finding due deadlines", due_sql, 3, params, &cls, errstr,
                         errstr_size)) == NULL)
         goto fail;
     *n = PQntuples(res);
     for (int row = 0; row < *n; row++) {
         const char *key = PQgetvalue(res, row, 0);
+        if (strcmp(PQgetvalue(res, row, 17), "t") != 0) {
+            stats->busy++; /* a batch holds it: not ours to read or write now */
+            continue;
+        }
+        ++*done;
         int version = atoi(PQgetvalue(res, row, 1));
         const char *why = NULL;
         char reason[512];
@@ -831,14 +860,17 @@ err_class_t sched_tick(sched_t *s, sched_stats_t *stats, char *errstr, size_t er
         int64_t watermark = strtoll(PQgetvalue(res, row, 1), NULL, 10);
         if (s->until_ms > 0 && watermark > s->until_ms)
             watermark = s->until_ms;
-        int n;
+        int n, done;
         do {
-            cls =
-                judge_batch(s, PQgetvalue(res, row, 0), watermark, stats, &n, errstr, errstr_size);
+            cls = judge_batch(s, PQgetvalue(res, row, 0), watermark, stats, &n, &done, errstr,
+                              errstr_size);
             /* A long pass must not look like a dead replica to the others. */
             if (cls == ERR_OK && clock_wall_ms() - s->beat_ms >= 1000)
                 cls = heartbeat(s, errstr, errstr_size);
-        } while (cls == ERR_OK && n == SCHED_BATCH && !stopping(s));
+            /* A full batch may leave more due; one where nothing was done
+             * (every candidate locked by batches) would find the same rows
+             * again: they wait for the next pass. */
+        } while (cls == ERR_OK && n == SCHED_BATCH && done > 0 && !stopping(s));
     }
     PQclear(res);
     if (cls != ERR_OK || stopping(s))

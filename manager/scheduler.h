@@ -6,7 +6,10 @@
  * Each instance row carries its next deadline still to be judged; the
  * scheduler finds due ones through a partial index, FOR UPDATE SKIP LOCKED
  * (replicas share the work; none judges an instance twice), and judges
- * them in the same transaction that marks them.
+ * them in the same transaction that marks them. It changes an instance
+ * only while holding the instance's advisory lock (the one intake batches
+ * and operator actions take, steward.instance_lock_key()), which it tries
+ * and never awaits: an instance a batch holds is left for a later pass.
  *
  * "Due" is measured against the watermark, not the wall clock: a deadline
  * is judged only once intake has read every partition that could still
@@ -54,6 +57,9 @@
 
 typedef struct sched sched_t;
 
+/* The most due instances one transaction of a pass judges. */
+#define SCHED_BATCH 500
+
 typedef struct sched_config {
     const char *conninfo;
     const char *group;   /* whose watermarks count */
@@ -71,6 +77,7 @@ typedef struct sched_stats {
     size_t opened;    /* alerts opened */
     size_t resolved;  /* alerts resolved (blind) */
     size_t set_aside; /* instances taken out of the due scan: not judgeable */
+    size_t busy;      /* due instances left for a later pass: a batch held their lock */
     size_t expired;   /* parked events judged violations: their reorder window passed */
     bool blind;       /* some partition is not being read */
 } sched_stats_t;

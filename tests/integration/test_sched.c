@@ -14,7 +14,15 @@
  *                 its deadline + 15 s (the survivor takes over in time)
  *   unowned       the same with the takeover held off (a 45 s session): the
  *                 blind alert names the partitions without a live owner
+ *   batch_locks   the scheduler's own passes (sched_tick) against a seeded
+ *                 database: a due instance whose advisory lock another
+ *                 transaction holds (as an intake batch does) is neither
+ *                 judged nor changed, the others are, in full batches past
+ *                 it; once the lock is released the next pass judges it
  */
+#include "definitions/def.h"
+#include "manager/routes.h"
+#include "manager/scheduler.h"
 #include "testlib.h"
 
 #include <check.h>
@@ -419,6 +427,126 @@ START_TEST(partitions_without_a_live_owner_open_the_blind_alert)
 }
 END_TEST
 
+/* ---- advisory locks of batches -------------------------------------------------- */
+
+static const char locks_def[] =
+    "{\"process\": \"locks\", \"version\": 1, \"mode\": \"shadow\", \"owner\": \"fulfilment\","
+    " \"key\": \"/order_id\","
+    " \"events\": {\"OrderPlaced\": {\"topic\": \"locks.orders\"},"
+    "            \"PaymentCaptured\": {\"topic\": \"locks.payments\"}},"
+    " \"start\": {\"on\": \"OrderPlaced\", \"to\": \"awaiting_payment\"},"
+    " \"states\": {\"awaiting_payment\": {\"deadline\": \"15m\", \"owner\": \"payments\","
+    "                                   \"on\": {\"PaymentCaptured\": \"paid\"}},"
+    "            \"paid\": {\"terminal\": \"success\"}}}";
+
+/* What the scheduler did to instance `key`: "<alerts> <overdue> <due>". */
+static char *judged(const char *key)
+{
+    const char *params[1] = {key};
+    return tl_db_scalar(
+        w.conn,
+        "SELECT (SELECT count(*) FROM steward.alerts WHERE process = 'locks' "
+        "  AND key = $1) || ' ' || overdue || ' ' || (next_deadline_at IS NOT NULL) "
+        "FROM steward.instances WHERE process = 'locks' AND key = $1",
+        1, params);
+}
+
+START_TEST(instances_a_batch_holds_are_left_for_a_later_pass)
+{
+    memset(&w, 0, sizeof w);
+    w.db_url = tl_db_create("batchlocks");
+    w.conn = tl_db_connect(w.db_url);
+    const char *argv[] = {NULL, "migrate", "--database", w.db_url, NULL};
+    tl_output_t o = tl_steward(argv, NULL);
+    ck_assert_msg(o.status == 0, "migrate: %s", o.err);
+    tl_output_free(&o);
+
+    /* More due instances than one batch takes, each due a second after
+     * the one before; the watermark is now, an hour past them all. */
+    char seed[1024];
+    snprintf(seed, sizeof seed,
+             "INSERT INTO steward.instances (process, key, version, state, status, started_at, "
+             "  state_entered_at, deadline_at, next_deadline_at, vars) "
+             "SELECT 'locks', 'K' || lpad(g::text, 5, '0'), 1, 'awaiting_payment', 'active', e, "
+             "  e, e + interval '15 minutes', e + interval '15 minutes', '{}' "
+             "FROM (SELECT g, now() - interval '2 hours' + g * interval '1 second' AS e "
+             "      FROM generate_series(1, %d) g) s",
+             SCHED_BATCH + 100);
+    const char *params[1] = {locks_def};
+    PQclear(
+        PQexecParams(w.conn,
+                     "INSERT INTO steward.definitions (process, version, mode, document, "
+                     "checksum) VALUES ('locks', 1, 'shadow', $1::jsonb, md5(($1::jsonb)::text))",
+                     1, NULL, params, NULL, NULL, 0));
+    tl_db_exec(w.conn, "INSERT INTO steward.offsets (consumer_group, topic, partition, "
+                       "  next_offset, watermark, owner, epoch) "
+                       "SELECT 'locks', t, 0, 0, now(), 'locks', 1 "
+                       "FROM unnest(ARRAY['locks.orders', 'locks.payments']) t");
+    tl_db_exec(w.conn, seed);
+
+    /* Another transaction holds the lock of the first instance due and of
+     * one in the middle of the second batch, as an intake batch does. */
+    PGconn *batch = tl_db_connect(w.db_url);
+    tl_db_exec(batch, "BEGIN");
+    char lock[256];
+    snprintf(lock, sizeof lock,
+             "SELECT pg_advisory_xact_lock(steward.instance_lock_key('locks', k)) "
+             "FROM unnest(ARRAY['K00001', 'K%05d']) k",
+             SCHED_BATCH + 50);
+    tl_db_exec(batch, lock);
+
+    char *def_path = tl_write_file(tl_tmpdir(), "locks.json", locks_def);
+    def_problems_t problems = {0};
+    const char *paths[1] = {def_path};
+    def_set_t *defs = def_set_load(paths, 1, &problems, NULL);
+    ck_assert_ptr_nonnull(defs);
+    char errstr[1024];
+    json_t *routes_json = json_pack("{s:[{s:s}]}", "default", "type", "log");
+    route_table_t *routes = route_table_new(routes_json, errstr, sizeof errstr);
+    json_decref(routes_json);
+    ck_assert_msg(routes != NULL, "routes: %s", errstr);
+    sched_config_t cfg = {w.db_url, "locks", 0, 0, 3650LL * 86400000, "steward", 0};
+    sched_t *sched = sched_new(&cfg, defs, routes, errstr, sizeof errstr);
+    ck_assert_msg(sched != NULL, "scheduler: %s", errstr);
+
+    sched_stats_t stats;
+    ck_assert_msg(sched_tick(sched, &stats, errstr, sizeof errstr) == ERR_OK, "pass: %s", errstr);
+    /* Every other instance is judged in this one pass: a held lock does
+     * not end it early. */
+    ck_assert_int_eq(stats.judged, SCHED_BATCH + 98);
+    ck_assert_int_eq(stats.opened, SCHED_BATCH + 98);
+    ck_assert_int_ge(stats.busy, 2);
+    char *first = judged("K00001"), *other = judged("K00002");
+    ck_assert_str_eq(first, "0 false true"); /* untouched: no alert, still due */
+    ck_assert_str_eq(other, "1 true false");
+    free(first);
+    free(other);
+    snprintf(lock, sizeof lock, "K%05d", SCHED_BATCH + 50);
+    char *middle = judged(lock);
+    ck_assert_str_eq(middle, "0 false true");
+    free(middle);
+
+    /* The batch commits: the next pass judges them. */
+    tl_db_exec(batch, "COMMIT");
+    ck_assert_msg(sched_tick(sched, &stats, errstr, sizeof errstr) == ERR_OK, "pass: %s", errstr);
+    ck_assert_int_eq(stats.judged, 2);
+    ck_assert_int_eq(stats.busy, 0);
+    first = judged("K00001");
+    ck_assert_str_eq(first, "1 true false");
+    free(first);
+    ck_assert_int_eq(scalar_long("SELECT count(*) FROM steward.alerts WHERE kind = 'deadline'"),
+                     SCHED_BATCH + 100);
+    ck_assert_int_eq(scalar_long("SELECT count(*) FROM steward.outbox"), SCHED_BATCH + 100);
+
+    sched_free(sched);
+    route_table_free(routes);
+    def_set_free(defs);
+    def_problems_clear(&problems);
+    free(def_path);
+    PQfinish(batch);
+}
+END_TEST
+
 #define SCHED_SUITE(name, test)                                                                    \
     Suite *name##_suite(void)                                                                      \
     {                                                                                              \
@@ -436,3 +564,4 @@ SCHED_SUITE(unloadable, unloadable_version_is_set_aside_and_the_healthy_instance
 SCHED_SUITE(retired_topic, deadlines_fire_after_a_new_version_drops_a_topic)
 SCHED_SUITE(failover, stalls_are_alerted_within_deadline_plus_15s_after_a_replica_dies)
 SCHED_SUITE(unowned, partitions_without_a_live_owner_open_the_blind_alert)
+SCHED_SUITE(batch_locks, instances_a_batch_holds_are_left_for_a_later_pass)
