@@ -9,7 +9,8 @@
  *               order: instances that do not exist yet are locked too, so
  *               two replicas reading different topics of one instance
  *               serialize instead of parking past each other
- *   read        instances (key order), judged event ids, parked events
+ *   read        instances (no row locks: the advisory locks cover them),
+ *               judged event ids, parked events
  *   write       one statement per table, arrays unnest()ed
  *   COMMIT
  */
@@ -331,7 +332,7 @@ static bool bool_value(const PGresult *res, int row, int col)
  * (a LATERAL subquery the planner cannot flatten). Written as a join, the
  * planner hashes the whole table instead: a sequential scan of history per
  * batch, which grows with everything ever judged. The keys arrive sorted,
- * so rows are locked in key order.
+ * so the parked rows are locked in key order.
  */
 static const char read_instances_sql[] =
     "SELECT i.process, i.key, i.version, i.state, "
@@ -344,7 +345,7 @@ static const char read_instances_sql[] =
     "  steward.to_ms(i.lease_renewed_at), i.resend_pending "
     "FROM unnest($1::text[], $2::text[], $3::bool[]) WITH ORDINALITY AS u(p, k, w, n) "
     "CROSS JOIN LATERAL (SELECT * FROM steward.instances "
-    "  WHERE process = u.p AND key = u.k FOR UPDATE) i "
+    "  WHERE process = u.p AND key = u.k) i "
     "ORDER BY u.n";
 
 err_class_t store_read_instances(store_t *store, const store_key_t *keys, const bool *want_vars,
