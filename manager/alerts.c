@@ -61,21 +61,6 @@ void alert_batch_open(alert_batch_t *b, alert_kind_t kind, const char *process, 
     pgarr_add(&b->o_key, key);
     pgarr_add(&b->o_state, state);
     pgarr_add(&b->o_owner, owner);
-    if (b->o_owner.n > b->o_owners_cap) {
-        size_t cap = b->o_owners_cap > 0 ? 2 * b->o_owners_cap : 64;
-        char **grown = realloc(b->o_owners, cap * sizeof *grown);
-        if (grown != NULL) {
-            b->o_owners = grown;
-            b->o_owners_cap = cap;
-        } else {
-            b->o_owner.oom = true; /* alert_batch_write() then fails: out of memory */
-        }
-    }
-    if (b->o_owner.n <= b->o_owners_cap) {
-        b->o_owners[b->o_owner.n - 1] = owner != NULL ? strdup(owner) : NULL;
-        if (owner != NULL && b->o_owners[b->o_owner.n - 1] == NULL)
-            b->o_owner.oom = true;
-    }
     pgarr_add(&b->o_summary, whole != NULL ? whole : summary);
     pgarr_add(&b->o_details, text != NULL ? text : "{}");
     pgarr_add(&b->o_dedup, dedup_key);
@@ -117,40 +102,18 @@ void alert_batch_clear(alert_batch_t *b)
                       &b->o_summary, &b->o_details,   &b->o_dedup, &b->o_deadline,   &b->r_process,
                       &b->r_key,     &b->r_kind,      &b->r_state, &b->r_resolution, &b->k_dedup,
                       &b->k_legacy,  &b->k_resolution};
-    for (size_t i = 0; i < b->o_owner.n && i < b->o_owners_cap; i++)
-        free(b->o_owners[i]);
-    free(b->o_owners);
-    b->o_owners = NULL;
-    b->o_owners_cap = 0;
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         pgarr_free(all[i]);
 }
 
-/*
- * Opens the alerts ($1..$9, one row each, in order) and queues the trigger
- * notifications of those it opened, in one statement: $10 and $11 pair the
- * row number (from 1) of an alert to open with one sink reaching its owner,
- * in route order. A second row of the same dedup key in the batch, like one
- * already open, opens nothing: the first row of a key is the one inserted,
- * so its sinks are the ones notified. Returns the opened alerts in id order
- * and, in every row, how many notifications were queued.
- */
 static const char open_sql[] =
-    "WITH u AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], "
-    "    $5::text[], $6::text[], $7::text[], $8::text[], $9::bigint[]) WITH ORDINALITY "
-    "    AS u(k, p, ky, s, o, sm, d, dk, dl, n)), "
-    "first AS (SELECT DISTINCT ON (dk) dk, n FROM u ORDER BY dk, n), "
-    "opened AS (INSERT INTO steward.alerts (kind, process, key, state, owner, summary, details, "
-    "    dedup_key, deadline_at) "
-    "  SELECT k, p, ky, s, o, sm, d::jsonb, dk, steward.from_ms(dl) FROM u ORDER BY n "
-    "  ON CONFLICT (dedup_key) WHERE resolved_at IS NULL DO NOTHING "
-    "  RETURNING id, owner, kind, summary, process, key, dedup_key), "
-    "queued AS (INSERT INTO steward.outbox (kind, destination, alert_id, process, key, payload) "
-    "  SELECT 'notification', r.d, a.id, a.process, a.key, jsonb_build_object('event', 'trigger') "
-    "  FROM opened a JOIN first f ON f.dk = a.dedup_key "
-    "  JOIN unnest($10::int[], $11::text[]) WITH ORDINALITY AS r(n, d, m) ON r.n = f.n "
-    "  ORDER BY a.id, r.m RETURNING 1) "
-    "SELECT id, owner, kind, summary, (SELECT count(*) FROM queued) FROM opened ORDER BY id";
+    "INSERT INTO steward.alerts (kind, process, key, state, owner, summary, details, "
+    "  dedup_key, deadline_at) "
+    "SELECT k, p, ky, s, o, sm, d::jsonb, dk, steward.from_ms(dl) "
+    "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], "
+    "  $7::text[], $8::text[], $9::bigint[]) AS u(k, p, ky, s, o, sm, d, dk, dl) "
+    "ON CONFLICT (dedup_key) WHERE resolved_at IS NULL DO NOTHING "
+    "RETURNING id, owner, kind, summary";
 
 static const char resolve_sql[] =
     "UPDATE steward.alerts a SET resolved_at = now(), resolution = u.r "
@@ -222,33 +185,12 @@ err_class_t alert_batch_write(PGconn *conn, alert_batch_t *b, route_table_t *rou
                        "transaction)");
     }
     if (b->o_kind.n > 0) {
-        /* The sinks of every row; those of a row that opens nothing are
-         * joined to nothing. */
-        pgarr_t rows = {0}, sinks = {0};
-        for (size_t i = 0; routes != NULL && i < b->o_kind.n && i < b->o_owners_cap; i++) {
-            size_t n = 0;
-            const sink_t *const *to =
-                b->o_owners[i] != NULL ? route_sinks(routes, b->o_owners[i], &n) : NULL;
-            for (size_t j = 0; j < n; j++) {
-                pgarr_add_int(&rows, (int64_t) i + 1);
-                pgarr_add(&sinks, to[j]->name);
-            }
-        }
-        pgarr_t *cols[] = {&b->o_kind,     &b->o_process, &b->o_key,     &b->o_state,
-                           &b->o_owner,    &b->o_summary, &b->o_details, &b->o_dedup,
-                           &b->o_deadline, &rows,         &sinks};
-        res = run(conn, "opening alerts", open_sql, cols, 11, &cls, errstr, errstr_size);
-        pgarr_free(&rows);
-        pgarr_free(&sinks);
-        if (res == NULL)
+        pgarr_t *cols[] = {&b->o_kind,    &b->o_process, &b->o_key,   &b->o_state,   &b->o_owner,
+                           &b->o_summary, &b->o_details, &b->o_dedup, &b->o_deadline};
+        if ((res = run(conn, "opening alerts", open_sql, cols, 9, &cls, errstr, errstr_size)) ==
+            NULL)
             goto done;
-        for (int row = 0; row < PQntuples(res); row++) {
-            counts->opened++;
-            LOG_DEBUG("alert opened", "alert", PQgetvalue(res, row, 0), "kind",
-                      PQgetvalue(res, row, 2), "summary", PQgetvalue(res, row, 3));
-        }
-        if (PQntuples(res) > 0)
-            counts->notifications += strtoull(PQgetvalue(res, 0, 4), NULL, 10);
+        fan_out(res, "trigger", routes, &dest, &ids, &events, counts, true);
         PQclear(res);
     }
     if (b->r_kind.n > 0) {

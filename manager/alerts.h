@@ -57,8 +57,6 @@ char *alert_dedup_key(alert_kind_t kind, const char *identity, char *out, size_t
 /* A zeroed alert_batch_t is empty; alert_batch_clear() releases it. */
 typedef struct alert_batch {
     pgarr_t o_kind, o_process, o_key, o_state, o_owner, o_summary, o_details, o_dedup, o_deadline;
-    char **o_owners; /* the owner of each alert to open, for routing; o_owner.n of them */
-    size_t o_owners_cap;
     pgarr_t r_process, r_key, r_kind, r_state, r_resolution;
     pgarr_t k_dedup, k_legacy, k_resolution;
 } alert_batch_t;
