@@ -329,10 +329,11 @@ static bool bool_value(const PGresult *res, int row, int col)
 
 /*
  * The three reads below walk the batch's keys and probe an index for each
- * (a LATERAL subquery the planner cannot flatten). Written as a join, the
- * planner hashes the whole table instead: a sequential scan of history per
- * batch, which grows with everything ever judged. The keys arrive sorted,
- * so the parked rows are locked in key order.
+ * (a LATERAL subquery the planner cannot flatten: LIMIT, FOR UPDATE or
+ * OFFSET 0 keep it from pulling it up into a join). Written as a join, the
+ * planner hashes the whole table instead: a sequential scan of history or
+ * instances per batch, which grows with everything ever judged. The keys
+ * arrive sorted, so the parked rows are locked in key order.
  */
 static const char read_instances_sql[] =
     "SELECT i.process, i.key, i.version, i.state, "
@@ -345,7 +346,7 @@ static const char read_instances_sql[] =
     "  steward.to_ms(i.lease_renewed_at), i.resend_pending "
     "FROM unnest($1::text[], $2::text[], $3::bool[]) WITH ORDINALITY AS u(p, k, w, n) "
     "CROSS JOIN LATERAL (SELECT * FROM steward.instances "
-    "  WHERE process = u.p AND key = u.k) i "
+    "  WHERE process = u.p AND key = u.k OFFSET 0) i "
     "ORDER BY u.n";
 
 err_class_t store_read_instances(store_t *store, const store_key_t *keys, const bool *want_vars,
@@ -396,6 +397,17 @@ err_class_t store_read_instances(store_t *store, const store_key_t *keys, const 
     return cls;
 }
 
+/* The hash finds the candidates in history_event (migration 0015); the
+ * columns are rechecked, so a collision is never a wrong answer. */
+static const char read_judged_sql[] =
+    "SELECT DISTINCT u.p, u.k, u.e "
+    "FROM unnest($1::text[], $2::text[], $3::text[]) AS u(p, k, e) "
+    "CROSS JOIN LATERAL (SELECT 1 FROM steward.history h "
+    "  WHERE steward.event_hash(h.process, h.key, h.event_id) = "
+    "        steward.event_hash(u.p, u.k, u.e) "
+    "    AND h.process = u.p AND h.key = u.k AND h.event_id = u.e "
+    "  LIMIT 1) judged";
+
 err_class_t store_read_judged(store_t *store, const store_key_t *keys, const char *const *event_ids,
                               size_t n, store_judged_fn fn, void *arg, char *errstr,
                               size_t errstr_size)
@@ -411,15 +423,8 @@ err_class_t store_read_judged(store_t *store, const store_key_t *keys, const cha
     if (!key_arrays(keys, n, &processes, &names, params) || params[2] == NULL)
         cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
     else
-        res = db_query(store->conn, "reading judged event ids",
-                       "SELECT DISTINCT u.p, u.k, u.e "
-                       "FROM unnest($1::text[], $2::text[], $3::text[]) AS u(p, k, e) "
-                       "CROSS JOIN LATERAL (SELECT 1 FROM steward.history h "
-                       "  WHERE steward.event_hash(h.process, h.key, h.event_id) = "
-                       "        steward.event_hash(u.p, u.k, u.e) "
-                       "    AND h.process = u.p AND h.key = u.k AND h.event_id = u.e "
-                       "  LIMIT 1) judged",
-                       3, params, &cls, errstr, errstr_size);
+        res = db_query(store->conn, "reading judged event ids", read_judged_sql, 3, params, &cls,
+                       errstr, errstr_size);
     for (int row = 0; res != NULL && row < PQntuples(res) && cls == ERR_OK; row++)
         cls = fn(arg, PQgetvalue(res, row, 0), PQgetvalue(res, row, 1), PQgetvalue(res, row, 2),
                  errstr, errstr_size);
@@ -628,6 +633,16 @@ err_class_t store_write_offsets(store_t *store, rows_t *rows, char *errstr, size
         cls = err_set(ERR_CONFLICT, errstr, errstr_size,
                       "a partition changed owner during the batch: retrying");
     return cls;
+}
+
+const char *store_sql_read_instances(void)
+{
+    return read_instances_sql;
+}
+
+const char *store_sql_read_judged(void)
+{
+    return read_judged_sql;
 }
 
 const char *store_sql_write_history(void)

@@ -198,8 +198,11 @@ err_class_t store_write_offsets(store_t *store, rows_t *rows, char *errstr, size
 
 /* The texts of store_write_history() (without lateness) and
  * store_write_instances(), for bench/ceiling, which replays steward's own
- * statements on tables of another schema. */
+ * statements on tables of another schema; and of the two reads whose plans
+ * must stay index probes, for the test that explains them. */
 const char *store_sql_write_history(void);
 const char *store_sql_write_instances(void);
+const char *store_sql_read_instances(void);
+const char *store_sql_read_judged(void);
 
 #endif

@@ -1,9 +1,11 @@
 /*
  * test_migrate - the schema runner against a real PostgreSQL: a fresh
  * database, a second run that changes nothing, two runners at once, and
- * the refusals (a tampered migration, a schema newer than the binary).
+ * the refusals (a tampered migration, a schema newer than the binary); and
+ * that the batch's reads stay index probes on the schema it makes.
  */
 #include "common/db.h"
+#include "manager/store.h"
 #include "schema/migrate.h"
 #include "testlib.h"
 
@@ -306,6 +308,86 @@ START_TEST(history_rows_survive_partitioning)
 }
 END_TEST
 
+/* The plan of `sql` (a statement with $1.. array parameters) for the
+ * given array literals, as one line. */
+static char *plan_of(PGconn *conn, const char *sql, const char *args)
+{
+    char prepare[4096];
+    tl_db_exec(conn, "DEALLOCATE ALL");
+    snprintf(prepare, sizeof prepare, "PREPARE probe AS %s", sql);
+    tl_db_exec(conn, prepare);
+    size_t size = strlen(args) + 32;
+    char *execute = malloc(size);
+    ck_assert_ptr_nonnull(execute);
+    snprintf(execute, size, "EXECUTE probe(%s)", args);
+    const char *params[1] = {execute};
+    char *plan = tl_db_scalar(conn, "SELECT pg_temp.plan($1)", 1, params);
+    free(execute);
+    return plan;
+}
+
+/*
+ * The batch reads instances and judged event ids of up to a few thousand
+ * keys against tables of millions of rows. Each must stay a probe per key;
+ * a plan that hashes the whole table instead works on a small table and
+ * grows with everything ever judged.
+ */
+START_TEST(batch_reads_probe_indexes)
+{
+    const char *url = tl_db_create("migrate_plans");
+    const char *argv[] = {NULL, "migrate", "--database", url, NULL};
+    tl_output_t o = tl_steward(argv, NULL);
+    ck_assert_msg(o.status == 0, "migrate: %s", o.err);
+    tl_output_free(&o);
+
+    PGconn *conn = tl_db_connect(url);
+    tl_db_exec(conn, "INSERT INTO steward.definitions (process, version, mode, document, checksum) "
+                     "VALUES ('p', 1, 'shadow', '{}', md5('{}'))");
+    tl_db_exec(conn, "INSERT INTO steward.instances (process, key, version, state, status, "
+                     "  started_at, state_entered_at) "
+                     "SELECT 'p', 'k' || g, 1, 's', 'active', now(), now() "
+                     "FROM generate_series(1, 50000) g");
+    tl_db_exec(conn, "INSERT INTO steward.history (process, key, event_id, event_type, topic, "
+                     "  partition, \"offset\", event_time, outcome, replica, epoch) "
+                     "SELECT 'p', 'k' || (g / 6), 'e' || g, 'E', 't', 0, g, now(), 'advanced', "
+                     "  'r', 1 FROM generate_series(1, 100000) g");
+    tl_db_exec(conn, "ANALYZE steward.instances");
+    tl_db_exec(conn, "ANALYZE steward.history");
+    tl_db_exec(conn, "CREATE FUNCTION pg_temp.plan(q text) RETURNS text LANGUAGE plpgsql AS $$ "
+                     "DECLARE l text; r text := ''; BEGIN "
+                     "  FOR l IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP r := r || l || ' '; "
+                     "  END LOOP; RETURN r; END $$");
+
+    /* 2,000 keys, as a batch sends them: array literals. */
+    char *keys = tl_db_scalar(conn,
+                              "SELECT quote_literal(array_agg('p'::text)::text) || ', ' || "
+                              "  quote_literal(array_agg('k' || g)::text) || ', ' || "
+                              "  quote_literal(array_agg(false)::text) "
+                              "FROM generate_series(20001, 22000) g",
+                              0, NULL);
+    char *plan = plan_of(conn, store_sql_read_instances(), keys);
+    ck_assert_msg(strstr(plan, "Index Scan using instances_pkey") != NULL &&
+                      strstr(plan, "Seq Scan on instances") == NULL,
+                  "the instances read is not a probe per key: %s", plan);
+    free(plan);
+    free(keys);
+
+    char *ids = tl_db_scalar(conn,
+                             "SELECT quote_literal(array_agg('p'::text)::text) || ', ' || "
+                             "  quote_literal(array_agg('k' || (g / 6))::text) || ', ' || "
+                             "  quote_literal(array_agg('new' || g)::text) "
+                             "FROM generate_series(1, 2000) g",
+                             0, NULL);
+    plan = plan_of(conn, store_sql_read_judged(), ids);
+    ck_assert_msg(strstr(plan, "event_hash_idx on history_") != NULL &&
+                      strstr(plan, "Seq Scan") == NULL,
+                  "the judged-ids read is not a probe per event: %s", plan);
+    free(plan);
+    free(ids);
+    PQfinish(conn);
+}
+END_TEST
+
 Suite *migrate_suite(void)
 {
     Suite *s = suite_create("migrate");
@@ -316,6 +398,7 @@ Suite *migrate_suite(void)
     tcase_add_test(tc, tampered_migration_is_refused);
     tcase_add_test(tc, newer_schema_is_refused);
     tcase_add_test(tc, history_rows_survive_partitioning);
+    tcase_add_test(tc, batch_reads_probe_indexes);
     tcase_add_test(tc, unreachable_database_fails_without_printing_the_password);
     suite_add_tcase(s, tc);
     return s;
