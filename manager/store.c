@@ -9,8 +9,8 @@
  *               order: instances that do not exist yet are locked too, so
  *               two replicas reading different topics of one instance
  *               serialize instead of parking past each other
- *   read        instances (no row locks: the advisory locks cover them),
- *               judged event ids, parked events
+ *   read        instances (FOR UPDATE, key order), judged event ids, parked
+ *               events
  *   write       one statement per table, arrays unnest()ed
  *   COMMIT
  */
@@ -329,11 +329,11 @@ static bool bool_value(const PGresult *res, int row, int col)
 
 /*
  * The three reads below walk the batch's keys and probe an index for each
- * (a LATERAL subquery the planner cannot flatten: LIMIT, FOR UPDATE or
- * OFFSET 0 keep it from pulling it up into a join). Written as a join, the
- * planner hashes the whole table instead: a sequential scan of history or
- * instances per batch, which grows with everything ever judged. The keys
- * arrive sorted, so the parked rows are locked in key order.
+ * (a LATERAL subquery the planner cannot flatten: LIMIT or FOR UPDATE keep
+ * it from pulling it up into a join). Written as a join, the planner hashes
+ * the whole table instead: a sequential scan of history or instances per
+ * batch, which grows with everything ever judged. The keys arrive sorted,
+ * so rows are locked in key order.
  */
 static const char read_instances_sql[] =
     "SELECT i.process, i.key, i.version, i.state, "
@@ -346,7 +346,7 @@ static const char read_instances_sql[] =
     "  steward.to_ms(i.lease_renewed_at), i.resend_pending "
     "FROM unnest($1::text[], $2::text[], $3::bool[]) WITH ORDINALITY AS u(p, k, w, n) "
     "CROSS JOIN LATERAL (SELECT * FROM steward.instances "
-    "  WHERE process = u.p AND key = u.k OFFSET 0) i "
+    "  WHERE process = u.p AND key = u.k FOR UPDATE) i "
     "ORDER BY u.n";
 
 err_class_t store_read_instances(store_t *store, const store_key_t *keys, const bool *want_vars,
@@ -397,16 +397,14 @@ err_class_t store_read_instances(store_t *store, const store_key_t *keys, const 
     return cls;
 }
 
-/* The hash finds the candidates in history_event (migration 0015); the
- * columns are rechecked, so a collision is never a wrong answer. */
+/* history_event (process, key, event_id) answers each probe; an
+ * instance's events sit together in it, so the leaf a probe needs is the
+ * one its earlier events were just written to. */
 static const char read_judged_sql[] =
     "SELECT DISTINCT u.p, u.k, u.e "
     "FROM unnest($1::text[], $2::text[], $3::text[]) AS u(p, k, e) "
-    "CROSS JOIN LATERAL (SELECT 1 FROM steward.history h "
-    "  WHERE steward.event_hash(h.process, h.key, h.event_id) = "
-    "        steward.event_hash(u.p, u.k, u.e) "
-    "    AND h.process = u.p AND h.key = u.k AND h.event_id = u.e "
-    "  LIMIT 1) judged";
+    "CROSS JOIN LATERAL (SELECT 1 FROM steward.history h WHERE h.process = u.p "
+    "  AND h.key = u.k AND h.event_id = u.e LIMIT 1) judged";
 
 err_class_t store_read_judged(store_t *store, const store_key_t *keys, const char *const *event_ids,
                               size_t n, store_judged_fn fn, void *arg, char *errstr,

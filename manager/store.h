@@ -140,13 +140,9 @@ typedef err_class_t (*store_instance_fn)(void *arg, const store_instance_row_t *
                                          size_t errstr_size);
 
 /*
- * Reads the instances of `keys` that exist, in the order of keys; their
- * vars only where want_vars[i] is set (turning jsonb into text costs the
- * server, and most judgements only add to vars). The instances must be
- * locked with store_lock_instances() in this transaction: the read takes
- * no row locks, since every writer of steward.instances (batches,
- * scheduler passes, operator actions) holds the advisory lock while it
- * changes one.
+ * Reads (and row-locks) the instances of `keys` that exist, in the order
+ * of keys; their vars only where want_vars[i] is set (turning jsonb into
+ * text costs the server, and most judgements only add to vars).
  */
 err_class_t store_read_instances(store_t *store, const store_key_t *keys, const bool *want_vars,
                                  size_t n, store_instance_fn fn, void *arg, char *errstr,
