@@ -909,13 +909,15 @@ intake_t *intake_new(const intake_config_t *cfg, const def_set_t *defs, err_clas
          * `kafka` properties in the config override both. */
         !set_conf(conf, "session.timeout.ms", "6000", errstr, errstr_size) ||
         !set_conf(conf, "heartbeat.interval.ms", "2000", errstr, errstr_size) ||
-        /* librdkafka reads ahead up to 100,000 messages per partition and
-         * 64 MiB by default: with a backlog that read-ahead, not Steward's
-         * state, is most of the process's memory. A batch needs a few
-         * thousand messages; this keeps the peak flat whatever the backlog
-         * (docs/performance.md, "Memory"). */
-        !set_conf(conf, "queued.min.messages", "5000", errstr, errstr_size) ||
-        !set_conf(conf, "queued.max.messages.kbytes", "2048", errstr, errstr_size)) {
+        /* The read-ahead. librdkafka's defaults (100,000 messages, 64 MiB,
+         * 50 MB fetches) make it most of the process's memory with a
+         * backlog; but a queue over its bound stops fetching for a whole
+         * second, so one much smaller than a second of consumption starves
+         * intake (5,000 messages did). These hold about a second at 20,000
+         * events/s in bounded memory (docs/performance.md, "The batch pipeline"). */
+        !set_conf(conf, "queued.min.messages", "20000", errstr, errstr_size) ||
+        !set_conf(conf, "queued.max.messages.kbytes", "8192", errstr, errstr_size) ||
+        !set_conf(conf, "fetch.max.bytes", "4194304", errstr, errstr_size)) {
         *cls = ERR_INVALID;
         goto fail;
     }
