@@ -130,20 +130,29 @@ err_class_t store_register_definitions(store_t *store, const def_set_t *defs, ch
 
 /* ---- partition ownership ------------------------------------------------ */
 
+/* The partitions as two array parameters, topics and partition numbers, in
+ * params[0] and params[1]; false when out of memory. */
+static bool part_arrays(const store_partition_t *parts, size_t n, pgarr_t *topics,
+                        pgarr_t *partitions, const char **params)
+{
+    for (size_t i = 0; i < n; i++) {
+        pgarr_add(topics, parts[i].topic);
+        pgarr_add_int(partitions, parts[i].partition);
+    }
+    params[0] = pgarr_text(topics);
+    params[1] = pgarr_text(partitions);
+    return params[0] != NULL && params[1] != NULL;
+}
+
 err_class_t store_claim(store_t *store, store_partition_t *parts, size_t n, char *errstr,
                         size_t errstr_size)
 {
     pgarr_t topics = {0}, partitions = {0};
     err_class_t cls = ERR_OK;
     PGresult *res = NULL;
+    const char *params[4] = {store->group, NULL, NULL, store->replica};
 
-    for (size_t i = 0; i < n; i++) {
-        pgarr_add(&topics, parts[i].topic);
-        pgarr_add_int(&partitions, parts[i].partition);
-    }
-    const char *params[4] = {store->group, pgarr_text(&topics), pgarr_text(&partitions),
-                             store->replica};
-    if (params[1] == NULL || params[2] == NULL) {
+    if (!part_arrays(parts, n, &topics, &partitions, params + 1)) {
         cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
         goto done;
     }
@@ -192,14 +201,11 @@ err_class_t store_release(store_t *store, const store_partition_t *parts, size_t
     pgarr_t topics = {0}, partitions = {0}, epochs = {0};
     err_class_t cls = ERR_OK;
 
-    for (size_t i = 0; i < n; i++) {
-        pgarr_add(&topics, parts[i].topic);
-        pgarr_add_int(&partitions, parts[i].partition);
+    const char *params[6] = {store->group, NULL, NULL, NULL, store->replica, actions[reason]};
+    for (size_t i = 0; i < n; i++)
         pgarr_add_int(&epochs, parts[i].epoch);
-    }
-    const char *params[6] = {store->group,        pgarr_text(&topics), pgarr_text(&partitions),
-                             pgarr_text(&epochs), store->replica,      actions[reason]};
-    if (params[1] == NULL || params[2] == NULL || params[3] == NULL)
+    params[3] = pgarr_text(&epochs);
+    if (!part_arrays(parts, n, &topics, &partitions, params + 1) || params[3] == NULL)
         cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
     else
         cls = db_exec(store->conn, "logging released partitions",
@@ -251,14 +257,11 @@ err_class_t store_fence(store_t *store, store_partition_t *parts, size_t n, char
     pgarr_t topics = {0}, partitions = {0};
     err_class_t cls;
 
-    for (size_t i = 0; i < n; i++) {
-        pgarr_add(&topics, parts[i].topic);
-        pgarr_add_int(&partitions, parts[i].partition);
+    for (size_t i = 0; i < n; i++)
         parts[i].fenced = true; /* until its row says otherwise */
-    }
-    const char *params[3] = {store->group, pgarr_text(&topics), pgarr_text(&partitions)};
+    const char *params[3] = {store->group, NULL, NULL};
     PGresult *res = NULL;
-    if (params[1] == NULL || params[2] == NULL)
+    if (!part_arrays(parts, n, &topics, &partitions, params + 1))
         cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
     else
         res = db_query(store->conn, "checking partition ownership",
