@@ -289,15 +289,6 @@ void batch_free(batch_t *b)
     free(b);
 }
 
-static size_t find_part(const batch_t *b, const char *topic, int32_t partition)
-{
-    for (size_t i = 0; i < b->n_parts; i++) {
-        if (b->parts[i].partition == partition && strcmp(b->parts[i].topic, topic) == 0)
-            return i;
-    }
-    return SIZE_MAX;
-}
-
 static bool msg_fenced(const batch_t *b, size_t m)
 {
     return b->parts[b->msg_part[m]].fenced;
@@ -329,7 +320,7 @@ static err_class_t batch_route(batch_t *b, const def_set_t *defs, char *errstr, 
         const decode_input_t *in = &b->msgs[m];
         decode_message_t *msg = &b->decoded[m];
 
-        b->msg_part[m] = find_part(b, in->topic, in->partition);
+        b->msg_part[m] = store_partition_index(b->parts, b->n_parts, in->topic, in->partition);
         if (b->msg_part[m] == SIZE_MAX)
             return err_set(ERR_FATAL, errstr, errstr_size,
                            "internal error: message from %s[%" PRId32 "] has no partition entry",
@@ -581,10 +572,9 @@ static err_class_t batch_read(batch_t *b, char *errstr, size_t errstr_size)
     for (size_t i = 0; i < b->n_slots; i++) {
         slot_t *slot = &b->slots[i];
         keys[i] = (store_key_t){slot->process, slot->key};
-        /* The latest version decides before the row says which one the
-         * instance runs; a mode never changes between versions' needs
-         * often enough to matter, and a wrong guess only reads more. */
-        slot->full_vars = needs_full_vars(def_set_latest(b->ctx->defs, slot->process));
+        /* Any active version of the process reads vars: the row says which
+         * version the instance runs only once read, and a wrong guess only
+         * reads more. */
         for (size_t d = 0; d < b->ctx->defs->n && !slot->full_vars; d++) {
             const def_t *def = b->ctx->defs->defs[d];
             if (strcmp(def->process, slot->process) == 0 && needs_full_vars(def))

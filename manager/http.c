@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/prom.h"
 #include "common/sha256.h"
+#include "common/utf8.h"
 #include "definitions/duration.h"
 #include "manager/actions.h"
 #include "manager/metrics.h"
@@ -985,41 +986,6 @@ static int hex_value(char c)
            : c >= 'a' && c <= 'f' ? c - 'a' + 10
            : c >= 'A' && c <= 'F' ? c - 'A' + 10
                                   : -1;
-}
-
-/* Whether s[0..len) is well-formed UTF-8 (no overlong forms, surrogates,
- * or code points past U+10FFFF): PostgreSQL refuses anything else. */
-static bool utf8_valid(const unsigned char *s, size_t len)
-{
-    for (size_t i = 0; i < len;) {
-        unsigned char c = s[i];
-        size_t n;
-        uint32_t cp;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        if (c >= 0xC2 && c <= 0xDF)
-            n = 1, cp = c & 0x1Fu;
-        else if ((c & 0xF0) == 0xE0)
-            n = 2, cp = c & 0x0Fu;
-        else if (c >= 0xF0 && c <= 0xF4)
-            n = 3, cp = c & 0x07u;
-        else
-            return false;
-        if (len - i <= n)
-            return false;
-        for (size_t k = 1; k <= n; k++) {
-            if ((s[i + k] & 0xC0) != 0x80)
-                return false;
-            cp = (cp << 6) | (s[i + k] & 0x3Fu);
-        }
-        if ((n == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
-            (n == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
-            return false;
-        i += n + 1;
-    }
-    return true;
 }
 
 /*

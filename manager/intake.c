@@ -711,12 +711,9 @@ static err_class_t flush_start(intake_t *in, char *errstr, size_t errstr_size)
  * every batch read so far is committed (a revoke, a reload, the end). */
 static err_class_t flush(intake_t *in, char *errstr, size_t errstr_size)
 {
+    /* flush_start() has joined every batch before it on any failure. */
     err_class_t cls = flush_start(in, errstr, errstr_size);
-    if (cls != ERR_OK) {
-        flush_finish(in, errstr, errstr_size);
-        return cls;
-    }
-    return flush_finish(in, errstr, errstr_size);
+    return cls != ERR_OK ? cls : flush_finish(in, errstr, errstr_size);
 }
 
 /* ---- the dead-letter topic -------------------------------------------------- */

@@ -241,8 +241,8 @@ void store_rollback(store_t *store)
     db_rollback(store->conn);
 }
 
-static size_t find_part(const store_partition_t *parts, size_t n, const char *topic,
-                        int32_t partition)
+size_t store_partition_index(const store_partition_t *parts, size_t n, const char *topic,
+                             int32_t partition)
 {
     for (size_t i = 0; i < n; i++) {
         if (parts[i].partition == partition && strcmp(parts[i].topic, topic) == 0)
@@ -275,8 +275,8 @@ err_class_t store_fence(store_t *store, store_partition_t *parts, size_t n, char
     if (res == NULL)
         return cls;
     for (int row = 0; row < PQntuples(res); row++) {
-        size_t i =
-            find_part(parts, n, PQgetvalue(res, row, 0), (int32_t) atol(PQgetvalue(res, row, 1)));
+        size_t i = store_partition_index(parts, n, PQgetvalue(res, row, 0),
+                                         (int32_t) atol(PQgetvalue(res, row, 1)));
         if (i != SIZE_MAX && strtoll(PQgetvalue(res, row, 2), NULL, 10) == parts[i].epoch)
             parts[i].fenced = false;
     }

@@ -65,6 +65,10 @@ typedef struct store_partition {
     bool fenced;          /* set by store_fence(): another replica owns it now */
 } store_partition_t;
 
+/* The index of (topic, partition) in parts[0..n), or SIZE_MAX. */
+size_t store_partition_index(const store_partition_t *parts, size_t n, const char *topic,
+                             int32_t partition);
+
 /* The next offset of a partition never read: start from the beginning. */
 #define STORE_OFFSET_BEGINNING (-2)
 

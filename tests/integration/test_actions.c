@@ -593,29 +593,6 @@ END_TEST
 /* ---- HTTP ------------------------------------------------------------------- */
 
 /* Waits for steward's "http listening" line and keeps its address. */
-static void wait_listening(void)
-{
-    for (int i = 0; i < 300; i++) {
-        char *log = tl_read_file(w.log);
-        for (char *line = strtok(log, "\n"); line != NULL; line = strtok(NULL, "\n")) {
-            json_t *doc = json_loads(line, 0, NULL);
-            const char *msg = json_string_value(json_object_get(doc, "msg"));
-            const char *address = json_string_value(json_object_get(doc, "address"));
-            if (msg != NULL && strcmp(msg, "http listening") == 0 && address != NULL) {
-                snprintf(w.base, sizeof w.base, "http://%s", address);
-                json_decref(doc);
-                free(log);
-                return;
-            }
-            json_decref(doc);
-        }
-        free(log);
-        usleep(100 * 1000);
-    }
-    tl_print_tail(w.log, 4000);
-    ck_abort_msg("steward never logged \"http listening\"");
-}
-
 typedef struct answer {
     long status;
     char *body;
@@ -736,7 +713,7 @@ START_TEST(http_actions_need_an_operate_token)
              "\"url\":\"%s/v2/enqueue\"}],\"default\":[{\"type\":\"log\"}]}",
              ROUTE_SECRET, rcv_url(r));
     world_start("acthttp", "1s", "1h", routes);
-    wait_listening();
+    tl_wait_http_listening(w.log, w.base, sizeof w.base);
 
     char *k1 = tl_unique("ORD-"), *k2 = tl_unique("ORD-"), path[512], body[512];
     send_event("orders", "OrderPlaced", k1);

@@ -71,29 +71,6 @@ static void write_definition(void)
     free(path);
 }
 
-static void wait_listening(void)
-{
-    for (int i = 0; i < 300; i++) {
-        char *log = tl_read_file(w.log);
-        for (char *line = strtok(log, "\n"); line != NULL; line = strtok(NULL, "\n")) {
-            json_t *doc = json_loads(line, 0, NULL);
-            const char *msg = json_string_value(json_object_get(doc, "msg"));
-            const char *address = json_string_value(json_object_get(doc, "address"));
-            if (msg != NULL && strcmp(msg, "http listening") == 0 && address != NULL) {
-                snprintf(w.base, sizeof w.base, "http://%s", address);
-                json_decref(doc);
-                free(log);
-                return;
-            }
-            json_decref(doc);
-        }
-        free(log);
-        usleep(100 * 1000);
-    }
-    tl_print_tail(w.log, 4000);
-    ck_abort_msg("steward never logged \"http listening\" (its log above)");
-}
-
 static void wait_sql(const char *sql, const char *expected, int timeout_s, const char *what)
 {
     char *last = NULL;
@@ -148,7 +125,7 @@ static void world_start(void)
 
     const char *argv[] = {NULL, "run", "--config", config, NULL};
     w.pid = tl_steward_spawn(argv, NULL, w.log);
-    wait_listening();
+    tl_wait_http_listening(w.log, w.base, sizeof w.base);
 
     tl_producer_t *p = tl_producer_new();
     send_event(p, "orders", "OrderPlaced", "o-1");

@@ -116,29 +116,6 @@ static int start(void)
 }
 
 /* The base URL of steward's HTTP server, from its "http listening" line. */
-static void wait_listening(char *base, size_t size)
-{
-    for (int i = 0; i < 300; i++) {
-        char *log = tl_read_file(w.log);
-        for (char *line = strtok(log, "\n"); line != NULL; line = strtok(NULL, "\n")) {
-            json_t *doc = json_loads(line, 0, NULL);
-            const char *msg = json_string_value(json_object_get(doc, "msg"));
-            const char *address = json_string_value(json_object_get(doc, "address"));
-            if (msg != NULL && strcmp(msg, "http listening") == 0 && address != NULL) {
-                snprintf(base, size, "http://%s", address);
-                json_decref(doc);
-                free(log);
-                return;
-            }
-            json_decref(doc);
-        }
-        free(log);
-        usleep(100 * 1000);
-    }
-    tl_print_tail(w.log, 4000);
-    ck_abort_msg("steward never logged \"http listening\" (its log above)");
-}
-
 /* Polls /metrics until it holds `line`. */
 static void wait_metric(const char *base, const char *line)
 {
@@ -591,7 +568,7 @@ START_TEST(paused_then_resumed)
     add_commands("other_process", topic, 1, 1);
     int pid = start_on("127.0.0.1:0");
     char base[128];
-    wait_listening(base, sizeof base);
+    tl_wait_http_listening(w.log, base, sizeof base);
 
     /* The other process's command goes: the dispatcher is at work... */
     wait_for("SELECT count(*) FROM steward.commands WHERE process = 'other_process' AND sent_at "

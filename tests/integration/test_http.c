@@ -125,31 +125,6 @@ static void world_teardown(void)
 }
 
 /* Waits for steward's "http listening" line and keeps its address. */
-static void wait_listening(void)
-{
-    for (int i = 0; i < 300; i++) {
-        char *log = tl_read_file(w.log);
-        for (char *line = strtok(log, "\n"); line != NULL; line = strtok(NULL, "\n")) {
-            json_t *doc = json_loads(line, 0, NULL);
-            const char *msg = json_string_value(json_object_get(doc, "msg"));
-            const char *address = json_string_value(json_object_get(doc, "address"));
-            if (msg != NULL && strcmp(msg, "http listening") == 0 && address != NULL) {
-                ck_assert_msg(strncmp(address, "127.0.0.1:", 10) == 0 && atoi(address + 10) > 0,
-                              "address: %s", address);
-                snprintf(w.base, sizeof w.base, "http://%s", address);
-                json_decref(doc);
-                free(log);
-                return;
-            }
-            json_decref(doc);
-        }
-        free(log);
-        usleep(100 * 1000);
-    }
-    tl_print_tail(w.log, 4000);
-    ck_abort_msg("steward never logged \"http listening\" (its log above)");
-}
-
 /* ---- HTTP ------------------------------------------------------------------ */
 
 typedef struct response {
@@ -332,7 +307,9 @@ START_TEST(serves_probes_metrics_and_views)
     char *config = world_config("127.0.0.1:0");
     const char *argv[] = {NULL, "run", "--config", config, NULL};
     w.pid = tl_steward_spawn(argv, NULL, w.log);
-    wait_listening();
+    tl_wait_http_listening(w.log, w.base, sizeof w.base);
+    ck_assert_msg(strncmp(w.base, "http://127.0.0.1:", 17) == 0 && atoi(w.base + 17) > 0,
+                  "address: %s", w.base);
 
     /* Alive at once; not ready while not in the group: the topics the
      * definition reads do not exist yet. */

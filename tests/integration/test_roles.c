@@ -176,29 +176,6 @@ static char *sqlstate_as(const char *conninfo, const char *sql)
 }
 
 /* Waits for steward's "http listening" line and keeps its address. */
-static void wait_listening(void)
-{
-    for (int i = 0; i < 300; i++) {
-        char *log = tl_read_file(w.log);
-        for (char *line = strtok(log, "\n"); line != NULL; line = strtok(NULL, "\n")) {
-            json_t *doc = json_loads(line, 0, NULL);
-            const char *msg = json_string_value(json_object_get(doc, "msg"));
-            const char *address = json_string_value(json_object_get(doc, "address"));
-            if (msg != NULL && strcmp(msg, "http listening") == 0 && address != NULL) {
-                snprintf(w.base, sizeof w.base, "http://%s", address);
-                json_decref(doc);
-                free(log);
-                return;
-            }
-            json_decref(doc);
-        }
-        free(log);
-        usleep(100 * 1000);
-    }
-    tl_print_tail(w.log, 4000);
-    ck_abort_msg("steward never said where it listens");
-}
-
 START_TEST(runtime_runs_and_reader_reads)
 {
     world_init();
@@ -241,7 +218,7 @@ START_TEST(runtime_runs_and_reader_reads)
                           "topic.metadata.refresh.interval.ms=1000",
                           NULL};
     w.pid = tl_steward_spawn(argv, NULL, w.log);
-    wait_listening();
+    tl_wait_http_listening(w.log, w.base, sizeof w.base);
 
     tl_producer_t *p = tl_producer_new();
     tl_produce(p, orders, -1, "{\"type\":\"OrderPlaced\",\"id\":\"e1\",\"order_id\":\"r-1\"}", -1,

@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <time.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -457,4 +458,27 @@ char *tl_http_get(const char *url, long *status)
         curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
     curl_easy_cleanup(curl);
     return body;
+}
+
+void tl_wait_http_listening(const char *log_path, char *base, size_t size)
+{
+    for (int i = 0; i < 300; i++) {
+        char *log = tl_read_file(log_path);
+        for (char *line = strtok(log, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+            json_t *doc = json_loads(line, 0, NULL);
+            const char *msg = json_string_value(json_object_get(doc, "msg"));
+            const char *address = json_string_value(json_object_get(doc, "address"));
+            if (msg != NULL && strcmp(msg, "http listening") == 0 && address != NULL) {
+                snprintf(base, size, "http://%s", address);
+                json_decref(doc);
+                free(log);
+                return;
+            }
+            json_decref(doc);
+        }
+        free(log);
+        usleep(100 * 1000);
+    }
+    tl_print_tail(log_path, 4000);
+    ck_abort_msg("steward never logged \"http listening\" (its log above)");
 }

@@ -49,6 +49,11 @@ char *tl_read_file(const char *path);
  * check's failure messages cannot carry much). */
 void tl_print_tail(const char *path, size_t bytes);
 
+/* Waits (30 s at most) for the JSON log at log_path to say "http
+ * listening" with an address, and writes "http://ADDRESS" into base;
+ * aborts the test with the log's tail otherwise. */
+void tl_wait_http_listening(const char *log_path, char *base, size_t size);
+
 /* A path under the source tree (malloc'd; free it). */
 char *tl_source_path(const char *relative);
 
