@@ -109,6 +109,19 @@ json_t *jsonptr_get(const json_t *doc, const char *ptr)
     return cur;
 }
 
+/*
+ * How many bytes of `p` go in as one piece: an escape, or a character with
+ * its UTF-8 continuation bytes, so that truncation never leaves half a
+ * character in an error message.
+ */
+static size_t piece_length(const char *p)
+{
+    size_t n = 1;
+    while (n < 4 && ((unsigned char) p[n] & 0xC0) == 0x80)
+        n++;
+    return n;
+}
+
 char *jsonptr_append(char *buf, size_t buf_size, const char *token)
 {
     if (buf == NULL || buf_size == 0)
@@ -116,21 +129,19 @@ char *jsonptr_append(char *buf, size_t buf_size, const char *token)
     size_t len = strnlen(buf, buf_size - 1);
 
     /* Each piece goes in whole or not at all, so a truncated pointer never
-     * ends in half an escape. */
+     * ends in half an escape or half a character. */
     if (len + 1 >= buf_size)
         return buf;
     buf[len++] = '/';
-    for (const char *p = token; *p != '\0'; p++) {
-        const char *piece = *p == '~' ? "~0" : *p == '/' ? "~1" : NULL;
-        size_t piece_len = piece != NULL ? 2 : 1;
-        if (len + piece_len >= buf_size)
+    for (const char *p = token; *p != '\0';) {
+        const char *escape = *p == '~' ? "~0" : *p == '/' ? "~1" : NULL;
+        size_t in_len = escape != NULL ? 1 : piece_length(p);
+        size_t out_len = escape != NULL ? 2 : in_len;
+        if (len + out_len >= buf_size)
             break;
-        if (piece != NULL) {
-            memcpy(buf + len, piece, 2);
-        } else {
-            buf[len] = *p;
-        }
-        len += piece_len;
+        memcpy(buf + len, escape != NULL ? escape : p, out_len);
+        len += out_len;
+        p += in_len;
     }
     buf[len] = '\0';
     return buf;

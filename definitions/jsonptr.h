@@ -22,7 +22,8 @@ json_t *jsonptr_get(const json_t *doc, const char *ptr);
 /*
  * Appends one reference token, escaped, to the pointer in buf:
  * jsonptr_append(buf, size, "a/b") on "/events" gives "/events/a~1b".
- * Truncates rather than overflows. Returns buf.
+ * Truncates rather than overflows, never inside an escape or a UTF-8
+ * character. Returns buf.
  */
 char *jsonptr_append(char *buf, size_t buf_size, const char *token);
 

@@ -4,7 +4,8 @@
  * newline, then the document. A pointer jsonptr_valid() accepts may name
  * nothing, but one it refuses names nothing either; escaping a token with
  * jsonptr_append() and looking it up in an object holding that key finds
- * it.
+ * it, and a token too long for the buffer is cut between characters and
+ * escapes, never inside one.
  */
 #include "common/utf8.h"
 #include "definitions/jsonptr.h"
@@ -37,20 +38,34 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     /* The input's first line as one token: append, then look it up. */
     if (utf8_valid((const unsigned char *) ptr, strlen(ptr))) { /* as jansson keys */
+        size_t escaped_len = 1 + strlen(ptr);                   /* the '/' and the token */
+        for (const char *p = ptr; *p != '\0'; p++)
+            escaped_len += *p == '~' || *p == '/';
+
         char buf[4096] = "";
         jsonptr_append(buf, sizeof buf, ptr);
-        if (strlen(buf) < sizeof buf - 1) {
+        FUZZ_CHECK(jsonptr_valid(buf, errstr, sizeof errstr), "'%s' escaped is '%s': %s", ptr, buf,
+                   errstr);
+        FUZZ_CHECK(utf8_valid((const unsigned char *) buf, strlen(buf)),
+                   "'%s' escaped is '%s', which cuts a character", ptr, buf);
+        if (escaped_len < sizeof buf) {
+            FUZZ_CHECK(strlen(buf) == escaped_len, "'%s' escaped is '%s', %zu bytes, not %zu", ptr,
+                       buf, strlen(buf), escaped_len);
             json_t *obj = json_object();
             json_t *leaf = json_true();
             json_object_set_new(obj, ptr, leaf);
-            FUZZ_CHECK(jsonptr_valid(buf, errstr, sizeof errstr), "'%s' escaped is '%s': %s", ptr,
-                       buf, errstr);
             FUZZ_CHECK(jsonptr_get(obj, buf) == leaf, "token '%s' escaped as '%s' not found", ptr,
                        buf);
             json_decref(obj);
+        } else {
+            FUZZ_CHECK(strlen(buf) < escaped_len, "'%s' did not fit but gave '%s'", ptr, buf);
         }
+
         char small[8] = "";
         jsonptr_append(small, sizeof small, ptr); /* truncates */
+        FUZZ_CHECK(jsonptr_valid(small, errstr, sizeof errstr) &&
+                       utf8_valid((const unsigned char *) small, strlen(small)),
+                   "'%s' truncated is '%s', half an escape or character", ptr, small);
     }
     json_decref(doc);
     free(ptr);

@@ -116,6 +116,16 @@ START_TEST(test_append_truncates)
     ck_assert_str_eq(jsonptr_append(buf, sizeof buf, "x/"), "/ab/x");
     char full[4] = "/ab";
     ck_assert_str_eq(jsonptr_append(full, sizeof full, "c"), "/ab");
+
+    /* One byte short for the final escape: shorter than the buffer, yet cut. */
+    char tight[8] = "";
+    ck_assert_str_eq(jsonptr_append(tight, sizeof tight, "abcde~"), "/abcde");
+
+    /* "é" is two bytes; only one is left, so it stays out whole. */
+    char accent[7] = "";
+    ck_assert_str_eq(jsonptr_append(accent, sizeof accent, "abcd\xc3\xa9"), "/abcd");
+    char room[8] = "";
+    ck_assert_str_eq(jsonptr_append(room, sizeof room, "abcd\xc3\xa9"), "/abcd\xc3\xa9");
 }
 END_TEST
 
