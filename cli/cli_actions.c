@@ -54,9 +54,11 @@ static const verb_spec_t verbs[] = {
                    "  --as OUTCOME          the outcome, e.g. cancelled\n" ACTION_USAGE},
     {ACTION_MOVE, "usage: steward move PROCESS KEY --to STATE --reason TEXT [OPTIONS]\n"
                   "\n"
-                  "Puts an active instance in another non-terminal state; that state's\n"
-                  "deadline starts now, and the alert of the old state's missed deadline is\n"
-                  "resolved.\n"
+                  "Puts an active instance in another non-terminal state, as an event\n"
+                  "would: that state's deadline starts now, the alert of the old state's\n"
+                  "missed deadline is resolved, and the old step's unsent commands are\n"
+                  "cancelled. On an active definition version the state's command is\n"
+                  "queued (refused, nothing changed, when its template lacks a variable).\n"
                   "\n"
                   "  --to STATE            the state to put it in\n" ACTION_USAGE},
     {ACTION_RETRY, "usage: steward retry PROCESS KEY --reason TEXT [OPTIONS]\n"
@@ -230,6 +232,15 @@ static int run_verb_with(cli_opts_t *o, verb_args_t *v, int argc, char **argv)
                json_string_value(json_object_get(before, "state")),
                json_string_value(json_object_get(after, "state")),
                json_string_value(json_object_get(after, "status")), req->actor);
+        json_t *command = json_object_get(result, "command");
+        if (command != NULL)
+            printf("queued %s to %s (step %" JSON_INTEGER_FORMAT ", attempt %" JSON_INTEGER_FORMAT
+                   ", token %" JSON_INTEGER_FORMAT ")\n",
+                   json_string_value(json_object_get(command, "type")),
+                   json_string_value(json_object_get(command, "topic")),
+                   json_integer_value(json_object_get(command, "step")),
+                   json_integer_value(json_object_get(command, "attempt")),
+                   json_integer_value(json_object_get(command, "token")));
     }
     json_decref(result);
     return EXIT_OK;

@@ -592,6 +592,35 @@ bool engine_operator_resend(const def_t *def, engine_instance_t *inst, int64_t n
     return true;
 }
 
+bool engine_operator_move(const def_t *def, engine_instance_t *inst, long state, int64_t now_ms,
+                          engine_command_t *cmd, char *detail, size_t detail_size)
+{
+    memset(cmd, 0, sizeof *cmd);
+    if (!inst->exists || inst->state < 0 || (size_t) inst->state >= def->n_states) {
+        snprintf(detail, detail_size, "the instance does not exist");
+        return false;
+    }
+    const def_state_t *from = &def->states[inst->state];
+    if (from->terminal != NULL) {
+        snprintf(detail, detail_size, "the instance already finished (%s in %s)", from->terminal,
+                 from->name);
+        return false;
+    }
+    if (state < 0 || (size_t) state >= def->n_states || def->states[state].terminal != NULL) {
+        snprintf(detail, detail_size, "not a non-terminal state of %s version %d", def->process,
+                 def->version);
+        return false;
+    }
+    enter(def, inst, state, now_ms);
+    *cmd = plan_send(def, inst, 0);
+    if (cmd->send)
+        snprintf(detail, detail_size, "%s sent on entry (step %d, token %" PRId64 ")",
+                 def->states[state].command->type, cmd->step, cmd->token);
+    else
+        detail[0] = '\0';
+    return true;
+}
+
 /* "ReserveStock sent 3 times over 1h10m, no StockReserved or StockUnavailable" */
 static void tried(const def_t *def, const engine_instance_t *inst, int64_t deadline_ms, char *buf,
                   size_t size)

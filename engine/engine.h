@@ -66,6 +66,9 @@
  *                           else the page that says what was tried
  *   an operator's re-send   engine_operator_resend() (steward retry): the
  *                           same rules of attempt, token and id, now
+ *   an operator's move      engine_operator_move() (steward move): entry
+ *                           into the state as an event's, now, with its
+ *                           command in active mode
  *   fencing                 a reply whose token is older than the
  *                           instance's is stale (engine_apply())
  *   leases                  claim and renewals (engine_apply()) push the
@@ -315,6 +318,19 @@ int64_t engine_retry_backoff(const def_t *def, long state, int attempt);
  */
 bool engine_operator_resend(const def_t *def, engine_instance_t *inst, int64_t now_ms,
                             engine_command_t *cmd, char *detail, size_t detail_size);
+
+/*
+ * An operator's move (steward move) into non-terminal `state` at wall-clock
+ * `now_ms`: a new step entered as an event enters it (attempt 0, deadline
+ * from now, the lease and any pending re-send over), and the state's
+ * command in *cmd (cmd->send) when the instance's version is active and
+ * the state has one, as an event's entry would send it. The process
+ * deadline is untouched. Returns false with the reason in detail and
+ * *inst untouched when the instance does not exist or has finished, or
+ * `state` is not a non-terminal state of def.
+ */
+bool engine_operator_move(const def_t *def, engine_instance_t *inst, long state, int64_t now_ms,
+                          engine_command_t *cmd, char *detail, size_t detail_size);
 
 /*
  * The command's id, the same however often it is produced: lowercase hex

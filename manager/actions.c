@@ -260,16 +260,6 @@ static const char instance_sql[] =
     "JOIN steward.definitions d ON d.process = i.process AND d.version = i.version "
     "WHERE i.process = $1 AND i.key = $2 FOR UPDATE OF i";
 
-static const char move_sql[] =
-    "UPDATE steward.instances SET state = $3, state_entered_at = now(), "
-    "  deadline_at = CASE WHEN $4::bigint > 0 THEN now() + steward.ms_interval($4) END, "
-    "  overdue = false, "
-    "  next_deadline_at = least(CASE WHEN $4::bigint > 0 THEN now() + steward.ms_interval($4) END, "
-    "    CASE WHEN NOT process_overdue THEN process_deadline_at END), "
-    "  step = step + 1, attempt = 0, resend_pending = false, lease_holder = NULL, "
-    "  lease_expires_at = NULL, lease_renewed_at = NULL, updated_at = now() "
-    "WHERE process = $1 AND key = $2";
-
 static const char close_sql[] =
     "UPDATE steward.instances SET state = $3, status = $4, state_entered_at = now(), "
     "  deadline_at = NULL, next_deadline_at = NULL, overdue = false, step = step + 1, "
@@ -285,8 +275,8 @@ static const char release_sql[] =
     "UPDATE steward.instances SET claimed_by = NULL, claimed_at = NULL, updated_at = now() "
     "WHERE process = $1 AND key = $2";
 
-/* What the engine needs to decide a re-send, read under the lock. */
-static const char retry_read_sql[] =
+/* What the engine needs to decide a re-send or a move, read under the lock. */
+static const char engine_read_sql[] =
     "SELECT steward.to_ms(started_at), steward.to_ms(state_entered_at), "
     "  steward.to_ms(deadline_at), steward.to_ms(process_deadline_at), overdue, "
     "  process_overdue, attempt, vars::text, step, token, lease_holder, "
@@ -294,11 +284,14 @@ static const char retry_read_sql[] =
     "  steward.to_ms(now()) "
     "FROM steward.instances WHERE process = $1 AND key = $2";
 
-static const char retry_write_sql[] =
-    "UPDATE steward.instances SET attempt = $3::int, token = $4::bigint, "
-    "  deadline_at = steward.from_ms($5::bigint), next_deadline_at = steward.from_ms($6::bigint), "
-    "  overdue = false, resend_pending = false, lease_holder = NULL, lease_expires_at = NULL, "
-    "  lease_renewed_at = NULL, updated_at = now() "
+/* What the engine decided, stored as it decided it. */
+static const char engine_write_sql[] =
+    "UPDATE steward.instances SET state = $3, state_entered_at = steward.from_ms($4::bigint), "
+    "  step = $5::int, attempt = $6::int, token = $7::bigint, "
+    "  deadline_at = steward.from_ms($8::bigint), next_deadline_at = steward.from_ms($9::bigint), "
+    "  overdue = $10::boolean, resend_pending = $11::boolean, lease_holder = $12, "
+    "  lease_expires_at = steward.from_ms($13::bigint), "
+    "  lease_renewed_at = steward.from_ms($14::bigint), updated_at = now() "
     "WHERE process = $1 AND key = $2";
 
 static int64_t ms_at(const PGresult *res, int col)
@@ -308,9 +301,134 @@ static int64_t ms_at(const PGresult *res, int col)
 }
 
 /*
+ * The instance as the engine sees it, in `state` of def, with the
+ * database's clock in *now_ms; read under the lock instance_action() took.
+ * On true the caller clears *inst.
+ */
+static bool read_engine_instance(PGconn *conn, const def_t *def, long state, const char *key,
+                                 engine_instance_t *inst, int64_t *now_ms, char *errstr,
+                                 size_t errstr_size)
+{
+    const char *params[2] = {def->process, key};
+    err_class_t cls;
+    PGresult *res = db_query(conn, "reading the instance", engine_read_sql, 2, params, &cls, errstr,
+                             errstr_size);
+    if (res == NULL)
+        return false;
+    engine_instance_init(inst);
+    inst->exists = true;
+    inst->version = def->version;
+    inst->state = state;
+    inst->started_ms = ms_at(res, 0);
+    inst->state_entered_ms = ms_at(res, 1);
+    inst->deadline_ms = ms_at(res, 2);
+    inst->process_deadline_ms = ms_at(res, 3);
+    inst->overdue = strcmp(PQgetvalue(res, 0, 4), "t") == 0;
+    inst->process_overdue = strcmp(PQgetvalue(res, 0, 5), "t") == 0;
+    inst->attempt = atoi(PQgetvalue(res, 0, 6));
+    inst->vars = json_loads(PQgetvalue(res, 0, 7), 0, NULL);
+    inst->step = atoi(PQgetvalue(res, 0, 8));
+    inst->token = strtoll(PQgetvalue(res, 0, 9), NULL, 10);
+    inst->lease_holder = PQgetisnull(res, 0, 10) ? NULL : strdup(PQgetvalue(res, 0, 10));
+    inst->lease_expires_ms = ms_at(res, 11);
+    inst->lease_renewed_ms = ms_at(res, 12);
+    inst->resend_pending = strcmp(PQgetvalue(res, 0, 13), "t") == 0;
+    *now_ms = ms_at(res, 14);
+    PQclear(res);
+    return true;
+}
+
+/* `ms` as a parameter in buf, or NULL for ENGINE_NO_DEADLINE. */
+static const char *ms_param(int64_t ms, char *buf, size_t size)
+{
+    if (ms == ENGINE_NO_DEADLINE)
+        return NULL;
+    snprintf(buf, size, "%" PRId64, ms);
+    return buf;
+}
+
+static bool write_engine_instance(PGconn *conn, const def_t *def, const char *key,
+                                  const engine_instance_t *inst, char *errstr, size_t errstr_size)
+{
+    char entered[32], step[16], attempt[16], token[32], deadline[32], next[32], expires[32],
+        renewed[32];
+    snprintf(step, sizeof step, "%d", inst->step);
+    snprintf(attempt, sizeof attempt, "%d", inst->attempt);
+    snprintf(token, sizeof token, "%" PRId64, inst->token);
+    const char *params[14] = {
+        def->process,
+        key,
+        def->states[inst->state].name,
+        ms_param(inst->state_entered_ms, entered, sizeof entered),
+        step,
+        attempt,
+        token,
+        ms_param(inst->deadline_ms, deadline, sizeof deadline),
+        ms_param(engine_next_deadline(def, inst), next, sizeof next),
+        inst->overdue ? "true" : "false",
+        inst->resend_pending ? "true" : "false",
+        inst->lease_holder,
+        ms_param(inst->lease_expires_ms, expires, sizeof expires),
+        ms_param(inst->lease_renewed_ms, renewed, sizeof renewed),
+    };
+    return db_exec(conn, "recording the instance", engine_write_sql, 14, params, errstr,
+                   errstr_size) == ERR_OK;
+}
+
+/*
+ * Queues `cmd` when cmd->send (in *sent, what was queued) and, when the
+ * instance left a step (`left_step`), cancels the unsent commands of the
+ * steps before, as when an event moves it; write the instance first. A
+ * command whose template cannot be rendered is refused with the variable
+ * it lacks: nothing is queued and no alert is opened, since the operator
+ * learns it here.
+ */
+static action_rc_t queue_command(PGconn *conn, const def_t *def, const char *key,
+                                 const engine_instance_t *inst, const engine_command_t *cmd,
+                                 bool left_step, json_t **sent, char *errstr, size_t errstr_size)
+{
+    action_rc_t rc = ACTION_FAILED;
+    cmdq_t q = {0};
+    alert_batch_t alerts = {0};
+    const def_state_t *st = &def->states[cmd->state];
+    if (cmd->send) {
+        template_ctx_t ctx = {key, def->process, st->name, cmd->attempt, cmd->token, inst->vars};
+        char why[512];
+        json_t *payload = template_render(st->command->payload, &ctx, why, sizeof why);
+        if (payload == NULL) {
+            rc = fail(ACTION_REFUSED, errstr, errstr_size,
+                      "the command %s of %s cannot be rendered: %s; nothing was changed",
+                      st->command->type, st->name, why);
+            goto done;
+        }
+        json_decref(payload);
+        if (!cmdq_add(&q, &alerts, def, key, inst->vars, cmd)) {
+            rc = fail(ACTION_FAILED, errstr, errstr_size, "queueing the command: out of memory");
+            goto done;
+        }
+    }
+    if (left_step)
+        cmdq_left(&q, def->process, key);
+    if (cmdq_write(conn, &q, errstr, errstr_size) != ERR_OK)
+        goto done;
+    if (cmd->send) {
+        char ce_id[65];
+        engine_command_id(def->process, key, cmd->step, cmd->attempt, ce_id);
+        *sent = json_pack("{s:s, s:s, s:i, s:i, s:I, s:s}", "type", st->command->type, "topic",
+                          st->command->topic, "step", cmd->step, "attempt", cmd->attempt, "token",
+                          (json_int_t) cmd->token, "ce_id", ce_id);
+    }
+    rc = ACTION_OK;
+done:
+    cmdq_clear(&q);
+    alert_batch_clear(&alerts);
+    return rc;
+}
+
+/*
  * steward retry: the engine decides the re-send (engine_operator_resend()),
- * the command is queued through cmdqueue in this transaction, and the
- * instance takes the new attempt, token and deadline. Refuses (nothing
+ * the instance takes the new attempt, token and deadline, and the command
+ * is queued through cmdqueue in this transaction. Refuses (nothing
  * changed) when the engine has nothing to send or the template cannot be
  * rendered. detail receives what the history row says.
  */
@@ -318,92 +436,50 @@ static action_rc_t retry_instance(PGconn *conn, const def_t *def, long state, co
                                   json_t **sent, char *detail, size_t detail_size, char *errstr,
                                   size_t errstr_size)
 {
-    const char *params[6] = {def->process, key};
-    err_class_t cls;
-    PGresult *res = db_query(conn, "reading the instance", retry_read_sql, 2, params, &cls, errstr,
-                             errstr_size);
-    if (res == NULL)
-        return ACTION_FAILED;
     engine_instance_t inst;
-    engine_instance_init(&inst);
-    inst.exists = true;
-    inst.version = def->version;
-    inst.state = state;
-    inst.started_ms = ms_at(res, 0);
-    inst.state_entered_ms = ms_at(res, 1);
-    inst.deadline_ms = ms_at(res, 2);
-    inst.process_deadline_ms = ms_at(res, 3);
-    inst.overdue = strcmp(PQgetvalue(res, 0, 4), "t") == 0;
-    inst.process_overdue = strcmp(PQgetvalue(res, 0, 5), "t") == 0;
-    inst.attempt = atoi(PQgetvalue(res, 0, 6));
-    inst.vars = json_loads(PQgetvalue(res, 0, 7), 0, NULL);
-    inst.step = atoi(PQgetvalue(res, 0, 8));
-    inst.token = strtoll(PQgetvalue(res, 0, 9), NULL, 10);
-    inst.lease_holder = PQgetisnull(res, 0, 10) ? NULL : strdup(PQgetvalue(res, 0, 10));
-    inst.lease_expires_ms = ms_at(res, 11);
-    inst.lease_renewed_ms = ms_at(res, 12);
-    inst.resend_pending = strcmp(PQgetvalue(res, 0, 13), "t") == 0;
-    int64_t now_ms = ms_at(res, 14);
-    PQclear(res);
-
-    action_rc_t rc = ACTION_FAILED;
+    int64_t now_ms;
+    if (!read_engine_instance(conn, def, state, key, &inst, &now_ms, errstr, errstr_size))
+        return ACTION_FAILED;
     engine_command_t cmd;
-    cmdq_t q = {0};
-    alert_batch_t alerts = {0};
-    if (!engine_operator_resend(def, &inst, now_ms, &cmd, detail, detail_size)) {
+    action_rc_t rc = ACTION_FAILED;
+    if (!engine_operator_resend(def, &inst, now_ms, &cmd, detail, detail_size))
         rc = fail(ACTION_REFUSED, errstr, errstr_size,
                   "%s; nothing was sent. Use steward move to restart the step's deadline, or "
                   "steward close to finish the instance",
                   detail);
-        goto done;
-    }
-    /* Rendered here first only for the reason: a refusal says which
-     * variable is missing, and nothing is queued or alerted. */
-    const def_state_t *st = &def->states[state];
-    template_ctx_t ctx = {key, def->process, st->name, cmd.attempt, cmd.token, inst.vars};
-    char why[512];
-    json_t *payload = template_render(st->command->payload, &ctx, why, sizeof why);
-    if (payload == NULL) {
-        rc = fail(ACTION_REFUSED, errstr, errstr_size,
-                  "the command %s of %s cannot be rendered: %s; nothing was sent",
-                  st->command->type, st->name, why);
-        goto done;
-    }
-    json_decref(payload);
-    if (!cmdq_add(&q, &alerts, def, key, inst.vars, &cmd)) {
-        rc = fail(ACTION_FAILED, errstr, errstr_size, "queueing the command: out of memory");
-        goto done;
-    }
-    if (cmdq_write(conn, &q, errstr, errstr_size) != ERR_OK)
-        goto done;
-    char attempt[16], token[32], deadline[32], next[32];
-    snprintf(attempt, sizeof attempt, "%d", inst.attempt);
-    snprintf(token, sizeof token, "%" PRId64, inst.token);
-    snprintf(deadline, sizeof deadline, "%" PRId64, inst.deadline_ms);
-    int64_t next_ms = engine_next_deadline(def, &inst);
-    snprintf(next, sizeof next, "%" PRId64, next_ms);
-    params[2] = attempt;
-    params[3] = token;
-    params[4] = inst.deadline_ms == ENGINE_NO_DEADLINE ? NULL : deadline;
-    params[5] = next_ms == ENGINE_NO_DEADLINE ? NULL : next;
-    if (db_exec(conn, "recording the re-send", retry_write_sql, 6, params, errstr, errstr_size) !=
-        ERR_OK)
-        goto done;
-    char ce_id[65];
-    engine_command_id(def->process, key, cmd.step, cmd.attempt, ce_id);
-    *sent = json_pack("{s:s, s:s, s:i, s:i, s:I, s:s}", "type", st->command->type, "topic",
-                      st->command->topic, "step", cmd.step, "attempt", cmd.attempt, "token",
-                      (json_int_t) cmd.token, "ce_id", ce_id);
-    rc = ACTION_OK;
-done:
-    cmdq_clear(&q);
-    alert_batch_clear(&alerts);
+    else if (write_engine_instance(conn, def, key, &inst, errstr, errstr_size))
+        rc = queue_command(conn, def, key, &inst, &cmd, false, sent, errstr, errstr_size);
     engine_instance_clear(&inst);
     return rc;
 }
 
-/* Move and close leave the step (a new step number, like every entry):
- * its unsent commands are cancelled, as when an event moves it. */
+/*
+ * steward move: the engine enters `to` now (engine_operator_move()), as an
+ * event would: a new step and deadline, and in active mode the state's
+ * command, queued in this transaction; the old step's unsent commands are
+ * cancelled. detail receives what the engine did beyond the move ("" when
+ * nothing was sent).
+ */
+static action_rc_t move_instance(PGconn *conn, const def_t *def, long from, long to,
+                                 const char *key, json_t **sent, char *detail, size_t detail_size,
+                                 char *errstr, size_t errstr_size)
+{
+    engine_instance_t inst;
+    int64_t now_ms;
+    if (!read_engine_instance(conn, def, from, key, &inst, &now_ms, errstr, errstr_size))
+        return ACTION_FAILED;
+    engine_command_t cmd;
+    action_rc_t rc = ACTION_FAILED;
+    if (!engine_operator_move(def, &inst, to, now_ms, &cmd, detail, detail_size))
+        rc = fail(ACTION_REFUSED, errstr, errstr_size, "%s; nothing was changed", detail);
+    else if (write_engine_instance(conn, def, key, &inst, errstr, errstr_size))
+        rc = queue_command(conn, def, key, &inst, &cmd, true, sent, errstr, errstr_size);
+    engine_instance_clear(&inst);
+    return rc;
+}
+
+/* Close leaves the step (a new step number, like every entry): its unsent
+ * commands are cancelled, as when an event moves it. */
 static bool cancel_left(PGconn *conn, const char *process, const char *key, char *errstr,
                         size_t errstr_size)
 {
@@ -449,7 +525,7 @@ static action_rc_t instance_action(PGconn *conn, action_verb_t verb, const actio
     action_rc_t rc = ACTION_FAILED;
     PGresult *res = NULL;
     def_t *def = NULL;
-    json_t *command = NULL; /* retry: what was queued */
+    json_t *command = NULL; /* retry and move: what was queued */
     char version[16], from[512], status[256], claimed[ACTION_ACTOR_MAX + 1], to[512] = "",
                                                                              to_status[256];
 
@@ -500,7 +576,7 @@ static action_rc_t instance_action(PGconn *conn, action_verb_t verb, const actio
     }
 
     const char *detail = NULL;
-    char detail_buf[ACTION_ACTOR_MAX + 64], retry_detail[512];
+    char detail_buf[ACTION_ACTOR_MAX + 64], retry_detail[512], sent_detail[256];
     long resolved = 0;
     switch (verb) {
     case ACTION_RETRY: {
@@ -557,21 +633,24 @@ static action_rc_t instance_action(PGconn *conn, action_verb_t verb, const actio
                       s >= 0 ? "; use steward close to finish an instance" : "");
             goto done;
         }
-        char deadline[32];
-        snprintf(deadline, sizeof deadline, "%lld", (long long) def->states[s].deadline_ms);
-        params[2] = def->states[s].name;
-        params[3] = deadline;
-        if (db_exec(conn, "moving the instance", move_sql, 4, params, errstr, errstr_size) !=
-            ERR_OK)
+        long f = def_find_state(def, from);
+        if (f < 0) {
+            rc = fail(ACTION_REFUSED, errstr, errstr_size,
+                      "state %s is not declared by version %s of %s; nothing was changed", from,
+                      version, process);
             goto done;
-        if (!cancel_left(conn, process, key, errstr, errstr_size))
+        }
+        if ((rc = move_instance(conn, def, f, s, key, &command, sent_detail, sizeof sent_detail,
+                                errstr, errstr_size)) != ACTION_OK)
             goto done;
+        rc = ACTION_FAILED; /* until committed */
         snprintf(to, sizeof to, "%s", def->states[s].name);
         /* The old state's missed deadline is over; the process's is not. */
         snprintf(detail_buf, sizeof detail_buf, "moved by %s", req->actor);
         if ((resolved = resolve_instance_alerts(conn, process, key, detail_buf, req->actor,
                                                 "deadline", errstr, errstr_size)) < 0)
             goto done;
+        detail = sent_detail[0] != '\0' ? sent_detail : NULL;
         break;
     }
     case ACTION_CLOSE: {

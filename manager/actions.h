@@ -1,9 +1,11 @@
 /*
  * actions - what a person does to an instance or an alert: acknowledge or
  * resolve an alert, close an instance in one of its terminal states, move
- * it to another state, send its current step's command again (retry:
- * decided by engine_operator_resend(), queued through cmdqueue in the
- * action's transaction), claim or release its investigation. Shared by the
+ * it to another state (decided by engine_operator_move(): in active mode
+ * the state's command goes as on an event's entry), send its current
+ * step's command again (retry: decided by engine_operator_resend()), both
+ * queued through cmdqueue in the action's transaction, claim or release
+ * its investigation. Shared by the
  * CLI verbs (cli/cli_actions.c) and meant for the HTTP API.
  *
  * Each action is one transaction on the caller's connection. It first
@@ -37,7 +39,7 @@ typedef enum action_verb {
     ACTION_ACK = 0, /* alert: somebody is on it; it stays open */
     ACTION_RESOLVE, /* alert: resolved by hand */
     ACTION_CLOSE,   /* instance: to the terminal state of outcome `target` */
-    ACTION_MOVE,    /* instance: to state `target`, its deadline restarted */
+    ACTION_MOVE,    /* instance: to state `target`, its deadline restarted, its command sent */
     ACTION_RETRY,   /* instance, active mode: the current step's command again, now */
     ACTION_CLAIM,   /* instance: actor owns the investigation */
     ACTION_RELEASE, /* instance: gives it back */
@@ -72,9 +74,9 @@ typedef struct action_request {
 /*
  * Runs one action on conn (not inside a transaction). On ACTION_OK,
  * *result (new reference, caller frees; may be NULL on other codes) says
- * what changed: {"action", "actor", "before", "after", ...}; a retry adds
- * "command" {"type", "topic", "step", "attempt", "token", "ce_id"}, the row
- * it queued. On any other
+ * what changed: {"action", "actor", "before", "after", ...}; a retry, and
+ * a move into a state whose command it sent, add "command" {"type",
+ * "topic", "step", "attempt", "token", "ce_id"}, the row it queued. On any other
  * code nothing was changed and errstr says why in a sentence a person can
  * act on.
  */

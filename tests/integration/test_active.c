@@ -21,7 +21,9 @@
  *                (inspect --json shows the token and both commands)
  *   cancelled    with dispatch paused, a reply moving the instance on (and
  *                an operator's close or move) cancels the unsent command of
- *                the step left; on resume only the new step's command goes
+ *                the step left; a move into a state with a command queues
+ *                it as an event's entry does; on resume only the new
+ *                steps' commands go
  *   lagging      a consumer catching up on old events (the watermark
  *                behind the wall clock) re-sends nothing though the
  *                deadlines passed long ago in wall-clock time
@@ -266,21 +268,21 @@ START_TEST(retries_backoff_then_on_timeout_into_compensation)
            "{\"note\": \"attempt 1\", \"token\": 2, \"total\": 42.5, \"order_id\": \"A1\"}");
     expect("SELECT payload->>'amount' FROM steward.commands WHERE state = 'refunding'", "42.5");
     /* A re-send is queued once its backoff passed after the missed
-     * deadline, ready to go: deadline 2s + 1s, then 2s + 2s (doubled).
-     * Deadlines are judged against the watermark, which follows the wall
-     * clock only as intake and the scheduler poll: the spacing of the rows
-     * is checked from below (never re-sent early; a loaded machine may be
-     * late), the backoffs exactly in history. */
+     * deadline, ready to go: at the order's time + 2s + 1s, then + 2s + 2s
+     * more (doubled). Deadlines are judged against the watermark, which
+     * follows the wall clock only as intake and the scheduler poll: the
+     * rows are checked from below against the order's own time (never
+     * re-sent early; a loaded machine may be late, and so may the first
+     * command, which waits for the consumer to join), the backoffs exactly
+     * in history. */
     expect("SELECT bool_and(next_attempt_at = created_at) FROM steward.commands WHERE key = 'A1'",
            "t");
-    expect("SELECT extract(epoch FROM max(created_at) FILTER (WHERE attempt = 1) - "
-           "max(created_at) FILTER (WHERE attempt = 0)) >= 2.3 "
-           "FROM steward.commands WHERE key = 'A1' AND state = 'reserving'",
-           "t");
-    expect("SELECT extract(epoch FROM max(created_at) FILTER (WHERE attempt = 2) - "
-           "max(created_at) FILTER (WHERE attempt = 1)) >= 3 "
-           "FROM steward.commands WHERE key = 'A1' AND state = 'reserving'",
-           "t");
+    expect("SELECT string_agg((extract(epoch FROM c.created_at - h.event_time) >= "
+           "  CASE c.attempt WHEN 1 THEN 2.95 ELSE 6.95 END)::text, ' ' ORDER BY c.attempt) "
+           "FROM steward.commands c JOIN steward.history h ON h.key = c.key AND "
+           "  h.event_type = 'OrderPlaced' "
+           "WHERE c.key = 'A1' AND c.state = 'reserving' AND c.attempt > 0",
+           "true true");
     expect("SELECT string_agg(substring(detail FROM '; re-sent .*$'), ' ' ORDER BY id) FROM "
            "steward.history WHERE key = 'A1' AND outcome = 'retried'",
            "; re-sent (attempt 1) after a backoff of 1s ; re-sent (attempt 2) after a backoff of "
@@ -524,9 +526,21 @@ START_TEST(commands_of_a_step_left_are_cancelled_not_sent)
                            NULL};
     o = tl_steward(margv, NULL);
     ck_assert_msg(o.status == 0, "move: %d %s", o.status, o.err);
+    /* The move enters picking as StockReserved would: its PickOrder is
+     * queued with the next token, for the new step. */
+    ck_assert_msg(strstr(o.out, "queued PickOrder to ") != NULL &&
+                      strstr(o.out, "(step 2, attempt 0, token 2)") != NULL,
+                  "move printed: %s", o.out);
     tl_output_free(&o);
+    expect("SELECT step || ':' || attempt || ':' || token || ':' || (cancelled_at IS NULL) FROM "
+           "steward.commands WHERE key = 'C3' AND state = 'picking'",
+           "2:0:2:true");
+    expect("SELECT step || ':' || token || ':' || state FROM steward.instances WHERE key = 'C3'",
+           "2:2:picking");
+    expect("SELECT detail FROM steward.history WHERE key = 'C3' AND outcome = 'operator'",
+           "PickOrder sent on entry (step 2, token 2)");
     expect("SELECT string_agg(key || ': ' || cancel_reason, ' | ' ORDER BY key) FROM "
-           "steward.commands WHERE key IN ('C2', 'C3')",
+           "steward.commands WHERE key IN ('C2', 'C3') AND cancelled_at IS NOT NULL",
            "C2: the instance finished (cancelled in cancelled) before it was sent | C3: the "
            "instance left reserving (step 1) for picking (step 2) before it was sent");
     json_t *doc = inspect_json("C1");
@@ -534,15 +548,18 @@ START_TEST(commands_of_a_step_left_are_cancelled_not_sent)
     ck_assert_str_eq(json_string_value(json_object_get(first, "status")), "cancelled");
     json_decref(doc);
 
-    /* Resume: picking's PickOrder goes; the cancelled ReserveStock never
-     * does (sent in order, it would have gone first). */
+    /* Resume: picking's PickOrders go (C1's after its reply, C3's after the
+     * move); the cancelled ReserveStocks never do (sent in order, they
+     * would have gone first). */
     w.paused = "";
     world_definition("1", "active", "60s");
     ck_assert_int_eq(kill(w.pid, SIGHUP), 0);
-    wait_for("SELECT sent_at IS NOT NULL FROM steward.commands WHERE key = 'C1' AND "
-             "state = 'picking'",
-             "t", 40);
-    expect("SELECT count(*) FROM steward.commands WHERE sent_at IS NOT NULL", "1");
+    wait_for("SELECT count(*) FROM steward.commands WHERE state = 'picking' AND "
+             "sent_at IS NOT NULL",
+             "2", 40);
+    expect("SELECT string_agg(key, ',' ORDER BY key) FROM steward.commands WHERE sent_at IS NOT "
+           "NULL",
+           "C1,C3");
     expect("SELECT count(*) FROM steward.commands WHERE cancelled_at IS NOT NULL AND sent_at IS "
            "NULL",
            "3");

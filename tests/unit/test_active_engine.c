@@ -2,7 +2,7 @@
  * test_active_engine - the rules of active mode and leases in the pure
  * engine: the command on entering a state, re-sends with backoff, on_timeout
  * into compensation, the page that says what was tried, leases claimed,
- * renewed and expired, fencing tokens, and an operator's re-send.
+ * renewed and expired, fencing tokens, and an operator's re-send and move.
  */
 #include "common/sha256.h"
 #include "engine/decode.h"
@@ -357,6 +357,67 @@ START_TEST(operator_resend_is_a_new_attempt_and_token)
 }
 END_TEST
 
+/* steward move: the state is entered as an event enters it, now: a new
+ * step, attempt 0, the deadline from now, the lease and a pending re-send
+ * over, and in active mode the state's command with the next token. */
+START_TEST(operator_move_enters_the_state_and_sends_its_command)
+{
+    to_picking();
+    apply_tok("PickStarted", "p1", T0 + 2 * MIN, "{\"worker_id\":\"picker-7\"}", 2);
+    inst.resend_pending = true;
+    inst.attempt = 1;
+    engine_command_t cmd;
+    char detail[256];
+    long refunding = def_find_state(def, "refunding");
+    ck_assert(
+        engine_operator_move(def, &inst, refunding, T0 + 5 * MIN, &cmd, detail, sizeof detail));
+    ck_assert_str_eq(state_name(inst.state), "refunding");
+    ck_assert_int_eq(inst.step, 3);
+    ck_assert_int_eq(inst.attempt, 0);
+    ck_assert_int_eq(inst.state_entered_ms, T0 + 5 * MIN);
+    ck_assert_int_eq(inst.deadline_ms, T0 + 35 * MIN);
+    ck_assert(!inst.resend_pending && !inst.overdue);
+    ck_assert_ptr_null(inst.lease_holder);
+    ck_assert(cmd.send);
+    ck_assert_str_eq(state_name(cmd.state), "refunding");
+    ck_assert_int_eq(cmd.step, 3);
+    ck_assert_int_eq(cmd.attempt, 0);
+    ck_assert_int_eq(cmd.token, 3);
+    ck_assert_str_eq(detail, "Refund sent on entry (step 3, token 3)");
+
+    /* Shadow mode: the same move, nothing sent. */
+    def->mode = DEF_MODE_SHADOW;
+    ck_assert(engine_operator_move(def, &inst, def_find_state(def, "picking"), T0 + 7 * MIN, &cmd,
+                                   detail, sizeof detail));
+    ck_assert_str_eq(state_name(inst.state), "picking");
+    ck_assert_int_eq(inst.step, 4);
+    ck_assert(!cmd.send);
+    ck_assert_str_eq(detail, "");
+    ck_assert_int_eq(inst.token, 3);
+    def->mode = DEF_MODE_ACTIVE;
+
+    /* Entry never runs back: a state entered by a later event time than
+     * the clock keeps that time. */
+    inst.state_entered_ms = T0 + 20 * MIN;
+    ck_assert(
+        engine_operator_move(def, &inst, refunding, T0 + 8 * MIN, &cmd, detail, sizeof detail));
+    ck_assert_int_eq(inst.state_entered_ms, T0 + 20 * MIN);
+    ck_assert_int_eq(inst.deadline_ms, T0 + 50 * MIN);
+
+    /* Not into a terminal state (close does that), not once finished. */
+    ck_assert(!engine_operator_move(def, &inst, def_find_state(def, "done"), T0 + 9 * MIN, &cmd,
+                                    detail, sizeof detail));
+    ck_assert_msg(strstr(detail, "not a non-terminal state") != NULL, "%s", detail);
+    ck_assert_str_eq(state_name(inst.state), "refunding");
+    ck_assert(!cmd.send);
+    apply("Refunded", "f1", T0 + 30 * MIN);
+    ck_assert_str_eq(state_name(inst.state), "cancelled");
+    ck_assert(
+        !engine_operator_move(def, &inst, refunding, T0 + 31 * MIN, &cmd, detail, sizeof detail));
+    ck_assert_msg(strstr(detail, "already finished") != NULL, "%s", detail);
+}
+END_TEST
+
 START_TEST(lease_expiry_alerts_in_shadow_mode)
 {
     def->mode = DEF_MODE_SHADOW;
@@ -530,6 +591,7 @@ Suite *active_engine_suite(void)
     tcase_add_test(tc, lease_claim_and_renewals_push_the_deadline_never_past_the_state);
     tcase_add_test(tc, lease_expiry_hands_off_in_active_mode);
     tcase_add_test(tc, operator_resend_is_a_new_attempt_and_token);
+    tcase_add_test(tc, operator_move_enters_the_state_and_sends_its_command);
     tcase_add_test(tc, lease_expiry_alerts_in_shadow_mode);
     tcase_add_test(tc, reply_without_token_and_leaving_a_leased_step);
     tcase_add_test(tc, command_id_is_the_sha256_of_its_identity);
