@@ -554,20 +554,31 @@ void engine_command_id(const char *process, const char *key, int step, int attem
 
 static void expected_events(const def_t *def, size_t state, char *buf, size_t size, json_t *list);
 
-bool engine_operator_resend(const def_t *def, engine_instance_t *inst, int64_t now_ms,
-                            engine_command_t *cmd, char *detail, size_t detail_size)
+/* The state of an instance an operator may act on (it exists and has not
+ * finished), or NULL with the reason in detail. */
+static const def_state_t *operable_state(const def_t *def, const engine_instance_t *inst,
+                                         char *detail, size_t detail_size)
 {
-    memset(cmd, 0, sizeof *cmd);
     if (!inst->exists || inst->state < 0 || (size_t) inst->state >= def->n_states) {
         snprintf(detail, detail_size, "the instance does not exist");
-        return false;
+        return NULL;
     }
     const def_state_t *st = &def->states[inst->state];
     if (st->terminal != NULL) {
         snprintf(detail, detail_size, "the instance already finished (%s in %s)", st->terminal,
                  st->name);
-        return false;
+        return NULL;
     }
+    return st;
+}
+
+bool engine_operator_resend(const def_t *def, engine_instance_t *inst, int64_t now_ms,
+                            engine_command_t *cmd, char *detail, size_t detail_size)
+{
+    memset(cmd, 0, sizeof *cmd);
+    const def_state_t *st = operable_state(def, inst, detail, detail_size);
+    if (st == NULL)
+        return false;
     if (def->mode != DEF_MODE_ACTIVE) {
         snprintf(detail, detail_size,
                  "version %d of %s is in shadow mode: Steward only observes it and sends no "
@@ -596,16 +607,8 @@ bool engine_operator_move(const def_t *def, engine_instance_t *inst, long state,
                           engine_command_t *cmd, char *detail, size_t detail_size)
 {
     memset(cmd, 0, sizeof *cmd);
-    if (!inst->exists || inst->state < 0 || (size_t) inst->state >= def->n_states) {
-        snprintf(detail, detail_size, "the instance does not exist");
+    if (operable_state(def, inst, detail, detail_size) == NULL)
         return false;
-    }
-    const def_state_t *from = &def->states[inst->state];
-    if (from->terminal != NULL) {
-        snprintf(detail, detail_size, "the instance already finished (%s in %s)", from->terminal,
-                 from->name);
-        return false;
-    }
     if (state < 0 || (size_t) state >= def->n_states || def->states[state].terminal != NULL) {
         snprintf(detail, detail_size, "not a non-terminal state of %s version %d", def->process,
                  def->version);

@@ -426,43 +426,18 @@ done:
 }
 
 /*
- * steward retry: the engine decides the re-send (engine_operator_resend()),
- * the instance takes the new attempt, token and deadline, and the command
- * is queued through cmdqueue in this transaction. Refuses (nothing
- * changed) when the engine has nothing to send or the template cannot be
- * rendered. detail receives what the history row says.
+ * steward retry and steward move, decided by the engine: a retry re-sends
+ * the current step's command (engine_operator_resend()), a move enters
+ * state `to` as an event would (engine_operator_move()), with the state's
+ * command in active mode, and cancels the old step's unsent commands. The
+ * instance is stored as the engine left it and the command queued through
+ * cmdqueue, in this transaction. Refuses (nothing changed) when the engine
+ * says no or the template cannot be rendered. detail receives what the
+ * history row says ("" for a move that sent nothing).
  */
-static action_rc_t retry_instance(PGconn *conn, const def_t *def, long state, const char *key,
-                                  json_t **sent, char *detail, size_t detail_size, char *errstr,
-                                  size_t errstr_size)
-{
-    engine_instance_t inst;
-    int64_t now_ms;
-    if (!read_engine_instance(conn, def, state, key, &inst, &now_ms, errstr, errstr_size))
-        return ACTION_FAILED;
-    engine_command_t cmd;
-    action_rc_t rc = ACTION_FAILED;
-    if (!engine_operator_resend(def, &inst, now_ms, &cmd, detail, detail_size))
-        rc = fail(ACTION_REFUSED, errstr, errstr_size,
-                  "%s; nothing was sent. Use steward move to restart the step's deadline, or "
-                  "steward close to finish the instance",
-                  detail);
-    else if (write_engine_instance(conn, def, key, &inst, errstr, errstr_size))
-        rc = queue_command(conn, def, key, &inst, &cmd, false, sent, errstr, errstr_size);
-    engine_instance_clear(&inst);
-    return rc;
-}
-
-/*
- * steward move: the engine enters `to` now (engine_operator_move()), as an
- * event would: a new step and deadline, and in active mode the state's
- * command, queued in this transaction; the old step's unsent commands are
- * cancelled. detail receives what the engine did beyond the move ("" when
- * nothing was sent).
- */
-static action_rc_t move_instance(PGconn *conn, const def_t *def, long from, long to,
-                                 const char *key, json_t **sent, char *detail, size_t detail_size,
-                                 char *errstr, size_t errstr_size)
+static action_rc_t engine_action(PGconn *conn, const def_t *def, action_verb_t verb, long from,
+                                 long to, const char *key, json_t **sent, char *detail,
+                                 size_t detail_size, char *errstr, size_t errstr_size)
 {
     engine_instance_t inst;
     int64_t now_ms;
@@ -470,10 +445,16 @@ static action_rc_t move_instance(PGconn *conn, const def_t *def, long from, long
         return ACTION_FAILED;
     engine_command_t cmd;
     action_rc_t rc = ACTION_FAILED;
-    if (!engine_operator_move(def, &inst, to, now_ms, &cmd, detail, detail_size))
-        rc = fail(ACTION_REFUSED, errstr, errstr_size, "%s; nothing was changed", detail);
+    bool retry = verb == ACTION_RETRY;
+    bool decided = retry ? engine_operator_resend(def, &inst, now_ms, &cmd, detail, detail_size)
+                         : engine_operator_move(def, &inst, to, now_ms, &cmd, detail, detail_size);
+    if (!decided)
+        rc = fail(ACTION_REFUSED, errstr, errstr_size, "%s; %s", detail,
+                  retry ? "nothing was sent. Use steward move to restart the step's deadline, "
+                          "or steward close to finish the instance"
+                        : "nothing was changed");
     else if (write_engine_instance(conn, def, key, &inst, errstr, errstr_size))
-        rc = queue_command(conn, def, key, &inst, &cmd, true, sent, errstr, errstr_size);
+        rc = queue_command(conn, def, key, &inst, &cmd, !retry, sent, errstr, errstr_size);
     engine_instance_clear(&inst);
     return rc;
 }
@@ -587,8 +568,8 @@ static action_rc_t instance_action(PGconn *conn, action_verb_t verb, const actio
                       version, process);
             goto done;
         }
-        if ((rc = retry_instance(conn, def, s, key, &command, retry_detail, sizeof retry_detail,
-                                 errstr, errstr_size)) != ACTION_OK)
+        if ((rc = engine_action(conn, def, verb, s, s, key, &command, retry_detail,
+                                sizeof retry_detail, errstr, errstr_size)) != ACTION_OK)
             goto done;
         rc = ACTION_FAILED; /* until committed */
         detail = retry_detail;
@@ -640,8 +621,8 @@ static action_rc_t instance_action(PGconn *conn, action_verb_t verb, const actio
                       version, process);
             goto done;
         }
-        if ((rc = move_instance(conn, def, f, s, key, &command, sent_detail, sizeof sent_detail,
-                                errstr, errstr_size)) != ACTION_OK)
+        if ((rc = engine_action(conn, def, verb, f, s, key, &command, sent_detail,
+                                sizeof sent_detail, errstr, errstr_size)) != ACTION_OK)
             goto done;
         rc = ACTION_FAILED; /* until committed */
         snprintf(to, sizeof to, "%s", def->states[s].name);
