@@ -12,6 +12,7 @@
  *   startup   a malformed http.listen exits 2; a port in use exits 1
  */
 #include "testlib.h"
+#include "world.h"
 
 #include <arpa/inet.h>
 #include <check.h>
@@ -31,100 +32,34 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-typedef struct world {
-    char *prefix; /* topic prefix, unique per test */
-    char *group;
-    const char *db_url;
-    PGconn *conn;
-    char *dir;
-    char *log;
-    int pid;
-    char base[64]; /* http://127.0.0.1:PORT */
-} world_t;
-
-static world_t w;
-
-static char *topic(const char *name)
-{
-    char *t = NULL;
-    ck_assert_int_ge(asprintf(&t, "%s%s", w.prefix, name), 0);
-    return t;
-}
+static tw_world_t w;
 
 /* The alerting definition with our topics; payment due 10 s after the
  * order: long enough that the payments, produced once the orders are in,
- * always beat the deadline, even on a loaded machine. */
-static void write_definition(void)
-{
-    char *path = tl_source_path("tests/data/definitions/alert_order.json.in");
-    char *text = tl_read_file(path);
-    size_t cap = strlen(text) + 1024, len = 0;
-    char *out = calloc(1, cap);
-    for (const char *p = text; *p;) {
-        const char *with = strncmp(p, "@P@", 3) == 0    ? w.prefix
-                           : strncmp(p, "@D1@", 4) == 0 ? "10s"
-                           : strncmp(p, "@D2@", 4) == 0 ? "1h"
-                                                        : NULL;
-        if (with != NULL) {
-            len += (size_t) snprintf(out + len, cap - len, "%s", with);
-            p += p[2] == '@' ? 3 : 4;
-        } else {
-            out[len++] = *p++;
-        }
-    }
-    free(tl_write_file(w.dir, "alert_order.json", out));
-    free(out);
-    free(text);
-    free(path);
-}
-
-/* A migrated database and the definition; no topics yet. */
+ * always beat the deadline, even on a loaded machine. A migrated database;
+ * no topics yet. */
 static void world_init(const char *name)
 {
-    memset(&w, 0, sizeof w);
-    char *base = tl_unique(name);
-    ck_assert_int_ge(asprintf(&w.prefix, "%s.", base), 0);
-    w.group = base;
-    w.db_url = tl_db_create(name);
-    w.conn = tl_db_connect(w.db_url);
-    w.dir = strdup(tl_tmpdir());
-    w.log = tl_write_file(w.dir, "steward.log", "");
-    write_definition();
-
-    const char *argv[] = {NULL, "migrate", "--database", w.db_url, NULL};
-    tl_output_t o = tl_steward(argv, NULL);
-    ck_assert_msg(o.status == 0, "migrate: %s", o.err);
-    tl_output_free(&o);
+    tw_init(&w, name);
+    free(tw_write_template(&w, "tests/data/definitions/alert_order.json.in", "alert_order.json",
+                           TW_LIST("@D1@", "10s", "@D2@", "1h")));
+    tw_migrate(&w);
 }
 
-/* Writes config.json listening on `listen`; returns its path (free it). */
-static char *world_config(const char *listen)
+/* Writes config.json listening on `listen`. */
+static void world_config(const char *listen)
 {
-    char defs[1024], path[1024];
-    snprintf(defs, sizeof defs, "%s/alert_order.json", w.dir);
-    snprintf(path, sizeof path, "%s/config.json", w.dir);
-    json_t *cfg = json_pack(
-        "{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s}, s:{s:s}, s:{s:s}, s:{s:[{s:s}]}, s:s, s:{s:s}}",
-        "brokers", tl_kafka_brokers(), "database", w.db_url, "definitions", defs, "group", w.group,
-        "scheduler", "interval", "200ms", "grace", "200ms", "blind_after", "10m", "notifier",
-        "interval", "100ms", "http", "listen", listen, "routes", "default", "type", "log",
-        "log_level", "info", "kafka", "topic.metadata.refresh.interval.ms", "1000");
-    ck_assert_ptr_nonnull(cfg);
-    ck_assert_int_eq(json_dump_file(cfg, path, JSON_INDENT(2)), 0);
-    json_decref(cfg);
-    return strdup(path);
+    json_t *cfg = tw_config(&w, "alert_order.json");
+    json_t *parts =
+        json_pack("{s:{s:s, s:s, s:s}, s:{s:s}, s:{s:s}, s:{s:[{s:s}]}, s:{s:s}}", "scheduler",
+                  "interval", "200ms", "grace", "200ms", "blind_after", "10m", "notifier",
+                  "interval", "100ms", "http", "listen", listen, "routes", "default", "type", "log",
+                  "kafka", "topic.metadata.refresh.interval.ms", "1000");
+    ck_assert_int_eq(json_object_update(cfg, parts), 0);
+    json_decref(parts);
+    tw_config_write(&w, cfg);
 }
 
-static void world_teardown(void)
-{
-    if (w.pid > 0)
-        tl_stop(w.pid, SIGKILL, 10);
-    w.pid = 0;
-    PQfinish(w.conn);
-    w.conn = NULL;
-}
-
-/* Waits for steward's "http listening" line and keeps its address. */
 /* ---- HTTP ------------------------------------------------------------------ */
 
 typedef struct response {
@@ -283,20 +218,11 @@ static int promtool(const char *text, char **output)
 
 static void send_event(tl_producer_t *p, const char *name, const char *type, const char *key)
 {
-    char value[256], *t = topic(name);
+    char value[256], *t = tw_topic(&w, name);
     snprintf(value, sizeof value, "{\"type\":\"%s\",\"id\":\"%s-%s\",\"order_id\":\"%s\"}", type,
              type, key, key);
     tl_produce(p, t, -1, value, -1, NULL, 0);
     free(t);
-}
-
-static void wait_sql(const char *sql, const char *expected, int timeout_s, const char *what)
-{
-    char *last = NULL;
-    if (!tl_db_wait(w.conn, sql, 0, NULL, expected, timeout_s, &last)) {
-        tl_print_tail(w.log, 4000);
-        ck_abort_msg("%s: got %s, expected %s (steward's log above)", what, last, expected);
-    }
 }
 
 /* ---- serving ----------------------------------------------------------------- */
@@ -304,10 +230,8 @@ static void wait_sql(const char *sql, const char *expected, int timeout_s, const
 START_TEST(serves_probes_metrics_and_views)
 {
     world_init("http");
-    char *config = world_config("127.0.0.1:0");
-    const char *argv[] = {NULL, "run", "--config", config, NULL};
-    w.pid = tl_steward_spawn(argv, NULL, w.log);
-    tl_wait_http_listening(w.log, w.base, sizeof w.base);
+    world_config("127.0.0.1:0");
+    tw_start(&w, NULL, true);
     ck_assert_msg(strncmp(w.base, "http://127.0.0.1:", 17) == 0 && atoi(w.base + 17) > 0,
                   "address: %s", w.base);
 
@@ -324,7 +248,7 @@ START_TEST(serves_probes_metrics_and_views)
     json_decref(doc);
 
     /* The topics appear: the group assigns them, and steward is ready. */
-    char *topics[3] = {topic("orders"), topic("payments"), topic("shipping")};
+    char *topics[3] = {tw_topic(&w, "orders"), tw_topic(&w, "payments"), tw_topic(&w, "shipping")};
     tl_kafka_create_topics((const char *const *) topics, 3, 1);
     for (int i = 0; i < 600; i++) {
         r = request("GET", "/readyz");
@@ -345,7 +269,7 @@ START_TEST(serves_probes_metrics_and_views)
     for (int i = 0; i < 5; i++)
         send_event(p, "orders", "OrderPlaced", keys[i]);
     tl_producer_free(p);
-    wait_sql("SELECT count(*) FROM steward.instances", "5", 60, "orders started");
+    tw_wait(&w, "SELECT count(*) FROM steward.instances", NULL, "5", 60, "orders started");
     p = tl_producer_new();
     send_event(p, "payments", "PaymentCaptured", "K0");
     send_event(p, "payments", "PaymentCaptured", "K1");
@@ -355,7 +279,7 @@ START_TEST(serves_probes_metrics_and_views)
     wait_series("steward_alerts_open{process=\"alert_order\",state=\"awaiting_payment\","
                 "kind=\"deadline\"}",
                 3, 60);
-    char *orders = topic("orders");
+    char *orders = tw_topic(&w, "orders");
     char lag[512];
     snprintf(lag, sizeof lag, "steward_consumer_lag_messages{topic=\"%s\",partition=\"0\"}",
              orders);
@@ -471,13 +395,11 @@ START_TEST(serves_probes_metrics_and_views)
     r = request("GET", "/healthz");
     ck_assert_int_eq(r.status, 200);
     response_free(&r);
-    ck_assert_int_eq(tl_stop(w.pid, SIGTERM, 30), 0);
-    w.pid = 0;
+    tw_stop(&w, 30);
 
     free(orders);
     for (int i = 0; i < 3; i++)
         free(topics[i]);
-    free(config);
 }
 END_TEST
 
@@ -488,13 +410,12 @@ START_TEST(bad_listen_addresses_stop_the_start)
     world_init("httpstart");
 
     /* Malformed: a config error, exit 2, naming the key. */
-    char *config = world_config("localhost");
-    const char *argv[] = {NULL, "run", "--config", config, NULL};
+    world_config("localhost");
+    const char *argv[] = {NULL, "run", "--config", w.config, NULL};
     tl_output_t o = tl_steward(argv, NULL);
     ck_assert_msg(o.status == 2, "exit %d: %s", o.status, o.err);
     ck_assert_msg(tl_contains(o.err, "http.listen 'localhost'"), "stderr: %s", o.err);
     tl_output_free(&o);
-    free(config);
 
     /* A port someone else holds: a runtime failure, exit 1. */
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -505,15 +426,14 @@ START_TEST(bad_listen_addresses_stop_the_start)
     ck_assert_int_eq(getsockname(fd, (struct sockaddr *) &addr, &addr_len), 0);
     char listen_at[64];
     snprintf(listen_at, sizeof listen_at, "127.0.0.1:%d", ntohs(addr.sin_port));
-    config = world_config(listen_at);
-    const char *argv2[] = {NULL, "run", "--config", config, NULL};
+    world_config(listen_at);
+    const char *argv2[] = {NULL, "run", "--config", w.config, NULL};
     o = tl_steward(argv2, NULL);
     ck_assert_msg(o.status == 1, "exit %d: %s", o.status, o.err);
     ck_assert_msg(tl_contains(o.err, "cannot listen") && tl_contains(o.err, "in use"), "stderr: %s",
                   o.err);
     tl_output_free(&o);
     close(fd);
-    free(config);
 }
 END_TEST
 
@@ -544,7 +464,7 @@ static bool notify_wait(int fd, const char *want, int timeout_ms, int *watchdogs
 START_TEST(tells_systemd)
 {
     world_init("sdnotify");
-    char *config = world_config("127.0.0.1:0");
+    world_config("127.0.0.1:0");
     char sock_path[1024], env_socket[1100];
     snprintf(sock_path, sizeof sock_path, "%s/notify.sock", w.dir);
     snprintf(env_socket, sizeof env_socket, "NOTIFY_SOCKET=%s", sock_path);
@@ -555,9 +475,9 @@ START_TEST(tells_systemd)
     strcpy(sa.sun_path, sock_path);
     ck_assert_int_eq(bind(fd, (struct sockaddr *) &sa, sizeof sa), 0);
 
-    const char *argv[] = {NULL, "run", "--config", config, NULL};
+    const char *argv[] = {NULL, "run", "--config", w.config, NULL};
     const char *env[] = {env_socket, "WATCHDOG_USEC=1000000", NULL};
-    w.pid = tl_steward_spawn(argv, env, w.log);
+    w.pids[0] = tl_steward_spawn(argv, env, w.log);
     int watchdogs = 0;
     ck_assert_msg(notify_wait(fd, "READY=1", 60000, &watchdogs), "no READY=1");
     /* 1 s watchdog: fed every 500 ms. */
@@ -565,18 +485,16 @@ START_TEST(tells_systemd)
     for (int i = 0; i < 40 && watchdogs - before < 3; i++)
         notify_wait(fd, "WATCHDOG=1", 100, &watchdogs);
     ck_assert_msg(watchdogs - before >= 3, "watchdog fed %d times", watchdogs - before);
-    kill(w.pid, SIGTERM);
+    kill(w.pids[0], SIGTERM);
     ck_assert_msg(notify_wait(fd, "STOPPING=1", 30000, &watchdogs), "no STOPPING=1");
-    ck_assert_int_eq(tl_stop(w.pid, SIGTERM, 30), 0);
-    w.pid = 0;
+    tw_stop(&w, 30);
     close(fd);
-    free(config);
 }
 END_TEST
 
 static void teardown(void)
 {
-    world_teardown();
+    tw_teardown(&w);
 }
 
 Suite *http_suite(void)
