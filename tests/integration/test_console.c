@@ -15,6 +15,7 @@
  *             with the DOM (STEWARD_TEST_ARTIFACTS, else ./artifacts)
  */
 #include "testlib.h"
+#include "world.h"
 
 #include <check.h>
 #include <jansson.h>
@@ -25,64 +26,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-typedef struct world {
-    char *prefix;
-    char *group;
-    const char *db_url;
-    PGconn *conn;
-    char *dir;
-    char *log;
-    int pid;
-    char base[64]; /* http://127.0.0.1:PORT */
-} world_t;
-
-static world_t w;
-
-static char *topic(const char *name)
-{
-    char *t = NULL;
-    ck_assert_int_ge(asprintf(&t, "%s%s", w.prefix, name), 0);
-    return t;
-}
-
-/* Payment due 3 s after the order (o-1 and o-2 pay at once, o-3 never);
- * dispatch due in an hour. */
-static void write_definition(void)
-{
-    char *path = tl_source_path("tests/data/definitions/alert_order.json.in");
-    char *text = tl_read_file(path);
-    size_t cap = strlen(text) + 1024, len = 0;
-    char *out = calloc(1, cap);
-    for (const char *p = text; *p;) {
-        const char *with = strncmp(p, "@P@", 3) == 0    ? w.prefix
-                           : strncmp(p, "@D1@", 4) == 0 ? "3s"
-                           : strncmp(p, "@D2@", 4) == 0 ? "1h"
-                                                        : NULL;
-        if (with != NULL) {
-            len += (size_t) snprintf(out + len, cap - len, "%s", with);
-            p += p[2] == '@' ? 3 : 4;
-        } else {
-            out[len++] = *p++;
-        }
-    }
-    free(tl_write_file(w.dir, "alert_order.json", out));
-    free(out);
-    free(text);
-    free(path);
-}
+static tw_world_t w;
 
 static void wait_sql(const char *sql, const char *expected, int timeout_s, const char *what)
 {
-    char *last = NULL;
-    if (!tl_db_wait(w.conn, sql, 0, NULL, expected, timeout_s, &last)) {
-        tl_print_tail(w.log, 4000);
-        ck_abort_msg("%s: got %s, expected %s (steward's log above)", what, last, expected);
-    }
+    tw_wait(&w, sql, NULL, expected, timeout_s, what);
 }
 
 static void send_event(tl_producer_t *p, const char *name, const char *type, const char *key)
 {
-    char value[256], *t = topic(name);
+    char value[256], *t = tw_topic(&w, name);
     snprintf(value, sizeof value, "{\"type\":\"%s\",\"id\":\"%s-%s\",\"order_id\":\"%s\"}", type,
              type, key, key);
     tl_produce(p, t, -1, value, -1, NULL, 0);
@@ -90,42 +43,26 @@ static void send_event(tl_producer_t *p, const char *name, const char *type, con
 }
 
 /* Starts steward on a fresh database and brings the three orders where
- * the header says. */
+ * the header says: payment due 3 s after the order (o-1 and o-2 pay at
+ * once, o-3 never); dispatch due in an hour. */
 static void world_start(void)
 {
-    memset(&w, 0, sizeof w);
-    char *base = tl_unique("console");
-    ck_assert_int_ge(asprintf(&w.prefix, "%s.", base), 0);
-    w.group = base;
-    w.db_url = tl_db_create("console");
-    w.conn = tl_db_connect(w.db_url);
-    w.dir = strdup(tl_tmpdir());
-    w.log = tl_write_file(w.dir, "steward.log", "");
-    write_definition();
+    tw_init(&w, "console");
+    free(tw_write_template(&w, "tests/data/definitions/alert_order.json.in", "alert_order.json",
+                           TW_LIST("@D1@", "3s", "@D2@", "1h")));
+    tw_migrate(&w);
+    tw_create_topics(&w, TW_LIST("orders", "payments", "shipping"), 1);
 
-    const char *margv[] = {NULL, "migrate", "--database", w.db_url, NULL};
-    tl_output_t o = tl_steward(margv, NULL);
-    ck_assert_msg(o.status == 0, "migrate: %s", o.err);
-    tl_output_free(&o);
-
-    char *topics[3] = {topic("orders"), topic("payments"), topic("shipping")};
-    tl_kafka_create_topics((const char *const *) topics, 3, 1);
-
-    char defs[1024], config[1024];
-    snprintf(defs, sizeof defs, "%s/alert_order.json", w.dir);
-    snprintf(config, sizeof config, "%s/config.json", w.dir);
-    json_t *cfg = json_pack(
-        "{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s}, s:{s:s}, s:{s:s}, s:{s:[{s:s}]}, s:s, s:{s:s}}",
-        "brokers", tl_kafka_brokers(), "database", w.db_url, "definitions", defs, "group", w.group,
-        "scheduler", "interval", "200ms", "grace", "200ms", "blind_after", "10m", "notifier",
-        "interval", "100ms", "http", "listen", "127.0.0.1:0", "routes", "default", "type", "log",
-        "log_level", "info", "kafka", "topic.metadata.refresh.interval.ms", "1000");
-    ck_assert_int_eq(json_dump_file(cfg, config, JSON_INDENT(2)), 0);
-    json_decref(cfg);
-
-    const char *argv[] = {NULL, "run", "--config", config, NULL};
-    w.pid = tl_steward_spawn(argv, NULL, w.log);
-    tl_wait_http_listening(w.log, w.base, sizeof w.base);
+    json_t *cfg = tw_config(&w, "alert_order.json");
+    json_t *parts =
+        json_pack("{s:{s:s, s:s, s:s}, s:{s:s}, s:{s:s}, s:{s:[{s:s}]}, s:{s:s}}", "scheduler",
+                  "interval", "200ms", "grace", "200ms", "blind_after", "10m", "notifier",
+                  "interval", "100ms", "http", "listen", "127.0.0.1:0", "routes", "default", "type",
+                  "log", "kafka", "topic.metadata.refresh.interval.ms", "1000");
+    ck_assert_int_eq(json_object_update(cfg, parts), 0);
+    json_decref(parts);
+    tw_config_write(&w, cfg);
+    tw_start(&w, NULL, true);
 
     tl_producer_t *p = tl_producer_new();
     send_event(p, "orders", "OrderPlaced", "o-1");
@@ -144,17 +81,11 @@ static void world_start(void)
              "o-3 overdue");
     wait_sql("SELECT count(*) FROM steward.alerts WHERE key = 'o-3' AND resolved_at IS NULL", "1",
              60, "o-3's alert");
-    for (int i = 0; i < 3; i++)
-        free(topics[i]);
 }
 
 static void teardown(void)
 {
-    if (w.pid > 0)
-        tl_stop(w.pid, SIGKILL, 10);
-    w.pid = 0;
-    PQfinish(w.conn);
-    w.conn = NULL;
+    tw_teardown(&w);
 }
 
 /* GETs path, asserting the status; the body parsed as JSON. */
@@ -510,7 +441,7 @@ START_TEST(demo_serves_the_console_until_interrupted)
     w.log = tl_write_file(w.dir, "demo.out", "");
     const char *argv[] = {NULL, "demo",   "--serve", "--database", url, "--orders",
                           "40", "--rate", "40",      "--seed",     "7", NULL};
-    w.pid = tl_steward_spawn(argv, NULL, w.log);
+    w.pids[0] = tl_steward_spawn(argv, NULL, w.log);
 
     const char *marker = "== the console: http://";
     char *out = NULL;
@@ -547,8 +478,8 @@ START_TEST(demo_serves_the_console_until_interrupted)
     /* Still serving a while later; Ctrl-C ends it, with the verdict. */
     sleep(1);
     json_decref(get_json("/v1/stuck", 200));
-    int rc = tl_stop(w.pid, SIGINT, 30);
-    w.pid = 0;
+    int rc = tl_stop(w.pids[0], SIGINT, 30);
+    w.pids[0] = 0;
     ck_assert_msg(rc == 0, "demo exited %d", rc);
     free(out);
 }
