@@ -22,6 +22,7 @@
  * could not.
  */
 #include "testlib.h"
+#include "world.h"
 
 #include <check.h>
 #include <jansson.h>
@@ -31,53 +32,14 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef struct world {
-    char *prefix; /* topic prefix */
-    char *group;
-    char *db_url; /* as the test's superuser */
+static tw_world_t w;
+
+/* The roles and their logins, named after the runner; URLs as the logins. */
+static struct {
     char *db_name;
-    PGconn *conn;
-    char *dir;
-    char *log;
-    int pid;
     char owner[64], runtime[64], reader[64], run_login[64], read_login[64];
     char *runtime_url, *reader_url;
-    char base[64]; /* http://127.0.0.1:PORT */
-} world_t;
-
-static world_t w;
-
-static char *topic(const char *name)
-{
-    char *t = NULL;
-    ck_assert_int_ge(asprintf(&t, "%s%s", w.prefix, name), 0);
-    return t;
-}
-
-/* The alerting definition with our topics. */
-static void write_definition(void)
-{
-    char *path = tl_source_path("tests/data/definitions/alert_order.json.in");
-    char *text = tl_read_file(path);
-    size_t cap = strlen(text) + 1024, len = 0;
-    char *out = calloc(1, cap);
-    for (const char *p = text; *p;) {
-        const char *with = strncmp(p, "@P@", 3) == 0    ? w.prefix
-                           : strncmp(p, "@D1@", 4) == 0 ? "1h"
-                           : strncmp(p, "@D2@", 4) == 0 ? "1h"
-                                                        : NULL;
-        if (with != NULL) {
-            len += (size_t) snprintf(out + len, cap - len, "%s", with);
-            p += p[2] == '@' ? 3 : 4;
-        } else {
-            out[len++] = *p++;
-        }
-    }
-    free(tl_write_file(w.dir, "alert_order.json", out));
-    free(out);
-    free(text);
-    free(path);
-}
+} who;
 
 /* The database URL as another user: libpq takes the last of a repeated keyword. */
 static char *as_user(const char *user)
@@ -89,13 +51,13 @@ static char *as_user(const char *user)
 
 static void drop_roles(void)
 {
-    if (w.conn == NULL || w.owner[0] == '\0')
+    if (w.conn == NULL || who.owner[0] == '\0')
         return;
     char sql[1024];
     /* Objects and grants first: a role holding any cannot go. One role per
      * statement: DROP OWNED BY of several at once trips over default
      * privileges that name two of them. */
-    const char *holders[] = {w.runtime, w.reader, w.owner};
+    const char *holders[] = {who.runtime, who.reader, who.owner};
     for (size_t i = 0; i < 3; i++) {
         snprintf(sql, sizeof sql,
                  "DO $$ BEGIN IF EXISTS (SELECT FROM pg_roles WHERE rolname = '%s') THEN "
@@ -104,39 +66,35 @@ static void drop_roles(void)
                  holders[i], holders[i], holders[i]);
         PQclear(PQexec(w.conn, sql));
     }
-    const char *roles[] = {w.run_login, w.read_login, w.runtime, w.reader, w.owner};
+    const char *roles[] = {who.run_login, who.read_login, who.runtime, who.reader, who.owner};
     for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++) {
         snprintf(sql, sizeof sql, "DROP ROLE IF EXISTS \"%s\"", roles[i]);
         PQclear(PQexec(w.conn, sql));
     }
 }
 
-/* A migrated database whose roles exist, and two login users in them. */
+/* The alerting definition with our topics; a migrated database whose roles exist, and two login
+ * users in them. */
 static void world_init(void)
 {
-    memset(&w, 0, sizeof w);
-    char *base = tl_unique("roles");
-    ck_assert_int_ge(asprintf(&w.prefix, "%s.", base), 0);
-    w.group = base;
-    w.db_url = strdup(tl_db_create("roles"));
-    w.conn = tl_db_connect(w.db_url);
-    w.db_name = strdup(PQdb(w.conn));
-    w.dir = strdup(tl_tmpdir());
-    w.log = tl_write_file(w.dir, "steward.log", "");
-    write_definition();
+    memset(&who, 0, sizeof who);
+    tw_init(&w, "roles");
+    who.db_name = strdup(PQdb(w.conn));
+    free(tw_write_template(&w, "tests/data/definitions/alert_order.json.in", "alert_order.json",
+                           TW_LIST("@D1@", "1h", "@D2@", "1h")));
     /* Named after the runner (the parent of this forked test), so that
      * sweep_roles() there finds what a failed test left. */
-    snprintf(w.owner, sizeof w.owner, "stw_roles_%d_owner", (int) getppid());
-    snprintf(w.runtime, sizeof w.runtime, "stw_roles_%d_runtime", (int) getppid());
-    snprintf(w.reader, sizeof w.reader, "stw_roles_%d_reader", (int) getppid());
-    snprintf(w.run_login, sizeof w.run_login, "stw_roles_%d_svc", (int) getppid());
-    snprintf(w.read_login, sizeof w.read_login, "stw_roles_%d_alice", (int) getppid());
+    snprintf(who.owner, sizeof who.owner, "stw_roles_%d_owner", (int) getppid());
+    snprintf(who.runtime, sizeof who.runtime, "stw_roles_%d_runtime", (int) getppid());
+    snprintf(who.reader, sizeof who.reader, "stw_roles_%d_reader", (int) getppid());
+    snprintf(who.run_login, sizeof who.run_login, "stw_roles_%d_svc", (int) getppid());
+    snprintf(who.read_login, sizeof who.read_login, "stw_roles_%d_alice", (int) getppid());
     drop_roles(); /* left over from a killed run */
 
     char set_owner[128], set_runtime[128], set_reader[128];
-    snprintf(set_owner, sizeof set_owner, "roles.owner=%s", w.owner);
-    snprintf(set_runtime, sizeof set_runtime, "roles.runtime=%s", w.runtime);
-    snprintf(set_reader, sizeof set_reader, "roles.reader=%s", w.reader);
+    snprintf(set_owner, sizeof set_owner, "roles.owner=%s", who.owner);
+    snprintf(set_runtime, sizeof set_runtime, "roles.runtime=%s", who.runtime);
+    snprintf(set_reader, sizeof set_reader, "roles.reader=%s", who.reader);
     const char *argv[] = {NULL,      "migrate", "--create-roles", "--database", w.db_url,   "--set",
                           set_owner, "--set",   set_runtime,      "--set",      set_reader, NULL};
     tl_output_t o = tl_steward(argv, NULL);
@@ -145,22 +103,23 @@ static void world_init(void)
     tl_output_free(&o);
 
     char sql[512];
-    snprintf(sql, sizeof sql, "CREATE ROLE \"%s\" LOGIN IN ROLE \"%s\"", w.run_login, w.runtime);
+    snprintf(sql, sizeof sql, "CREATE ROLE \"%s\" LOGIN IN ROLE \"%s\"", who.run_login,
+             who.runtime);
     tl_db_exec(w.conn, sql);
-    snprintf(sql, sizeof sql, "CREATE ROLE \"%s\" LOGIN IN ROLE \"%s\"", w.read_login, w.reader);
+    snprintf(sql, sizeof sql, "CREATE ROLE \"%s\" LOGIN IN ROLE \"%s\"", who.read_login,
+             who.reader);
     tl_db_exec(w.conn, sql);
-    w.runtime_url = as_user(w.run_login);
-    w.reader_url = as_user(w.read_login);
+    who.runtime_url = as_user(who.run_login);
+    who.reader_url = as_user(who.read_login);
 }
 
 static void world_teardown(void)
 {
-    if (w.pid > 0)
-        tl_stop(w.pid, SIGKILL, 10);
-    w.pid = 0;
+    if (w.pids[0] > 0)
+        tl_stop(w.pids[0], SIGKILL, 10);
+    w.pids[0] = 0;
     drop_roles();
-    PQfinish(w.conn);
-    w.conn = NULL;
+    tw_teardown(&w);
 }
 
 /* The SQLSTATE a statement fails with as conninfo's user ("" when it succeeds). */
@@ -175,17 +134,17 @@ static char *sqlstate_as(const char *conninfo, const char *sql)
     return out;
 }
 
-/* Waits for steward's "http listening" line and keeps its address. */
 START_TEST(runtime_runs_and_reader_reads)
 {
     world_init();
     char defs[1024];
     snprintf(defs, sizeof defs, "%s/alert_order.json", w.dir);
-    char *orders = topic("orders"), *payments = topic("payments"), *shipping = topic("shipping");
+    char *orders = tw_topic(&w, "orders"), *payments = tw_topic(&w, "payments"),
+         *shipping = tw_topic(&w, "shipping");
     const char *topics[] = {orders, payments, shipping};
     tl_kafka_create_topics(topics, 3, 1);
     char http_database[1200];
-    snprintf(http_database, sizeof http_database, "http.database=%s", w.reader_url);
+    snprintf(http_database, sizeof http_database, "http.database=%s", who.reader_url);
 
     /* Retention's partition upkeep is DDL, done through the owner's
      * SECURITY DEFINER functions: the runtime role's first retention pass
@@ -201,7 +160,7 @@ START_TEST(runtime_runs_and_reader_reads)
                           "run",
                           "--no-migrate",
                           "--database",
-                          w.runtime_url,
+                          who.runtime_url,
                           "--brokers",
                           tl_kafka_brokers(),
                           "--definitions",
@@ -217,7 +176,7 @@ START_TEST(runtime_runs_and_reader_reads)
                           "--kafka",
                           "topic.metadata.refresh.interval.ms=1000",
                           NULL};
-    w.pid = tl_steward_spawn(argv, NULL, w.log);
+    w.pids[0] = tl_steward_spawn(argv, NULL, w.log);
     tl_wait_http_listening(w.log, w.base, sizeof w.base);
 
     tl_producer_t *p = tl_producer_new();
@@ -239,12 +198,12 @@ START_TEST(runtime_runs_and_reader_reads)
     }
 
     /* The reader reads: stuck, and inspect --json equal to the HTTP answer. */
-    const char *stuck_argv[] = {NULL, "stuck", "--json", "--database", w.reader_url, NULL};
+    const char *stuck_argv[] = {NULL, "stuck", "--json", "--database", who.reader_url, NULL};
     tl_output_t o = tl_steward(stuck_argv, NULL);
     ck_assert_msg(o.status == 0, "stuck as the reader: %s", o.err);
     tl_output_free(&o);
-    const char *inspect_argv[] = {NULL,     "inspect",    "alert_order", "r-1",
-                                  "--json", "--database", w.reader_url,  NULL};
+    const char *inspect_argv[] = {NULL,     "inspect",    "alert_order",  "r-1",
+                                  "--json", "--database", who.reader_url, NULL};
     o = tl_steward(inspect_argv, NULL);
     ck_assert_msg(o.status == 0, "inspect as the reader: %s", o.err);
     char url[256];
@@ -265,7 +224,7 @@ START_TEST(runtime_runs_and_reader_reads)
     ck_assert_msg(json_equal(cli, http), "inspect --json:\n%s\nHTTP:\n%s", o.out, body);
     /* The HTTP reads went through the reader's login (http.database), which
      * keeps its connection open after the request. */
-    const char *login[1] = {w.read_login};
+    const char *login[1] = {who.read_login};
     char *readers = tl_db_scalar(w.conn,
                                  "SELECT count(*) > 0 FROM pg_stat_activity WHERE usename = $1 "
                                  "AND datname = current_database()",
@@ -278,34 +237,33 @@ START_TEST(runtime_runs_and_reader_reads)
     tl_output_free(&o);
 
     /* Least privilege, asked of PostgreSQL itself. */
-    char *s = sqlstate_as(w.reader_url, "UPDATE steward.instances SET state = 'x'");
+    char *s = sqlstate_as(who.reader_url, "UPDATE steward.instances SET state = 'x'");
     ck_assert_str_eq(s, "42501");
     free(s);
-    s = sqlstate_as(w.reader_url, "DELETE FROM steward.alerts");
+    s = sqlstate_as(who.reader_url, "DELETE FROM steward.alerts");
     ck_assert_str_eq(s, "42501");
     free(s);
-    s = sqlstate_as(w.runtime_url, "CREATE TABLE steward.intruder (a int)");
+    s = sqlstate_as(who.runtime_url, "CREATE TABLE steward.intruder (a int)");
     ck_assert_str_eq(s, "42501");
     free(s);
-    s = sqlstate_as(w.runtime_url, "ALTER TABLE steward.instances ADD COLUMN intruder int");
+    s = sqlstate_as(who.runtime_url, "ALTER TABLE steward.instances ADD COLUMN intruder int");
     ck_assert_str_eq(s, "42501");
     free(s);
-    s = sqlstate_as(w.runtime_url, "DROP TABLE steward.rejected");
+    s = sqlstate_as(who.runtime_url, "DROP TABLE steward.rejected");
     ck_assert_str_eq(s, "42501");
     free(s);
-    s = sqlstate_as(w.reader_url, "SELECT steward.history_week_drop('history_default')");
+    s = sqlstate_as(who.reader_url, "SELECT steward.history_week_drop('history_default')");
     ck_assert_str_eq(s, "42501");
     free(s);
     /* The functions take only a week partition: no other DDL through them. */
-    s = sqlstate_as(w.runtime_url, "SELECT steward.history_week_drop('instances')");
+    s = sqlstate_as(who.runtime_url, "SELECT steward.history_week_drop('instances')");
     ck_assert_str_eq(s, "22023");
     free(s);
-    s = sqlstate_as(w.runtime_url, "SELECT count(*) FROM steward.instances");
+    s = sqlstate_as(who.runtime_url, "SELECT count(*) FROM steward.instances");
     ck_assert_str_eq(s, "");
     free(s);
 
-    ck_assert_int_eq(tl_stop(w.pid, SIGTERM, 30), 0);
-    w.pid = 0;
+    tw_stop(&w, 30);
     free(orders);
     free(payments);
     free(shipping);
@@ -322,7 +280,7 @@ START_TEST(refusals_name_the_fix)
     const char *argv[] = {NULL,
                           "run",
                           "--database",
-                          w.runtime_url,
+                          who.runtime_url,
                           "--brokers",
                           tl_kafka_brokers(),
                           "--definitions",
