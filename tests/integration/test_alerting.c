@@ -20,6 +20,7 @@
 #include "manager/routes.h"
 #include "receiver.h"
 #include "testlib.h"
+#include "world.h"
 
 #include <check.h>
 #include <curl/curl.h>
@@ -34,77 +35,20 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef struct world {
-    char *prefix; /* topic prefix, unique per test */
-    char *group;
-    const char *db_url;
-    PGconn *conn;
-    char *dir;
-    char *log;
-    const char *brokers;
-    int pids[2];
-} world_t;
-
-static world_t w;
-
-static char *fill_template(const char *path, const char *prefix, const char *d1, const char *d2)
-{
-    char *text = tl_read_file(path);
-    size_t cap = strlen(text) + 4096, len = 0;
-    char *out = calloc(1, cap);
-    for (const char *p = text; *p;) {
-        const char *with = strncmp(p, "@P@", 3) == 0    ? prefix
-                           : strncmp(p, "@D1@", 4) == 0 ? d1
-                           : strncmp(p, "@D2@", 4) == 0 ? d2
-                                                        : NULL;
-        if (with != NULL) {
-            len += (size_t) snprintf(out + len, cap - len, "%s", with);
-            p += p[2] == '@' ? 3 : 4;
-        } else {
-            out[len++] = *p++;
-        }
-    }
-    free(text);
-    return out;
-}
-
-static char *topic(const char *name)
-{
-    char *t = NULL;
-    ck_assert_int_ge(asprintf(&t, "%s%s", w.prefix, name), 0);
-    return t;
-}
+static tw_world_t w;
+static const char *brokers; /* the world's brokers: the test broker or a mock cluster */
 
 /* Topics, the definition, a migrated database. brokers NULL: the test broker. */
 static void world_init(const char *name, const char *d1, const char *d2, int partitions,
-                       const char *brokers)
+                       const char *mock_brokers)
 {
-    memset(&w, 0, sizeof w);
-    char *base = tl_unique(name);
-    ck_assert_int_ge(asprintf(&w.prefix, "%s.", base), 0);
-    w.group = base;
-    w.brokers = brokers != NULL ? brokers : tl_kafka_brokers();
-    w.db_url = tl_db_create(name);
-    w.conn = tl_db_connect(w.db_url);
-    w.dir = strdup(tl_tmpdir());
-    w.log = tl_write_file(w.dir, "steward.log", "");
-
-    char *tpl = tl_source_path("tests/data/definitions/alert_order.json.in");
-    char *def = fill_template(tpl, w.prefix, d1, d2);
-    free(tl_write_file(w.dir, "alert_order.json", def));
-    free(def);
-    free(tpl);
-
-    if (brokers == NULL) {
-        char *topics[3] = {topic("orders"), topic("payments"), topic("shipping")};
-        tl_kafka_create_topics((const char *const *) topics, 3, partitions);
-        for (int i = 0; i < 3; i++)
-            free(topics[i]);
-    }
-    const char *argv[] = {NULL, "migrate", "--database", w.db_url, NULL};
-    tl_output_t o = tl_steward(argv, NULL);
-    ck_assert_msg(o.status == 0, "migrate: %s", o.err);
-    tl_output_free(&o);
+    tw_init(&w, name);
+    brokers = mock_brokers != NULL ? mock_brokers : tl_kafka_brokers();
+    free(tw_write_template(&w, "tests/data/definitions/alert_order.json.in", "alert_order.json",
+                           TW_LIST("@D1@", d1, "@D2@", d2)));
+    if (mock_brokers == NULL)
+        tw_create_topics(&w, TW_LIST("orders", "payments", "shipping"), partitions);
+    tw_migrate(&w);
 }
 
 /* Writes config.json: the world's settings plus `routes` (JSON text). */
@@ -113,83 +57,57 @@ static void world_config(const char *routes, const char *blind_after)
     json_error_t jerr;
     json_t *r = json_loads(routes, 0, &jerr);
     ck_assert_msg(r != NULL, "routes: %s", jerr.text);
-    char defs[1024];
-    snprintf(defs, sizeof defs, "%s/alert_order.json", w.dir);
-    json_t *cfg =
-        json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s}, s:{s:s, s:s, s:s, s:s}, "
-                  "s:{s:s}, s:o, s:s, s:{s:s}}",
-                  "brokers", w.brokers, "database", w.db_url, "definitions", defs, "group", w.group,
-                  "scheduler", "interval", "200ms", "grace", "200ms", "blind_after", blind_after,
-                  "notifier", "interval", "100ms", "timeout", "2s", "max_backoff", "1s",
-                  "alertmanager_resend", "1s", "http", "listen", "", "routes", r, "log_level",
-                  "info", "kafka", "topic.metadata.refresh.interval.ms", "1000");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/config.json", w.dir);
-    ck_assert_int_eq(json_dump_file(cfg, path, JSON_INDENT(2)), 0);
-    json_decref(cfg);
+    json_t *cfg = tw_config(&w, "alert_order.json");
+    json_t *parts =
+        json_pack("{s:s, s:{s:s, s:s, s:s}, s:{s:s, s:s, s:s, s:s}, s:{s:s}, s:o, s:{s:s}}",
+                  "brokers", brokers, "scheduler", "interval", "200ms", "grace", "200ms",
+                  "blind_after", blind_after, "notifier", "interval", "100ms", "timeout", "2s",
+                  "max_backoff", "1s", "alertmanager_resend", "1s", "http", "listen", "", "routes",
+                  r, "kafka", "topic.metadata.refresh.interval.ms", "1000");
+    ck_assert_int_eq(json_object_update(cfg, parts), 0);
+    json_decref(parts);
+    tw_config_write(&w, cfg);
 }
 
 /* Changes one key of the written config.json: section.key = value (taken). */
 static void world_config_set(const char *section, const char *key, json_t *value)
 {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/config.json", w.dir);
-    json_t *cfg = json_load_file(path, 0, NULL);
+    json_t *cfg = json_load_file(w.config, 0, NULL);
     ck_assert_ptr_nonnull(cfg);
     json_t *obj = json_object_get(cfg, section);
     if (obj == NULL)
         json_object_set_new(cfg, section, obj = json_object());
     json_object_set_new(obj, key, value);
-    ck_assert_int_eq(json_dump_file(cfg, path, JSON_INDENT(2)), 0);
-    json_decref(cfg);
+    tw_config_write(&w, cfg);
 }
 
 /* Sets a top-level key of the written config.json (value taken). */
 static void world_config_set_top(const char *key, json_t *value)
 {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/config.json", w.dir);
-    json_t *cfg = json_load_file(path, 0, NULL);
+    json_t *cfg = json_load_file(w.config, 0, NULL);
     ck_assert_ptr_nonnull(cfg);
     json_object_set_new(cfg, key, value);
-    ck_assert_int_eq(json_dump_file(cfg, path, JSON_INDENT(2)), 0);
-    json_decref(cfg);
-}
-
-static int world_start(void)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/config.json", w.dir);
-    const char *argv[] = {NULL, "run", "--config", path, NULL};
-    return tl_steward_spawn(argv, NULL, w.log);
+    tw_config_write(&w, cfg);
 }
 
 /* Waits until every partition of the world's topics is claimed. */
 static void world_wait_claimed(int partitions)
 {
     char expected[16];
-    const char *params[1] = {w.group};
     snprintf(expected, sizeof expected, "%d", 3 * partitions);
-    if (!tl_db_wait(w.conn, "SELECT count(*) FROM steward.offsets WHERE consumer_group = $1", 1,
-                    params, expected, 60, NULL)) {
-        tl_print_tail(w.log, 6000);
-        ck_abort_msg("partitions not claimed (steward's log above)");
-    }
+    tw_wait(&w, "SELECT count(*) FROM steward.offsets WHERE consumer_group = $1", TW_LIST(w.group),
+            expected, 60, "partitions claimed");
 }
 
-static void world_teardown(void)
+static void teardown(void)
 {
-    for (int i = 0; i < 2; i++) {
-        if (w.pids[i] > 0)
-            tl_stop(w.pids[i], SIGKILL, 10);
-    }
-    PQfinish(w.conn);
+    tw_teardown(&w);
 }
 
 static void send_event(tl_producer_t *p, const char *name, const char *type, const char *key,
                        long long ts)
 {
-    char value[256], *t = topic(name);
+    char value[256], *t = tw_topic(&w, name);
     snprintf(value, sizeof value, "{\"type\":\"%s\",\"id\":\"%s-%s\",\"order_id\":\"%s\"}", type,
              type, key, key);
     tl_produce(p, t, -1, value, -1, NULL, ts);
@@ -198,19 +116,12 @@ static void send_event(tl_producer_t *p, const char *name, const char *type, con
 
 static long scalar_long(const char *sql)
 {
-    char *v = tl_db_scalar(w.conn, sql, 0, NULL);
-    long n = v != NULL ? atol(v) : -1;
-    free(v);
-    return n;
+    return tw_scalar_long(&w, sql, NULL);
 }
 
 static void wait_sql(const char *sql, const char *expected, int timeout_s, const char *what)
 {
-    char *last = NULL;
-    if (!tl_db_wait(w.conn, sql, 0, NULL, expected, timeout_s, &last)) {
-        tl_print_tail(w.log, 6000);
-        ck_abort_msg("%s: got %s, expected %s (steward's log above)", what, last, expected);
-    }
+    tw_wait(&w, sql, NULL, expected, timeout_s, what);
 }
 
 /* The Alertmanager state of the alert for instance `key`: "active", or "" when not listed. */
@@ -282,7 +193,7 @@ START_TEST(stall_pages_once_and_the_late_event_resolves_it)
         "\"default\":[{\"type\":\"log\"}]}",
         rcv_url(r), am);
     world_config(routes, "1m");
-    w.pids[0] = world_start();
+    w.pids[0] = tw_spawn(&w, NULL);
     world_wait_claimed(1);
 
     char *key = tl_unique("ORD-");
@@ -393,7 +304,7 @@ START_TEST(delivery_retries_waits_and_records_refusals)
              "\"default\":[{\"type\":\"log\"}]}",
              rcv_url(r));
     world_config(routes, "1m");
-    w.pids[0] = world_start();
+    w.pids[0] = tw_spawn(&w, NULL);
     world_wait_claimed(1);
     tl_producer_t *p;
 
@@ -509,7 +420,7 @@ START_TEST(backlog_raises_only_the_real_stalls)
     }
     ck_assert_int_eq(stalled, 25);
 
-    w.pids[0] = world_start();
+    w.pids[0] = tw_spawn(&w, NULL);
     char total[32];
     snprintf(total, sizeof total, "%ld", messages);
     char sql[512];
@@ -539,8 +450,8 @@ START_TEST(two_replicas_alert_each_deadline_once)
 {
     world_init("replicas", "2s", "1h", 2, NULL);
     world_config("{\"default\":[{\"type\":\"log\"}]}", "1m");
-    w.pids[0] = world_start();
-    w.pids[1] = world_start();
+    w.pids[0] = tw_spawn(&w, NULL);
+    w.pids[1] = tw_spawn(&w, NULL);
     world_wait_claimed(2);
     tl_producer_t *p = tl_producer_new();
     for (int i = 0; i < 60; i++) {
@@ -578,18 +489,18 @@ START_TEST(lost_broker_opens_one_blind_alert_and_holds_deadlines)
     world_init("blind", "6s", "1h", 1, bootstraps);
     const char *names[] = {"orders", "payments", "shipping"};
     for (int i = 0; i < 3; i++) {
-        char *t = topic(names[i]);
+        char *t = tw_topic(&w, names[i]);
         ck_assert_int_eq(rd_kafka_mock_topic_create(mc, t, 1, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
         free(t);
     }
     world_config("{\"default\":[{\"type\":\"log\"}]}", "3s");
-    w.pids[0] = world_start();
+    w.pids[0] = tw_spawn(&w, NULL);
     world_wait_claimed(1);
 
     rd_kafka_conf_t *pconf = rd_kafka_conf_new();
     rd_kafka_conf_set(pconf, "bootstrap.servers", bootstraps, errstr, sizeof errstr);
     rd_kafka_t *producer = rd_kafka_new(RD_KAFKA_PRODUCER, pconf, errstr, sizeof errstr);
-    char *orders = topic("orders");
+    char *orders = tw_topic(&w, "orders");
     for (int i = 0; i < 3; i++) {
         char value[128];
         snprintf(value, sizeof value,
@@ -626,18 +537,12 @@ START_TEST(lost_broker_opens_one_blind_alert_and_holds_deadlines)
              "the stalls alerted after the broker came back");
     ck_assert_int_eq(scalar_long("SELECT count(*) FROM steward.alerts WHERE kind = 'blind'"), 1);
 
-    world_teardown();
-    w.pids[0] = 0;
+    tw_teardown(&w);
     rd_kafka_destroy(producer);
     rd_kafka_mock_cluster_destroy(mc);
     rd_kafka_destroy(owner);
 }
 END_TEST
-
-static void teardown(void)
-{
-    world_teardown();
-}
 
 /* ---- reload ------------------------------------------------------------------- */
 
@@ -669,7 +574,7 @@ START_TEST(sighup_reloads_only_what_is_valid)
     char dir_json[1100];
     snprintf(dir_json, sizeof dir_json, "%s", defs);
     world_config_set_top("definitions", json_string(dir_json));
-    w.pids[0] = world_start();
+    w.pids[0] = tw_spawn(&w, NULL);
     world_wait_claimed(1);
 
     /* A broken file: refused, the running definitions keep working. */
@@ -719,7 +624,7 @@ END_TEST
 /* Produces an OrderPlaced (or another type) for a key of any length. */
 static void send_long(tl_producer_t *p, const char *name, const char *type, const char *key)
 {
-    char *value = NULL, *t = topic(name);
+    char *value = NULL, *t = tw_topic(&w, name);
     ck_assert_int_ge(asprintf(&value, "{\"type\":\"%s\",\"id\":\"%s-%s\",\"order_id\":\"%s\"}",
                               type, type, key, key),
                      0);
@@ -739,7 +644,7 @@ START_TEST(long_keys_with_a_common_prefix_are_both_paged)
              "\"url\":\"%s/v2/enqueue\"}],\"default\":[{\"type\":\"log\"}]}",
              rcv_url(r));
     world_config(routes, "1m");
-    w.pids[0] = world_start();
+    w.pids[0] = tw_spawn(&w, NULL);
     world_wait_claimed(1);
 
     char a[700], b[700];
@@ -782,7 +687,7 @@ START_TEST(long_keys_with_a_common_prefix_are_both_paged)
     p = tl_producer_new();
     send_long(p, "orders", "OrderPlaced", wide);
     send_long(p, "payments", "PaymentCaptured", wide);
-    char *value = NULL, *t = topic("payments");
+    char *value = NULL, *t = tw_topic(&w, "payments");
     ck_assert_int_ge(asprintf(&value,
                               "{\"type\":\"PaymentCaptured\",\"id\":\"again\",\"order_id\":\"%s\"}",
                               wide),
@@ -806,7 +711,7 @@ START_TEST(log_sink_writes_whatever_the_log_level)
     world_init("loglevel", "1s", "1h", 1, NULL);
     world_config("{\"default\":[{\"type\":\"log\"}]}", "1m");
     world_config_set_top("log_level", json_string("error"));
-    w.pids[0] = world_start();
+    w.pids[0] = tw_spawn(&w, NULL);
     world_wait_claimed(1);
     char *key = tl_unique("LOGLVL-");
     tl_producer_t *p = tl_producer_new();
@@ -841,7 +746,7 @@ START_TEST(hanging_webhook_delays_no_other_sink)
     world_config_set("notifier", "timeout", json_string("40s"));
     for (int i = 0; i < 10; i++)
         rcv_push(hook, 200, NULL, NULL, 30000);
-    w.pids[0] = world_start();
+    w.pids[0] = tw_spawn(&w, NULL);
     world_wait_claimed(1);
 
     /* Stalls in awaiting_payment: the webhook takes them and hangs. */
@@ -895,7 +800,7 @@ START_TEST(retry_after_is_capped)
     world_config_set("notifier", "max_retry_after", json_string("2s"));
     rcv_push(r, 429, NULL, "86400", 0);
     rcv_push(r, 503, NULL, "99999999999999999999", 0);
-    w.pids[0] = world_start();
+    w.pids[0] = tw_spawn(&w, NULL);
     world_wait_claimed(1);
     tl_producer_t *p = tl_producer_new();
     send_event(p, "orders", "OrderPlaced", "RA", 0);
@@ -919,7 +824,7 @@ START_TEST(sighup_sink_insert_keeps_pending_pages)
              rcv_url(old_hook));
     world_config(routes, "1m");
     rcv_set_down(old_hook, true);
-    w.pids[0] = world_start();
+    w.pids[0] = tw_spawn(&w, NULL);
     world_wait_claimed(1);
     tl_producer_t *p = tl_producer_new();
     send_event(p, "orders", "OrderPlaced", "INS", 0);
@@ -1005,14 +910,14 @@ START_TEST(page_storms_are_grouped)
              rcv_url(r));
     world_config(routes, "1m");
     world_config_set("notifier", "group_window", json_string("5s"));
-    w.pids[0] = world_start();
+    w.pids[0] = tw_spawn(&w, NULL);
     world_wait_claimed(1);
 
     /* Five instances in awaiting_dispatch each get a second payment: an
      * event no later state accepts, so a sequence alert each. */
     tl_producer_t *p = tl_producer_new();
     for (int i = 0; i < 5; i++) {
-        char key[32], value[256], *t = topic("payments");
+        char key[32], value[256], *t = tw_topic(&w, "payments");
         snprintf(key, sizeof key, "STORM-%d", i);
         send_event(p, "orders", "OrderPlaced", key, 0);
         send_event(p, "payments", "PaymentCaptured", key, 0);

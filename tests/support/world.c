@@ -137,6 +137,8 @@ void tw_start(tw_world_t *w, const char *const *extra, bool http)
 
 void tw_stop(tw_world_t *w, int timeout_s)
 {
+    if (w->pids[0] <= 0)
+        return; /* tl_stop(0) would signal the test's own process group */
     int rc = tl_stop(w->pids[0], SIGTERM, timeout_s);
     w->pids[0] = 0;
     if (rc != 0) {
@@ -153,7 +155,12 @@ void tw_teardown(tw_world_t *w)
         w->pids[i] = 0;
     }
     PQfinish(w->conn);
-    w->conn = NULL;
+    free(w->prefix);
+    free(w->group);
+    free(w->dir);
+    free(w->log);
+    free(w->config);
+    memset(w, 0, sizeof *w);
 }
 
 static int count(const char *const *list)

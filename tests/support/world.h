@@ -87,12 +87,14 @@ int tw_spawn(const tw_world_t *w, const char *const *extra);
  * its address in base. */
 void tw_start(tw_world_t *w, const char *const *extra, bool http);
 
-/* Stops the steward in pids[0] with SIGTERM, waiting up to timeout_s, and
- * asserts it exited 0; the log's tail goes with the failure. */
+/* Stops the steward in pids[0] (when there is one) with SIGTERM, waiting
+ * up to timeout_s, and asserts it exited 0; the log's tail goes with the
+ * failure. */
 void tw_stop(tw_world_t *w, int timeout_s);
 
-/* SIGKILLs every steward still running and closes the connection: for a
- * checked fixture's teardown. */
+/* SIGKILLs every steward still running, closes the connection and frees
+ * what the world holds, leaving it empty: for a checked fixture's
+ * teardown. */
 void tw_teardown(tw_world_t *w);
 
 /*
