@@ -24,6 +24,7 @@
 #include "manager/routes.h"
 #include "manager/scheduler.h"
 #include "testlib.h"
+#include "world.h"
 
 #include <check.h>
 #include <jansson.h>
@@ -35,138 +36,67 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef struct world {
-    char *prefix; /* topic prefix, unique per test */
-    char *group;
-    const char *db_url;
-    PGconn *conn;
-    char *dir;
-    char *log;
-    char *def_text; /* the filled alert_order definition, version 1 */
-    int pids[2];
-} world_t;
-
-static world_t w;
-
-static char *fill_template(const char *path, const char *prefix, const char *d1, const char *d2)
-{
-    char *text = tl_read_file(path);
-    size_t cap = strlen(text) + 4096, len = 0;
-    char *out = calloc(1, cap);
-    for (const char *p = text; *p;) {
-        const char *with = strncmp(p, "@P@", 3) == 0    ? prefix
-                           : strncmp(p, "@D1@", 4) == 0 ? d1
-                           : strncmp(p, "@D2@", 4) == 0 ? d2
-                                                        : NULL;
-        if (with != NULL) {
-            len += (size_t) snprintf(out + len, cap - len, "%s", with);
-            p += p[2] == '@' ? 3 : 4;
-        } else {
-            out[len++] = *p++;
-        }
-    }
-    free(text);
-    return out;
-}
-
-static char *topic(const char *name)
-{
-    char *t = NULL;
-    ck_assert_int_ge(asprintf(&t, "%s%s", w.prefix, name), 0);
-    return t;
-}
+static tw_world_t w;
+static char *def_text; /* the filled alert_order definition, version 1 */
 
 /* Topics (those named in `topics`, NULL: all three), the definition text
  * and a migrated database. */
 static void world_init(const char *name, const char *d1, const char *d2, int partitions,
                        const char *const *topics)
 {
-    memset(&w, 0, sizeof w);
-    char *base = tl_unique(name);
-    ck_assert_int_ge(asprintf(&w.prefix, "%s.", base), 0);
-    w.group = base;
-    w.db_url = tl_db_create(name);
-    w.conn = tl_db_connect(w.db_url);
-    w.dir = strdup(tl_tmpdir());
-    w.log = tl_write_file(w.dir, "steward.log", "");
-
+    tw_init(&w, name);
     char *tpl = tl_source_path("tests/data/definitions/alert_order.json.in");
-    w.def_text = fill_template(tpl, w.prefix, d1, d2);
+    char *text = tl_read_file(tpl);
+    def_text = tw_fill(text, w.prefix, TW_LIST("@D1@", d1, "@D2@", d2));
+    free(text);
     free(tpl);
-
-    static const char *const all[] = {"orders", "payments", "shipping", NULL};
-    char *names[3];
-    size_t n = 0;
-    for (const char *const *t = topics != NULL ? topics : all; *t != NULL; t++)
-        names[n++] = topic(*t);
-    tl_kafka_create_topics((const char *const *) names, n, partitions);
-    for (size_t i = 0; i < n; i++)
-        free(names[i]);
-    const char *argv[] = {NULL, "migrate", "--database", w.db_url, NULL};
-    tl_output_t o = tl_steward(argv, NULL);
-    ck_assert_msg(o.status == 0, "migrate: %s", o.err);
-    tl_output_free(&o);
+    tw_create_topics(&w, topics != NULL ? topics : TW_LIST("orders", "payments", "shipping"),
+                     partitions);
+    tw_migrate(&w);
 }
 
 /* Writes config.json with the definition file `def_file` (in w.dir) and
  * `kafka` properties (a JSON object, taken). */
 static void world_config(const char *def_file, const char *unowned_after, json_t *kafka)
 {
-    char defs[1024], path[1024];
-    snprintf(defs, sizeof defs, "%s/%s", w.dir, def_file);
     json_object_set_new(kafka, "topic.metadata.refresh.interval.ms", json_string("1000"));
-    json_t *cfg =
-        json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s}, s:{s:s, s:s, s:s}, s:{s:s}, "
-                  "s:{s:[{s:s}]}, s:s, s:o}",
-                  "brokers", tl_kafka_brokers(), "database", w.db_url, "definitions", defs, "group",
-                  w.group, "scheduler", "interval", "200ms", "grace", "200ms", "blind_after", "1m",
-                  "unowned_after", unowned_after, "notifier", "interval", "100ms", "timeout", "2s",
-                  "max_backoff", "1s", "http", "listen", "", "routes", "default", "type", "log",
-                  "log_level", "info", "kafka", kafka);
-    snprintf(path, sizeof path, "%s/config.json", w.dir);
-    ck_assert_int_eq(json_dump_file(cfg, path, JSON_INDENT(2)), 0);
-    json_decref(cfg);
+    json_t *cfg = tw_config(&w, def_file);
+    json_t *parts = json_pack(
+        "{s:{s:s, s:s, s:s, s:s}, s:{s:s, s:s, s:s}, s:{s:s}, s:{s:[{s:s}]}, s:o}", "scheduler",
+        "interval", "200ms", "grace", "200ms", "blind_after", "1m", "unowned_after", unowned_after,
+        "notifier", "interval", "100ms", "timeout", "2s", "max_backoff", "1s", "http", "listen", "",
+        "routes", "default", "type", "log", "kafka", kafka);
+    ck_assert_int_eq(json_object_update(cfg, parts), 0);
+    json_decref(parts);
+    tw_config_write(&w, cfg);
 }
 
 static int world_start(const char *replica)
 {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/config.json", w.dir);
-    const char *argv[] = {NULL, "run", "--config", path, "--replica", replica, NULL};
-    return tl_steward_spawn(argv, NULL, w.log);
+    return tw_spawn(&w, TW_LIST("--replica", replica));
 }
 
 static void teardown(void)
 {
-    for (int i = 0; i < 2; i++) {
-        if (w.pids[i] > 0)
-            tl_stop(w.pids[i], SIGKILL, 10);
-    }
-    PQfinish(w.conn);
-    free(w.def_text);
+    tw_teardown(&w);
+    free(def_text);
+    def_text = NULL;
 }
 
 static void wait_sql(const char *sql, const char *expected, int timeout_s, const char *what)
 {
-    char *last = NULL;
-    if (!tl_db_wait(w.conn, sql, 0, NULL, expected, timeout_s, &last)) {
-        tl_print_tail(w.log, 6000);
-        ck_abort_msg("%s: got %s, expected %s (steward's log above)", what, last, expected);
-    }
+    tw_wait(&w, sql, NULL, expected, timeout_s, what);
 }
 
 static long scalar_long(const char *sql)
 {
-    char *v = tl_db_scalar(w.conn, sql, 0, NULL);
-    long n = v != NULL ? atol(v) : -1;
-    free(v);
-    return n;
+    return tw_scalar_long(&w, sql, NULL);
 }
 
 static void send_event(tl_producer_t *p, const char *name, int partition, const char *type,
                        const char *key, long long ts)
 {
-    char value[256], *t = topic(name);
+    char value[256], *t = tw_topic(&w, name);
     snprintf(value, sizeof value, "{\"type\":\"%s\",\"id\":\"%s-%s\",\"order_id\":\"%s\"}", type,
              type, key, key);
     tl_produce(p, t, partition, value, -1, NULL, ts);
@@ -190,7 +120,7 @@ static void wait_claimed(int n, int owners)
 START_TEST(late_completion_in_a_catch_up_is_recorded_as_late)
 {
     world_init("lateness", "1m", "1m", 1, NULL);
-    free(tl_write_file(w.dir, "alert_order.json", w.def_text));
+    free(tl_write_file(w.dir, "alert_order.json", def_text));
     world_config("alert_order.json", "15s", json_object());
 
     /* An hour of orders, one a minute, each paid after 30 s and shipped
@@ -243,7 +173,7 @@ END_TEST
 START_TEST(unloadable_version_is_set_aside_and_the_healthy_instance_alerted)
 {
     world_init("unloadable", "2s", "1h", 1, NULL);
-    free(tl_write_file(w.dir, "alert_order.json", w.def_text));
+    free(tl_write_file(w.dir, "alert_order.json", def_text));
     world_config("alert_order.json", "15s", json_object());
 
     /* Version 7 recorded by some earlier steward, which this one cannot
@@ -303,8 +233,7 @@ START_TEST(unloadable_version_is_set_aside_and_the_healthy_instance_alerted)
     ck_assert_msg(kill(w.pids[0], 0) == 0, "steward stopped on an unjudgeable instance");
 
     time_t asked = time(NULL);
-    ck_assert_int_eq(tl_stop(w.pids[0], SIGTERM, 20), 0);
-    w.pids[0] = 0;
+    tw_stop(&w, 20);
     ck_assert_int_le(time(NULL) - asked, 10);
 }
 END_TEST
@@ -318,7 +247,7 @@ START_TEST(deadlines_fire_after_a_new_version_drops_a_topic)
     world_init("retired", "2s", "1h", 1, topics);
 
     /* Version 1 was recorded by an earlier steward; no instance runs on it. */
-    const char *params[1] = {w.def_text};
+    const char *params[1] = {def_text};
     PQclear(PQexecParams(w.conn,
                          "INSERT INTO steward.definitions (process, version, mode, document, "
                          "checksum) VALUES ('alert_order', 1, 'shadow', $1::jsonb, "
@@ -327,7 +256,7 @@ START_TEST(deadlines_fire_after_a_new_version_drops_a_topic)
     ck_assert_int_eq(scalar_long("SELECT count(*) FROM steward.definitions"), 1);
 
     /* Version 2: paid is done; no dispatch step, no shipping topic. */
-    json_t *doc = json_loads(w.def_text, 0, NULL);
+    json_t *doc = json_loads(def_text, 0, NULL);
     ck_assert_ptr_nonnull(doc);
     json_object_set_new(doc, "version", json_integer(2));
     json_object_del(json_object_get(doc, "events"), "ShipmentDispatched");
@@ -376,7 +305,7 @@ static int kill_one_of_two(void)
 START_TEST(stalls_are_alerted_within_deadline_plus_15s_after_a_replica_dies)
 {
     world_init("failover", "3s", "1h", 2, NULL);
-    free(tl_write_file(w.dir, "alert_order.json", w.def_text));
+    free(tl_write_file(w.dir, "alert_order.json", def_text));
     world_config("alert_order.json", "15s", json_object());
     kill_one_of_two();
 
@@ -401,7 +330,7 @@ END_TEST
 START_TEST(partitions_without_a_live_owner_open_the_blind_alert)
 {
     world_init("unowned", "1h", "1h", 2, NULL);
-    free(tl_write_file(w.dir, "alert_order.json", w.def_text));
+    free(tl_write_file(w.dir, "alert_order.json", def_text));
     /* The group notices the death only after 45 s (the user's setting
      * beats Steward's default); the blind alert must not wait for that. */
     world_config("alert_order.json", "3s", json_pack("{s:s}", "session.timeout.ms", "45000"));
