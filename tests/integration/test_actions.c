@@ -13,6 +13,7 @@
  */
 #include "receiver.h"
 #include "testlib.h"
+#include "world.h"
 
 #include <check.h>
 #include <curl/curl.h>
@@ -24,117 +25,47 @@
 #include <pwd.h>
 #include <unistd.h>
 
-typedef struct world {
-    char *prefix;
-    char *group;
-    const char *db_url;
-    PGconn *conn;
-    char *dir;
-    char *log;
-    int pid;
-    const char *listen;      /* http.listen; NULL: "" (off) */
-    const char *tokens_file; /* http.tokens_file; NULL: none */
-    char base[128];          /* "http://127.0.0.1:PORT" once listening */
-} world_t;
-
-static world_t w;
-
-static char *topic(const char *name)
-{
-    char *t = NULL;
-    ck_assert_int_ge(asprintf(&t, "%s%s", w.prefix, name), 0);
-    return t;
-}
-
-static char *fill(const char *text, const char *d1, const char *d2)
-{
-    size_t cap = strlen(text) + 4096, len = 0;
-    char *out = calloc(1, cap);
-    for (const char *p = text; *p;) {
-        const char *with = strncmp(p, "@P@", 3) == 0    ? w.prefix
-                           : strncmp(p, "@D1@", 4) == 0 ? d1
-                           : strncmp(p, "@D2@", 4) == 0 ? d2
-                                                        : NULL;
-        if (with != NULL) {
-            len += (size_t) snprintf(out + len, cap - len, "%s", with);
-            p += p[2] == '@' ? 3 : 4;
-        } else {
-            out[len++] = *p++;
-        }
-    }
-    return out;
-}
+static tw_world_t w;
+static const char *http_listen; /* http.listen; NULL: "" (off) */
+static const char *tokens_file; /* http.tokens_file; NULL: none */
 
 /* Topics, definition, migrated database, config with `routes`, steward run. */
 static void world_start(const char *name, const char *d1, const char *d2, const char *routes)
 {
-    const char *listen = w.listen, *tokens_file = w.tokens_file;
-    memset(&w, 0, sizeof w);
-    w.listen = listen;
-    w.tokens_file = tokens_file;
-    char *base = tl_unique(name);
-    ck_assert_int_ge(asprintf(&w.prefix, "%s.", base), 0);
-    w.group = base;
-    w.db_url = tl_db_create(name);
-    w.conn = tl_db_connect(w.db_url);
-    w.dir = strdup(tl_tmpdir());
-    w.log = tl_write_file(w.dir, "steward.log", "");
-
-    char *tpl = tl_source_path("tests/data/definitions/action_order.json.in");
-    char *text = tl_read_file(tpl);
-    char *def = fill(text, d1, d2);
-    free(tl_write_file(w.dir, "action_order.json", def));
-    free(def);
-    free(text);
-    free(tpl);
-
-    char *topics[3] = {topic("orders"), topic("payments"), topic("shipping")};
-    tl_kafka_create_topics((const char *const *) topics, 3, 1);
-    for (int i = 0; i < 3; i++)
-        free(topics[i]);
-    const char *margv[] = {NULL, "migrate", "--database", w.db_url, NULL};
-    tl_output_t o = tl_steward(margv, NULL);
-    ck_assert_msg(o.status == 0, "migrate: %s", o.err);
-    tl_output_free(&o);
+    tw_init(&w, name);
+    free(tw_write_template(&w, "tests/data/definitions/action_order.json.in", "action_order.json",
+                           TW_LIST("@D1@", d1, "@D2@", d2)));
+    tw_create_topics(&w, TW_LIST("orders", "payments", "shipping"), 1);
+    tw_migrate(&w);
 
     json_error_t jerr;
     json_t *r = json_loads(routes, 0, &jerr);
     ck_assert_msg(r != NULL, "routes: %s", jerr.text);
-    char defs[1024], path[1024];
-    snprintf(defs, sizeof defs, "%s/action_order.json", w.dir);
-    json_t *cfg = json_pack(
-        "{s:s, s:s, s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:s}, s:{s:s}, s:o, s:s}", "brokers",
-        tl_kafka_brokers(), "database", w.db_url, "definitions", defs, "group", w.group,
-        "scheduler", "interval", "200ms", "grace", "200ms", "notifier", "interval", "100ms",
-        "timeout", "2s", "max_backoff", "1s", "alertmanager_resend", "1s", "http", "listen",
-        w.listen != NULL ? w.listen : "", "routes", r, "log_level", "info");
-    if (w.tokens_file != NULL)
-        json_object_set_new(json_object_get(cfg, "http"), "tokens_file",
-                            json_string(w.tokens_file));
-    snprintf(path, sizeof path, "%s/config.json", w.dir);
-    ck_assert_int_eq(json_dump_file(cfg, path, JSON_INDENT(2)), 0);
-    json_decref(cfg);
+    json_t *cfg = tw_config(&w, "action_order.json");
+    json_t *parts =
+        json_pack("{s:{s:s, s:s}, s:{s:s, s:s, s:s, s:s}, s:{s:s}, s:o}", "scheduler", "interval",
+                  "200ms", "grace", "200ms", "notifier", "interval", "100ms", "timeout", "2s",
+                  "max_backoff", "1s", "alertmanager_resend", "1s", "http", "listen",
+                  http_listen != NULL ? http_listen : "", "routes", r);
+    ck_assert_int_eq(json_object_update(cfg, parts), 0);
+    json_decref(parts);
+    if (tokens_file != NULL)
+        json_object_set_new(json_object_get(cfg, "http"), "tokens_file", json_string(tokens_file));
+    tw_config_write(&w, cfg);
 
-    const char *argv[] = {NULL, "run", "--config", path, NULL};
-    w.pid = tl_steward_spawn(argv, NULL, w.log);
-    const char *params[1] = {w.group};
-    if (!tl_db_wait(w.conn, "SELECT count(*) FROM steward.offsets WHERE consumer_group = $1", 1,
-                    params, "3", 60, NULL)) {
-        tl_print_tail(w.log, 6000);
-        ck_abort_msg("partitions not claimed (steward's log above)");
-    }
+    tw_start(&w, NULL, false);
+    tw_wait(&w, "SELECT count(*) FROM steward.offsets WHERE consumer_group = $1", TW_LIST(w.group),
+            "3", 60, "partitions claimed");
 }
 
 static void world_stop(void)
 {
-    if (w.pid > 0)
-        tl_stop(w.pid, SIGKILL, 10);
-    PQfinish(w.conn);
+    tw_teardown(&w);
 }
 
 static void send_event(const char *name, const char *type, const char *key)
 {
-    char value[256], *t = topic(name);
+    char value[256], *t = tw_topic(&w, name);
     tl_producer_t *p = tl_producer_new();
     snprintf(value, sizeof value, "{\"type\":\"%s\",\"id\":\"%s-%s\",\"order_id\":\"%s\"}", type,
              type, key, key);
@@ -143,29 +74,21 @@ static void send_event(const char *name, const char *type, const char *key)
     free(t);
 }
 
+/* The suite's queries take one parameter, $1 = key. */
 static void wait_sql(const char *sql, const char *key, const char *expected, int timeout_s)
 {
-    char *last = NULL;
-    const char *params[1] = {key};
-    if (!tl_db_wait(w.conn, sql, 1, params, expected, timeout_s, &last)) {
-        tl_print_tail(w.log, 6000);
-        ck_abort_msg("%s: got %s, expected %s (steward's log above)", sql, last, expected);
-    }
+    tw_wait(&w, sql, TW_LIST(key), expected, timeout_s, sql);
 }
 
 static char *scalar(const char *sql, const char *key)
 {
-    const char *params[1] = {key};
-    return tl_db_scalar(w.conn, sql, 1, params);
+    return tw_scalar(&w, sql, TW_LIST(key));
 }
 
 /* Asserts that sql with $1 = key gives expected. */
 static void expect(const char *sql, const char *key, const char *expected)
 {
-    char *got = scalar(sql, key);
-    ck_assert_msg(got != NULL && strcmp(got, expected) == 0, "%s: got %s, expected %s", sql, got,
-                  expected);
-    free(got);
+    tw_expect(&w, sql, TW_LIST(key), expected);
 }
 
 /* Runs `steward ARGS... --database DB` as actor (NULL: --actor not given). */
@@ -705,8 +628,8 @@ START_TEST(http_actions_need_an_operate_token)
     char *text = tokens_text(lines);
     char *tokens = tl_write_file(dir, "tokens", text);
     free(text);
-    w.listen = "127.0.0.1:0";
-    w.tokens_file = tokens;
+    http_listen = "127.0.0.1:0";
+    tokens_file = tokens;
     char routes[1024];
     snprintf(routes, sizeof routes,
              "{\"payments\":[{\"type\":\"pagerduty\",\"name\":\"pd\",\"routing_key\":\"%s\","
@@ -796,7 +719,7 @@ START_TEST(http_actions_need_an_operate_token)
     text = tokens_text(next);
     free(tl_write_file(dir, "tokens", text));
     free(text);
-    kill(w.pid, SIGHUP);
+    kill(w.pids[0], SIGHUP);
     for (int i = 0;; i++) {
         char *log = tl_read_file(w.log);
         bool done = tl_contains(log, "http tokens reloaded");
@@ -839,12 +762,10 @@ END_TEST
 
 START_TEST(a_listener_off_the_loopback_needs_tokens)
 {
-    memset(&w, 0, sizeof w);
-    w.prefix = strdup("anon.");
     char *dir = strdup(tl_tmpdir());
     char *tpl = tl_source_path("tests/data/definitions/action_order.json.in");
     char *text = tl_read_file(tpl);
-    char *def = fill(text, "1h", "1h");
+    char *def = tw_fill(text, "anon.", TW_LIST("@D1@", "1h", "@D2@", "1h"));
     char *defs = tl_write_file(dir, "action_order.json", def);
     char *cfg = NULL;
     ck_assert_int_ge(asprintf(&cfg,
@@ -866,7 +787,6 @@ START_TEST(a_listener_off_the_loopback_needs_tokens)
     free(text);
     free(tpl);
     free(dir);
-    free(w.prefix);
 }
 END_TEST
 
