@@ -29,6 +29,7 @@
  */
 #include "receiver.h"
 #include "testlib.h"
+#include "world.h"
 
 #include <arpa/inet.h>
 #include <check.h>
@@ -268,17 +269,8 @@ static char *via_proxy(const char *conninfo, const proxy_t *p)
 
 /* ---- steward ----------------------------------------------------------------- */
 
-typedef struct world {
-    char *prefix; /* topic prefix */
-    char *group;
-    const char *db_url; /* the suite's database, direct */
-    PGconn *conn;
-    char *dir;
-    proxy_t *proxy;
-    rcv_t *rcv;
-} world_t;
-
-static world_t w;
+static tw_world_t w;
+static proxy_t *proxy;
 
 /* A steward process and what it printed. */
 typedef struct replica {
@@ -289,56 +281,21 @@ typedef struct replica {
     char base[64]; /* http://127.0.0.1:PORT */
 } replica_t;
 
-static char *topic(const char *name)
-{
-    char *t = NULL;
-    ck_assert_int_ge(asprintf(&t, "%s%s", w.prefix, name), 0);
-    return t;
-}
-
 /* The alerting definition on our topics; payment due `due` after the order. */
 static void write_definition(const char *due)
 {
-    char *path = tl_source_path("tests/data/definitions/alert_order.json.in");
-    char *text = tl_read_file(path);
-    size_t cap = strlen(text) + 1024, len = 0;
-    char *out = calloc(1, cap);
-    for (const char *p = text; *p;) {
-        const char *with = strncmp(p, "@P@", 3) == 0    ? w.prefix
-                           : strncmp(p, "@D1@", 4) == 0 ? due
-                           : strncmp(p, "@D2@", 4) == 0 ? "1h"
-                                                        : NULL;
-        if (with != NULL) {
-            len += (size_t) snprintf(out + len, cap - len, "%s", with);
-            p += p[2] == '@' ? 3 : 4;
-        } else {
-            out[len++] = *p++;
-        }
-    }
-    free(tl_write_file(w.dir, "alert_order.json", out));
-    free(out);
-    free(text);
-    free(path);
+    free(tw_write_template(&w, "tests/data/definitions/alert_order.json.in", "alert_order.json",
+                           TW_LIST("@D1@", due, "@D2@", "1h")));
 }
 
 /* A database, the definition, and the topics (one partition each) unless
  * `topics` is false. */
 static void world_init(const char *name, bool topics)
 {
-    memset(&w, 0, sizeof w);
-    char *base = tl_unique(name);
-    ck_assert_int_ge(asprintf(&w.prefix, "%s.", base), 0);
-    w.group = base;
-    w.db_url = tl_db_create(name);
-    w.conn = tl_db_connect(w.db_url);
-    w.dir = strdup(tl_tmpdir());
+    tw_init(&w, name);
     write_definition("1h");
-    if (topics) {
-        char *t[3] = {topic("orders"), topic("payments"), topic("shipping")};
-        tl_kafka_create_topics((const char *const *) t, 3, 1);
-        for (int i = 0; i < 3; i++)
-            free(t[i]);
-    }
+    if (topics)
+        tw_create_topics(&w, TW_LIST("orders", "payments", "shipping"), 1);
 }
 
 /*
@@ -348,15 +305,15 @@ static void world_init(const char *name, bool topics)
 static char *world_config(const char *name, const char *database, const char *brokers,
                           const char *extra)
 {
-    char defs[1024], file[64];
-    snprintf(defs, sizeof defs, "%s/alert_order.json", w.dir);
+    char file[64];
     snprintf(file, sizeof file, "%s.json", name);
-    json_t *cfg =
-        json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s}, s:{s:s}, s:{s:s}, s:s}", "brokers", brokers,
-                  "database", database, "definitions", defs, "group", w.group, "scheduler",
-                  "interval", "200ms", "blind_after", "10m", "notifier", "interval", "100ms",
-                  "kafka", "topic.metadata.refresh.interval.ms", "1000", "log_level", "info");
-    ck_assert_ptr_nonnull(cfg);
+    json_t *cfg = tw_config(&w, "alert_order.json");
+    json_t *parts =
+        json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s}, s:{s:s}}", "brokers", brokers, "database",
+                  database, "scheduler", "interval", "200ms", "blind_after", "10m", "notifier",
+                  "interval", "100ms", "kafka", "topic.metadata.refresh.interval.ms", "1000");
+    ck_assert_int_eq(json_object_update(cfg, parts), 0);
+    json_decref(parts);
     if (extra != NULL) {
         char *wrapped = NULL;
         ck_assert_int_ge(asprintf(&wrapped, "{%s}", extra), 0);
@@ -497,7 +454,7 @@ static void wait_series(const replica_t *r, const char *name, double expected, i
 
 static void send_order(const char *key)
 {
-    char value[256], *t = topic("orders");
+    char value[256], *t = tw_topic(&w, "orders");
     tl_producer_t *p = tl_producer_new();
     snprintf(value, sizeof value, "{\"type\":\"OrderPlaced\",\"id\":\"o-%s\",\"order_id\":\"%s\"}",
              key, key);
@@ -518,13 +475,9 @@ static void wait_sql(const char *sql, const char *expected, int timeout_s, const
 
 static void teardown(void)
 {
-    proxy_free(w.proxy);
-    rcv_free(w.rcv);
-    PQfinish(w.conn);
-    free(w.prefix);
-    free(w.group);
-    free(w.dir);
-    memset(&w, 0, sizeof w);
+    proxy_free(proxy);
+    proxy = NULL;
+    tw_teardown(&w);
 }
 
 /* ---- the database ------------------------------------------------------------ */
@@ -532,9 +485,9 @@ static void teardown(void)
 START_TEST(db_down_at_start)
 {
     world_init("fdown", true);
-    w.proxy = proxy_new(w.db_url);
-    proxy_set_down(w.proxy, true);
-    char *database = via_proxy(w.db_url, w.proxy);
+    proxy = proxy_new(w.db_url);
+    proxy_set_down(proxy, true);
+    char *database = via_proxy(w.db_url, proxy);
     char *config = world_config("a", database, tl_kafka_brokers(), NULL);
     replica_t r;
     replica_start(&r, "a", config);
@@ -554,7 +507,7 @@ START_TEST(db_down_at_start)
     free(body);
 
     /* The database comes: the schema is migrated, intake consumes. */
-    proxy_set_down(w.proxy, false);
+    proxy_set_down(proxy, false);
     free(wait_status(&r, "/readyz", 200, 60));
     send_order("K1");
     wait_sql("SELECT count(*) FROM steward.instances", "1", 60, &r);
@@ -625,8 +578,8 @@ END_TEST
 START_TEST(stop_during_outage)
 {
     world_init("fstop", true);
-    w.proxy = proxy_new(w.db_url);
-    char *database = via_proxy(w.db_url, w.proxy);
+    proxy = proxy_new(w.db_url);
+    char *database = via_proxy(w.db_url, proxy);
     char *config = world_config("a", database, tl_kafka_brokers(), NULL);
     replica_t r;
     replica_start(&r, "a", config);
@@ -636,7 +589,7 @@ START_TEST(stop_during_outage)
     wait_sql("SELECT count(*) FROM steward.instances", "1", 60, &r);
 
     /* The database goes away; an order arrives that cannot be committed. */
-    proxy_set_down(w.proxy, true);
+    proxy_set_down(proxy, true);
     send_order("K2");
     wait_log(&r, "batch not committed; retrying", NULL, 1, 30);
 
@@ -656,7 +609,7 @@ START_TEST(stop_during_outage)
     replica_stop(&r);
 
     /* Nothing was lost: the next run reads the abandoned batch again. */
-    proxy_set_down(w.proxy, false);
+    proxy_set_down(proxy, false);
     replica_start(&r, "b", config);
     wait_sql("SELECT count(*) FROM steward.instances", "2", 60, &r);
     ck_assert_int_eq(tl_stop(r.pid, SIGTERM, 30), 0);
@@ -672,19 +625,19 @@ END_TEST
 START_TEST(sighup_at_start)
 {
     world_init("fhup", true);
-    w.proxy = proxy_new(w.db_url);
+    proxy = proxy_new(w.db_url);
     /* Every connection waits 1.5 s: start-up takes a while. */
-    atomic_store(&w.proxy->hold_ms, 1500);
-    char *database = via_proxy(w.db_url, w.proxy);
+    atomic_store(&proxy->hold_ms, 1500);
+    char *database = via_proxy(w.db_url, proxy);
     char *config = world_config("a", database, tl_kafka_brokers(), NULL);
     replica_t r;
     replica_start(&r, "a", config);
 
     /* From its first connection on, SIGHUP every 20 ms until it runs. */
     int64_t until = now_ms() + 30000;
-    while (atomic_load(&w.proxy->accepted) == 0 && now_ms() < until && alive(&r))
+    while (atomic_load(&proxy->accepted) == 0 && now_ms() < until && alive(&r))
         usleep(5 * 1000);
-    ck_assert_msg(atomic_load(&w.proxy->accepted) > 0, "steward never connected");
+    ck_assert_msg(atomic_load(&proxy->accepted) > 0, "steward never connected");
     int sent = 0;
     while (log_count(&r, "steward running", NULL) == 0 && now_ms() < until) {
         if (kill(r.pid, SIGHUP) != 0 || !alive(&r))
