@@ -32,6 +32,7 @@
  *                instances do; a new instance on the active version is
  */
 #include "testlib.h"
+#include "world.h"
 
 #include <check.h>
 #include <jansson.h>
@@ -43,132 +44,58 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-typedef struct world {
-    char *prefix;
-    char *group;
-    const char *db_url;
-    PGconn *conn;
-    char *dir;
-    char *log;
-    int pid;
-    const char *paused; /* dispatch.paused; NULL: "*" */
-} world_t;
-
-static world_t w;
-
-static char *fill(const char *version, const char *mode, const char *d1)
-{
-    char *path = tl_source_path("tests/data/definitions/active_order.json.in");
-    char *text = tl_read_file(path);
-    free(path);
-    size_t cap = strlen(text) + 4096, len = 0;
-    char *out = calloc(1, cap);
-    for (const char *p = text; *p;) {
-        const char *with = NULL;
-        size_t skip = 0;
-        if (strncmp(p, "@P@", 3) == 0)
-            with = w.prefix, skip = 3;
-        else if (strncmp(p, "@V@", 3) == 0)
-            with = version, skip = 3;
-        else if (strncmp(p, "@MODE@", 6) == 0)
-            with = mode, skip = 6;
-        else if (strncmp(p, "@D1@", 4) == 0)
-            with = d1, skip = 4;
-        if (with != NULL) {
-            len += (size_t) snprintf(out + len, cap - len, "%s", with);
-            p += skip;
-        } else {
-            out[len++] = *p++;
-        }
-    }
-    free(text);
-    return out;
-}
-
-static char *topic(const char *name)
-{
-    char *t = NULL;
-    ck_assert_int_ge(asprintf(&t, "%s%s", w.prefix, name), 0);
-    return t;
-}
+static tw_world_t w;
+static const char *paused; /* dispatch.paused; NULL: "*" */
 
 static void world_init(const char *name)
 {
-    memset(&w, 0, sizeof w);
-    char *base = tl_unique(name);
-    ck_assert_int_ge(asprintf(&w.prefix, "%s.", base), 0);
-    w.group = base;
-    w.db_url = tl_db_create(name);
-    w.conn = tl_db_connect(w.db_url);
-    w.dir = strdup(tl_tmpdir());
-    w.log = tl_write_file(w.dir, "steward.log", "");
-    char *names[4] = {topic("orders"), topic("stock"), topic("picking"), topic("payments")};
-    tl_kafka_create_topics((const char *const *) names, 4, 1);
-    for (int i = 0; i < 4; i++)
-        free(names[i]);
-    const char *argv[] = {NULL, "migrate", "--database", w.db_url, NULL};
-    tl_output_t o = tl_steward(argv, NULL);
-    ck_assert_msg(o.status == 0, "migrate: %s", o.err);
-    tl_output_free(&o);
+    tw_init(&w, name);
+    paused = NULL;
+    tw_create_topics(&w, TW_LIST("orders", "stock", "picking", "payments"), 1);
+    tw_migrate(&w);
 }
 
 /* Writes definition version `version` in `mode` into the definitions
  * directory, and config.json pointing at that directory. */
 static void world_definition(const char *version, const char *mode, const char *d1)
 {
-    char defs[1024], path[1024], file[64];
+    char defs[1024], file[64];
     snprintf(defs, sizeof defs, "%s/defs", w.dir);
     mkdir(defs, 0755);
-    snprintf(file, sizeof file, "v%s.json", version);
-    char *text = fill(version, mode, d1);
-    free(tl_write_file(defs, file, text));
-    free(text);
-    json_t *cfg =
-        json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s}, s:{s:s}, s:{s:[{s:s}]}, s:s, s:{s:s}, "
-                  "s:{s:s}}",
-                  "brokers", tl_kafka_brokers(), "database", w.db_url, "definitions", defs, "group",
-                  w.group, "scheduler", "interval", "200ms", "grace", "0s", "blind_after", "10m",
-                  "http", "listen", "", "routes", "default", "type", "log", "log_level", "info",
-                  "kafka", "topic.metadata.refresh.interval.ms", "1000",
-                  /* What is queued, and when, is this suite's subject: the
-                   * dispatcher (integration.dispatch) holds off. */
-                  "dispatch", "paused", w.paused != NULL ? w.paused : "*");
-    snprintf(path, sizeof path, "%s/config.json", w.dir);
-    ck_assert_int_eq(json_dump_file(cfg, path, JSON_INDENT(2)), 0);
-    json_decref(cfg);
+    snprintf(file, sizeof file, "defs/v%s.json", version);
+    free(tw_write_template(&w, "tests/data/definitions/active_order.json.in", file,
+                           TW_LIST("@V@", version, "@MODE@", mode, "@D1@", d1)));
+    json_t *cfg = tw_config(&w, "defs");
+    json_t *parts = json_pack("{s:{s:s, s:s, s:s}, s:{s:s}, s:{s:[{s:s}]}, s:{s:s}, s:{s:s}}",
+                              "scheduler", "interval", "200ms", "grace", "0s", "blind_after", "10m",
+                              "http", "listen", "", "routes", "default", "type", "log", "kafka",
+                              "topic.metadata.refresh.interval.ms", "1000",
+                              /* What is queued, and when, is this suite's subject: the
+                               * dispatcher (integration.dispatch) holds off. */
+                              "dispatch", "paused", paused != NULL ? paused : "*");
+    ck_assert_int_eq(json_object_update(cfg, parts), 0);
+    json_decref(parts);
+    tw_config_write(&w, cfg);
 }
 
 static void world_start(void)
 {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/config.json", w.dir);
-    const char *argv[] = {NULL, "run", "--config", path, "--replica", "r1", NULL};
-    w.pid = tl_steward_spawn(argv, NULL, w.log);
+    tw_start(&w, TW_LIST("--replica", "r1"), false);
 }
 
 static void world_stop(void)
 {
-    if (w.pid > 0)
-        ck_assert_int_eq(tl_stop(w.pid, SIGTERM, 20), 0);
-    w.pid = 0;
+    tw_stop(&w, 20);
 }
 
 static void teardown(void)
 {
-    if (w.pid > 0)
-        tl_stop(w.pid, SIGKILL, 10);
-    PQfinish(w.conn);
+    tw_teardown(&w);
 }
 
 static void wait_for(const char *sql, const char *expected, int timeout_s)
 {
-    char *last = NULL;
-    if (!tl_db_wait(w.conn, sql, 0, NULL, expected, timeout_s, &last)) {
-        tl_print_tail(w.log, 4000);
-        ck_abort_msg("waited %d s for [%s] = %s; last %s", timeout_s, sql, expected,
-                     last ? last : "(null)");
-    }
-    free(last);
+    tw_wait(&w, sql, NULL, expected, timeout_s, sql);
 }
 
 static char *scalar(const char *sql)
@@ -180,9 +107,7 @@ static char *scalar(const char *sql)
 
 static void expect(const char *sql, const char *want)
 {
-    char *got = scalar(sql);
-    ck_assert_msg(strcmp(got, want) == 0, "[%s]: got %s, want %s", sql, got, want);
-    free(got);
+    tw_expect(&w, sql, NULL, want);
 }
 
 static long long now_ms(void)
@@ -197,7 +122,7 @@ static long long now_ms(void)
 static void send(tl_producer_t *p, const char *name, const char *type, const char *key,
                  const char *extra, long long ts)
 {
-    char value[512], *t = topic(name);
+    char value[512], *t = tw_topic(&w, name);
     snprintf(value, sizeof value, "{\"type\":\"%s\",\"order_id\":\"%s\",\"total\":42.5%s%s}", type,
              key, extra[0] ? "," : "", extra);
     tl_produce(p, t, 0, value, -1, NULL, ts);
@@ -488,7 +413,7 @@ END_TEST
 START_TEST(commands_of_a_step_left_are_cancelled_not_sent)
 {
     world_init("act_cancel");
-    char *cmd_topics[2] = {topic("stock-commands"), topic("pick-commands")};
+    char *cmd_topics[2] = {tw_topic(&w, "stock-commands"), tw_topic(&w, "pick-commands")};
     tl_kafka_create_topics((const char *const *) cmd_topics, 2, 1);
     free(cmd_topics[0]);
     free(cmd_topics[1]);
@@ -551,9 +476,9 @@ START_TEST(commands_of_a_step_left_are_cancelled_not_sent)
     /* Resume: picking's PickOrders go (C1's after its reply, C3's after the
      * move); the cancelled ReserveStocks never do (sent in order, they
      * would have gone first). */
-    w.paused = "";
+    paused = "";
     world_definition("1", "active", "60s");
-    ck_assert_int_eq(kill(w.pid, SIGHUP), 0);
+    ck_assert_int_eq(kill(w.pids[0], SIGHUP), 0);
     wait_for("SELECT count(*) FROM steward.commands WHERE state = 'picking' AND "
              "sent_at IS NOT NULL",
              "2", 40);
