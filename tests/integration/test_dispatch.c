@@ -29,6 +29,7 @@
  *   retention_keeps_unsent `steward prune` removes old sent or cancelled commands only
  */
 #include "testlib.h"
+#include "world.h"
 
 #include <check.h>
 #include <jansson.h>
@@ -38,20 +39,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #define PROCESS "dp_order"
 
-static struct {
-    const char *db_url;
-    PGconn *conn;
-    char *events_topic;
-    char *defs_dir;
-    char *group;
-    char *log;
-    char *config;
-} w;
+static tw_world_t w;
+static char *events_topic;
+static char *defs_dir; /* dir/defs: only definitions, as steward reads every file */
+static char *config;   /* a config file a test wrote; NULL: none */
 
 static const char definition_template[] =
     "{\"process\":\"" PROCESS "\",\"version\":1,\"mode\":\"shadow\",\"owner\":\"fulfilment\","
@@ -64,33 +61,25 @@ static const char definition_template[] =
 /* A database, a definition whose event topic exists, a group. */
 static void setup_named(const char *name)
 {
-    memset(&w, 0, sizeof w);
-    w.db_url = tl_db_create(name);
-    const char *argv[] = {NULL, "migrate", "--database", w.db_url, NULL};
-    tl_output_t o = tl_steward(argv, NULL);
-    ck_assert_msg(o.status == 0, "migrate: %s", o.err);
-    tl_output_free(&o);
-    w.conn = tl_db_connect(w.db_url);
-    w.events_topic = tl_unique("dispatch.events.");
-    const char *topics[1] = {w.events_topic};
+    tw_init(&w, name);
+    tw_migrate(&w);
+    events_topic = tl_unique("dispatch.events.");
+    const char *topics[1] = {events_topic};
     tl_kafka_create_topics(topics, 1, 1);
     char definition[2048];
-    snprintf(definition, sizeof definition, definition_template, w.events_topic, w.events_topic);
-    w.defs_dir = strdup(tl_tmpdir());
-    free(tl_write_file(w.defs_dir, "dp_order.json", definition));
-    w.group = tl_unique("dispatch");
-    w.log = tl_write_file(tl_tmpdir(), "steward.log", "");
+    snprintf(definition, sizeof definition, definition_template, events_topic, events_topic);
+    ck_assert_int_ge(asprintf(&defs_dir, "%s/defs", w.dir), 0);
+    ck_assert_int_eq(mkdir(defs_dir, 0755), 0);
+    free(tl_write_file(defs_dir, "dp_order.json", definition));
 }
 
 static void teardown(void)
 {
-    PQfinish(w.conn);
-    free(w.events_topic);
-    free(w.defs_dir);
-    free(w.group);
-    free(w.log);
-    free(w.config);
-    memset(&w, 0, sizeof w);
+    tw_teardown(&w);
+    free(events_topic);
+    free(defs_dir);
+    free(config);
+    events_topic = defs_dir = config = NULL;
 }
 
 /* Starts steward with short delivery timeouts and backoffs, its HTTP
@@ -100,8 +89,8 @@ static int start_on(const char *listen)
     char listen_set[64];
     snprintf(listen_set, sizeof listen_set, "http.listen=%s", listen);
     const char *argv[] = {NULL, "run", "--brokers", tl_kafka_brokers(), "--database", w.db_url,
-                          "--definitions", w.defs_dir, "--group", w.group, "--config",
-                          w.config != NULL ? w.config : "", "--set", listen_set, "--set",
+                          "--definitions", defs_dir, "--group", w.group, "--config",
+                          config != NULL ? config : "", "--set", listen_set, "--set",
                           "dispatch.timeout=2s", "--set", "dispatch.max_backoff=1s", "--set",
                           "dispatch.batch_size=50", "--set", "retention.interval=off",
                           /* A missing topic is known for missing after this long. */
@@ -136,19 +125,12 @@ static void wait_metric(const char *base, const char *line)
 
 static long long scalar_ll(const char *sql)
 {
-    char *v = tl_db_scalar(w.conn, sql, 0, NULL);
-    long long n = v != NULL ? atoll(v) : -1;
-    free(v);
-    return n;
+    return tw_scalar_long(&w, sql, NULL);
 }
 
 static void wait_for(const char *sql, const char *expected, int timeout_s)
 {
-    char *last = NULL;
-    if (!tl_db_wait(w.conn, sql, 0, NULL, expected, timeout_s, &last)) {
-        tl_print_tail(w.log, 6000);
-        ck_abort_msg("%s: got %s, expected %s (steward's log above)", sql, last, expected);
-    }
+    tw_wait(&w, sql, NULL, expected, timeout_s, sql);
 }
 
 /*
@@ -562,8 +544,8 @@ START_TEST(paused_then_resumed)
     const char *topics[1] = {topic};
     tl_kafka_create_topics(topics, 1, 1);
     const char *dir = tl_tmpdir();
-    w.config = tl_write_file(dir, "steward.json",
-                             "{\"dispatch\": {\"paused\": [\"" PROCESS "\", \"dp_ordr\"]}}");
+    config = tl_write_file(dir, "steward.json",
+                           "{\"dispatch\": {\"paused\": [\"" PROCESS "\", \"dp_ordr\"]}}");
     add_commands(PROCESS, topic, 1, 5);
     add_commands("other_process", topic, 1, 1);
     int pid = start_on("127.0.0.1:0");
@@ -586,7 +568,7 @@ START_TEST(paused_then_resumed)
     /* Lifted, by SIGHUP: they go, in order. The definitions reload is
      * refused (a broken file appeared), and the switch works all the same. */
     free(tl_write_file(dir, "steward.json", "{\"dispatch\": {\"paused\": []}}"));
-    free(tl_write_file(w.defs_dir, "broken.json", "{\"process\": "));
+    free(tl_write_file(defs_dir, "broken.json", "{\"process\": "));
     ck_assert_int_eq(kill(pid, SIGHUP), 0);
     wait_for("SELECT count(*) FROM steward.commands WHERE sent_at IS NOT NULL", "6", 60);
     wait_metric(base, "steward_commands_sent_total 6\n");
@@ -657,7 +639,7 @@ START_TEST(producer_config_refused)
                           "--database",
                           w.db_url,
                           "--definitions",
-                          w.defs_dir,
+                          defs_dir,
                           "--group",
                           w.group,
                           "--set",
