@@ -73,8 +73,8 @@ static void drop_roles(void)
     }
 }
 
-/* The alerting definition with our topics; a migrated database whose roles exist, and two login
- * users in them. */
+/* The alerting definition with our topics, a database migrated with its
+ * roles created, and two login users in them. */
 static void world_init(void)
 {
     memset(&who, 0, sizeof who);

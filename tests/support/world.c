@@ -28,7 +28,7 @@ void tw_init(tw_world_t *w, const char *name)
     ck_assert_int_ge(asprintf(&w->config, "%s/config.json", w->dir), 0);
 }
 
-void tw_migrate(tw_world_t *w)
+void tw_migrate(const tw_world_t *w)
 {
     const char *argv[] = {NULL, "migrate", "--database", w->db_url, NULL};
     tl_output_t o = tl_steward(argv, NULL);
@@ -58,6 +58,24 @@ void tw_create_topics(const tw_world_t *w, const char *const *names, int partiti
     free(topics);
 }
 
+/* The length of the token p starts with (0: none), its value in *with. */
+static size_t token_at(const char *p, const char *prefix, const char *const *subs,
+                       const char **with)
+{
+    if (strncmp(p, "@P@", 3) == 0) {
+        *with = prefix;
+        return 3;
+    }
+    for (const char *const *s = subs; s != NULL && s[0] != NULL; s += 2) {
+        size_t n = strlen(s[0]);
+        if (strncmp(p, s[0], n) == 0) {
+            *with = s[1];
+            return n;
+        }
+    }
+    return 0;
+}
+
 char *tw_fill(const char *text, const char *prefix, const char *const *subs)
 {
     char *out = NULL;
@@ -65,19 +83,11 @@ char *tw_fill(const char *text, const char *prefix, const char *const *subs)
     FILE *f = open_memstream(&out, &len);
     ck_assert_ptr_nonnull(f);
     for (const char *p = text; *p;) {
-        const char *token = "@P@", *with = prefix;
-        for (const char *const *s = subs; strncmp(p, token, strlen(token)) != 0;) {
-            if (s == NULL || *s == NULL) {
-                token = NULL;
-                break;
-            }
-            token = s[0];
-            with = s[1];
-            s += 2;
-        }
-        if (token != NULL) {
+        const char *with;
+        size_t n = token_at(p, prefix, subs, &with);
+        if (n > 0) {
             fputs(with, f);
-            p += strlen(token);
+            p += n;
         } else {
             fputc(*p++, f);
         }
@@ -99,10 +109,10 @@ char *tw_write_template(const tw_world_t *w, const char *template, const char *f
     return written;
 }
 
-json_t *tw_config(const tw_world_t *w, const char *definition_file)
+json_t *tw_config(const tw_world_t *w, const char *definitions)
 {
     char defs[1024];
-    snprintf(defs, sizeof defs, "%s/%s", w->dir, definition_file);
+    snprintf(defs, sizeof defs, "%s/%s", w->dir, definitions);
     json_t *cfg = json_pack("{s:s, s:s, s:s, s:s, s:s}", "brokers", tl_kafka_brokers(), "database",
                             w->db_url, "definitions", defs, "group", w->group, "log_level", "info");
     ck_assert_ptr_nonnull(cfg);

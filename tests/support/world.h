@@ -28,7 +28,7 @@ typedef struct tw_world {
     PGconn *conn;          /* to db_url */
     char *dir;             /* scratch directory: definitions, config.json */
     char *log;             /* dir/steward.log; every steward spawned appends to it */
-    char *config;          /* dir/config.json, once tw_config_write wrote it */
+    char *config;          /* dir/config.json: tw_config_write writes it, tw_spawn reads it */
     int pids[TW_STEWARDS]; /* stewards running; 0: none in that slot */
     char base[64];         /* "http://127.0.0.1:PORT" once tw_start waited for it */
 } tw_world_t;
@@ -44,7 +44,7 @@ typedef struct tw_world {
 void tw_init(tw_world_t *w, const char *name);
 
 /* `steward migrate` on the world's database. */
-void tw_migrate(tw_world_t *w);
+void tw_migrate(const tw_world_t *w);
 
 /* The topic `name` under the world's prefix (malloc'd; free it). */
 char *tw_topic(const tw_world_t *w, const char *name);
@@ -70,10 +70,11 @@ char *tw_write_template(const tw_world_t *w, const char *template, const char *f
 
 /*
  * A config object with what every world's config holds: brokers (the test
- * broker), database, definitions (dir/`definition_file`), group and
- * log_level info. Returns a new reference; the suite adds its sections.
+ * broker), database, definitions (dir/`definitions`, a file or a
+ * directory), group and log_level info. Returns a new reference; the suite
+ * adds its sections (json_object_update() replaces any of these).
  */
-json_t *tw_config(const tw_world_t *w, const char *definition_file);
+json_t *tw_config(const tw_world_t *w, const char *definitions);
 
 /* Writes cfg (taken) as dir/config.json. */
 void tw_config_write(const tw_world_t *w, json_t *cfg);
