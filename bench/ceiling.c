@@ -24,11 +24,17 @@
  * starts, so the timed part is the database's work plus the wire, nothing
  * else: an upper bound for steward's write path.
  *
+ * CONNECTIONS (default 1) replays on that many connections at once, as
+ * steward commits with intake.transactions: a batch goes to the connection
+ * of its first event's partition modulo CONNECTIONS, so a partition's
+ * batches keep their order on one connection, as they do in one of
+ * steward's lanes, and the connections' batches run side by side.
+ *
  * What it leaves out, each of which only makes the ceiling higher: the
  * fence (SELECT ... FOR UPDATE on offsets), the advisory locks, reading
  * instances, judged ids and parked events, the parked and offsets writes.
  *
- * usage: steward-ceiling CONNINFO [SCHEMA]
+ * usage: steward-ceiling CONNINFO [SCHEMA [CONNECTIONS]]
  * Prints key=value lines on stdout (for the script); exits 0 on success.
  */
 #include "common/pgarr.h"
@@ -36,6 +42,7 @@
 #include "manager/store.h"
 
 #include <libpq-fe.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -140,7 +147,50 @@ typedef struct batch {
     char *hist[N_HIST_COLS + 1]; /* + replica */
     char *inst[N_INST_COLS];
     size_t n_history, n_events, n_instances;
+    size_t connection; /* which of the replaying connections writes it */
 } batch_t;
+
+#define MAX_CONNECTIONS 16
+
+/* One replaying connection: its batches, in order, on a thread of its own. */
+typedef struct replayer {
+    PGconn *conn;
+    size_t index;
+    const batch_t *batches;
+    size_t n_batches;
+    const char *hsql, *isql;
+    char error[512]; /* "" when every batch committed */
+} replayer_t;
+
+/* One statement on the replayer's connection; false with the error kept. */
+static bool replay_step(replayer_t *r, const char *what, const char *sql, int nparams,
+                        const char *const *params)
+{
+    PGresult *res = PQexecParams(r->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+    ExecStatusType st = PQresultStatus(res);
+    bool ok = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
+    if (!ok)
+        snprintf(r->error, sizeof r->error, "%s: %s", what, PQresultErrorMessage(res));
+    PQclear(res);
+    return ok;
+}
+
+static void *replay(void *arg)
+{
+    replayer_t *r = arg;
+    for (size_t i = 0; i < r->n_batches && r->error[0] == '\0'; i++) {
+        const batch_t *b = &r->batches[i];
+        if (b->connection != r->index)
+            continue;
+        if (replay_step(r, "BEGIN", "BEGIN", 0, NULL) && /* as db_exec does */
+            replay_step(r, "writing history", r->hsql, N_HIST_COLS + 1,
+                        (const char *const *) b->hist) &&
+            (b->n_instances == 0 || replay_step(r, "writing instances", r->isql, N_INST_COLS,
+                                                (const char *const *) b->inst)))
+            replay_step(r, "COMMIT", "COMMIT", 0, NULL);
+    }
+    return NULL;
+}
 
 /* A copy of sql with every "INTO steward.TABLE " written into schema
  * instead. */
@@ -179,15 +229,23 @@ static const char *value(const PGresult *res, int row, int col)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || argc > 3 || strcmp(argv[1], "--help") == 0) {
-        fputs("usage: steward-ceiling CONNINFO [SCHEMA]\n"
+    if (argc < 2 || argc > 4 || strcmp(argv[1], "--help") == 0) {
+        fputs("usage: steward-ceiling CONNINFO [SCHEMA [CONNECTIONS]]\n"
               "Replays the history and instance rows of a finished `steward run` (read\n"
               "from steward.*) into scratch tables shaped like the real ones, in the\n"
-              "same transactions, with steward's statements; prints the time.\n",
+              "same transactions, with steward's statements, on CONNECTIONS connections\n"
+              "at once (default 1); prints the time.\n",
               argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    const char *schema = argc == 3 ? argv[2] : "bench_ceiling";
+    const char *schema = argc >= 3 ? argv[2] : "bench_ceiling";
+    char *conns_end = NULL;
+    long n_conns = argc == 4 ? strtol(argv[3], &conns_end, 10) : 1;
+    if (argc == 4 && (*conns_end != '\0' || n_conns < 1 || n_conns > MAX_CONNECTIONS)) {
+        fprintf(stderr, "steward-ceiling: CONNECTIONS is a whole number from 1 to %d, not '%s'\n",
+                MAX_CONNECTIONS, argv[3]);
+        return 2;
+    }
     const char *keys[] = {"dbname", "application_name", NULL};
     const char *vals[] = {argv[1], "steward-ceiling", NULL};
     conn = PQconnectdbParams(keys, vals, 1);
@@ -279,6 +337,8 @@ int main(int argc, char **argv)
             pgarr_free(&cols[c]);
         }
         b->hist[N_HIST_COLS] = xstrdup(PQgetvalue(res, row, 1));
+        long partition = atol(PQgetvalue(res, row, 8));
+        b->connection = (size_t) (((partition % n_conns) + n_conns) % n_conns);
 
         /* in (process, key) order, as steward's sorted slots */
         pgarr_t icols[N_INST_COLS] = {{0}};
@@ -313,16 +373,38 @@ int main(int argc, char **argv)
         die("out of memory", NULL);
 
     /* ---- the timed part ----------------------------------------------- */
-    double t0 = now_s();
-    for (size_t i = 0; i < n_batches; i++) {
-        batch_t *b = &batches[i];
-        PQclear(run("BEGIN", "BEGIN", 0, NULL)); /* as db_exec does */
-        PQclear(run("writing history", hsql, N_HIST_COLS + 1, (const char *const *) b->hist));
-        if (b->n_instances > 0)
-            PQclear(run("writing instances", isql, N_INST_COLS, (const char *const *) b->inst));
-        PQclear(run("COMMIT", "COMMIT", 0, NULL));
+    replayer_t replayers[MAX_CONNECTIONS] = {{0}};
+    pthread_t threads[MAX_CONNECTIONS];
+    for (long c = 0; c < n_conns; c++) {
+        replayer_t *r = &replayers[c];
+        *r = (replayer_t){.conn = PQconnectdbParams(keys, vals, 1),
+                          .index = (size_t) c,
+                          .batches = batches,
+                          .n_batches = n_batches,
+                          .hsql = hsql,
+                          .isql = isql};
+        if (PQstatus(r->conn) != CONNECTION_OK) {
+            fprintf(stderr, "steward-ceiling: connecting: %s", PQerrorMessage(r->conn));
+            return 1;
+        }
     }
+    double t0 = now_s();
+    for (long c = 0; c < n_conns; c++) {
+        if (pthread_create(&threads[c], NULL, replay, &replayers[c]) != 0) {
+            fprintf(stderr, "steward-ceiling: cannot start a replaying thread\n");
+            return 1;
+        }
+    }
+    for (long c = 0; c < n_conns; c++)
+        pthread_join(threads[c], NULL);
     double seconds = now_s() - t0;
+    for (long c = 0; c < n_conns; c++) {
+        PQfinish(replayers[c].conn);
+        if (replayers[c].error[0] != '\0') {
+            fprintf(stderr, "steward-ceiling: connection %ld: %s", c, replayers[c].error);
+            return 1;
+        }
+    }
 
     /* ---- check: the same rows arrived ---------------------------------- */
     char *check = NULL;
@@ -337,8 +419,8 @@ int main(int argc, char **argv)
     free(check);
 
     printf("batches=%zu\nhistory_rows=%zu\nevents=%zu\ninstance_upserts=%zu\ninstances=%lld\n"
-           "seconds=%.3f\nevents_per_s=%.0f\nrows_per_s=%.0f\n",
-           n_batches, total_history, total_events, total_upserts, got_inst, seconds,
+           "connections=%ld\nseconds=%.3f\nevents_per_s=%.0f\nrows_per_s=%.0f\n",
+           n_batches, total_history, total_events, total_upserts, got_inst, n_conns, seconds,
            seconds > 0 ? (double) total_events / seconds : 0.0,
            seconds > 0 ? (double) total_history / seconds : 0.0);
     int rc = 0;

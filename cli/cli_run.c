@@ -415,6 +415,7 @@ static err_class_t open_workers(const config_t *cfg, const char *replica, run_ct
         .replica = replica,
         .batch_max = (size_t) cfg->batch_size,
         .batch_ms = (int) cfg->batch_ms,
+        .transactions = (size_t) cfg->transactions,
         .limits = {(size_t) cfg->max_message_bytes, DECODE_DEFAULT_MAX_DEPTH},
         .record_unknown = cfg->record_unknown,
         .dead_letter_topic = cfg->dead_letter_topic,

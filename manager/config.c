@@ -5,6 +5,7 @@
 
 #include "definitions/def.h"
 #include "definitions/duration.h"
+#include "manager/intake.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -47,6 +48,8 @@ static const config_key_t config_keys[] = {
     {"log_level", CONFIG_LOG_LEVEL, OFF(log_level), 0, 0, "STEWARD_LOG_LEVEL", false},
     {"intake.batch_size", CONFIG_INT, OFF(batch_size), 1, 100000, "STEWARD_BATCH_SIZE", false},
     {"intake.batch_ms", CONFIG_DURATION, OFF(batch_ms), 1, 60000, "STEWARD_BATCH_MS", false},
+    {"intake.transactions", CONFIG_INT, OFF(transactions), 1, INTAKE_MAX_TRANSACTIONS,
+     "STEWARD_INTAKE_TRANSACTIONS", false},
     {"intake.max_message_bytes", CONFIG_INT, OFF(max_message_bytes), 64, 100 * 1024 * 1024, NULL,
      false},
     {"intake.record_unknown", CONFIG_BOOL, OFF(record_unknown), 0, 0, NULL, false},
@@ -116,6 +119,7 @@ config_t *config_new(void)
     cfg->log_level = LOG_LEVEL_INFO;
     cfg->batch_size = 2000;
     cfg->batch_ms = 200;
+    cfg->transactions = INTAKE_DEFAULT_TRANSACTIONS;
     cfg->max_message_bytes = 1024 * 1024;
     cfg->scheduler_interval_ms = 1000;
     cfg->grace_ms = 1000;

@@ -28,12 +28,34 @@ typedef struct owned {
     int64_t next;     /* the offset after the last message read; < 0 before the first */
     int64_t max_ts;   /* the newest Kafka timestamp read */
     bool past_window; /* a replay read a message after until_ms: done with it */
+    size_t lane;      /* the lane whose transactions carry it */
 } owned_t;
+
+/*
+ * A lane commits one batch at a time on its own connection: the messages
+ * it gathers, the batch committing on a thread of its own, its batch
+ * context and store. The assigned partitions are dealt to the lanes in
+ * turn, so each partition's messages, offsets and fence belong to one
+ * lane: two lanes' transactions never write the same offsets row, and one
+ * that fails or retries leaves the other's partitions in order. An
+ * instance whose events come from partitions of two lanes is kept in order
+ * by its advisory lock, which both transactions take.
+ */
+typedef struct lane {
+    store_t *store;
+    batch_ctx_t *batch;           /* the stages of a batch, over store */
+    rd_kafka_message_t **pending; /* the batch being gathered */
+    size_t n_pending;
+    int64_t pending_since_ms;
+    struct job *job; /* the batch being committed on its own thread; NULL when none */
+} lane_t;
 
 struct intake {
     rd_kafka_t *rk;
-    store_t *store;
-    batch_ctx_t *batch;    /* the stages of a batch, over store */
+    /* Lane 0's store also claims and releases partitions and records the
+     * definitions: always between batches, when no lane's job runs. */
+    lane_t lanes[INTAKE_MAX_TRANSACTIONS];
+    size_t n_lanes;
     const def_set_t *defs; /* borrowed */
     route_table_t *routes; /* borrowed */
     size_t batch_max;
@@ -42,12 +64,6 @@ struct intake {
 
     owned_t *owned;
     size_t n_owned;
-
-    rd_kafka_message_t **pending; /* the batch being gathered */
-    size_t n_pending;
-    int64_t pending_since_ms;
-
-    struct job *job; /* the batch being committed on its own thread; NULL when none */
 
     void (*on_tick)(intake_t *, void *);
     void *tick_arg;
@@ -112,8 +128,18 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
                 rd_kafka_err2name((rd_kafka_resp_err_t) err));
 }
 
-static err_class_t flush(intake_t *in, char *errstr, size_t errstr_size);
-static err_class_t flush_finish(intake_t *in, char *errstr, size_t errstr_size);
+static err_class_t flush_all(intake_t *in, char *errstr, size_t errstr_size);
+static err_class_t finish_all(intake_t *in, char *errstr, size_t errstr_size);
+
+/* Whether any lane gathered messages not yet handed to a transaction. */
+static bool any_pending(const intake_t *in)
+{
+    for (size_t l = 0; l < in->n_lanes; l++) {
+        if (in->lanes[l].n_pending > 0)
+            return true;
+    }
+    return false;
+}
 
 /* One line per partition; next_offset only where it is known (claims). */
 static void log_partitions(const char *msg, const store_partition_t *parts, size_t n,
@@ -162,8 +188,9 @@ static void on_assign(intake_t *in, rd_kafka_topic_partition_list_t *list)
     char errstr[512];
     int backoff = 200;
 
-    /* The store's connection is the committing batch's until it is done. */
-    if (flush_finish(in, errstr, sizeof errstr) != ERR_OK)
+    /* Lane 0's connection is its committing batch's until it is done, and
+     * the lanes are dealt partitions anew. */
+    if (finish_all(in, errstr, sizeof errstr) != ERR_OK)
         LOG_WARN("batch dropped at assignment; it is read again", "error", errstr);
 
     for (int i = 0; i < list->cnt; i++) {
@@ -172,8 +199,8 @@ static void on_assign(intake_t *in, rd_kafka_topic_partition_list_t *list)
     }
     /* No claim, no reading: keep trying while the database is away. */
     err_class_t cls;
-    while ((cls = store_claim(in->store, parts, (size_t) list->cnt, errstr, sizeof errstr)) !=
-           ERR_OK) {
+    while ((cls = store_claim(in->lanes[0].store, parts, (size_t) list->cnt, errstr,
+                              sizeof errstr)) != ERR_OK) {
         LOG_LIMITED(LOG_LEVEL_WARN, "claim", 5000, "cannot claim assigned partitions yet", "error",
                     errstr);
         if (cls == ERR_FATAL || *in->stop) {
@@ -184,7 +211,7 @@ static void on_assign(intake_t *in, rd_kafka_topic_partition_list_t *list)
             return;
         }
         if (cls == ERR_TRANSIENT)
-            store_reconnect(in->store, errstr, sizeof errstr);
+            store_reconnect(in->lanes[0].store, errstr, sizeof errstr);
         nap(in, backoff);
         backoff = backoff < 5000 ? backoff * 2 : 5000;
     }
@@ -202,6 +229,7 @@ static void on_assign(intake_t *in, rd_kafka_topic_partition_list_t *list)
         o->epoch = parts[i].epoch;
         o->next = parts[i].next_offset;
         o->max_ts = -1;
+        o->lane = (size_t) i % in->n_lanes;
     }
     free(parts);
     if (in->from_ms > 0)
@@ -221,9 +249,9 @@ static void on_revoke(intake_t *in, rd_kafka_topic_partition_list_t *list)
      * fails, the next owner reads it again from the stored offsets. The
      * batch already committing finishes either way: it holds the
      * partitions' names, and its fence decides whether it lands. */
-    err_class_t cls = flush_finish(in, errstr, sizeof errstr);
-    if (cls == ERR_OK && !lost && in->n_pending > 0)
-        cls = flush(in, errstr, sizeof errstr);
+    err_class_t cls = finish_all(in, errstr, sizeof errstr);
+    if (cls == ERR_OK && !lost && any_pending(in))
+        cls = flush_all(in, errstr, sizeof errstr);
     if (cls != ERR_OK)
         LOG_WARN("batch dropped at revoke; the next owner rereads it", "error", errstr);
 
@@ -238,15 +266,18 @@ static void on_revoke(intake_t *in, rd_kafka_topic_partition_list_t *list)
         parts[n].epoch = o->epoch;
         n++;
     }
-    if (n > 0 && store_release(in->store, parts, n, lost ? STORE_LOST : STORE_RELEASED, errstr,
-                               sizeof errstr) != ERR_OK)
+    if (n > 0 && store_release(in->lanes[0].store, parts, n, lost ? STORE_LOST : STORE_RELEASED,
+                               errstr, sizeof errstr) != ERR_OK)
         LOG_WARN("could not log the partition release", "error", errstr);
     log_partitions(lost ? "partition lost" : "partition released", parts, n, false);
     free(parts);
 
-    for (size_t i = 0; i < in->n_pending; i++)
-        rd_kafka_message_destroy(in->pending[i]);
-    in->n_pending = 0;
+    for (size_t l = 0; l < in->n_lanes; l++) {
+        lane_t *lane = &in->lanes[l];
+        for (size_t i = 0; i < lane->n_pending; i++)
+            rd_kafka_message_destroy(lane->pending[i]);
+        lane->n_pending = 0;
+    }
     clear_owned(in);
     rd_kafka_assign(in->rk, NULL);
     metrics_set_assigned(0);
@@ -266,10 +297,10 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 /* ---- batches -------------------------------------------------------------- */
 
 /* Fills decode inputs for the pending messages; headers live in `headers`. */
-static void describe_pending(intake_t *in, decode_input_t *inputs, decode_header_t **headers)
+static void describe_pending(const lane_t *lane, decode_input_t *inputs, decode_header_t **headers)
 {
-    for (size_t i = 0; i < in->n_pending; i++) {
-        const rd_kafka_message_t *m = in->pending[i];
+    for (size_t i = 0; i < lane->n_pending; i++) {
+        const rd_kafka_message_t *m = lane->pending[i];
         rd_kafka_headers_t *hdrs = NULL;
         decode_input_t *d = &inputs[i];
         rd_kafka_timestamp_type_t tstype;
@@ -320,18 +351,20 @@ static bool caught_up(intake_t *in, const owned_t *o)
     return (o->next >= 0 ? o->next : lo) >= hi;
 }
 
-/* The progress of every partition the batch touches, plus every caught-up
- * one (so their watermark moves to now). */
-static size_t batch_progress(intake_t *in, store_partition_t *parts)
+/* The progress of every partition of the lane the batch touches, plus
+ * every caught-up one (so their watermark moves to now). */
+static size_t batch_progress(intake_t *in, const lane_t *lane, store_partition_t *parts)
 {
     size_t n = 0;
     int64_t now = clock_wall_ms();
 
     for (size_t i = 0; i < in->n_owned; i++) {
         owned_t *o = &in->owned[i];
+        if (&in->lanes[o->lane] != lane)
+            continue;
         int64_t next = -1;
-        for (size_t m = 0; m < in->n_pending; m++) {
-            const rd_kafka_message_t *msg = in->pending[m];
+        for (size_t m = 0; m < lane->n_pending; m++) {
+            const rd_kafka_message_t *msg = lane->pending[m];
             if (msg->partition == o->partition &&
                 strcmp(rd_kafka_topic_name(msg->rkt), o->topic) == 0)
                 next = msg->offset + 1;
@@ -367,7 +400,7 @@ static void commit_to_kafka(intake_t *in, const store_partition_t *parts, size_t
  * batch_apply(), retrying conflicts at once and lost connections
  * with backoff until it commits, fails otherwise or intake is told to stop.
  */
-static err_class_t apply_retrying(intake_t *in, const decode_input_t *msgs, size_t n,
+static err_class_t apply_retrying(intake_t *in, lane_t *lane, const decode_input_t *msgs, size_t n,
                                   store_partition_t *parts, size_t n_parts, batch_t *prepared,
                                   batch_stats_t *stats, char *errstr, size_t errstr_size)
 {
@@ -376,9 +409,9 @@ static err_class_t apply_retrying(intake_t *in, const decode_input_t *msgs, size
 
     for (;;) {
         if (prepared != NULL)
-            cls = batch_commit(in->batch, prepared, stats, errstr, errstr_size);
+            cls = batch_commit(lane->batch, prepared, stats, errstr, errstr_size);
         else
-            cls = batch_apply(in->batch, msgs, n, parts, n_parts, stats, errstr, errstr_size);
+            cls = batch_apply(lane->batch, msgs, n, parts, n_parts, stats, errstr, errstr_size);
         if (cls == ERR_OK || cls == ERR_FATAL || cls == ERR_INVALID || *in->stop)
             return cls;
         metrics_add(&metrics.batches_retried, 1);
@@ -388,27 +421,28 @@ static err_class_t apply_retrying(intake_t *in, const decode_input_t *msgs, size
             nap(in, backoff);
             backoff = backoff < 10000 ? backoff * 2 : 10000;
             if (!*in->stop) /* a stop gives up at the next try, without a connect */
-                store_reconnect(in->store, errstr, errstr_size);
+                store_reconnect(lane->store, errstr, errstr_size);
         }
     }
 }
 
 /* batch_refuse_message(), retried like apply_retrying(). */
-static err_class_t refuse_retrying(intake_t *in, const decode_input_t *msg, store_partition_t *part,
-                                   const char *detail, char *errstr, size_t errstr_size)
+static err_class_t refuse_retrying(intake_t *in, lane_t *lane, const decode_input_t *msg,
+                                   store_partition_t *part, const char *detail, char *errstr,
+                                   size_t errstr_size)
 {
     int backoff = 100;
     err_class_t cls;
 
     for (;;) {
-        cls = batch_refuse_message(in->batch, msg, part, detail, errstr, errstr_size);
+        cls = batch_refuse_message(lane->batch, msg, part, detail, errstr, errstr_size);
         if (cls == ERR_OK || cls == ERR_FATAL || cls == ERR_INVALID || *in->stop)
             return cls;
         if (cls == ERR_TRANSIENT) {
             nap(in, backoff);
             backoff = backoff < 10000 ? backoff * 2 : 10000;
             if (!*in->stop) /* a stop gives up at the next try, without a connect */
-                store_reconnect(in->store, errstr, errstr_size);
+                store_reconnect(lane->store, errstr, errstr_size);
         }
     }
 }
@@ -422,9 +456,9 @@ static err_class_t refuse_retrying(intake_t *in, const decode_input_t *msg, stor
  * with the database's words. Parts commit in order, each with its own
  * offsets, so every message is committed exactly once.
  */
-static err_class_t apply_range(intake_t *in, const decode_input_t *msgs, size_t lo, size_t hi,
-                               store_partition_t *parts, size_t n_parts, batch_stats_t *stats,
-                               char *errstr, size_t errstr_size)
+static err_class_t apply_range(intake_t *in, lane_t *lane, const decode_input_t *msgs, size_t lo,
+                               size_t hi, store_partition_t *parts, size_t n_parts,
+                               batch_stats_t *stats, char *errstr, size_t errstr_size)
 {
     store_partition_t *sub = calloc(n_parts + 1, sizeof *sub);
     size_t n_sub = 0;
@@ -455,23 +489,23 @@ static err_class_t apply_range(intake_t *in, const decode_input_t *msgs, size_t 
         return ERR_OK;
     }
 
-    cls =
-        apply_retrying(in, msgs + lo, hi - lo, sub, n_sub, NULL, &part_stats, errstr, errstr_size);
+    cls = apply_retrying(in, lane, msgs + lo, hi - lo, sub, n_sub, NULL, &part_stats, errstr,
+                         errstr_size);
     if (cls == ERR_INVALID && hi - lo == 1) {
         char detail[512], offset[24];
         snprintf(detail, sizeof detail, "%s", errstr);
         snprintf(offset, sizeof offset, "%" PRId64, msgs[lo].offset);
         LOG_WARN("the database refused a message; recorded in steward.rejected", "topic",
                  msgs[lo].topic, "offset", offset, "error", detail);
-        cls = refuse_retrying(in, &msgs[lo], &sub[0], detail, errstr, errstr_size);
+        cls = refuse_retrying(in, lane, &msgs[lo], &sub[0], detail, errstr, errstr_size);
         if (cls == ERR_OK && !sub[0].fenced)
             part_stats.messages = 1;
     } else if (cls == ERR_INVALID) {
         size_t mid = lo + (hi - lo) / 2;
         free(sub);
-        cls = apply_range(in, msgs, lo, mid, parts, n_parts, stats, errstr, errstr_size);
+        cls = apply_range(in, lane, msgs, lo, mid, parts, n_parts, stats, errstr, errstr_size);
         if (cls == ERR_OK)
-            cls = apply_range(in, msgs, mid, hi, parts, n_parts, stats, errstr, errstr_size);
+            cls = apply_range(in, lane, msgs, mid, hi, parts, n_parts, stats, errstr, errstr_size);
         return cls;
     }
     if (cls == ERR_OK) {
@@ -493,7 +527,7 @@ static err_class_t apply_range(intake_t *in, const decode_input_t *msgs, size_t 
  * the store): applies it in parts to find that message, then moves the
  * watermarks with an empty batch. Intake never stops for one message.
  */
-static err_class_t isolate(intake_t *in, const decode_input_t *msgs, size_t n,
+static err_class_t isolate(intake_t *in, lane_t *lane, const decode_input_t *msgs, size_t n,
                            store_partition_t *parts, size_t n_parts, batch_stats_t *stats,
                            char *errstr, size_t errstr_size)
 {
@@ -503,7 +537,7 @@ static err_class_t isolate(intake_t *in, const decode_input_t *msgs, size_t n,
              "find the message",
              "messages", count, "error", errstr);
     memset(stats, 0, sizeof *stats);
-    err_class_t cls = apply_range(in, msgs, 0, n, parts, n_parts, stats, errstr, errstr_size);
+    err_class_t cls = apply_range(in, lane, msgs, 0, n, parts, n_parts, stats, errstr, errstr_size);
     if (cls == ERR_INVALID) /* a single message's refusal refused too: not its doing */
         cls = ERR_FATAL;
     if (cls != ERR_OK)
@@ -519,7 +553,7 @@ static err_class_t isolate(intake_t *in, const decode_input_t *msgs, size_t n,
         marks[i].next_offset = -1;
         marks[i].fenced = false;
     }
-    cls = apply_retrying(in, msgs, 0, marks, n_parts, NULL, &ignored, errstr, errstr_size);
+    cls = apply_retrying(in, lane, msgs, 0, marks, n_parts, NULL, &ignored, errstr, errstr_size);
     free(marks);
     if (cls == ERR_INVALID) {
         LOG_LIMITED(LOG_LEVEL_WARN, "watermark-refused", 10000,
@@ -537,6 +571,7 @@ static err_class_t isolate(intake_t *in, const decode_input_t *msgs, size_t n,
  */
 typedef struct job {
     intake_t *in;
+    lane_t *lane;
     rd_kafka_message_t **msgs; /* owned */
     size_t n;
     decode_input_t *inputs;
@@ -576,29 +611,29 @@ static void *job_run(void *arg)
     intake_t *in = job->in;
 
     job->started = clock_monotonic_ms();
-    job->cls = apply_retrying(in, job->inputs, job->n, job->parts, job->n_parts, job->prepared,
-                              &job->stats, job->errstr, sizeof job->errstr);
+    job->cls = apply_retrying(in, job->lane, job->inputs, job->n, job->parts, job->n_parts,
+                              job->prepared, &job->stats, job->errstr, sizeof job->errstr);
     if (job->cls == ERR_INVALID) /* some message's content: find it, commit the rest */
-        job->cls = isolate(in, job->inputs, job->n, job->parts, job->n_parts, &job->stats,
-                           job->errstr, sizeof job->errstr);
+        job->cls = isolate(in, job->lane, job->inputs, job->n, job->parts, job->n_parts,
+                           &job->stats, job->errstr, sizeof job->errstr);
     job->ended = clock_monotonic_ms();
     return NULL;
 }
 
 /*
- * Waits for the batch being committed, if any, and finishes it on the
- * consumer's thread: fenced partitions paused and logged, Kafka's offsets
- * moved, its messages released. Returns its outcome.
+ * Waits for the lane's batch being committed, if any, and finishes it on
+ * the consumer's thread: fenced partitions paused and logged, Kafka's
+ * offsets moved, its messages released. Returns its outcome.
  */
-static err_class_t flush_finish(intake_t *in, char *errstr, size_t errstr_size)
+static err_class_t flush_finish(intake_t *in, lane_t *lane, char *errstr, size_t errstr_size)
 {
-    job_t *job = in->job;
+    job_t *job = lane->job;
     err_class_t cls;
 
     if (job == NULL)
         return ERR_OK;
     pthread_join(job->thread, NULL);
-    in->job = NULL;
+    lane->job = NULL;
     cls = job->cls;
     if (cls != ERR_OK)
         snprintf(errstr, errstr_size, "%s", job->errstr);
@@ -627,7 +662,7 @@ static err_class_t flush_finish(intake_t *in, char *errstr, size_t errstr_size)
         LOG_WARN("partition fenced: another replica claimed it; its messages are left to it",
                  "topic", part->topic, "partition", partition);
         metrics_add(&metrics.partitions_fenced, 1);
-        if (store_release(in->store, part, 1, STORE_FENCED, errstr, errstr_size) != ERR_OK)
+        if (store_release(lane->store, part, 1, STORE_FENCED, errstr, errstr_size) != ERR_OK)
             LOG_WARN("could not log the fenced partition", "error", errstr);
         if (o != NULL) {
             o->fenced = true;
@@ -652,23 +687,24 @@ done:
 }
 
 /*
- * Hands the pending batch (possibly empty: a heartbeat that moves the
- * watermarks of caught-up partitions) to a thread of its own, after
- * decoding it here, while the batch before it may still be committing;
- * then waits for that one. The batch is committed with retries (conflicts
- * at once, lost connections with backoff) until it commits or intake is
- * told to stop; flush_finish() collects the outcome. Returns the previous
- * batch's outcome.
+ * Hands the lane's pending batch (possibly empty: a heartbeat that moves
+ * the watermarks of its caught-up partitions) to a thread of its own,
+ * after decoding it here, while the lane's batch before it may still be
+ * committing; then waits for that one. The batch is committed with retries
+ * (conflicts at once, lost connections with backoff) until it commits or
+ * intake is told to stop; flush_finish() collects the outcome. Returns the
+ * previous batch's outcome.
  */
-static err_class_t flush_start(intake_t *in, char *errstr, size_t errstr_size)
+static err_class_t flush_start(intake_t *in, lane_t *lane, char *errstr, size_t errstr_size)
 {
-    size_t n = in->n_pending;
+    size_t n = lane->n_pending;
     job_t *job = calloc(1, sizeof *job);
     err_class_t cls = ERR_OK;
 
     if (job == NULL)
         return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
     job->in = in;
+    job->lane = lane;
     job->msgs = calloc(n + 1, sizeof *job->msgs);
     job->inputs = calloc(n + 1, sizeof *job->inputs);
     job->headers = calloc(n + 1, sizeof *job->headers);
@@ -677,25 +713,25 @@ static err_class_t flush_start(intake_t *in, char *errstr, size_t errstr_size)
         job_free(job);
         return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
     }
-    describe_pending(in, job->inputs, job->headers);
-    job->n_parts = batch_progress(in, job->parts);
-    memcpy(job->msgs, in->pending, n * sizeof *job->msgs);
+    describe_pending(lane, job->inputs, job->headers);
+    job->n_parts = batch_progress(in, lane, job->parts);
+    memcpy(job->msgs, lane->pending, n * sizeof *job->msgs);
     job->n = n;
-    in->n_pending = 0;
+    lane->n_pending = 0;
     if (n == 0 && job->n_parts == 0) {
         job_free(job);
-        return flush_finish(in, errstr, errstr_size);
+        return flush_finish(in, lane, errstr, errstr_size);
     }
     /* The decode stage, here, while the previous batch may still commit. */
-    job->prepared = batch_prepare(in->batch, job->inputs, n, job->parts, job->n_parts, job->errstr,
-                                  sizeof job->errstr);
+    job->prepared = batch_prepare(lane->batch, job->inputs, n, job->parts, job->n_parts,
+                                  job->errstr, sizeof job->errstr);
     if (job->prepared == NULL) {
         cls = err_set(ERR_FATAL, errstr, errstr_size, "%s", job->errstr);
         job_free(job);
-        err_class_t prev = flush_finish(in, errstr, errstr_size);
+        err_class_t prev = flush_finish(in, lane, errstr, errstr_size);
         return prev != ERR_OK ? prev : cls;
     }
-    if ((cls = flush_finish(in, errstr, errstr_size)) != ERR_OK) {
+    if ((cls = flush_finish(in, lane, errstr, errstr_size)) != ERR_OK) {
         job_free(job);
         return cls;
     }
@@ -703,17 +739,39 @@ static err_class_t flush_start(intake_t *in, char *errstr, size_t errstr_size)
         job_free(job);
         return err_set(ERR_FATAL, errstr, errstr_size, "cannot start the batch's thread");
     }
-    in->job = job;
+    lane->job = job;
     return ERR_OK;
 }
 
-/* Commits the pending batch and waits for it: where the loop must know
- * every batch read so far is committed (a revoke, a reload, the end). */
-static err_class_t flush(intake_t *in, char *errstr, size_t errstr_size)
+/* Waits for every lane's batch; the first failure's outcome. */
+static err_class_t finish_all(intake_t *in, char *errstr, size_t errstr_size)
 {
-    /* flush_start() has joined every batch before it on any failure. */
-    err_class_t cls = flush_start(in, errstr, errstr_size);
-    return cls != ERR_OK ? cls : flush_finish(in, errstr, errstr_size);
+    err_class_t first = ERR_OK;
+    char why[512];
+    for (size_t l = 0; l < in->n_lanes; l++) {
+        err_class_t cls = flush_finish(in, &in->lanes[l], why, sizeof why);
+        if (cls != ERR_OK && first == ERR_OK)
+            first = err_set(cls, errstr, errstr_size, "%s", why);
+    }
+    return first;
+}
+
+/* Commits every lane's pending batch, the lanes' transactions side by
+ * side, and waits for them: where the loop must know every batch read so
+ * far is committed (a revoke, a reload, the end) and for the heartbeat. */
+static err_class_t flush_all(intake_t *in, char *errstr, size_t errstr_size)
+{
+    err_class_t cls = ERR_OK;
+    /* flush_start() has joined every batch of its lane before it on any
+     * failure; the others are joined below either way. */
+    for (size_t l = 0; l < in->n_lanes && cls == ERR_OK; l++)
+        cls = flush_start(in, &in->lanes[l], errstr, errstr_size);
+    if (cls != ERR_OK) {
+        char ignored[512];
+        finish_all(in, ignored, sizeof ignored);
+        return cls;
+    }
+    return finish_all(in, errstr, errstr_size);
 }
 
 /* ---- the dead-letter topic -------------------------------------------------- */
@@ -812,7 +870,8 @@ static bool dlq_new(intake_t *in, const intake_config_t *cfg, char *errstr, size
         return false;
     }
     in->dlq_topic = strdup(cfg->dead_letter_topic);
-    batch_set_reject_hook(in->batch, to_dead_letter, in);
+    for (size_t l = 0; l < in->n_lanes; l++)
+        batch_set_reject_hook(in->lanes[l].batch, to_dead_letter, in);
     return true;
 }
 
@@ -862,24 +921,33 @@ intake_t *intake_new(const intake_config_t *cfg, const def_set_t *defs, err_clas
     in->until_ms = cfg->until_ms;
     in->batch_max = cfg->batch_max > 0 ? cfg->batch_max : INTAKE_DEFAULT_BATCH_MAX;
     in->batch_ms = cfg->batch_ms > 0 ? cfg->batch_ms : INTAKE_DEFAULT_BATCH_MS;
-    in->pending = calloc(in->batch_max, sizeof *in->pending);
-    if (in->pending == NULL) {
-        *cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    in->n_lanes = cfg->transactions > 0 ? cfg->transactions : INTAKE_DEFAULT_TRANSACTIONS;
+    if (in->n_lanes > INTAKE_MAX_TRANSACTIONS) {
+        *cls = err_set(ERR_INVALID, errstr, errstr_size,
+                       "intake.transactions is %zu; at most %d transactions may be in flight",
+                       in->n_lanes, INTAKE_MAX_TRANSACTIONS);
         goto fail;
     }
 
     store_config_t scfg = {cfg->conninfo, cfg->group, cfg->replica};
-    in->store = store_new(&scfg, errstr, errstr_size);
-    if (in->store == NULL) {
-        *cls = ERR_TRANSIENT;
-        goto fail;
-    }
     batch_config_t bcfg = {cfg->limits, cfg->routes, cfg->record_unknown};
-    if ((in->batch = batch_ctx_new(&bcfg, in->store, defs)) == NULL) {
-        *cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
-        goto fail;
+    for (size_t l = 0; l < in->n_lanes; l++) {
+        lane_t *lane = &in->lanes[l];
+        if ((lane->pending = calloc(in->batch_max, sizeof *lane->pending)) == NULL) {
+            *cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+            goto fail;
+        }
+        if ((lane->store = store_new(&scfg, errstr, errstr_size)) == NULL) {
+            *cls = ERR_TRANSIENT;
+            goto fail;
+        }
+        if ((lane->batch = batch_ctx_new(&bcfg, lane->store, defs)) == NULL) {
+            *cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+            goto fail;
+        }
     }
-    if ((*cls = store_register_definitions(in->store, defs, errstr, errstr_size)) != ERR_OK)
+    if ((*cls = store_register_definitions(in->lanes[0].store, defs, errstr, errstr_size)) !=
+        ERR_OK)
         goto fail;
     if (cfg->dead_letter_topic != NULL && *cfg->dead_letter_topic != '\0' &&
         !dlq_new(in, cfg, errstr, errstr_size)) {
@@ -1028,17 +1096,23 @@ err_class_t intake_run(intake_t *in, volatile sig_atomic_t *stop, char *errstr, 
                 if (ts > o->max_ts && decode_time_in_range(ts))
                     o->max_ts = ts;
                 o->next = m->offset + 1;
-                if (in->n_pending == 0)
-                    in->pending_since_ms = clock_monotonic_ms();
-                in->pending[in->n_pending++] = m;
+                lane_t *lane = &in->lanes[o->lane];
+                if (lane->n_pending == 0)
+                    lane->pending_since_ms = clock_monotonic_ms();
+                lane->pending[lane->n_pending++] = m;
             }
         }
 
         int64_t now = clock_monotonic_ms();
-        bool full = in->n_pending >= in->batch_max;
-        bool due = in->n_pending > 0 && now - in->pending_since_ms >= in->batch_ms;
-        if (full || due)
-            cls = flush_start(in, errstr, errstr_size);
+        bool idle = true;
+        for (size_t l = 0; l < in->n_lanes && cls == ERR_OK; l++) {
+            lane_t *lane = &in->lanes[l];
+            bool full = lane->n_pending >= in->batch_max;
+            bool due = lane->n_pending > 0 && now - lane->pending_since_ms >= in->batch_ms;
+            if (full || due)
+                cls = flush_start(in, lane, errstr, errstr_size);
+            idle = idle && lane->n_pending == 0;
+        }
         if (cls == ERR_OK && now - last_tick >= 1000) {
             /* Once a second, busy or not, consumer work only: is Kafka
              * there, move caught-up watermarks. Parked expiry is the
@@ -1055,8 +1129,8 @@ err_class_t intake_run(intake_t *in, volatile sig_atomic_t *stop, char *errstr, 
             /* A heartbeat for caught-up partitions, committed before the
              * tick's callback looks at what intake has done. A batch being
              * gathered is left to fill: it moves the watermarks too. */
-            if (in->n_pending == 0)
-                cls = flush(in, errstr, errstr_size);
+            if (cls == ERR_OK && idle)
+                cls = flush_all(in, errstr, errstr_size);
             last_tick = now;
             if (in->dlq != NULL)
                 rd_kafka_poll(in->dlq, 0);
@@ -1064,10 +1138,10 @@ err_class_t intake_run(intake_t *in, volatile sig_atomic_t *stop, char *errstr, 
                 in->on_tick(in, in->tick_arg);
         }
     }
-    if (cls == ERR_OK && in->n_pending > 0)
-        cls = flush(in, errstr, errstr_size);
+    if (cls == ERR_OK && any_pending(in))
+        cls = flush_all(in, errstr, errstr_size);
     char last[512];
-    err_class_t last_cls = flush_finish(in, last, sizeof last);
+    err_class_t last_cls = finish_all(in, last, sizeof last);
     if (cls == ERR_OK && last_cls != ERR_OK)
         cls = err_set(last_cls, errstr, errstr_size, "%s", last);
     /* Leaving the group revokes the partitions, which logs their release. */
@@ -1077,8 +1151,12 @@ err_class_t intake_run(intake_t *in, volatile sig_atomic_t *stop, char *errstr, 
 
 bool intake_drained(intake_t *in)
 {
-    if (in->n_owned == 0 || in->n_pending > 0 || in->job != NULL)
+    if (in->n_owned == 0 || any_pending(in))
         return false;
+    for (size_t l = 0; l < in->n_lanes; l++) {
+        if (in->lanes[l].job != NULL)
+            return false;
+    }
     for (size_t i = 0; i < in->n_owned; i++) {
         if (!in->owned[i].past_window && !caught_up(in, &in->owned[i]))
             return false;
@@ -1106,16 +1184,17 @@ err_class_t intake_set_definitions(intake_t *in, const def_set_t *defs, route_ta
 
     /* A batch routed by the old definitions commits with them. One that
      * failed stops the loop, as it would have there. */
-    if ((cls = flush_finish(in, errstr, errstr_size)) != ERR_OK) {
+    if ((cls = finish_all(in, errstr, errstr_size)) != ERR_OK) {
         in->failure = cls;
         snprintf(in->failure_text, sizeof in->failure_text, "%s", errstr);
         return cls;
     }
     /* Record first: a changed document under a recorded version is refused
      * before anything switches. */
-    if ((cls = store_register_definitions(in->store, defs, errstr, errstr_size)) != ERR_OK)
+    if ((cls = store_register_definitions(in->lanes[0].store, defs, errstr, errstr_size)) != ERR_OK)
         return cls;
-    batch_set_definitions(in->batch, defs, routes);
+    for (size_t l = 0; l < in->n_lanes; l++)
+        batch_set_definitions(in->lanes[l].batch, defs, routes);
     in->defs = defs;
     in->routes = routes;
 
@@ -1139,9 +1218,11 @@ void intake_free(intake_t *in)
 
     if (in == NULL)
         return;
-    flush_finish(in, errstr, sizeof errstr);
-    for (size_t i = 0; i < in->n_pending; i++)
-        rd_kafka_message_destroy(in->pending[i]);
+    finish_all(in, errstr, sizeof errstr);
+    for (size_t l = 0; l < in->n_lanes; l++) {
+        for (size_t i = 0; i < in->lanes[l].n_pending; i++)
+            rd_kafka_message_destroy(in->lanes[l].pending[i]);
+    }
     if (in->rk != NULL)
         rd_kafka_destroy(in->rk);
     if (in->dlq != NULL) {
@@ -1149,9 +1230,11 @@ void intake_free(intake_t *in)
         rd_kafka_destroy(in->dlq);
     }
     free(in->dlq_topic);
-    batch_ctx_free(in->batch);
-    store_free(in->store);
+    for (size_t l = 0; l < INTAKE_MAX_TRANSACTIONS; l++) {
+        batch_ctx_free(in->lanes[l].batch);
+        store_free(in->lanes[l].store);
+        free(in->lanes[l].pending);
+    }
     clear_owned(in);
-    free(in->pending);
     free(in);
 }

@@ -33,6 +33,10 @@ typedef struct intake_config {
     const char *replica;  /* this process's name in history and ownership_log */
     size_t batch_max;     /* messages per transaction, at most */
     int batch_ms;         /* how long a batch may gather, at most */
+    /* Transactions in flight at once, each on its own connection over its
+     * share of the assigned partitions (1 to INTAKE_MAX_TRANSACTIONS; 0:
+     * the default). */
+    size_t transactions;
     decode_limits_t limits;
     bool record_unknown; /* a rejected row (unknown_type) for undeclared events too */
     /* Every rejected message is also produced to this topic once its batch
@@ -55,8 +59,10 @@ typedef struct intake_config {
     int64_t until_ms;
 } intake_config_t;
 
-#define INTAKE_DEFAULT_BATCH_MAX 2000
-#define INTAKE_DEFAULT_BATCH_MS  200
+#define INTAKE_DEFAULT_BATCH_MAX    2000
+#define INTAKE_DEFAULT_BATCH_MS     200
+#define INTAKE_DEFAULT_TRANSACTIONS 2
+#define INTAKE_MAX_TRANSACTIONS     4
 
 /*
  * Connects to PostgreSQL, records the definitions (ERR_INVALID when a

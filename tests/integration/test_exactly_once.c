@@ -3,7 +3,8 @@
  * happens to the process consuming it:
  *
  *   crash     SIGKILL steward at random points while it consumes; the state
- *             it ends with equals an uninterrupted run's, row for row
+ *             it ends with, two transactions in flight, equals an
+ *             uninterrupted run's with one at a time, row for row
  *   fencing   two replicas in one group, one leaving and coming back
  *             mid-stream: each offset judged once, claims and releases logged
  *   zombie    a replica whose partition was claimed by another since
@@ -136,17 +137,25 @@ static void migrate(const char *url)
     tl_output_free(&o);
 }
 
-static int start(const char *url, const char *group, const workload_t *w, const char *log)
+/* `transactions`: intake.transactions, or NULL for the default (more than
+ * one in flight, each over its share of the partitions). */
+static int start_with(const char *url, const char *group, const workload_t *w, const char *log,
+                      const char *transactions)
 {
     /* A SIGKILLed member stays in the group until its session times out:
      * the broker's minimum keeps each restart's rebalance short. */
-    const char *argv[] = {NULL, "run", "--brokers", tl_kafka_brokers(), "--database", url,
-                          "--definitions", w->defs_dir, "--group", group, "--batch-size", "100",
-                          "--batch-ms", "20", "--kafka", "session.timeout.ms=6000", "--kafka",
-                          "heartbeat.interval.ms=1000",
-                          /* Replicas share this machine: no HTTP port to fight over. */
-                          "--set", "http.listen=", NULL};
+    const char *argv[] = {
+        NULL, "run", "--brokers", tl_kafka_brokers(), "--database", url, "--definitions",
+        w->defs_dir, "--group", group, "--batch-size", "100", "--batch-ms", "20", "--kafka",
+        "session.timeout.ms=6000", "--kafka", "heartbeat.interval.ms=1000",
+        /* Replicas share this machine: no HTTP port to fight over. */
+        "--set", "http.listen=", transactions != NULL ? "--set" : NULL, transactions, NULL};
     return tl_steward_spawn(argv, NULL, log);
+}
+
+static int start(const char *url, const char *group, const workload_t *w, const char *log)
+{
+    return start_with(url, group, w, log, NULL);
 }
 
 static void wait_all(PGconn *conn, const char *group, long total, const char *log)
@@ -188,15 +197,16 @@ static long judged_twice(PGconn *conn)
     return v;
 }
 
-/* One uninterrupted run over the workload: the reference a disturbed run
- * must equal. Returns a connection to its database (PQfinish it). */
+/* One uninterrupted run over the workload, one transaction at a time: the
+ * reference a disturbed run, with its transactions side by side, must
+ * equal. Returns a connection to its database (PQfinish it). */
 static PGconn *reference_run(const workload_t *w, const char *suffix, const char *log)
 {
     char *url = strdup(tl_db_create(suffix));
     char *group = tl_unique("ref");
     migrate(url);
     PGconn *ref = tl_db_connect(url);
-    int pid = start(url, group, w, log);
+    int pid = start_with(url, group, w, log, "intake.transactions=1");
     wait_all(ref, group, w->messages, log);
     ck_assert_int_eq(tl_stop(pid, SIGTERM, 30), 0);
     free(url);
