@@ -172,10 +172,19 @@ static const char history_sql[] =
     "  $9::text[], $10::text[], $11::text[], $12::bigint[]) WITH ORDINALITY "
     "  AS u(k, v, e, t, et, fs, ts, oc, d, en, n) ORDER BY n";
 
+/* A state left on timeout, for steward_step_duration_seconds once the
+ * pass commits: the state's name is borrowed from the definition. */
+typedef struct due_stay {
+    const char *state;
+    int64_t ms;
+} due_stay_t;
+
 typedef struct due_history {
     pgarr_t key, version, id, type, time, from, to, outcome, detail, entered;
     size_t n;
     long long counts[ENGINE_N_OUTCOMES];
+    due_stay_t *stays;
+    size_t n_stays, cap_stays;
 } due_history_t;
 
 static void due_history_add(due_history_t *h, const def_t *def, const char *key,
@@ -202,6 +211,21 @@ static void due_history_add(due_history_t *h, const def_t *def, const char *key,
         pgarr_add(&h->entered, NULL);
     h->n++;
     h->counts[outcome]++;
+    if (outcome != ENGINE_TIMEOUT)
+        return;
+    /* on_timeout left the state as an event would have, at the deadline:
+     * a stay like any other (one not recorded for want of memory goes
+     * unobserved, never wrong). */
+    if (h->n_stays == h->cap_stays) {
+        size_t cap = h->cap_stays > 0 ? h->cap_stays * 2 : 16;
+        due_stay_t *grown = realloc(h->stays, cap * sizeof *grown);
+        if (grown == NULL)
+            return;
+        h->stays = grown;
+        h->cap_stays = cap;
+    }
+    h->stays[h->n_stays++] = (due_stay_t){def->states[a->from_state].name,
+                                          engine_time_in_state(a->since_ms, a->deadline_ms)};
 }
 
 static void due_history_clear(due_history_t *h)
@@ -210,6 +234,7 @@ static void due_history_clear(due_history_t *h)
                       &h->from, &h->to,      &h->outcome, &h->detail, &h->entered};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         pgarr_free(all[i]);
+    free(h->stays);
 }
 
 /* Opens the alert of one due deadline, as the engine words it. */
@@ -470,6 +495,8 @@ static err_class_t judge_batch(sched_t *s, const char *process, int64_t watermar
     metrics_add(&metrics.alerts_opened, (long long) counts.opened);
     for (size_t i = 0; i < ENGINE_N_OUTCOMES; i++)
         metrics_add(&metrics.outcomes[i], history.counts[i]);
+    for (size_t i = 0; i < history.n_stays; i++)
+        metrics_observe_step(process, history.stays[i].state, history.stays[i].ms);
     goto done;
 
 fail:

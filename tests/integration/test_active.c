@@ -68,8 +68,8 @@ static void world_definition(const char *version, const char *mode, const char *
     json_t *cfg = tw_config(&w, "defs");
     json_t *parts = json_pack("{s:{s:s, s:s, s:s}, s:{s:s}, s:{s:[{s:s}]}, s:{s:s}, s:{s:s}}",
                               "scheduler", "interval", "200ms", "grace", "0s", "blind_after", "10m",
-                              "http", "listen", "", "routes", "default", "type", "log", "kafka",
-                              "topic.metadata.refresh.interval.ms", "1000",
+                              "http", "listen", "127.0.0.1:0", "routes", "default", "type", "log",
+                              "kafka", "topic.metadata.refresh.interval.ms", "1000",
                               /* What is queued, and when, is this suite's subject: the
                                * dispatcher (integration.dispatch) holds off. */
                               "dispatch", "paused", paused != NULL ? paused : "*");
@@ -80,7 +80,7 @@ static void world_definition(const char *version, const char *mode, const char *
 
 static void world_start(void)
 {
-    tw_start(&w, TW_LIST("--replica", "r1"), false);
+    tw_start(&w, TW_LIST("--replica", "r1"), true);
 }
 
 static void world_stop(void)
@@ -229,6 +229,20 @@ START_TEST(retries_backoff_then_on_timeout_into_compensation)
     expect("SELECT state || ' ' || step || ' ' || token || ' ' || overdue FROM steward.instances "
            "WHERE key = 'A1'",
            "refunding 2 4 true");
+    /* on_timeout left reserving as an event would: one stay of 9 s (2 s,
+     * 1 s backoff, 2 s, 2 s backoff, 2 s), observed by the scheduler. */
+    char url[128];
+    snprintf(url, sizeof url, "%s/metrics", w.base);
+    long status = 0;
+    char *text = tl_http_get(url, &status);
+    ck_assert_msg(status == 200 && text != NULL, "GET /metrics: %ld", status);
+    ck_assert_msg(tl_contains(text, "steward_step_duration_seconds_count{process=\"active_order\","
+                                    "state=\"reserving\"} 1\n") &&
+                      tl_contains(text,
+                                  "steward_step_duration_seconds_sum{process=\"active_order\","
+                                  "state=\"reserving\"} 9\n"),
+                  "the stay in reserving is not in /metrics:\n%s", text);
+    free(text);
     world_stop();
 }
 END_TEST
