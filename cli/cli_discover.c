@@ -16,6 +16,7 @@
 #include "common/rfc3339.h"
 #include "definitions/duration.h"
 #include "engine/decode.h"
+#include "manager/config.h"
 #include "shadow/discover.h"
 
 #include <getopt.h>
@@ -39,12 +40,17 @@ static const char discover_usage[] =
     "definition with what it could not decide.\n"
     "\n"
     "  --topics LIST         the topics, comma-separated\n"
-    "  --brokers LIST        Kafka bootstrap servers ($STEWARD_KAFKA_BROKERS)\n"
+    "  --brokers LIST        Kafka bootstrap servers ($STEWARD_KAFKA_BROKERS, or\n"
+    "                        the config's brokers)\n"
+    "  --config FILE         a JSON config file ($STEWARD_CONFIG): its brokers and\n"
+    "                        kafka properties (security, SASL) are used; the\n"
+    "                        topics are the broker's names (topics.prefix and\n"
+    "                        topics.map do not apply)\n"
     "  --since TIME          RFC 3339, or a duration back from now (default: 1h)\n"
     "  --max-messages N      stop after N messages (default: 100000)\n"
     "  --process NAME        the draft's process name (default: discovered)\n"
     "  --draft FILE          also write the draft definition to FILE\n"
-    "  --kafka NAME=VALUE    a librdkafka property; repeatable\n"
+    "  --kafka NAME=VALUE    a librdkafka property; repeatable, over the config's\n"
     "  --json                print everything as one JSON document\n";
 
 typedef struct read_event {
@@ -409,15 +415,21 @@ static void print_text(const json_t *report, const reader_t *r, const char *sinc
 int cli_discover(int argc, char **argv)
 {
     static const struct option options[] = {
-        {"topics", required_argument, NULL, 't'},  {"brokers", required_argument, NULL, 'b'},
-        {"since", required_argument, NULL, 's'},   {"max-messages", required_argument, NULL, 'n'},
-        {"process", required_argument, NULL, 'p'}, {"draft", required_argument, NULL, 'D'},
-        {"kafka", required_argument, NULL, 'k'},   {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+        {"topics", required_argument, NULL, 't'},
+        {"brokers", required_argument, NULL, 'b'},
+        {"since", required_argument, NULL, 's'},
+        {"max-messages", required_argument, NULL, 'n'},
+        {"process", required_argument, NULL, 'p'},
+        {"draft", required_argument, NULL, 'D'},
+        {"kafka", required_argument, NULL, 'k'},
+        {"json", no_argument, NULL, 'j'},
+        {"config", required_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     const char *topics_arg = NULL, *since = "1h", *max_arg = NULL, *process = NULL,
                *draft_file = NULL;
-    const char *brokers = getenv("STEWARD_KAFKA_BROKERS");
+    const char *brokers = NULL, *config_path = getenv("STEWARD_CONFIG");
     const char **props = calloc((size_t) argc + 1, sizeof *props);
     size_t n_props = 0;
     int opt, as_json = 0;
@@ -430,6 +442,9 @@ int cli_discover(int argc, char **argv)
             break;
         case 'b':
             brokers = optarg;
+            break;
+        case 'c':
+            config_path = optarg;
             break;
         case 's':
             since = optarg;
@@ -454,6 +469,23 @@ int cli_discover(int argc, char **argv)
             return cli_help_or_usage(opt, discover_usage);
         }
     }
+    /* The config as `steward run` reads it (file, then the environment), for
+     * its brokers and librdkafka properties; --brokers and --kafka win. */
+    config_t *cfg = NULL;
+    if (config_path != NULL && *config_path != '\0') {
+        char why[1024];
+        err_class_t cls;
+        if ((cfg = config_build(config_path, NULL, 0, &cls, why, sizeof why)) == NULL) {
+            fprintf(stderr, "steward discover: config: %s\n",
+                    cls == ERR_FATAL ? "out of memory" : why);
+            free(props);
+            return EXIT_USAGE;
+        }
+    }
+    if (brokers == NULL)
+        brokers = cfg != NULL ? cfg->brokers : getenv("STEWARD_KAFKA_BROKERS");
+    if (brokers != NULL && *brokers == '\0')
+        brokers = NULL;
     int64_t since_ms = 0;
     unsigned long long max_messages = DISCOVER_DEFAULT_MAX;
     char *end = NULL;
@@ -461,8 +493,9 @@ int cli_discover(int argc, char **argv)
         max_messages = strtoull(max_arg, &end, 10);
     const char *problem =
         topics_arg == NULL || topics_arg[0] == '\0' ? "--topics is required"
-        : brokers == NULL                           ? "no brokers: give --brokers"
-        : !parse_when(since, &since_ms)             ? "--since is neither RFC 3339 nor a duration"
+        : brokers == NULL
+            ? "no brokers: give --brokers, STEWARD_KAFKA_BROKERS or a config's brokers"
+        : !parse_when(since, &since_ms) ? "--since is neither RFC 3339 nor a duration"
         : max_arg != NULL && (max_arg[0] < '0' || max_arg[0] > '9' || *end != '\0' ||
                               max_messages == 0 || max_messages > 100000000)
             ? "--max-messages is a whole number from 1 to 100000000"
@@ -472,6 +505,7 @@ int cli_discover(int argc, char **argv)
                         : NULL;
     if (problem != NULL) {
         fprintf(stderr, "steward discover: %s\n%s", problem, discover_usage);
+        config_free(cfg);
         free(props);
         return EXIT_USAGE;
     }
@@ -507,20 +541,24 @@ int cli_discover(int argc, char **argv)
             goto out;
         }
     }
-    for (size_t i = 0; i < n_props; i++) {
-        char *eq = strchr(props[i], '=');
+    /* The config's properties first, so that --kafka overrides them. */
+    size_t n_cfg_props = cfg != NULL ? cfg->n_kafka_props : 0;
+    for (size_t i = 0; i < n_cfg_props + n_props; i++) {
+        const char *prop = i < n_cfg_props ? cfg->kafka_props[i] : props[i - n_cfg_props];
+        const char *eq = strchr(prop, '=');
         if (eq == NULL) {
-            fprintf(stderr, "steward discover: --kafka %s: expected NAME=VALUE\n", props[i]);
+            fprintf(stderr, "steward discover: --kafka %s: expected NAME=VALUE\n", prop);
             rc = EXIT_USAGE;
             goto out;
         }
-        char *name = strndup(props[i], (size_t) (eq - props[i]));
+        char *name = strndup(prop, (size_t) (eq - prop));
         rd_kafka_conf_res_t res = name != NULL
                                       ? rd_kafka_conf_set(conf, name, eq + 1, errstr, sizeof errstr)
                                       : RD_KAFKA_CONF_INVALID;
         free(name);
         if (res != RD_KAFKA_CONF_OK) {
-            fprintf(stderr, "steward discover: --kafka %s: %s\n", props[i], errstr);
+            fprintf(stderr, "steward discover: %s %s: %s\n", i < n_cfg_props ? "kafka" : "--kafka",
+                    prop, errstr);
             rc = EXIT_USAGE;
             goto out;
         }
@@ -579,5 +617,6 @@ out:
     free(topics);
     free(topics_copy);
     free(props);
+    config_free(cfg); /* after rk: brokers may be the config's */
     return rc;
 }

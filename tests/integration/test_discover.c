@@ -202,6 +202,58 @@ START_TEST(discover_refuses_an_unknown_topic)
 }
 END_TEST
 
+/* The config's brokers and kafka properties reach the consumer, as they do
+ * steward run's (here from $STEWARD_CONFIG); a bad config or property is a
+ * usage error that names it. */
+START_TEST(discover_takes_brokers_and_kafka_properties_from_a_config)
+{
+    char *topic = tl_unique("disc_config");
+    char text[512];
+    snprintf(text, sizeof text,
+             "{\"brokers\": \"%s\", \"kafka\": {\"client.id\": \"steward-discover-test\"}}",
+             tl_kafka_brokers());
+    char *good = tl_write_file(tl_tmpdir(), "discover.json", text);
+    const char *argv[] = {NULL, "discover", "--topics", topic, NULL};
+    char env_config[600];
+    snprintf(env_config, sizeof env_config, "STEWARD_CONFIG=%s", good);
+    const char *env[] = {env_config, "STEWARD_KAFKA_BROKERS=", NULL};
+    /* Reached the broker (no "no brokers"): its metadata has no such topic. */
+    tl_output_t o = tl_steward(argv, env);
+    ck_assert_msg(o.status == 2 && tl_contains(o.err, topic) && tl_contains(o.err, "Unknown topic"),
+                  "exit %d\n%s\n%s", o.status, o.out, o.err);
+    tl_output_free(&o);
+
+    char *bad_prop = tl_write_file(tl_tmpdir(), "discover-prop.json",
+                                   "{\"kafka\": {\"no.such.property\": \"1\"}}");
+    const char *argv_prop[] = {NULL,       "discover", "--brokers", tl_kafka_brokers(),
+                               "--topics", topic,      "--config",  bad_prop,
+                               NULL};
+    o = tl_steward(argv_prop, NULL);
+    ck_assert_msg(o.status == 2 && tl_contains(o.err, "no.such.property"), "exit %d\n%s", o.status,
+                  o.err);
+    tl_output_free(&o);
+
+    char *bad_key =
+        tl_write_file(tl_tmpdir(), "discover-key.json", "{\"brokerz\": \"localhost:1\"}");
+    const char *argv_key[] = {NULL, "discover", "--topics", topic, "--config", bad_key, NULL};
+    o = tl_steward(argv_key, NULL);
+    ck_assert_msg(o.status == 2 && tl_contains(o.err, "config:") && tl_contains(o.err, "brokerz"),
+                  "exit %d\n%s", o.status, o.err);
+    tl_output_free(&o);
+
+    /* Without --brokers, a config or the variable: said so. */
+    const char *env_none[] = {"STEWARD_CONFIG=", "STEWARD_KAFKA_BROKERS=", NULL};
+    o = tl_steward(argv, env_none);
+    ck_assert_msg(o.status == 2 && tl_contains(o.err, "no brokers"), "exit %d\n%s", o.status,
+                  o.err);
+    tl_output_free(&o);
+    free(good);
+    free(bad_prop);
+    free(bad_key);
+    free(topic);
+}
+END_TEST
+
 Suite *discover_suite(void)
 {
     Suite *s = suite_create("discover");
@@ -209,6 +261,7 @@ Suite *discover_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, discover_recovers_the_simulators_order_flow);
     tcase_add_test(tc, discover_refuses_an_unknown_topic);
+    tcase_add_test(tc, discover_takes_brokers_and_kafka_properties_from_a_config);
     suite_add_tcase(s, tc);
     return s;
 }
