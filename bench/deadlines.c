@@ -4,7 +4,9 @@
  * seeded database until no deadline is due, and prints how long opening
  * every alert and queueing its notifications took.
  *
- *   steward-deadlines CONNINFO GROUP DEFINITION
+ *   steward-deadlines CONNINFO GROUP DEFINITION [TRANSACTIONS]
+ *
+ * TRANSACTIONS is scheduler.transactions (default: steward's default).
  */
 #include "common/log.h"
 #include "manager/routes.h"
@@ -24,8 +26,15 @@ static double seconds(void)
 int main(int argc, char **argv)
 {
     char errstr[1024];
-    if (argc != 4) {
-        fprintf(stderr, "usage: steward-deadlines CONNINFO GROUP DEFINITION\n");
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: steward-deadlines CONNINFO GROUP DEFINITION [TRANSACTIONS]\n");
+        return 2;
+    }
+    char *end = NULL;
+    long transactions = argc == 5 ? strtol(argv[4], &end, 10) : 0;
+    if (argc == 5 && (*end != '\0' || transactions < 1 || transactions > SCHED_MAX_TRANSACTIONS)) {
+        fprintf(stderr, "steward-deadlines: TRANSACTIONS is a whole number from 1 to %d\n",
+                SCHED_MAX_TRANSACTIONS);
         return 2;
     }
     log_set_level(LOG_LEVEL_WARN);
@@ -40,7 +49,11 @@ int main(int argc, char **argv)
         return 2;
     }
     /* A blind check every pass would be noise: put it past the run. */
-    sched_config_t cfg = {argv[1], argv[2], 0, 0, 3650LL * 86400000, "steward", 0};
+    sched_config_t cfg = {.conninfo = argv[1],
+                          .group = argv[2],
+                          .blind_after_ms = 3650LL * 86400000,
+                          .blind_owner = "steward",
+                          .transactions = (size_t) transactions};
     sched_t *sched = sched_new(&cfg, defs, routes, errstr, sizeof errstr);
     if (sched == NULL) {
         fprintf(stderr, "steward-deadlines: %s\n", errstr);
@@ -61,8 +74,10 @@ int main(int argc, char **argv)
             break;
     }
     double took = seconds() - start;
-    printf("judged %zu instances, opened %zu alerts in %.3f s over %zu passes: %.0f alerts/s\n",
-           judged, opened, took, passes, took > 0 ? opened / took : 0.0);
+    printf("judged %zu instances, opened %zu alerts in %.3f s over %zu passes, %s transaction(s) "
+           "at once: %.0f alerts/s\n",
+           judged, opened, took, passes, argc == 5 ? argv[4] : "the default number of",
+           took > 0 ? opened / took : 0.0);
     sched_free(sched);
     route_table_free(routes);
     def_set_free(defs);

@@ -433,7 +433,8 @@ static err_class_t open_workers(const config_t *cfg, const char *replica, run_ct
                            cfg->blind_owner,
                            0,
                            replica,
-                           cfg->unowned_after_ms};
+                           cfg->unowned_after_ms,
+                           (size_t) cfg->scheduler_transactions};
     notifier_config_t ncfg = {
         cfg->database,       cfg->notifier_interval_ms,   cfg->http_timeout_ms,
         cfg->max_backoff_ms, cfg->alertmanager_resend_ms, cfg->max_retry_after_ms,

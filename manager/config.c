@@ -6,6 +6,7 @@
 #include "definitions/def.h"
 #include "definitions/duration.h"
 #include "manager/intake.h"
+#include "manager/scheduler.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -58,6 +59,8 @@ static const config_key_t config_keys[] = {
      false},
     {"topics.map", CONFIG_TOPIC_MAP, OFF(topics_map), 0, 0, "STEWARD_TOPICS_MAP", false},
     {"scheduler.interval", CONFIG_DURATION, OFF(scheduler_interval_ms), 10, 3600000, NULL, false},
+    {"scheduler.transactions", CONFIG_INT, OFF(scheduler_transactions), 1, SCHED_MAX_TRANSACTIONS,
+     NULL, false},
     {"scheduler.grace", CONFIG_DURATION, OFF(grace_ms), 0, 86400000, NULL, false},
     {"scheduler.blind_after", CONFIG_DURATION, OFF(blind_after_ms), 1000, 86400000, NULL, false},
     {"scheduler.blind_owner", CONFIG_STRING, OFF(blind_owner), 0, 0, NULL, false},
@@ -122,6 +125,7 @@ config_t *config_new(void)
     cfg->transactions = INTAKE_DEFAULT_TRANSACTIONS;
     cfg->max_message_bytes = 1024 * 1024;
     cfg->scheduler_interval_ms = 1000;
+    cfg->scheduler_transactions = SCHED_DEFAULT_TRANSACTIONS;
     cfg->grace_ms = 1000;
     cfg->blind_after_ms = 120000;
     cfg->unowned_after_ms = 15000;

@@ -46,6 +46,7 @@ typedef struct config {
     json_t *topics_map;  /* definition's name -> broker's name; never NULL */
 
     int64_t scheduler_interval_ms; /* how often deadlines are looked for */
+    long scheduler_transactions;   /* due-pass transactions in flight at once */
     int64_t grace_ms;              /* a deadline is judged this long after the watermark
                                       passes it, for clock skew between producers */
     int64_t blind_after_ms;        /* a partition unread this long opens a blind alert */

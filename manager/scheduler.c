@@ -17,6 +17,7 @@
 #include "manager/metrics.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,15 @@
 #include <unistd.h>
 
 #define SCHED_JOIN_GRACE_MS 60000
+
+/*
+ * A connection the due pass judges on. Worker 0 is the scheduler's own
+ * connection; the others judge the same process's due instances side by
+ * side, each taking the rows the others have not locked (SKIP LOCKED).
+ */
+typedef struct due_worker {
+    PGconn *conn;
+} due_worker_t;
 
 struct sched {
     PGconn *conn;
@@ -38,7 +48,12 @@ struct sched {
     const def_set_t *defs;       /* borrowed */
     route_table_t *routes;       /* borrowed */
     defcache_t *versions;
+    /* The workers share versions: a version that does not load is read and
+     * logged once, whichever worker meets it first. */
+    pthread_mutex_t versions_lock;
     int64_t started_ms; /* topics no one has read count as blind only after blind_after */
+    size_t n_workers;   /* transactions of a due pass in flight at once */
+    due_worker_t extra[SCHED_MAX_TRANSACTIONS]; /* workers 1..n_workers-1 */
 };
 
 sched_t *sched_new(const sched_config_t *cfg, const def_set_t *defs, route_table_t *routes,
@@ -49,6 +64,7 @@ sched_t *sched_new(const sched_config_t *cfg, const def_set_t *defs, route_table
         err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
         return NULL;
     }
+    pthread_mutex_init(&s->versions_lock, NULL);
     s->conninfo = strdup(cfg->conninfo != NULL ? cfg->conninfo : "");
     s->group = strdup(cfg->group);
     s->blind_owner = strdup(cfg->blind_owner != NULL ? cfg->blind_owner : "default");
@@ -63,6 +79,14 @@ sched_t *sched_new(const sched_config_t *cfg, const def_set_t *defs, route_table
     s->routes = routes;
     s->versions = defcache_new(defs);
     s->started_ms = clock_wall_ms();
+    s->n_workers = cfg->transactions > 0 ? cfg->transactions : SCHED_DEFAULT_TRANSACTIONS;
+    if (s->n_workers > SCHED_MAX_TRANSACTIONS) {
+        err_set(ERR_INVALID, errstr, errstr_size,
+                "scheduler.transactions is %zu; at most %d transactions may be in flight",
+                s->n_workers, SCHED_MAX_TRANSACTIONS);
+        sched_free(s);
+        return NULL;
+    }
     if (s->conninfo == NULL || s->group == NULL || s->blind_owner == NULL || s->versions == NULL ||
         (cfg->replica != NULL && s->replica == NULL)) {
         err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
@@ -84,6 +108,11 @@ void sched_free(sched_t *s)
     if (s->conn != NULL)
         PQfinish(s->conn);
     defcache_free(s->versions);
+    for (size_t i = 1; i < SCHED_MAX_TRANSACTIONS; i++) {
+        if (s->extra[i].conn != NULL)
+            PQfinish(s->extra[i].conn);
+    }
+    pthread_mutex_destroy(&s->versions_lock);
     free(s->conninfo);
     free(s->group);
     free(s->blind_owner);
@@ -111,7 +140,7 @@ static int64_t ms_column(const PGresult *res, int row, int col)
 }
 
 /*
- * Due candidates, up to SCHED_BATCH ($3) in deadline order, row-locked FOR
+ * Due candidates, up to SCHED_DUE_BATCH ($3) in deadline order, row-locked FOR
  * UPDATE SKIP LOCKED (replicas share the work). Each also tries the
  * instance's advisory lock, the lock every writer of steward.instances
  * holds while it changes an instance (a batch takes it before it reads its
@@ -280,16 +309,16 @@ static void alert_unloadable(sched_t *s, alert_batch_t *alerts, const char *proc
 }
 
 /*
- * Judges up to SCHED_BATCH due instances of one process in one
+ * Judges up to SCHED_DUE_BATCH due instances of one process in one
  * transaction. Returns how many candidates the due scan found in *n, and
  * how many of them this transaction judged or set aside in *done (the
  * others were locked by a batch). An instance that cannot be judged is set
  * aside in the same transaction, so every row done leaves the scan: the
  * next batch never finds the same rows again.
  */
-static err_class_t judge_batch(sched_t *s, const char *process, int64_t watermark_ms,
-                               sched_stats_t *stats, int *n, int *done, char *errstr,
-                               size_t errstr_size)
+static err_class_t judge_batch(sched_t *s, due_worker_t *w, const char *process,
+                               int64_t watermark_ms, sched_stats_t *stats, int *n, int *done,
+                               char *errstr, size_t errstr_size)
 {
     char judge_text[24], limit[16];
     int64_t judge_ms = engine_due_bound(watermark_ms, s->grace_ms);
@@ -309,11 +338,11 @@ static err_class_t judge_batch(sched_t *s, const char *process, int64_t watermar
     *n = 0;
     *done = 0;
     snprintf(judge_text, sizeof judge_text, "%" PRId64, judge_ms);
-    snprintf(limit, sizeof limit, "%d", SCHED_BATCH);
-    if ((cls = db_exec(s->conn, "starting a deadline pass", "BEGIN", 0, NULL, errstr,
+    snprintf(limit, sizeof limit, "%d", SCHED_DUE_BATCH);
+    if ((cls = db_exec(w->conn, "starting a deadline pass", "BEGIN", 0, NULL, errstr,
                        errstr_size)) != ERR_OK)
         return cls;
-    if ((res = db_query(s->conn, "finding due deadlines", due_sql, 3, params, &cls, errstr,
+    if ((res = db_query(w->conn, "finding due deadlines", due_sql, 3, params, &cls, errstr,
                         errstr_size)) == NULL)
         goto fail;
     *n = PQntuples(res);
@@ -327,11 +356,13 @@ static err_class_t judge_batch(sched_t *s, const char *process, int64_t watermar
         int version = atoi(PQgetvalue(res, row, 1));
         const char *why = NULL;
         char reason[512];
-        const def_t *def = defcache_find(s->versions, s->conn, process, version, &why);
+        pthread_mutex_lock(&s->versions_lock);
+        const def_t *def = defcache_find(s->versions, w->conn, process, version, &why);
+        pthread_mutex_unlock(&s->versions_lock);
         if (def == NULL && why == NULL) {
             cls = err_set(ERR_TRANSIENT, errstr, errstr_size,
                           "reading version %d of %s from steward.definitions: %s", version, process,
-                          PQerrorMessage(s->conn));
+                          PQerrorMessage(w->conn));
             goto fail;
         }
         long state = def != NULL ? def_find_state(def, PQgetvalue(res, row, 2)) : -1;
@@ -457,7 +488,7 @@ static err_class_t judge_batch(sched_t *s, const char *process, int64_t watermar
             cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
             goto fail;
         }
-        if ((cls = db_exec(s->conn, "marking overdue instances", mark_sql, 16, mark, errstr,
+        if ((cls = db_exec(w->conn, "marking overdue instances", mark_sql, 16, mark, errstr,
                            errstr_size)) != ERR_OK)
             goto fail;
     }
@@ -470,25 +501,25 @@ static err_class_t judge_batch(sched_t *s, const char *process, int64_t watermar
             cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
             goto fail;
         }
-        if ((cls = db_exec(s->conn, "recording retries, timeouts and leases", history_sql, 12,
+        if ((cls = db_exec(w->conn, "recording retries, timeouts and leases", history_sql, 12,
                            params_h, errstr, errstr_size)) != ERR_OK)
             goto fail;
     }
-    if ((cls = cmdq_write(s->conn, &commands, errstr, errstr_size)) != ERR_OK)
+    if ((cls = cmdq_write(w->conn, &commands, errstr, errstr_size)) != ERR_OK)
         goto fail;
     if (aside.n > 0) {
         const char *set[3] = {process, pgarr_text(&aside), pgarr_text(&reasons)};
-        if ((cls = db_exec(s->conn, "setting aside instances that cannot be judged", suspend_sql, 3,
+        if ((cls = db_exec(w->conn, "setting aside instances that cannot be judged", suspend_sql, 3,
                            set, errstr, errstr_size)) != ERR_OK)
             goto fail;
         stats->set_aside += aside.n;
     }
     alert_counts_t counts = {0};
     if (!alert_batch_empty(&alerts) &&
-        (cls = alert_batch_write(s->conn, &alerts, s->routes, &counts, errstr, errstr_size)) !=
+        (cls = alert_batch_write(w->conn, &alerts, s->routes, &counts, errstr, errstr_size)) !=
             ERR_OK)
         goto fail;
-    if ((cls = db_exec(s->conn, "committing a deadline pass", "COMMIT", 0, NULL, errstr,
+    if ((cls = db_exec(w->conn, "committing a deadline pass", "COMMIT", 0, NULL, errstr,
                        errstr_size)) != ERR_OK)
         goto fail;
     stats->opened += counts.opened;
@@ -500,7 +531,7 @@ static err_class_t judge_batch(sched_t *s, const char *process, int64_t watermar
     goto done;
 
 fail:
-    db_rollback(s->conn);
+    db_rollback(w->conn);
 done:
     PQclear(res);
     {
@@ -859,6 +890,91 @@ static err_class_t mark_current(sched_t *s, char *errstr, size_t errstr_size)
     return cls;
 }
 
+/* One worker's share of a process's due instances: batches until one
+ * comes back short. Worker 0 also keeps the replica's heartbeat. */
+typedef struct due_run {
+    sched_t *s;
+    due_worker_t *w;
+    bool beats;
+    const char *process;
+    int64_t watermark_ms;
+    sched_stats_t stats;
+    err_class_t cls;
+    char errstr[512];
+} due_run_t;
+
+static void *due_run_main(void *arg)
+{
+    due_run_t *r = arg;
+    int n, done;
+    r->cls = ERR_OK;
+    do {
+        r->cls = judge_batch(r->s, r->w, r->process, r->watermark_ms, &r->stats, &n, &done,
+                             r->errstr, sizeof r->errstr);
+        /* A long pass must not look like a dead replica to the others. */
+        if (r->cls == ERR_OK && r->beats && clock_wall_ms() - r->s->beat_ms >= 1000)
+            r->cls = heartbeat(r->s, r->errstr, sizeof r->errstr);
+        /* A full batch may leave more due; one where nothing was done
+         * (every candidate locked by batches) would find the same rows
+         * again: they wait for the next pass. */
+    } while (r->cls == ERR_OK && n == SCHED_DUE_BATCH && done > 0 && !stopping(r->s));
+    return NULL;
+}
+
+static void add_stats(sched_stats_t *to, const sched_stats_t *from)
+{
+    to->judged += from->judged;
+    to->opened += from->opened;
+    to->busy += from->busy;
+    to->set_aside += from->set_aside;
+}
+
+/*
+ * Judges a process's due instances at `watermark_ms` on every worker at
+ * once: worker 0 on this thread, the others on threads of their own, each
+ * on its connection (opened on first use, and again after it broke). The
+ * first failure's outcome; the others' work commits or not on its own.
+ */
+static err_class_t judge_process(sched_t *s, const char *process, int64_t watermark_ms,
+                                 sched_stats_t *stats, char *errstr, size_t errstr_size)
+{
+    due_run_t runs[SCHED_MAX_TRANSACTIONS];
+    pthread_t threads[SCHED_MAX_TRANSACTIONS];
+    bool started[SCHED_MAX_TRANSACTIONS] = {false};
+    due_worker_t own = {s->conn};
+
+    for (size_t i = 0; i < s->n_workers; i++) {
+        due_worker_t *w = i == 0 ? &own : &s->extra[i];
+        runs[i] = (due_run_t){
+            .s = s, .w = w, .beats = i == 0, .process = process, .watermark_ms = watermark_ms};
+        if (i == 0)
+            continue;
+        if (w->conn != NULL && PQstatus(w->conn) != CONNECTION_OK) {
+            PQfinish(w->conn);
+            w->conn = NULL;
+        }
+        if (w->conn == NULL &&
+            (w->conn = db_connect(s->conninfo, "steward scheduler", runs[i].errstr,
+                                  sizeof runs[i].errstr)) == NULL)
+            continue; /* this pass runs on fewer: the others still judge every due row */
+        started[i] = pthread_create(&threads[i], NULL, due_run_main, &runs[i]) == 0;
+    }
+    due_run_main(&runs[0]);
+    err_class_t cls = runs[0].cls;
+    if (cls != ERR_OK)
+        snprintf(errstr, errstr_size, "%s", runs[0].errstr);
+    add_stats(stats, &runs[0].stats);
+    for (size_t i = 1; i < s->n_workers; i++) {
+        if (!started[i])
+            continue;
+        pthread_join(threads[i], NULL);
+        add_stats(stats, &runs[i].stats);
+        if (runs[i].cls != ERR_OK && cls == ERR_OK)
+            cls = err_set(runs[i].cls, errstr, errstr_size, "%s", runs[i].errstr);
+    }
+    return cls;
+}
+
 err_class_t sched_tick(sched_t *s, sched_stats_t *stats, char *errstr, size_t errstr_size)
 {
     const char *params[1] = {s->group};
@@ -887,17 +1003,7 @@ err_class_t sched_tick(sched_t *s, sched_stats_t *stats, char *errstr, size_t er
         int64_t watermark = strtoll(PQgetvalue(res, row, 1), NULL, 10);
         if (s->until_ms > 0 && watermark > s->until_ms)
             watermark = s->until_ms;
-        int n, done;
-        do {
-            cls = judge_batch(s, PQgetvalue(res, row, 0), watermark, stats, &n, &done, errstr,
-                              errstr_size);
-            /* A long pass must not look like a dead replica to the others. */
-            if (cls == ERR_OK && clock_wall_ms() - s->beat_ms >= 1000)
-                cls = heartbeat(s, errstr, errstr_size);
-            /* A full batch may leave more due; one where nothing was done
-             * (every candidate locked by batches) would find the same rows
-             * again: they wait for the next pass. */
-        } while (cls == ERR_OK && n == SCHED_BATCH && done > 0 && !stopping(s));
+        cls = judge_process(s, PQgetvalue(res, row, 0), watermark, stats, errstr, errstr_size);
     }
     PQclear(res);
     if (cls != ERR_OK || stopping(s))

@@ -57,8 +57,13 @@
 
 typedef struct sched sched_t;
 
-/* The most due instances one transaction of a pass judges. */
-#define SCHED_BATCH 500
+/* The most due instances one transaction of a pass judges. (Not
+ * SCHED_BATCH: <sched.h>, which <pthread.h> includes, defines that as a
+ * scheduling policy, silently, being a system header.) */
+#define SCHED_DUE_BATCH 500
+/* Transactions of a due pass in flight at once, by default and at most. */
+#define SCHED_DEFAULT_TRANSACTIONS 2
+#define SCHED_MAX_TRANSACTIONS     4
 
 typedef struct sched_config {
     const char *conninfo;
@@ -70,6 +75,9 @@ typedef struct sched_config {
     int64_t until_ms;         /* a replay's end: deadlines are judged up to it at most; 0 none */
     const char *replica;      /* stamped in steward.replicas each pass; NULL: none */
     int64_t unowned_after_ms; /* a partition without a live owner this long is blind; 0: never */
+    /* Transactions judging one process's due instances at once, each on
+     * its own connection (1 to SCHED_MAX_TRANSACTIONS; 0: the default). */
+    size_t transactions;
 } sched_config_t;
 
 typedef struct sched_stats {

@@ -104,6 +104,8 @@ START_TEST(bad_values_are_named)
             "intake.batch_size: '0' is not a whole number from 1 to 100000");
     REFUSED("\"intake\": {\"transactions\": 5}",
             "intake.transactions: '5' is not a whole number from 1 to 4");
+    REFUSED("\"scheduler\": {\"transactions\": 0}",
+            "scheduler.transactions: '0' is not a whole number from 1 to 4");
     REFUSED("\"log_level\": \"loud\"", "log_level: 'loud' is not one of");
     REFUSED("\"scheduler\": {\"blind_after\": \"1ms\"}", "scheduler.blind_after: '1ms' is outside");
     REFUSED("\"group\": [1]", "group: expected a string or a number");
