@@ -111,10 +111,7 @@ START_TEST(backtest_raises_what_the_live_run_raised)
                          "--set",
                          "scheduler.grace=200ms",
                          NULL};
-    const char *migrate[] = {NULL, "migrate", "--database", live, NULL};
-    tl_output_t m = tl_steward(migrate, NULL);
-    ck_assert_msg(m.status == 0, "migrate: %s", m.err);
-    tl_output_free(&m);
+    tl_migrate(live);
     int pid = tl_steward_spawn(run, NULL, log);
     const char *params[1] = {group};
     ck_assert_msg(tl_db_wait(conn, "SELECT count(*) FROM steward.offsets WHERE consumer_group = $1",
@@ -235,10 +232,7 @@ START_TEST(backtest_of_reordered_events_matches_the_live_run)
     PGconn *conn = tl_db_connect(live);
     char *group = tl_unique("live");
     char *log = tl_write_file(defs_dir, "live.log", "");
-    const char *migrate[] = {NULL, "migrate", "--database", live, NULL};
-    tl_output_t m = tl_steward(migrate, NULL);
-    ck_assert_msg(m.status == 0, "migrate: %s", m.err);
-    tl_output_free(&m);
+    tl_migrate(live);
     const char *run[] = {NULL,
                          "run",
                          "--brokers",

@@ -46,14 +46,6 @@ static char *write_definition(const char *dir, const char *prefix, const char *d
     return tl_write_file(dir, "cli_order.json", text);
 }
 
-static void migrate(const char *url)
-{
-    const char *argv[] = {NULL, "migrate", "--database", url, NULL};
-    tl_output_t o = tl_steward(argv, NULL);
-    ck_assert_msg(o.status == 0, "migrate: %s", o.err);
-    tl_output_free(&o);
-}
-
 START_TEST(every_verb_has_help)
 {
     const char *verbs[] = {"run",     "check",   "migrate",  "inspect",  "stuck",
@@ -78,7 +70,7 @@ END_TEST
 START_TEST(config_file_reaches_the_database_for_every_verb)
 {
     const char *url = tl_db_create("cli_config");
-    migrate(url);
+    tl_migrate(url);
     const char *dir = tl_tmpdir();
     char *secret = tl_write_file(dir, "database", url); /* no newline: as a secret file may be */
     json_t *cfg = json_pack("{s:s}", "database_file", secret);
@@ -210,7 +202,7 @@ START_TEST(migrate_status_exits_1_while_pending)
     json_decref(doc);
     tl_output_free(&o);
 
-    migrate(url);
+    tl_migrate(url);
     o = tl_steward(argv, NULL);
     ck_assert_msg(o.status == 0 && !tl_contains(o.out, "pending"), "exit %d: %s", o.status, o.out);
     tl_output_free(&o);
@@ -220,7 +212,7 @@ END_TEST
 START_TEST(stuck_refuses_an_unknown_process)
 {
     const char *url = tl_db_create("cli_stuck");
-    migrate(url);
+    tl_migrate(url);
     const char *argv[] = {NULL, "stuck", "--process", "no_such_process", "--database", url, NULL};
     tl_output_t o = tl_steward(argv, NULL);
     ck_assert_msg(o.status == 1 && tl_contains(o.err, "no process no_such_process"),
@@ -243,7 +235,7 @@ END_TEST
 START_TEST(check_database_refuses_a_changed_recorded_version)
 {
     const char *url = tl_db_create("cli_check");
-    migrate(url);
+    tl_migrate(url);
     const char *dir = tl_tmpdir();
     char *recorded = write_definition(dir, "p.", "1h");
     char *text = tl_read_file(recorded);
@@ -319,7 +311,7 @@ END_TEST
 START_TEST(sighup_names_settings_that_need_a_restart)
 {
     const char *url = tl_db_create("cli_hup");
-    migrate(url);
+    tl_migrate(url);
     const char *dir = tl_tmpdir();
     char *prefix = tl_unique("cli");
     char *defs = write_definition(dir, prefix, "1h");

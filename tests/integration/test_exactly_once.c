@@ -129,14 +129,6 @@ static long committed(PGconn *conn, const char *group)
     return n;
 }
 
-static void migrate(const char *url)
-{
-    const char *argv[] = {NULL, "migrate", "--database", url, NULL};
-    tl_output_t o = tl_steward(argv, NULL);
-    ck_assert_msg(o.status == 0, "migrate: %s", o.err);
-    tl_output_free(&o);
-}
-
 /* `transactions`: intake.transactions, or NULL for the default (more than
  * one in flight, each over its share of the partitions). */
 static int start_with(const char *url, const char *group, const workload_t *w, const char *log,
@@ -204,7 +196,7 @@ static PGconn *reference_run(const workload_t *w, const char *suffix, const char
 {
     char *url = strdup(tl_db_create(suffix));
     char *group = tl_unique("ref");
-    migrate(url);
+    tl_migrate(url);
     PGconn *ref = tl_db_connect(url);
     int pid = start_with(url, group, w, log, "intake.transactions=1");
     wait_all(ref, group, w->messages, log);
@@ -244,7 +236,7 @@ START_TEST(crash_at_random_points_loses_and_repeats_nothing)
     /* The same input, SIGKILLed three times at random points. */
     char *url = strdup(tl_db_create("eo_crash"));
     char *group = tl_unique("crash");
-    migrate(url);
+    tl_migrate(url);
     PGconn *conn = tl_db_connect(url);
     unsigned seed = (unsigned) time(NULL);
     srand(seed);
@@ -300,7 +292,7 @@ START_TEST(sigterm_mid_stream_loses_nothing)
      * rolled back, then a restart finishes the work. */
     char *url = strdup(tl_db_create("eo_term"));
     char *group = tl_unique("term");
-    migrate(url);
+    tl_migrate(url);
     PGconn *conn = tl_db_connect(url);
     pid = start(url, group, &w, log);
     long at;
@@ -336,7 +328,7 @@ START_TEST(replicas_share_a_group_and_judge_each_offset_once)
     const char *log = tl_write_file(tl_tmpdir(), "fencing.log", "");
     char *url = strdup(tl_db_create("eo_fencing"));
     char *group = tl_unique("fence");
-    migrate(url);
+    tl_migrate(url);
     PGconn *conn = tl_db_connect(url);
 
     /* Both replicas hold partitions before the first event is produced. */
@@ -409,7 +401,7 @@ END_TEST
 START_TEST(zombie_replica_is_fenced)
 {
     const char *url = tl_db_create("eo_zombie");
-    migrate(url);
+    tl_migrate(url);
     char definition[4096], errstr[512];
     snprintf(definition, sizeof definition, definition_template, "zombie.events");
     def_problems_t problems = {0};

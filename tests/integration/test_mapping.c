@@ -141,10 +141,7 @@ START_TEST(events_as_they_are)
 
     const char *db = tl_db_create("mapping");
     PGconn *conn = tl_db_connect(db);
-    const char *migrate[] = {NULL, "migrate", "--database", db, NULL};
-    tl_output_t m = tl_steward(migrate, NULL);
-    ck_assert_msg(m.status == 0, "migrate: %s", m.err);
-    tl_output_free(&m);
+    tl_migrate(db);
 
     char *group = tl_unique("mapping");
     char set_prefix[160], set_map[320];

@@ -315,10 +315,7 @@ static char *plan_of(PGconn *conn, const char *sql, const char *args)
 START_TEST(batch_reads_probe_indexes)
 {
     const char *url = tl_db_create("migrate_plans");
-    const char *argv[] = {NULL, "migrate", "--database", url, NULL};
-    tl_output_t o = tl_steward(argv, NULL);
-    ck_assert_msg(o.status == 0, "migrate: %s", o.err);
-    tl_output_free(&o);
+    tl_migrate(url);
 
     PGconn *conn = tl_db_connect(url);
     tl_db_exec(conn, "INSERT INTO steward.definitions (process, version, mode, document, checksum) "

@@ -118,10 +118,7 @@ START_TEST(test_poison_two_replicas)
     char *log_b = tl_write_file(tl_tmpdir(), "b.log", "");
 
     const char *url = tl_db_create("poison");
-    const char *margv[] = {NULL, "migrate", "--database", url, NULL};
-    tl_output_t o = tl_steward(margv, NULL);
-    ck_assert_msg(o.status == 0, "migrate: %s", o.err);
-    tl_output_free(&o);
+    tl_migrate(url);
     PGconn *conn = tl_db_connect(url);
     tl_db_exec(conn, refuse_sql);
 
@@ -267,7 +264,7 @@ START_TEST(test_poison_two_replicas)
         ck_abort_msg("no sequence alert for the escaped key (%s)", last);
     }
     const char *stuck_argv[] = {NULL, "stuck", "--database", url, NULL};
-    o = tl_steward(stuck_argv, NULL);
+    tl_output_t o = tl_steward(stuck_argv, NULL);
     ck_assert_msg(o.status == 0, "stuck: %s", o.err);
     ck_assert_msg(strchr(o.out, '\x1b') == NULL && strchr(o.out, '\x07') == NULL,
                   "stuck printed raw control characters");
@@ -324,10 +321,7 @@ START_TEST(test_dead_letters_and_unknown_types)
     free(tl_write_file(dir, "poison.json", definition));
     char *log = tl_write_file(tl_tmpdir(), "dl.log", "");
     const char *url = tl_db_create("poison_dl");
-    const char *margv[] = {NULL, "migrate", "--database", url, NULL};
-    tl_output_t o = tl_steward(margv, NULL);
-    ck_assert_msg(o.status == 0, "migrate: %s", o.err);
-    tl_output_free(&o);
+    tl_migrate(url);
     PGconn *conn = tl_db_connect(url);
     tl_db_exec(conn, refuse_sql);
 

@@ -189,10 +189,7 @@ static void add_definition(PGconn *conn, const char *process, const char *versio
 static void world_setup(void)
 {
     db_url = tl_db_create("report");
-    const char *argv[] = {NULL, "migrate", "--database", db_url, NULL};
-    tl_output_t o = tl_steward(argv, NULL);
-    ck_assert_msg(o.status == 0, "migrate: %s", o.err);
-    tl_output_free(&o);
+    tl_migrate(db_url);
 
     char order_v2[4096];
     snprintf(order_v2, sizeof order_v2, order_v2_fmt, "90s");
@@ -700,10 +697,7 @@ END_TEST
 START_TEST(since_reads_only_its_window)
 {
     const char *url = tl_db_create("report_window");
-    const char *migrate[] = {NULL, "migrate", "--database", url, NULL};
-    tl_output_t m = tl_steward(migrate, NULL);
-    ck_assert_int_eq(m.status, 0);
-    tl_output_free(&m);
+    tl_migrate(url);
     PGconn *conn = tl_db_connect(url);
     add_definition(conn, "refund", "1", "active", refund_v1);
     tl_db_exec(conn,
@@ -756,10 +750,7 @@ START_TEST(empty_database)
 {
     /* A database with no definitions: nothing to say, and no failure. */
     const char *url = tl_db_create("report_empty");
-    const char *migrate[] = {NULL, "migrate", "--database", url, NULL};
-    tl_output_t m = tl_steward(migrate, NULL);
-    ck_assert_int_eq(m.status, 0);
-    tl_output_free(&m);
+    tl_migrate(url);
     const char *argv[] = {NULL, "report", "--database", url, NULL};
     const char *env[] = {"STEWARD_DEFINITIONS=", NULL};
     tl_output_t o = tl_steward(argv, env);

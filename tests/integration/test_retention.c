@@ -55,10 +55,7 @@ static long long scalar_ll(const char *sql)
 static void setup(void)
 {
     db_url = tl_db_create("retention");
-    const char *argv[] = {NULL, "migrate", "--database", db_url, NULL};
-    tl_output_t o = tl_steward(argv, NULL);
-    ck_assert_msg(o.status == 0, "migrate: %s", o.err);
-    tl_output_free(&o);
+    tl_migrate(db_url);
     conn = tl_db_connect(db_url);
 }
 

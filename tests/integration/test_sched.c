@@ -385,10 +385,7 @@ START_TEST(instances_a_batch_holds_are_left_for_a_later_pass)
     memset(&w, 0, sizeof w);
     w.db_url = tl_db_create("batchlocks");
     w.conn = tl_db_connect(w.db_url);
-    const char *argv[] = {NULL, "migrate", "--database", w.db_url, NULL};
-    tl_output_t o = tl_steward(argv, NULL);
-    ck_assert_msg(o.status == 0, "migrate: %s", o.err);
-    tl_output_free(&o);
+    tl_migrate(w.db_url);
 
     /* More due instances than one batch takes, each due a second after
      * the one before; the watermark is now, an hour past them all. */

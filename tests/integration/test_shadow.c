@@ -139,10 +139,7 @@ static void setup(void)
         free(topics[i]);
     log_path = tl_write_file(tl_tmpdir(), "steward.log", "");
     /* Migrated first, so the waits below never query a missing schema. */
-    const char *migrate[] = {NULL, "migrate", "--database", db_url, NULL};
-    tl_output_t m = tl_steward(migrate, NULL);
-    ck_assert_msg(m.status == 0, "migrate: %s", m.err);
-    tl_output_free(&m);
+    tl_migrate(db_url);
     const char *argv[] = {NULL,
                           "run",
                           "--brokers",

@@ -176,6 +176,14 @@ PGconn *tl_db_connect(const char *conninfo)
     return conn;
 }
 
+void tl_migrate(const char *conninfo)
+{
+    const char *argv[] = {NULL, "migrate", "--database", conninfo, NULL};
+    tl_output_t o = tl_steward(argv, NULL);
+    ck_assert_msg(o.status == 0, "migrate: %s", o.err);
+    tl_output_free(&o);
+}
+
 const char *tl_db_create(const char *suffix)
 {
     const char *base = getenv("STEWARD_TEST_DATABASE_URL");

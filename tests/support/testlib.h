@@ -68,6 +68,10 @@ const char *tl_kafka_brokers(void);
  */
 const char *tl_db_create(const char *suffix);
 
+/* `steward migrate` on conninfo, aborting the test with steward's error
+ * unless it exits 0. */
+void tl_migrate(const char *conninfo);
+
 /* Connects to a database, aborting the test on failure. */
 PGconn *tl_db_connect(const char *conninfo);
 

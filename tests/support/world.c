@@ -30,10 +30,7 @@ void tw_init(tw_world_t *w, const char *name)
 
 void tw_migrate(const tw_world_t *w)
 {
-    const char *argv[] = {NULL, "migrate", "--database", w->db_url, NULL};
-    tl_output_t o = tl_steward(argv, NULL);
-    ck_assert_msg(o.status == 0, "migrate: %s", o.err);
-    tl_output_free(&o);
+    tl_migrate(w->db_url);
 }
 
 char *tw_topic(const tw_world_t *w, const char *name)
