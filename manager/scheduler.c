@@ -508,7 +508,14 @@ static err_class_t judge_batch(sched_t *s, due_worker_t *w, const char *process,
     if ((cls = cmdq_write(w->conn, &commands, errstr, errstr_size)) != ERR_OK)
         goto fail;
     if (aside.n > 0) {
-        const char *set[3] = {process, pgarr_text(&aside), pgarr_text(&reasons)};
+        /* An array that ran out of memory must not reach the statement as
+         * NULL: unnest(NULL) is no rows, and the write would silently do
+         * nothing. */
+        const char *set[3] = {process};
+        if (!pgarr_params((pgarr_t *const[]){&aside, &reasons}, 2, set + 1)) {
+            cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+            goto fail;
+        }
         if ((cls = db_exec(w->conn, "setting aside instances that cannot be judged", suspend_sql, 3,
                            set, errstr, errstr_size)) != ERR_OK)
             goto fail;
@@ -641,12 +648,12 @@ static err_class_t expire_parked(sched_t *s, sched_stats_t *stats, char *errstr,
 
     size_t expired = 0;
     if (ids.n > 0) {
-        const char *write[6] = {s->replica != NULL ? s->replica : "scheduler",
-                                pgarr_text(&ids),
-                                pgarr_text(&versions),
-                                pgarr_text(&states),
-                                pgarr_text(&details),
-                                pgarr_text(&epochs)};
+        const char *write[6] = {s->replica != NULL ? s->replica : "scheduler"};
+        if (!pgarr_params((pgarr_t *const[]){&ids, &versions, &states, &details, &epochs}, 5,
+                          write + 1)) {
+            cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+            goto fail;
+        }
         if ((res = db_query(s->conn, "recording expired parked events", expiry_write_sql, 6, write,
                             &cls, errstr, errstr_size)) == NULL)
             goto fail;
@@ -747,6 +754,10 @@ static err_class_t check_blind(sched_t *s, sched_stats_t *stats, char *errstr, s
     snprintf(dedup, sizeof dedup, "steward:blind:%s", s->group);
     const char *params[4] = {s->group, pgarr_text(&topics), after,
                              s->unowned_after_ms > 0 ? unowned_after : NULL};
+    if (params[1] == NULL) {
+        cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+        goto done;
+    }
     if ((cls = db_exec(s->conn, "starting the blind check", "BEGIN", 0, NULL, errstr,
                        errstr_size)) != ERR_OK)
         goto done;

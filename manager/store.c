@@ -139,9 +139,7 @@ static bool part_arrays(const store_partition_t *parts, size_t n, pgarr_t *topic
         pgarr_add(topics, parts[i].topic);
         pgarr_add_int(partitions, parts[i].partition);
     }
-    params[0] = pgarr_text(topics);
-    params[1] = pgarr_text(partitions);
-    return params[0] != NULL && params[1] != NULL;
+    return pgarr_params((pgarr_t *const[]){topics, partitions}, 2, params);
 }
 
 err_class_t store_claim(store_t *store, store_partition_t *parts, size_t n, char *errstr,
@@ -292,9 +290,7 @@ static bool key_arrays(const store_key_t *keys, size_t n, pgarr_t *processes, pg
         pgarr_add(processes, keys[i].process);
         pgarr_add(names, keys[i].key);
     }
-    params[0] = pgarr_text(processes);
-    params[1] = pgarr_text(names);
-    return params[0] != NULL && params[1] != NULL;
+    return pgarr_params((pgarr_t *const[]){processes, names}, 2, params);
 }
 
 err_class_t store_lock_instances(store_t *store, const store_key_t *keys, size_t n, char *errstr,
