@@ -10,6 +10,7 @@
  * on this thread alone. Every thread started here starts with them blocked
  * (librdkafka blocks them in its own), so a signal sent at any moment of
  * the start-up is held until a handler exists, and then lands here.
+ * SIGPIPE is ignored: the daemon outlives whoever reads its log.
  *
  * Start-up failures: a bad config, definitions or connection string, or a
  * database that refuses our credentials, exit 2 at once; a database that
@@ -114,6 +115,12 @@ static void catch_signals(void)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+    /* A log reader that goes away (a closed stderr pipe) must not stop the
+     * watcher: the log's write fails with EPIPE instead. libpq, librdkafka,
+     * libcurl and libmicrohttpd send with MSG_NOSIGNAL already, so the log
+     * is the only writer this changes. */
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &sa, NULL);
     handled_signals(&set);
     pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 }

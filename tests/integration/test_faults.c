@@ -17,6 +17,8 @@
  *                        the next run (nothing lost)
  *   sighup_at_start      SIGHUP sent again and again while steward starts
  *                        does not kill it; it runs, then stops with 0
+ *   log_reader_gone      stdout and stderr a pipe nobody reads: steward
+ *                        is ready, judges an event, and stops with 0
  *   idle_connections     200 idle TCP connections to the HTTP port: /healthz
  *                        still answers 200 within a second
  *   standby_is_ready     two replicas, one partition per topic: the one
@@ -126,7 +128,9 @@ static void *proxy_link(void *arg)
                 if (pfd[i].revents == 0)
                     continue;
                 ssize_t n = read(pfd[i].fd, buf, sizeof buf);
-                if (n <= 0 || write(pfd[1 - i].fd, buf, (size_t) n) != n)
+                /* MSG_NOSIGNAL: a cut (proxy_set_down) shuts the peer down under
+                 * a forward in flight; that ends the link, not the test process. */
+                if (n <= 0 || send(pfd[1 - i].fd, buf, (size_t) n, MSG_NOSIGNAL) != n)
                     done = true;
             }
             if (done)
@@ -762,18 +766,61 @@ START_TEST(standby_is_ready)
 }
 END_TEST
 
-START_TEST(broker_unreachable)
+/* A loopback port nobody listens on: one taken from the kernel, then freed. */
+static int unused_port(void)
 {
-    world_init("fkafka", false);
-    /* A port nobody listens on: take one from the kernel, then free it. */
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof addr;
+    ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(bind(fd, (struct sockaddr *) &addr, sizeof addr), 0);
     ck_assert_int_eq(getsockname(fd, (struct sockaddr *) &addr, &len), 0);
-    char brokers[64];
-    snprintf(brokers, sizeof brokers, "127.0.0.1:%d", ntohs(addr.sin_port));
     close(fd);
+    return ntohs(addr.sin_port);
+}
+
+START_TEST(log_reader_gone)
+{
+    world_init("fpipe", true);
+    /* Its log goes nowhere, so the HTTP port is chosen here, not read from it. */
+    int port = unused_port();
+    char extra[96];
+    snprintf(extra, sizeof extra, "\"http\": {\"listen\": \"127.0.0.1:%d\"}", port);
+    char *config = world_config("a", w.db_url, tl_kafka_brokers(), extra);
+    replica_t r = {0};
+    r.log = tl_write_file(w.dir, "a.log", "");
+    snprintf(r.base, sizeof r.base, "http://127.0.0.1:%d", port);
+    const char *argv[] = {NULL, "run", "--config", config, "--replica", "a", NULL};
+    r.pid = tl_steward_spawn(argv, NULL, NULL);
+
+    /* Every line it logs is a write to a pipe nobody reads. */
+    int64_t until = now_ms() + 60000;
+    long status = 0;
+    while (alive(&r) && now_ms() < until) {
+        free(get(&r, "/readyz", &status));
+        if (status == 200)
+            break;
+        usleep(100 * 1000);
+    }
+    ck_assert_msg(alive(&r), "steward died with its log reader gone: %s %d",
+                  WIFSIGNALED(r.status) ? "signal" : "exit",
+                  WIFSIGNALED(r.status) ? WTERMSIG(r.status) : WEXITSTATUS(r.status));
+    ck_assert_int_eq(status, 200);
+    send_order("K1");
+    wait_sql("SELECT count(*) FROM steward.instances", "1", 60, &r);
+    ck_assert_msg(alive(&r), "steward died with its log reader gone");
+    ck_assert_int_eq(tl_stop(r.pid, SIGTERM, 30), 0);
+    r.pid = 0;
+    replica_stop(&r);
+    free(config);
+}
+END_TEST
+
+START_TEST(broker_unreachable)
+{
+    world_init("fkafka", false);
+    char brokers[64];
+    snprintf(brokers, sizeof brokers, "127.0.0.1:%d", unused_port());
 
     char *config = world_config("a", w.db_url, brokers, NULL);
     replica_t r;
@@ -834,6 +881,7 @@ Suite *faults_suite(void)
     tcase_add_test(tc, bad_database_config);
     tcase_add_test(tc, stop_during_outage);
     tcase_add_test(tc, sighup_at_start);
+    tcase_add_test(tc, log_reader_gone);
     tcase_add_test(tc, idle_connections);
     tcase_add_test(tc, standby_is_ready);
     tcase_add_test(tc, broker_unreachable);

@@ -382,10 +382,16 @@ int tl_steward_spawn(const char *const *argv, const char *const *env, const char
     for (size_t i = 1; i < argc; i++)
         args[i] = argv[i];
 
+    int orphaned[2] = {-1, -1};
+    if (log_path == NULL) {
+        ck_assert_int_eq(pipe(orphaned), 0);
+        close(orphaned[0]);
+    }
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
-        int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        int fd =
+            log_path != NULL ? open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644) : orphaned[1];
         if (fd >= 0) {
             dup2(fd, STDOUT_FILENO);
             dup2(fd, STDERR_FILENO);
@@ -397,6 +403,8 @@ int tl_steward_spawn(const char *const *argv, const char *const *env, const char
         execv(STEWARD_BINARY, (char *const *) args);
         _exit(127);
     }
+    if (orphaned[1] >= 0)
+        close(orphaned[1]);
     free(args);
     return (int) pid;
 }

@@ -118,6 +118,7 @@ void tl_producer_free(tl_producer_t *p);
 /*
  * Starts the steward binary in the background with argv (as tl_steward())
  * and env, its stdout and stderr appended to log_path. Returns its pid.
+ * log_path NULL: stdout and stderr are a pipe whose reader is gone.
  */
 int tl_steward_spawn(const char *const *argv, const char *const *env, const char *log_path);
 
