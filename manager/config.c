@@ -86,6 +86,8 @@ static const config_key_t config_keys[] = {
      INT64_C(3650) * 86400000, NULL, false},
     {"retention.ownership_log", CONFIG_DURATION_OFF, OFF(retention_ownership_log_ms), 3600000,
      INT64_C(3650) * 86400000, NULL, false},
+    {"retention.instances", CONFIG_DURATION_OFF, OFF(retention_instances_ms), 3600000,
+     INT64_C(3650) * 86400000, NULL, false},
     {"retention.interval", CONFIG_DURATION_OFF, OFF(retention_interval_ms), 1000, 86400000, NULL,
      false},
     {"http.stall_after", CONFIG_DURATION, OFF(stall_after_ms), 1000, 86400000, NULL, false},
@@ -145,6 +147,9 @@ config_t *config_new(void)
     cfg->retention_outbox_ms = 7 * 86400000LL;
     cfg->retention_alerts_ms = 30 * 86400000LL;
     cfg->retention_ownership_log_ms = 30 * 86400000LL;
+    /* Off: a finished instance is what makes a late or repeated event
+     * `late` rather than a new start (manager/retention.h). */
+    cfg->retention_instances_ms = 0;
     cfg->retention_interval_ms = 3600000;
     cfg->dispatch_interval_ms = 100;
     cfg->dispatch_timeout_ms = 30000;

@@ -74,7 +74,8 @@ typedef struct config {
     int64_t retention_outbox_ms; /* delivered or failed rows */
     int64_t retention_alerts_ms; /* resolved alerts */
     int64_t retention_ownership_log_ms;
-    int64_t retention_interval_ms; /* between passes of `steward run`; 0: none */
+    int64_t retention_instances_ms; /* finished instances; 0 (the default): forever */
+    int64_t retention_interval_ms;  /* between passes of `steward run`; 0: none */
 
     /* `steward run` applies pending migrations at start (true: the
      * single-user setup); false: it only checks the schema's version and

@@ -21,8 +21,8 @@
  * never queue behind a drop for longer; the next pass tries again. */
 #define RETENTION_LOCK_TIMEOUT "2s"
 
-static const char *const table_names[RETENTION_N_TABLES] = {"history", "rejected",      "outbox",
-                                                            "alerts",  "ownership_log", "commands"};
+static const char *const table_names[RETENTION_N_TABLES] = {
+    "history", "rejected", "outbox", "alerts", "ownership_log", "commands", "instances"};
 
 const char *retention_table_name(retention_table_t t)
 {
@@ -37,6 +37,7 @@ void retention_config_from(const config_t *cfg, retention_config_t *out)
     out->keep_ms[RETENTION_ALERTS] = cfg->retention_alerts_ms;
     out->keep_ms[RETENTION_OWNERSHIP_LOG] = cfg->retention_ownership_log_ms;
     out->keep_ms[RETENTION_COMMANDS] = cfg->retention_outbox_ms;
+    out->keep_ms[RETENTION_INSTANCES] = cfg->retention_instances_ms;
 }
 
 /* ---- the pure parts ----------------------------------------------------- */
@@ -245,6 +246,13 @@ typedef struct doomed {
 #define COMMAND_DONE                                                                               \
     "((sent_at IS NOT NULL AND sent_at < " CUTOFF ") OR "                                          \
     "(sent_at IS NULL AND cancelled_at IS NOT NULL AND cancelled_at < " CUTOFF "))"
+/* Finished (instances_finished, migration 0015), with nothing open on it. */
+#define INSTANCE_DONE                                                                              \
+    "i.status <> 'active' AND i.state_entered_at < " CUTOFF " AND NOT EXISTS ("                    \
+    "  SELECT 1 FROM steward.alerts a WHERE a.process = i.process AND a.key = i.key "              \
+    "    AND a.resolved_at IS NULL) AND NOT EXISTS ("                                              \
+    "  SELECT 1 FROM steward.commands c WHERE c.process = i.process AND c.key = i.key "            \
+    "    AND c.sent_at IS NULL AND c.cancelled_at IS NULL)"
 #define NEWER_ENTRY                                                                                \
     "EXISTS (SELECT 1 FROM steward.ownership_log n WHERE n.consumer_group = l.consumer_group "     \
     "  AND n.topic = l.topic AND n.partition = l.partition AND n.id > l.id)"
@@ -286,6 +294,14 @@ static const doomed_t doomed[] = {
     {RETENTION_COMMANDS, "SELECT count(*) FROM steward.commands WHERE " COMMAND_DONE,
      "DELETE FROM steward.commands WHERE id IN ("
      "  SELECT id FROM steward.commands WHERE " COMMAND_DONE " LIMIT $2 FOR UPDATE SKIP LOCKED)"},
+    /* After the commands and alerts: what still holds an instance is what
+     * those passes kept. SKIP LOCKED passes over a row an intake batch or
+     * an operator's action holds (both read it FOR UPDATE); when the
+     * delete wins, they find no instance, as for a key never seen. */
+    {RETENTION_INSTANCES, "SELECT count(*) FROM steward.instances i WHERE " INSTANCE_DONE,
+     "DELETE FROM steward.instances WHERE (process, key) IN ("
+     "  SELECT i.process, i.key FROM steward.instances i WHERE " INSTANCE_DONE
+     "  LIMIT $2 FOR UPDATE OF i SKIP LOCKED)"},
 };
 
 static err_class_t remove_rows(PGconn *conn, const doomed_t *d, int64_t cutoff_ms,
@@ -431,8 +447,8 @@ static void log_result(const retention_result_t *r)
     LOG_INFO("retention pass", "history", counts[RETENTION_HISTORY], "rejected",
              counts[RETENTION_REJECTED], "outbox", counts[RETENTION_OUTBOX], "alerts",
              counts[RETENTION_ALERTS], "ownership_log", counts[RETENTION_OWNERSHIP_LOG], "commands",
-             counts[RETENTION_COMMANDS], "partitions_dropped", dropped, "partitions_created",
-             created);
+             counts[RETENTION_COMMANDS], "instances", counts[RETENTION_INSTANCES],
+             "partitions_dropped", dropped, "partitions_created", created);
 }
 
 void *retention_thread_main(void *arg)

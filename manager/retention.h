@@ -12,12 +12,23 @@
  *                partitions, drops every history partition whose upper
  *                bound is at or before the cutoff, deletes old rows from the
  *                DEFAULT partition, and deletes old rows from rejected,
- *                outbox, alerts, ownership_log and commands in batches of
- *                RETENTION_BATCH rows, one statement each, so no pass holds
- *                a lock for long.
+ *                outbox, alerts, ownership_log, commands and instances in
+ *                batches of RETENTION_BATCH rows, one statement each, so no
+ *                pass holds a lock for long.
+ *   finished     an instance in a terminal state; its age counts from
+ *                state_entered_at, when it entered that state.
  *
  * What is never removed: an outbox row not yet delivered or failed, a
- * command not yet sent, an open alert, and a resolved alert any outbox row still references.
+ * command not yet sent, an open alert, a resolved alert any outbox row
+ * still references, an instance not finished, and a finished one with an
+ * open alert or a command neither sent nor cancelled. An instance row a
+ * batch or an operator holds is skipped and taken by a later pass.
+ *
+ * What removing an instance costs: an event for its key is judged as if
+ * the key were new (a start event starts it again; another waits in parked
+ * and, its reorder window passed, is a violation). retention.instances is
+ * therefore off unless set, and is meant to be longer than the topics'
+ * Kafka retention and retention.history.
  * `steward run` runs a pass every retention.interval on a thread of its own
  * (retention_thread_main); `steward prune` runs one on demand.
  */
@@ -46,7 +57,8 @@ typedef enum retention_table {
     RETENTION_OUTBOX,
     RETENTION_ALERTS,
     RETENTION_OWNERSHIP_LOG,
-    RETENTION_COMMANDS, /* sent commands, kept as long as the outbox (retention.outbox) */
+    RETENTION_COMMANDS,  /* sent commands, kept as long as the outbox (retention.outbox) */
+    RETENTION_INSTANCES, /* finished instances */
     RETENTION_N_TABLES,
 } retention_table_t;
 

@@ -18,6 +18,11 @@
  *                             prune finds nothing
  *   run_applies_retention     `steward run` with retention.interval=1s does
  *                             the same on its own, then stops cleanly
+ *   prune_finished_instances  retention.instances is off unless set; set,
+ *                             a finished instance older than it goes, and
+ *                             not one that is open, recent, held by a
+ *                             batch (until released), or has an open alert
+ *                             or an unsent command (until they close)
  *   prune_usage               unknown flags and bad retention values exit 2
  */
 #include "common/db.h"
@@ -349,6 +354,107 @@ START_TEST(run_applies_retention)
 }
 END_TEST
 
+/* Instances of process 'p' version 1, one per case retention.instances
+ * weighs; the key says which. */
+static const char instances_sql[] =
+    "INSERT INTO steward.definitions (process, version, mode, document, checksum) "
+    "  VALUES ('p', 1, 'shadow', '{}', 'x');"
+    "INSERT INTO steward.instances (process, key, version, state, status, started_at, "
+    "  state_entered_at) VALUES "
+    "('p', 'done-old', 1, 'shipped', 'success', now() - interval '120 days', "
+    "  now() - interval '100 days'), "
+    "('p', 'held-old', 1, 'shipped', 'success', now() - interval '120 days', "
+    "  now() - interval '100 days'), "
+    "('p', 'done-new', 1, 'shipped', 'success', now() - interval '120 days', "
+    "  now() - interval '10 days'), "
+    /* entered its state long ago, but not finished */
+    "('p', 'open-old', 1, 'placed', 'active', now() - interval '200 days', "
+    "  now() - interval '200 days'), "
+    "('p', 'alerted-old', 1, 'shipped', 'success', now() - interval '120 days', "
+    "  now() - interval '100 days'), "
+    "('p', 'command-old', 1, 'shipped', 'success', now() - interval '120 days', "
+    "  now() - interval '100 days');"
+    "INSERT INTO steward.alerts (kind, process, key, owner, summary, dedup_key, opened_at) "
+    "  VALUES ('sequence', 'p', 'alerted-old', 'ops', 'open', 'i1', now() - interval '101 days');"
+    "INSERT INTO steward.commands (process, key, version, state, step, attempt, token, topic, "
+    "  type, payload, ce_id, created_at) VALUES ('p', 'command-old', 1, 'shipped', 3, 0, 1, "
+    "  'cmds', 'Ship', '{}', 'c1', now() - interval '100 days');";
+
+static char *instance_keys(void)
+{
+    return tl_db_scalar(conn, "SELECT string_agg(key, ',' ORDER BY key) FROM steward.instances", 0,
+                        NULL);
+}
+
+START_TEST(prune_finished_instances)
+{
+    tl_db_exec(conn, instances_sql);
+    char *all = instance_keys();
+
+    /* Off unless set: every instance stays. */
+    json_t *doc = prune_json(NULL);
+    ck_assert_int_eq(rows_of(doc, "instances"), 0);
+    json_decref(doc);
+    char *keys = instance_keys();
+    ck_assert_str_eq(keys, all);
+    free(keys);
+
+    const char *dry[] = {NULL,         "prune", "--dry-run",
+                         "--json",     "--set", "retention.instances=90d",
+                         "--database", db_url,  NULL};
+    tl_output_t o = tl_steward(dry, NULL);
+    ck_assert_msg(o.status == 0, "prune --dry-run: %s", o.err);
+    doc = json_loads(o.out, 0, NULL);
+    ck_assert_msg(doc != NULL, "not JSON: %s", o.out);
+    ck_assert_int_eq(rows_of(doc, "instances"), 2); /* done-old, held-old */
+    json_decref(doc);
+    tl_output_free(&o);
+    keys = instance_keys();
+    ck_assert_str_eq(keys, all);
+    free(keys);
+
+    /* A batch holds held-old (intake reads its instances FOR UPDATE). */
+    PGconn *batch = tl_db_connect(db_url);
+    tl_db_exec(batch, "BEGIN");
+    tl_db_exec(batch, "SELECT 1 FROM steward.instances WHERE process = 'p' AND key = 'held-old' "
+                      "FOR UPDATE");
+
+    const char *prune[] = {NULL,         "prune", "--set", "retention.instances=90d",
+                           "--database", db_url,  NULL};
+    o = tl_steward(prune, NULL);
+    ck_assert_msg(o.status == 0, "prune: %s", o.err);
+    ck_assert_msg(tl_contains(o.out, "instances      keep 90d    removed 1 rows"), "got: %s",
+                  o.out);
+    tl_output_free(&o);
+    keys = instance_keys();
+    ck_assert_str_eq(keys, "alerted-old,command-old,done-new,held-old,open-old");
+    free(keys);
+
+    /* Released, it goes with the next pass; the open alert and the unsent
+     * command still keep theirs. */
+    tl_db_exec(batch, "COMMIT");
+    PQfinish(batch);
+    o = tl_steward(prune, NULL);
+    ck_assert_msg(tl_contains(o.out, "removed 1 rows") && o.status == 0, "got: %s%s", o.out, o.err);
+    tl_output_free(&o);
+    keys = instance_keys();
+    ck_assert_str_eq(keys, "alerted-old,command-old,done-new,open-old");
+    free(keys);
+
+    /* Resolved, cancelled: nothing holds them any more. */
+    tl_db_exec(conn, "UPDATE steward.alerts SET resolved_at = now(), resolution = 'closed'");
+    tl_db_exec(conn, "UPDATE steward.commands SET cancelled_at = now(), "
+                     "cancel_reason = 'finished'");
+    o = tl_steward(prune, NULL);
+    ck_assert_msg(o.status == 0, "prune: %s", o.err);
+    tl_output_free(&o);
+    keys = instance_keys();
+    ck_assert_str_eq(keys, "done-new,open-old");
+    free(keys);
+    free(all);
+}
+END_TEST
+
 START_TEST(prune_usage)
 {
     const char *bogus[] = {NULL, "prune", "--bogus", NULL};
@@ -385,6 +491,7 @@ Suite *retention_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, prune_dry_run_then_prune);
     tcase_add_test(tc, run_applies_retention);
+    tcase_add_test(tc, prune_finished_instances);
     tcase_add_test(tc, prune_usage);
     suite_add_tcase(s, tc);
     return s;
