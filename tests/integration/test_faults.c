@@ -356,6 +356,14 @@ static void replica_stop(replica_t *r)
     r->log = NULL;
 }
 
+/* SIGTERM: r must exit 0 within 30 s; then what replica_stop() frees. */
+static void replica_stop_clean(replica_t *r)
+{
+    ck_assert_int_eq(tl_stop(r->pid, SIGTERM, 30), 0);
+    r->pid = 0;
+    replica_stop(r);
+}
+
 /* How many lines of r's log carry `msg` (and `also` anywhere, when not NULL). */
 static int log_count(const replica_t *r, const char *msg, const char *also)
 {
@@ -515,9 +523,7 @@ START_TEST(db_down_at_start)
     free(wait_status(&r, "/readyz", 200, 60));
     send_order("K1");
     wait_sql("SELECT count(*) FROM steward.instances", "1", 60, &r);
-    ck_assert_int_eq(tl_stop(r.pid, SIGTERM, 30), 0);
-    r.pid = 0;
-    replica_stop(&r);
+    replica_stop_clean(&r);
     free(config);
     free(database);
 }
@@ -616,9 +622,7 @@ START_TEST(stop_during_outage)
     proxy_set_down(proxy, false);
     replica_start(&r, "b", config);
     wait_sql("SELECT count(*) FROM steward.instances", "2", 60, &r);
-    ck_assert_int_eq(tl_stop(r.pid, SIGTERM, 30), 0);
-    r.pid = 0;
-    replica_stop(&r);
+    replica_stop_clean(&r);
     free(config);
     free(database);
 }
@@ -656,9 +660,7 @@ START_TEST(sighup_at_start)
     wait_log(&r, "steward running", NULL, 1, 30);
     /* The held SIGHUP is a reload, taken up once running. */
     wait_log(&r, "definitions and routes reloaded", NULL, 1, 30);
-    ck_assert_int_eq(tl_stop(r.pid, SIGTERM, 30), 0);
-    r.pid = 0;
-    replica_stop(&r);
+    replica_stop_clean(&r);
     free(config);
     free(database);
 }
@@ -696,9 +698,7 @@ START_TEST(idle_connections)
     }
     for (int i = 0; i < 200; i++)
         close(fds[i]);
-    ck_assert_int_eq(tl_stop(r.pid, SIGTERM, 30), 0);
-    r.pid = 0;
-    replica_stop(&r);
+    replica_stop_clean(&r);
     free(config);
 }
 END_TEST
@@ -809,9 +809,7 @@ START_TEST(log_reader_gone)
     send_order("K1");
     wait_sql("SELECT count(*) FROM steward.instances", "1", 60, &r);
     ck_assert_msg(alive(&r), "steward died with its log reader gone");
-    ck_assert_int_eq(tl_stop(r.pid, SIGTERM, 30), 0);
-    r.pid = 0;
-    replica_stop(&r);
+    replica_stop_clean(&r);
     free(config);
 }
 END_TEST
@@ -832,9 +830,7 @@ START_TEST(broker_unreachable)
     long status;
     free(get(&r, "/healthz", &status));
     ck_assert_int_eq(status, 200);
-    ck_assert_int_eq(tl_stop(r.pid, SIGTERM, 30), 0);
-    r.pid = 0;
-    replica_stop(&r);
+    replica_stop_clean(&r);
     free(config);
 }
 END_TEST
