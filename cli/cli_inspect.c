@@ -150,17 +150,22 @@ int cli_inspect(int argc, char **argv)
         return rc;
     }
     json_t *inst = NULL;
-    long judged = 0;
+    query_absent_t absent;
     rc = EXIT_OK;
-    if (query_instance(conn, process, key, &inst, &judged, errstr, sizeof errstr) != ERR_OK) {
+    if (query_instance(conn, process, key, &inst, &absent, errstr, sizeof errstr) != ERR_OK) {
         fprintf(stderr, "steward inspect: %s\n", errstr);
         rc = EXIT_RUNTIME;
     } else if (inst == NULL) {
-        if (judged > 0)
+        if (absent.started)
+            fprintf(stderr,
+                    "steward inspect: no instance %s of %s; its history (%ld event%s kept) "
+                    "shows it started: it finished and was removed since (retention.instances)\n",
+                    key, process, absent.judged, absent.judged == 1 ? "" : "s");
+        else if (absent.judged > 0)
             fprintf(stderr,
                     "steward inspect: no instance %s of %s; %ld event%s for it waited or were "
                     "judged without one (its start event never arrived)\n",
-                    key, process, judged, judged == 1 ? "" : "s");
+                    key, process, absent.judged, absent.judged == 1 ? "" : "s");
         else
             fprintf(stderr, "steward inspect: no instance %s of %s\n", key, process);
         rc = EXIT_RUNTIME;

@@ -737,21 +737,23 @@ static void get_instance(http_t *h, const char *process, const char *key, reply_
 {
     char errstr[1024], message[HTTP_MAX_PATH + 64];
     json_t *doc = NULL;
-    long judged = 0;
+    query_absent_t absent = {0};
     err_class_t cls = db_acquire(h, clock_monotonic_ms() + QUERY_BUDGET_MS, errstr, sizeof errstr);
 
     if (cls == ERR_OK) {
-        cls = query_instance(h->conn, process, key, &doc, &judged, errstr, sizeof errstr);
+        cls = query_instance(h->conn, process, key, &doc, &absent, errstr, sizeof errstr);
         db_release(h);
     }
     if (cls != ERR_OK) {
         reply_db_error(r, cls, errstr);
     } else if (doc == NULL) {
         /* Events judged for a key with no instance are parked, waiting for
-         * the start event: worth saying. */
+         * the start event, or belonged to an instance retention removed:
+         * worth saying which. */
         snprintf(message, sizeof message, "no instance %s of %s", key, process);
         reply_json(r, MHD_HTTP_NOT_FOUND,
-                   json_pack("{s:s, s:I}", "error", message, "judged_events", (json_int_t) judged));
+                   json_pack("{s:s, s:I, s:b}", "error", message, "judged_events",
+                             (json_int_t) absent.judged, "removed", absent.started));
     } else {
         reply_json(r, MHD_HTTP_OK, doc);
     }

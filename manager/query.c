@@ -60,7 +60,7 @@ static const char instance_sql[] =
     "FROM steward.instances i WHERE i.process = $1 AND i.key = $2";
 
 err_class_t query_instance(PGconn *conn, const char *process, const char *key, json_t **out,
-                           long *judged_events, char *errstr, size_t errstr_size)
+                           query_absent_t *absent, char *errstr, size_t errstr_size)
 {
     const char *params[2] = {process, key};
     char what[600];
@@ -69,7 +69,8 @@ err_class_t query_instance(PGconn *conn, const char *process, const char *key, j
     PGresult *res = db_query(conn, what, instance_sql, 2, params, &cls, errstr, errstr_size);
 
     *out = NULL;
-    *judged_events = 0;
+    absent->judged = 0;
+    absent->started = false;
     if (res == NULL)
         return cls;
     if (PQntuples(res) == 1) {
@@ -84,11 +85,14 @@ err_class_t query_instance(PGconn *conn, const char *process, const char *key, j
     PQclear(res);
 
     snprintf(what, sizeof what, "reading history of %s/%s", process, key);
-    res =
-        db_query(conn, what, "SELECT count(*) FROM steward.history WHERE process = $1 AND key = $2",
-                 2, params, &cls, errstr, errstr_size);
-    if (res != NULL)
-        *judged_events = atol(PQgetvalue(res, 0, 0));
+    res = db_query(conn, what,
+                   "SELECT count(*), coalesce(bool_or(outcome = 'started'), false) "
+                   "FROM steward.history WHERE process = $1 AND key = $2",
+                   2, params, &cls, errstr, errstr_size);
+    if (res != NULL) {
+        absent->judged = atol(PQgetvalue(res, 0, 0));
+        absent->started = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
+    }
     PQclear(res);
     return cls;
 }

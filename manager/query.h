@@ -22,13 +22,18 @@
  */
 #define QUERY_REAL_PRECISION JSON_REAL_PRECISION(15)
 
+/* What the history kept says of a key that has no instance. */
+typedef struct query_absent {
+    long judged;  /* events judged for the key all the same (parked ones, waiting for a start) */
+    bool started; /* one of them started an instance, removed since (retention.instances) */
+} query_absent_t;
+
 /*
  * Reads instance (process, key) with its history and the alerts raised on
  * it (open and resolved), oldest first, as a new
  * JSON object (json_decref() it) into *out. When there is no such
- * instance, *out is NULL and ERR_OK is returned, with *judged_events set to
- * how many events were judged for the key all the same (parked ones,
- * waiting for a start event). Times are RFC 3339 in UTC.
+ * instance, *out is NULL and ERR_OK is returned, with *absent filled from
+ * the history kept for the key. Times are RFC 3339 in UTC.
  *
  * Besides the state and deadlines it carries what active mode keeps: the
  * step, the fencing token of the last command, the lease (lease_holder,
@@ -39,7 +44,7 @@
  * sent_at). Print it with QUERY_REAL_PRECISION.
  */
 err_class_t query_instance(PGconn *conn, const char *process, const char *key, json_t **out,
-                           long *judged_events, char *errstr, size_t errstr_size);
+                           query_absent_t *absent, char *errstr, size_t errstr_size);
 
 /*
  * Reads the open alerts, grouped by process and state, oldest first, as a

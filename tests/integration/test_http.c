@@ -342,6 +342,8 @@ START_TEST(serves_probes_metrics_and_views)
     json_decref(doc);
     doc = get_json("/v1/instances/alert_order/nope", 404);
     ck_assert_str_eq(str(doc, "error"), "no instance nope of alert_order");
+    ck_assert_int_eq(json_integer_value(json_object_get(doc, "judged_events")), 0);
+    ck_assert(json_is_false(json_object_get(doc, "removed")));
     json_decref(doc);
 
     /* The stuck view, whole and by process. */
@@ -389,6 +391,16 @@ START_TEST(serves_probes_metrics_and_views)
     doc = get_json(long_path, 400);
     ck_assert_msg(tl_contains(str(doc, "error"), "longer than 2048"), "error: %s",
                   str(doc, "error"));
+    json_decref(doc);
+
+    /* An instance retention removed: its kept history says it started. */
+    tl_db_exec(w.conn, "INSERT INTO steward.history (process, key, version, event_id, event_type, "
+                       "  topic, partition, \"offset\", event_time, to_state, outcome, replica, "
+                       "  epoch) VALUES ('alert_order', 'gone', 1, 'g1', 'OrderPlaced', 't', 0, "
+                       "  1, now(), 'awaiting_payment', 'started', 'test', 1)");
+    doc = get_json("/v1/instances/alert_order/gone", 404);
+    ck_assert_int_eq(json_integer_value(json_object_get(doc, "judged_events")), 1);
+    ck_assert(json_is_true(json_object_get(doc, "removed")));
     json_decref(doc);
 
     /* Still serving after all that, and a clean stop. */

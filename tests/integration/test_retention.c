@@ -22,7 +22,8 @@
  *                             a finished instance older than it goes, and
  *                             not one that is open, recent, held by a
  *                             batch (until released), or has an open alert
- *                             or an unsent command (until they close)
+ *                             or an unsent command (until they close);
+ *                             `steward inspect` of a removed one says so
  *   prune_usage               unknown flags and bad retention values exit 2
  */
 #include "common/db.h"
@@ -389,6 +390,7 @@ static char *instance_keys(void)
 START_TEST(prune_finished_instances)
 {
     tl_db_exec(conn, instances_sql);
+    add_history("done-old", "1 day"); /* its history outlives it */
     char *all = instance_keys();
 
     /* Off unless set: every instance stays. */
@@ -429,6 +431,13 @@ START_TEST(prune_finished_instances)
     keys = instance_keys();
     ck_assert_str_eq(keys, "alerted-old,command-old,done-new,held-old,open-old");
     free(keys);
+    const char *inspect[] = {NULL, "inspect", "p", "done-old", "--database", db_url, NULL};
+    o = tl_steward(inspect, NULL);
+    ck_assert_int_eq(o.status, 1);
+    ck_assert_msg(tl_contains(o.err, "no instance done-old of p; its history (3 events kept) "
+                                     "shows it started: it finished and was removed since"),
+                  "got: %s", o.err);
+    tl_output_free(&o);
 
     /* Released, it goes with the next pass; the open alert and the unsent
      * command still keep theirs. */
