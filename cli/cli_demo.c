@@ -944,7 +944,8 @@ int cli_demo(int argc, char **argv)
     rc = truth_held ? EXIT_OK : EXIT_RUNTIME;
     if (serve)
         serve_console(steward, log);
-    if (keep) {
+    /* A run that did not match keeps its evidence. */
+    if (keep || !truth_held) {
         printf("steward's log and the ground truth are in %s\n", work);
     } else {
         unlink(config);
