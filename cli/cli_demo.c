@@ -68,6 +68,7 @@ static const char demo_usage[] =
     "  --seed S              the simulator's seed, to replay a run\n"
     "  --definition FILE     the demo definition (default definitions/demo/...)\n"
     "  --keep                leave steward's log and the ground truth in the work folder\n"
+    "                        (a run whose check fails leaves them too)\n"
     "  --serve               after the check, keep steward running and print the web\n"
     "                        console's URL (on 127.0.0.1); serve it until interrupted\n";
 
