@@ -1226,21 +1226,49 @@ static err_class_t send_reply(responder_t *r, const pending_t *p, char *errstr, 
     return ERR_OK;
 }
 
-/* A consumer of the command topics, reading from their beginning. */
+/* How many partitions `topic` has, once the cluster's metadata shows it
+ * (at most timeout_ms); 0 when it does not by then. */
+static int topic_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms)
+{
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    int partitions = 0;
+    double until = mono_s() + timeout_ms / 1000.0;
+    while (rkt != NULL && partitions == 0 && mono_s() < until && !stop_requested) {
+        const struct rd_kafka_metadata *md = NULL;
+        if (rd_kafka_metadata(rk, 0, rkt, &md, 2000) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+            md->topic_cnt == 1 && md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR)
+            partitions = md->topics[0].partition_cnt;
+        if (md != NULL)
+            rd_kafka_metadata_destroy(md);
+        if (partitions == 0)
+            usleep(200 * 1000);
+    }
+    if (rkt != NULL)
+        rd_kafka_topic_destroy(rkt);
+    return partitions;
+}
+
+/*
+ * A reader of every partition of the command topics, from their beginning.
+ * It joins no consumer group: the responder is their only reader, and a
+ * group's first join can be held back for a whole session timeout (45 s)
+ * when the coordinator keeps a member from an attempt that timed out,
+ * which on a loaded machine cost every order of a demo its payment step.
+ * The topics exist: the responder created them first.
+ */
 static rd_kafka_t *command_consumer(const config_t *cfg, const sim_active_model_t *model,
                                     char *errstr, size_t errstr_size)
 {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    /* librdkafka's consumer wants a group id even to assign; it joins
+     * nothing without a subscription, and commits nothing. */
     char group[96];
     snprintf(group, sizeof group, "steward-sim-%" PRIx64 "-%ld", cfg->sim.seed, (long) getpid());
     const char *settings[][2] = {
         {"bootstrap.servers", cfg->brokers},
         {"client.id", "steward-sim-responder"},
         {"group.id", group},
-        {"auto.offset.reset", "earliest"},
-        {"enable.auto.commit", "true"},
-        /* A command topic Steward creates later is seen within a second. */
-        {"topic.metadata.refresh.interval.ms", "1000"},
+        {"enable.auto.commit", "false"},
     };
     for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++)
         if (rd_kafka_conf_set(conf, settings[i][0], settings[i][1], errstr, errstr_size) !=
@@ -1254,18 +1282,25 @@ static rd_kafka_t *command_consumer(const config_t *cfg, const sim_active_model_
         return NULL;
     }
     rd_kafka_poll_set_consumer(rk);
-    rd_kafka_topic_partition_list_t *topics = rd_kafka_topic_partition_list_new(8);
-    for (size_t i = 0; i < model->n_states; i++) {
+    rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new(32);
+    bool ok = true;
+    for (size_t i = 0; i < model->n_states && ok; i++) {
         const char *t = model->states[i].command_topic;
-        if (t[0] != '\0' &&
-            rd_kafka_topic_partition_list_find(topics, t, RD_KAFKA_PARTITION_UA) == NULL)
-            rd_kafka_topic_partition_list_add(topics, t, RD_KAFKA_PARTITION_UA);
+        if (t[0] == '\0' || rd_kafka_topic_partition_list_find(parts, t, 0) != NULL)
+            continue;
+        int n = topic_partitions(rk, t, 30000);
+        if (n == 0) {
+            snprintf(errstr, errstr_size, "command topic %s: no partitions within 30 s", t);
+            ok = false;
+        }
+        for (int p = 0; p < n; p++)
+            rd_kafka_topic_partition_list_add(parts, t, p)->offset = RD_KAFKA_OFFSET_BEGINNING;
     }
-    rd_kafka_resp_err_t err = rd_kafka_subscribe(rk, topics);
-    rd_kafka_topic_partition_list_destroy(topics);
-    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        snprintf(errstr, errstr_size, "subscribing to the command topics: %s",
-                 rd_kafka_err2str(err));
+    rd_kafka_resp_err_t err = ok ? rd_kafka_assign(rk, parts) : RD_KAFKA_RESP_ERR_NO_ERROR;
+    rd_kafka_topic_partition_list_destroy(parts);
+    if (ok && err != RD_KAFKA_RESP_ERR_NO_ERROR)
+        snprintf(errstr, errstr_size, "reading the command topics: %s", rd_kafka_err2str(err));
+    if (!ok || err != RD_KAFKA_RESP_ERR_NO_ERROR) {
         rd_kafka_destroy(rk);
         return NULL;
     }
