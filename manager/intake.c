@@ -131,6 +131,18 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 static err_class_t flush_all(intake_t *in, char *errstr, size_t errstr_size);
 static err_class_t finish_all(intake_t *in, char *errstr, size_t errstr_size);
 
+/* Drops every lane's gathered messages (not handed to a transaction):
+ * they are read again from the stored offsets. */
+static void drop_pending(intake_t *in)
+{
+    for (size_t l = 0; l < in->n_lanes; l++) {
+        lane_t *lane = &in->lanes[l];
+        for (size_t i = 0; i < lane->n_pending; i++)
+            rd_kafka_message_destroy(lane->pending[i]);
+        lane->n_pending = 0;
+    }
+}
+
 /* Whether any lane gathered messages not yet handed to a transaction. */
 static bool any_pending(const intake_t *in)
 {
@@ -272,12 +284,7 @@ static void on_revoke(intake_t *in, rd_kafka_topic_partition_list_t *list)
     log_partitions(lost ? "partition lost" : "partition released", parts, n, false);
     free(parts);
 
-    for (size_t l = 0; l < in->n_lanes; l++) {
-        lane_t *lane = &in->lanes[l];
-        for (size_t i = 0; i < lane->n_pending; i++)
-            rd_kafka_message_destroy(lane->pending[i]);
-        lane->n_pending = 0;
-    }
+    drop_pending(in);
     clear_owned(in);
     rd_kafka_assign(in->rk, NULL);
     metrics_set_assigned(0);
@@ -1219,10 +1226,7 @@ void intake_free(intake_t *in)
     if (in == NULL)
         return;
     finish_all(in, errstr, sizeof errstr);
-    for (size_t l = 0; l < in->n_lanes; l++) {
-        for (size_t i = 0; i < in->lanes[l].n_pending; i++)
-            rd_kafka_message_destroy(in->lanes[l].pending[i]);
-    }
+    drop_pending(in);
     if (in->rk != NULL)
         rd_kafka_destroy(in->rk);
     if (in->dlq != NULL) {

@@ -914,21 +914,25 @@ typedef struct due_run {
     char errstr[512];
 } due_run_t;
 
+/* One batch of r's share; whether another may find more due. */
+static bool due_step(due_run_t *r)
+{
+    int n, done;
+    r->cls = judge_batch(r->s, r->w, r->process, r->watermark_ms, &r->stats, &n, &done, r->errstr,
+                         sizeof r->errstr);
+    /* A long pass must not look like a dead replica to the others. */
+    if (r->cls == ERR_OK && r->beats && clock_wall_ms() - r->s->beat_ms >= 1000)
+        r->cls = heartbeat(r->s, r->errstr, sizeof r->errstr);
+    /* A full batch may leave more due; one where nothing was done (every
+     * candidate locked by batches) would find the same rows again: they
+     * wait for the next pass. */
+    return r->cls == ERR_OK && n == SCHED_DUE_BATCH && done > 0 && !stopping(r->s);
+}
+
 static void *due_run_main(void *arg)
 {
-    due_run_t *r = arg;
-    int n, done;
-    r->cls = ERR_OK;
-    do {
-        r->cls = judge_batch(r->s, r->w, r->process, r->watermark_ms, &r->stats, &n, &done,
-                             r->errstr, sizeof r->errstr);
-        /* A long pass must not look like a dead replica to the others. */
-        if (r->cls == ERR_OK && r->beats && clock_wall_ms() - r->s->beat_ms >= 1000)
-            r->cls = heartbeat(r->s, r->errstr, sizeof r->errstr);
-        /* A full batch may leave more due; one where nothing was done
-         * (every candidate locked by batches) would find the same rows
-         * again: they wait for the next pass. */
-    } while (r->cls == ERR_OK && n == SCHED_DUE_BATCH && done > 0 && !stopping(r->s));
+    while (due_step(arg))
+        ;
     return NULL;
 }
 
@@ -941,10 +945,12 @@ static void add_stats(sched_stats_t *to, const sched_stats_t *from)
 }
 
 /*
- * Judges a process's due instances at `watermark_ms` on every worker at
- * once: worker 0 on this thread, the others on threads of their own, each
- * on its connection (opened on first use, and again after it broke). The
- * first failure's outcome; the others' work commits or not on its own.
+ * Judges a process's due instances at `watermark_ms`: worker 0 on this
+ * thread first, alone; only when its first batch comes back full are the
+ * others started, on threads of their own, each on its connection (opened
+ * on first use, and again after it broke). Most passes find less than a
+ * batch due, and the others would only scan for it again. The first
+ * failure's outcome; the others' work commits or not on its own.
  */
 static err_class_t judge_process(sched_t *s, const char *process, int64_t watermark_ms,
                                  sched_stats_t *stats, char *errstr, size_t errstr_size)
@@ -954,12 +960,12 @@ static err_class_t judge_process(sched_t *s, const char *process, int64_t waterm
     bool started[SCHED_MAX_TRANSACTIONS] = {false};
     due_worker_t own = {s->conn};
 
-    for (size_t i = 0; i < s->n_workers; i++) {
-        due_worker_t *w = i == 0 ? &own : &s->extra[i];
-        runs[i] = (due_run_t){
-            .s = s, .w = w, .beats = i == 0, .process = process, .watermark_ms = watermark_ms};
-        if (i == 0)
-            continue;
+    runs[0] = (due_run_t){
+        .s = s, .w = &own, .beats = true, .process = process, .watermark_ms = watermark_ms};
+    bool more = due_step(&runs[0]);
+    for (size_t i = 1; more && i < s->n_workers; i++) {
+        due_worker_t *w = &s->extra[i];
+        runs[i] = (due_run_t){.s = s, .w = w, .process = process, .watermark_ms = watermark_ms};
         if (w->conn != NULL && PQstatus(w->conn) != CONNECTION_OK) {
             PQfinish(w->conn);
             w->conn = NULL;
@@ -970,7 +976,8 @@ static err_class_t judge_process(sched_t *s, const char *process, int64_t waterm
             continue; /* this pass runs on fewer: the others still judge every due row */
         started[i] = pthread_create(&threads[i], NULL, due_run_main, &runs[i]) == 0;
     }
-    due_run_main(&runs[0]);
+    if (more)
+        due_run_main(&runs[0]);
     err_class_t cls = runs[0].cls;
     if (cls != ERR_OK)
         snprintf(errstr, errstr_size, "%s", runs[0].errstr);
