@@ -10,6 +10,7 @@
 #include "definitions/jsonptr.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -655,6 +656,20 @@ static int64_t later(int64_t a, int64_t b)
     return a > b ? a : b;
 }
 
+/* snprintf() for the words of a page, whose parts (a definition's names,
+ * a holder's) have no bound the compiler can see: cut to `size`, like the
+ * detail they fill. */
+static int words(char *buf, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int words(char *buf, size_t size, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, size, fmt, ap);
+    va_end(ap);
+    return n;
+}
+
 /*
  * What the current step tried up to `deadline_ms`, in a page's words:
  * "ReserveStock sent 3 times over 1h10m, no StockReserved or
@@ -679,13 +694,13 @@ static int tried(const def_t *def, const engine_instance_t *inst, int64_t deadli
     else if (sent == 0)
         /* Nothing left Steward: the dispatcher's alert (or, with nothing
          * queued, the template's) says why. */
-        return snprintf(buf, size, "%s queued %d, delivered 0: see %s (over %s, no %s)", type,
-                        queued, queued > 0 ? "dispatch_failed" : "command_failed", over, none);
+        return words(buf, size, "%s queued %d, delivered 0: see %s (over %s, no %s)", type, queued,
+                     queued > 0 ? "dispatch_failed" : "command_failed", over, none);
     else if (sent < queued)
-        return snprintf(buf, size, "%s queued %d, delivered %d over %s, no %s", type, queued, sent,
-                        over, none);
-    return snprintf(buf, size, "%s sent %d time%s over %s, no %s", type, sent, sent == 1 ? "" : "s",
-                    over, none);
+        return words(buf, size, "%s queued %d, delivered %d over %s, no %s", type, queued, sent,
+                     over, none);
+    return words(buf, size, "%s sent %d time%s over %s, no %s", type, sent, sent == 1 ? "" : "s",
+                 over, none);
 }
 
 /*
