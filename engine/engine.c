@@ -10,6 +10,7 @@
 #include "definitions/jsonptr.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,8 @@ void engine_instance_init(engine_instance_t *inst)
     inst->process_deadline_ms = ENGINE_NO_DEADLINE;
     inst->lease_expires_ms = ENGINE_NO_DEADLINE;
     inst->lease_renewed_ms = ENGINE_NO_DEADLINE;
+    inst->sends_queued = -1;
+    inst->sends_delivered = -1;
 }
 
 void engine_instance_clear(engine_instance_t *inst)
@@ -161,7 +164,12 @@ static void capture(json_t *vars, const def_capture_t *captures, size_t n, const
     }
 }
 
-/* Moves the instance into `state` at `at_ms`: a new step, a new deadline. */
+/*
+ * Moves the instance into `state` at `at_ms`: a new step, a new deadline,
+ * and in an active version a new fencing token, whether or not the state
+ * sends a command: the token names the step entry, so a reply to the step
+ * the instance left carries an older one and is stale.
+ */
 static void enter(const def_t *def, engine_instance_t *inst, long state, int64_t at_ms)
 {
     const def_state_t *st = &def->states[state];
@@ -173,6 +181,8 @@ static void enter(const def_t *def, engine_instance_t *inst, long state, int64_t
     inst->resend_pending = false;
     inst->attempt = 0;
     inst->step++;
+    if (def->mode == DEF_MODE_ACTIVE)
+        inst->token++;
     lease_clear(inst);
     inst->deadline_ms = st->terminal == NULL && st->deadline_ms > 0
                             ? time_add(at_ms, st->deadline_ms)
@@ -196,17 +206,20 @@ static engine_result_t result_of(engine_outcome_t outcome, long from, long to)
 
 /*
  * The command the instance's current state sends now, if its version is
- * active and the state has one: the next fencing token, the current step
- * and attempt. Shadow versions send nothing, so an instance started before
- * a promotion is never commanded.
+ * active and the state has one: the current step and attempt, with the
+ * token of the step entry (enter() took it) or, for a re-send (`resend`),
+ * the next one. Shadow versions send nothing, so an instance started
+ * before a promotion is never commanded.
  */
-static engine_command_t plan_send(const def_t *def, engine_instance_t *inst, int64_t delay_ms)
+static engine_command_t plan_send(const def_t *def, engine_instance_t *inst, bool resend,
+                                  int64_t delay_ms)
 {
     engine_command_t c = {0};
     const def_state_t *st = &def->states[inst->state];
     if (def->mode != DEF_MODE_ACTIVE || st->command == NULL || st->terminal != NULL)
         return c;
-    inst->token++;
+    if (resend)
+        inst->token++;
     c.send = true;
     c.state = inst->state;
     c.step = inst->step;
@@ -236,7 +249,7 @@ static engine_result_t start(const def_t *def, engine_instance_t *inst, const en
     inst->step = 0;
     enter(def, inst, (long) def->start_state, ev->time_ms);
     r.entered_ms = inst->state_entered_ms;
-    r.command = plan_send(def, inst, 0);
+    r.command = plan_send(def, inst, false, 0);
     return r;
 }
 
@@ -314,7 +327,10 @@ static char *holder_of(const def_lease_t *lease, const json_t *data)
 
 /*
  * A claim or renewal: the lease runs to min(event time + duration, the
- * state's deadline), which is never extended.
+ * state's deadline), which is never extended, and never ends before the
+ * event. Once the state's deadline was judged missed (the step's owner
+ * paged, its attempts spent) it caps nothing: a late claim holds the step
+ * for the whole duration instead of running out at once.
  */
 static engine_result_t lease_event(const def_t *def, engine_instance_t *inst,
                                    const engine_event_t *ev, bool claim)
@@ -330,8 +346,8 @@ static engine_result_t lease_event(const def_t *def, engine_instance_t *inst,
         inst->lease_holder = holder;
     }
     int64_t until = time_add(ev->time_ms, lease->duration_ms);
-    if (inst->deadline_ms != ENGINE_NO_DEADLINE && until > inst->deadline_ms)
-        until = inst->deadline_ms;
+    if (inst->deadline_ms != ENGINE_NO_DEADLINE && !inst->overdue && until > inst->deadline_ms)
+        until = inst->deadline_ms > ev->time_ms ? inst->deadline_ms : ev->time_ms;
     if (inst->lease_renewed_ms == ENGINE_NO_DEADLINE || ev->time_ms > inst->lease_renewed_ms)
         inst->lease_renewed_ms = ev->time_ms;
     if (inst->lease_expires_ms == ENGINE_NO_DEADLINE || until > inst->lease_expires_ms)
@@ -360,6 +376,27 @@ static engine_result_t judge(const def_t *def, engine_instance_t *inst, const en
 
     long from = inst->state;
     const def_state_t *st = &def->states[from];
+
+    /* Fencing, in an active version (a shadow one issues no tokens): every
+     * step entry and every send within it takes the next token, so only
+     * the instance's current one answers what it waits for, whatever state
+     * it is in now. An older token answers a step or send that is over (a
+     * late or duplicate reply, a worker the step was taken from); a newer
+     * one was never issued. Either changes nothing and pages nobody. */
+    if (ev->token > 0 && def->mode == DEF_MODE_ACTIVE && ev->token != inst->token) {
+        engine_result_t r = result_of(ENGINE_STALE, from, from);
+        if (ev->token < inst->token)
+            snprintf(r.detail, sizeof r.detail,
+                     "%s carries token %" PRId64 ", older than the instance's %" PRId64
+                     ": a reply to a step or send that is over (in %s)",
+                     event->name, ev->token, inst->token, st->name);
+        else
+            snprintf(r.detail, sizeof r.detail,
+                     "%s carries token %" PRId64 ", newer than the instance's %" PRId64
+                     ": forged (Steward never issued it), refused (in %s)",
+                     event->name, ev->token, inst->token, st->name);
+        return r;
+    }
     if (st->terminal != NULL) {
         engine_result_t r = result_of(ENGINE_LATE, from, from);
         snprintf(r.detail, sizeof r.detail, "%s arrived after the instance ended in %s",
@@ -371,16 +408,6 @@ static engine_result_t judge(const def_t *def, engine_instance_t *inst, const en
     bool claim = false;
     bool leased = t == NULL && def_lease_event(def, (size_t) from, (size_t) ev->event, &claim);
 
-    /* Fencing: a reply to an earlier command (a zombie worker's) neither
-     * advances nor regresses the instance. */
-    if ((t != NULL || leased) && ev->token > 0 && ev->token < inst->token) {
-        engine_result_t r = result_of(ENGINE_STALE, from, from);
-        snprintf(r.detail, sizeof r.detail,
-                 "%s carries token %" PRId64 ", older than the instance's %" PRId64
-                 ": a reply to an earlier command",
-                 event->name, ev->token, inst->token);
-        return r;
-    }
     if (leased)
         return lease_event(def, inst, ev, claim);
     if (t == NULL && lease_event_elsewhere(def, (size_t) ev->event)) {
@@ -428,7 +455,7 @@ static engine_result_t judge(const def_t *def, engine_instance_t *inst, const en
         enter(def, inst, (long) t->to, ev->time_ms);
         r.entered_ms = inst->state_entered_ms;
         r.time_in_state_ms = engine_time_in_state(entered, ev->time_ms);
-        r.command = plan_send(def, inst, 0);
+        r.command = plan_send(def, inst, false, 0);
         return r;
     }
 
@@ -595,7 +622,7 @@ bool engine_operator_resend(const def_t *def, engine_instance_t *inst, int64_t n
     inst->resend_pending = false;
     inst->overdue = false;
     lease_clear(inst);
-    *cmd = plan_send(def, inst, 0);
+    *cmd = plan_send(def, inst, true, 0);
     inst->deadline_ms =
         st->deadline_ms > 0 ? time_add(now_ms, st->deadline_ms) : ENGINE_NO_DEADLINE;
     snprintf(detail, detail_size, "%s re-sent by an operator (attempt %d, token %" PRId64 ")",
@@ -615,7 +642,7 @@ bool engine_operator_move(const def_t *def, engine_instance_t *inst, long state,
         return false;
     }
     enter(def, inst, state, now_ms);
-    *cmd = plan_send(def, inst, 0);
+    *cmd = plan_send(def, inst, false, 0);
     if (cmd->send)
         snprintf(detail, detail_size, "%s sent on entry (step %d, token %" PRId64 ")",
                  def->states[state].command->type, cmd->step, cmd->token);
@@ -624,77 +651,183 @@ bool engine_operator_move(const def_t *def, engine_instance_t *inst, long state,
     return true;
 }
 
-/* "ReserveStock sent 3 times over 1h10m, no StockReserved or StockUnavailable" */
-static void tried(const def_t *def, const engine_instance_t *inst, int64_t deadline_ms, char *buf,
-                  size_t size)
+static int64_t later(int64_t a, int64_t b)
+{
+    return a > b ? a : b;
+}
+
+/* snprintf() for the words of a page, whose parts (a definition's names,
+ * a holder's) have no bound the compiler can see: cut to `size`, like the
+ * detail they fill. */
+static int words(char *buf, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int words(char *buf, size_t size, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, size, fmt, ap);
+    va_end(ap);
+    return n;
+}
+
+/*
+ * What the current step tried up to `deadline_ms`, in a page's words:
+ * "ReserveStock sent 3 times over 1h10m, no StockReserved or
+ * StockUnavailable". With the step's command rows counted
+ * (sends_queued, sends_delivered) it says what reached the broker, so a
+ * page never claims a send that did not happen: "queued 2, delivered 0:
+ * see dispatch_failed"; unknown counts count the engine's attempts.
+ * Returns what snprintf() returns.
+ */
+static int tried(const def_t *def, const engine_instance_t *inst, int64_t deadline_ms, char *buf,
+                 size_t size)
 {
     const def_state_t *st = &def->states[inst->state];
     char expected[200], over[32];
     expected_events(def, (size_t) inst->state, expected, sizeof expected, NULL);
     duration_format(time_sub(deadline_ms, inst->state_entered_ms), over, sizeof over);
-    snprintf(buf, size, "%s sent %d time%s over %s, no %s", st->command->type, inst->attempt + 1,
-             inst->attempt == 0 ? "" : "s", over, expected[0] ? expected : "reply");
+    const char *type = st->command->type, *none = expected[0] ? expected : "reply";
+    int queued = inst->sends_queued, sent = inst->sends_delivered;
+
+    if (queued < 0 || sent < 0)
+        sent = inst->attempt + 1;
+    else if (sent == 0)
+        /* Nothing left Steward: the dispatcher's alert (or, with nothing
+         * queued, the template's) says why. */
+        return words(buf, size, "%s queued %d, delivered 0: see %s (over %s, no %s)", type, queued,
+                     queued > 0 ? "dispatch_failed" : "command_failed", over, none);
+    else if (sent < queued)
+        return words(buf, size, "%s queued %d, delivered %d over %s, no %s", type, queued, sent,
+                     over, none);
+    return words(buf, size, "%s sent %d time%s over %s, no %s", type, sent, sent == 1 ? "" : "s",
+                 over, none);
 }
 
-/* A lease that ran out at `judge_ms`: shadow alerts, active hands the step
- * over with a new token. The state's own deadline (the hard limit) is
- * judged by the deadline rule, not here. */
-static void judge_lease(const def_t *def, engine_instance_t *inst, int64_t watermark_ms,
-                        int64_t judge_ms, engine_due_t *d)
+/*
+ * The last attempt of the step missed (its deadline, or its lease, passed
+ * at a->deadline_ms), judged at `pass_ms`: in active mode on_timeout is
+ * taken, the state entered when the pass takes it (never before the miss,
+ * so its own deadline counts from its command's send), with that state's
+ * command; otherwise the page, and the deadline is judged.
+ */
+static void take_timeout(const def_t *def, engine_instance_t *inst, engine_due_action_t *a,
+                         int64_t pass_ms)
+{
+    const def_state_t *st = &def->states[inst->state];
+    if (def->mode != DEF_MODE_ACTIVE || st->on_timeout < 0) {
+        a->kind = ENGINE_DUE_DEADLINE;
+        inst->overdue = true;
+        return;
+    }
+    long to = st->on_timeout;
+    size_t len = strlen(a->detail);
+    snprintf(a->detail + len, sizeof a->detail - len, "%stook on_timeout \u2192 %s",
+             len ? "; " : "", def->states[to].name);
+    a->kind = ENGINE_DUE_TIMEOUT;
+    a->to_state = to;
+    enter(def, inst, to, later(a->deadline_ms, pass_ms));
+    a->command = plan_send(def, inst, false, 0);
+}
+
+/* "held by picker-7, last heartbeat 12m ago, lease 10m"; returns what
+ * snprintf() returns. */
+static int held_by(const def_t *def, const engine_instance_t *inst, int64_t watermark_ms, char *buf,
+                   size_t size)
+{
+    char ago[32], lease[32];
+    duration_format(time_sub(watermark_ms, inst->lease_renewed_ms), ago, sizeof ago);
+    duration_format(def->states[inst->state].lease->duration_ms, lease, sizeof lease);
+    return snprintf(buf, size, "held by %s, last heartbeat %s ago, lease %s",
+                    inst->lease_holder != NULL ? inst->lease_holder : "an unnamed holder", ago,
+                    lease);
+}
+
+/*
+ * A lease that ran out at `judge_ms`: shadow alerts. Active hands the step
+ * over with a new token while attempts are left (a hand-off is an attempt:
+ * it counts against retry.max); after the last one the lease running out
+ * is the last attempt missed (take_timeout()). On a step already judged
+ * overdue (paged, nothing left to send) it alerts, as in shadow mode. The
+ * state's own deadline (the hard limit) is judged by the deadline rule,
+ * not here. Returns true when it judged the step's last attempt, which
+ * leaves the deadline rule nothing to judge.
+ */
+static bool judge_lease(const def_t *def, engine_instance_t *inst, int64_t watermark_ms,
+                        int64_t judge_ms, int64_t pass_ms, engine_due_t *d)
 {
     const def_state_t *st = &def->states[inst->state];
     if (inst->lease_expires_ms == ENGINE_NO_DEADLINE || inst->lease_expires_ms > judge_ms ||
         st->lease == NULL)
-        return;
+        return false;
     if (inst->deadline_ms != ENGINE_NO_DEADLINE && !inst->overdue &&
         inst->lease_expires_ms >= inst->deadline_ms) {
         lease_clear(inst); /* the state's deadline, judged below, covers it */
-        return;
+        return false;
     }
     bool active = def->mode == DEF_MODE_ACTIVE && st->command != NULL;
     engine_due_action_t *a = &d->actions[d->n++];
     memset(a, 0, sizeof *a);
-    a->kind = active ? ENGINE_DUE_HANDOFF : ENGINE_DUE_LEASE_EXPIRED;
+    a->kind = ENGINE_DUE_LEASE_EXPIRED;
     a->deadline_ms = inst->lease_expires_ms;
     a->since_ms = inst->lease_renewed_ms;
     a->overdue_ms = time_sub(watermark_ms, inst->lease_expires_ms);
     a->from_state = a->to_state = inst->state;
-    char ago[32], lease[32];
-    duration_format(time_sub(watermark_ms, inst->lease_renewed_ms), ago, sizeof ago);
-    duration_format(st->lease->duration_ms, lease, sizeof lease);
-    int len =
-        snprintf(a->detail, sizeof a->detail, "held by %s, last heartbeat %s ago, lease %s",
-                 inst->lease_holder != NULL ? inst->lease_holder : "an unnamed holder", ago, lease);
-    lease_clear(inst);
-    if (active) {
+    if (!active || inst->overdue) {
+        held_by(def, inst, watermark_ms, a->detail, sizeof a->detail);
+        lease_clear(inst);
+        return false;
+    }
+    if (inst->attempt < st->retry_max) {
+        int len = held_by(def, inst, watermark_ms, a->detail, sizeof a->detail);
+        lease_clear(inst);
+        a->kind = ENGINE_DUE_HANDOFF;
         inst->attempt++;
-        a->command = plan_send(def, inst, 0);
+        a->command = plan_send(def, inst, true, 0);
         if (len > 0 && (size_t) len < sizeof a->detail)
             snprintf(a->detail + len, sizeof a->detail - (size_t) len,
                      ": %s re-sent with token %" PRId64, st->command->type, a->command.token);
+        return false;
     }
+    int len = tried(def, inst, a->deadline_ms, a->detail, sizeof a->detail);
+    static const char ran_out[] = "; the lease ran out, ";
+    if (len > 0 && (size_t) len + sizeof ran_out < sizeof a->detail) {
+        memcpy(a->detail + len, ran_out, sizeof ran_out);
+        size_t at = (size_t) len + sizeof ran_out - 1;
+        held_by(def, inst, watermark_ms, a->detail + at, sizeof a->detail - at);
+    }
+    lease_clear(inst);
+    take_timeout(def, inst, a, pass_ms);
+    return true;
 }
 
 engine_due_t engine_judge_due(const def_t *def, engine_instance_t *inst, int64_t watermark_ms,
-                              int64_t grace_ms)
+                              int64_t grace_ms, int64_t now_ms)
 {
     engine_due_t d = {.n = 0, .next_ms = ENGINE_NO_DEADLINE};
     if (!inst->exists || inst->state < 0 || (size_t) inst->state >= def->n_states ||
         def->states[inst->state].terminal != NULL)
         return d;
     int64_t judge_ms = engine_due_bound(watermark_ms, grace_ms);
+    /* A send decided in this pass goes out now, so the next attempt's
+     * deadline (and a backoff) counts from the pass, not from a deadline
+     * the watermark passed long ago (after a catch-up every re-send would
+     * be due at once); nor from before the watermark it is judged
+     * against, should that run ahead of the clock. */
+    int64_t pass_ms = later(now_ms, judge_ms);
 
-    judge_lease(def, inst, watermark_ms, judge_ms, &d);
+    bool settled = judge_lease(def, inst, watermark_ms, judge_ms, pass_ms, &d);
 
     const def_state_t *st = &def->states[inst->state];
     bool active = def->mode == DEF_MODE_ACTIVE;
-    if (due(inst->deadline_ms, inst->overdue, judge_ms) && active && st->command != NULL &&
-        !inst->resend_pending && inst->attempt < st->retry_max &&
-        engine_retry_backoff(def, inst->state, inst->attempt + 1) > 0) {
+    if (settled) {
+        /* The lease's end was the last attempt's: judged above. */
+    } else if (due(inst->deadline_ms, inst->overdue, judge_ms) && active && st->command != NULL &&
+               !inst->resend_pending && inst->attempt < st->retry_max &&
+               engine_retry_backoff(def, inst->state, inst->attempt + 1) > 0) {
         /* Attempts left, with a backoff: wait it out before re-sending, so
          * that a reply arriving meanwhile moves the instance instead. */
-        inst->deadline_ms =
-            time_add(inst->deadline_ms, engine_retry_backoff(def, inst->state, inst->attempt + 1));
+        inst->deadline_ms = time_add(later(inst->deadline_ms, pass_ms),
+                                     engine_retry_backoff(def, inst->state, inst->attempt + 1));
         inst->resend_pending = true;
         lease_clear(inst);
     } else if (due(inst->deadline_ms, inst->overdue, judge_ms)) {
@@ -703,7 +836,8 @@ engine_due_t engine_judge_due(const def_t *def, engine_instance_t *inst, int64_t
         int64_t wait =
             inst->resend_pending ? engine_retry_backoff(def, inst->state, inst->attempt + 1) : 0;
         a->kind = ENGINE_DUE_DEADLINE;
-        a->deadline_ms = time_sub(inst->deadline_ms, wait); /* the one that was missed */
+        /* The one that was missed (after a backoff: when its wait began). */
+        a->deadline_ms = time_sub(inst->deadline_ms, wait);
         a->since_ms = inst->state_entered_ms;
         a->overdue_ms = time_sub(watermark_ms, a->deadline_ms);
         a->from_state = a->to_state = inst->state;
@@ -713,30 +847,21 @@ engine_due_t engine_judge_due(const def_t *def, engine_instance_t *inst, int64_t
         if (active && st->command != NULL &&
             (inst->resend_pending || inst->attempt < st->retry_max)) {
             /* The re-send, now; its attempt gets the state's whole
-             * deadline again. */
-            int64_t sent_at = inst->deadline_ms;
+             * deadline again, from the send. */
+            int64_t sent_at = later(inst->deadline_ms, pass_ms);
             a->kind = ENGINE_DUE_RESEND;
             inst->resend_pending = false;
             inst->attempt++;
             lease_clear(inst);
-            a->command = plan_send(def, inst, 0);
+            a->command = plan_send(def, inst, true, 0);
             inst->deadline_ms = time_add(sent_at, st->deadline_ms);
             size_t len = strlen(a->detail);
             char w[32];
             duration_format(wait, w, sizeof w);
             snprintf(a->detail + len, sizeof a->detail - len, "; re-sent (attempt %d)%s%s",
                      inst->attempt, wait > 0 ? " after a backoff of " : "", wait > 0 ? w : "");
-        } else if (active && st->on_timeout >= 0) {
-            long to = st->on_timeout;
-            size_t len = strlen(a->detail);
-            snprintf(a->detail + len, sizeof a->detail - len, "%stook on_timeout \u2192 %s",
-                     len ? "; " : "", def->states[to].name);
-            a->kind = ENGINE_DUE_TIMEOUT;
-            a->to_state = to;
-            enter(def, inst, to, a->deadline_ms);
-            a->command = plan_send(def, inst, 0);
         } else {
-            inst->overdue = true;
+            take_timeout(def, inst, a, pass_ms);
         }
     }
     if (due(inst->process_deadline_ms, inst->process_overdue, judge_ms)) {

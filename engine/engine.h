@@ -20,16 +20,20 @@
  *
  * and, in active mode and for leases (at a due time, engine_judge_due()):
  *
- *   timeout     the last retry's deadline passed: on_timeout was taken
+ *   timeout     the last attempt's deadline (or lease) passed: on_timeout
+ *               was taken
  *   retried     a deadline passed with attempts left: the command re-sent
- *   stale       a reply carrying a fencing token older than the instance's
- *               (a zombie worker's), or a lease event of a step the
- *               instance left: recorded, nothing changes
+ *   stale       in an active version, a reply carrying a fencing token
+ *               other than the instance's current one: older (a step or
+ *               send that is over: a zombie worker's, a late or duplicate
+ *               reply), or newer (never issued: "forged" in the detail);
+ *               or a lease event of a step the instance left: recorded,
+ *               nothing changes, nobody is paged
  *   claimed     the state's lease claim event: who holds the step
  *   renewed     a lease renewal (heartbeat): the lease runs on
  *   lease_expired  a lease ran out in shadow mode (an alert)
- *   handed_off  a lease ran out in active mode: the command re-sent with a
- *               new token, for whoever takes it next
+ *   handed_off  a lease ran out in active mode with attempts left: the
+ *               command re-sent with a new token, for whoever takes it next
  *   released    the instance left a step whose lease someone held (a
  *               second history row of the event that moved it)
  *
@@ -58,23 +62,38 @@
  *   commands (active mode)  entering a state with a `command` while the
  *                           instance's version is active sends it
  *                           (engine_result_t.command): step, attempt 0,
- *                           token + 1; its id engine_command_id()
+ *                           the entry's token; its id engine_command_id()
  *   retries and on_timeout  engine_judge_due(): a missed deadline with
  *                           attempts left waits the backoff
  *                           (engine_retry_backoff(), resend_pending), then
- *                           re-sends; after the last attempt on_timeout,
- *                           else the page that says what was tried
+ *                           re-sends; the backoff and the next attempt's
+ *                           deadline count from the pass that decides
+ *                           them (never from before the missed deadline),
+ *                           so a watermark far past several deadlines
+ *                           re-sends once per pass that finds one due;
+ *                           after the last attempt on_timeout (entered at
+ *                           the pass), else the page that says what was
+ *                           tried (from the step's queued and delivered
+ *                           counts when known)
  *   an operator's re-send   engine_operator_resend() (steward retry): the
  *                           same rules of attempt, token and id, now
  *   an operator's move      engine_operator_move() (steward move): entry
  *                           into the state as an event's, now, with its
  *                           command in active mode
- *   fencing                 a reply whose token is older than the
- *                           instance's is stale (engine_apply())
+ *   fencing                 in an active version every step entry
+ *                           (an event's, on_timeout, an operator's move)
+ *                           and every re-send or hand-off takes the next
+ *                           token; a reply carrying any token but the
+ *                           instance's current one is stale, whatever
+ *                           state the instance is in (engine_apply())
  *   leases                  claim and renewals (engine_apply()) push the
  *                           judged deadline to min(event + lease, state
- *                           deadline); expiry (engine_judge_due()): shadow
- *                           alerts, active hands off
+ *                           deadline), never before the event, uncapped
+ *                           once the deadline was judged missed; expiry
+ *                           (engine_judge_due()): shadow alerts, active
+ *                           hands off within retry.max (a hand-off is an
+ *                           attempt), then takes the lease's end as the
+ *                           last attempt's: on_timeout, else the page
  *
  * Only an instance whose own version is active sends commands: promotion
  * is a new version, and instances keep the version they started on.
@@ -127,12 +146,19 @@ typedef struct engine_instance {
     json_t *vars;         /* owned: an object */
     int events_applied;
     int step;                 /* states entered (1 in the start state) */
-    int64_t token;            /* the fencing token of the last command sent; 0: none */
+    int64_t token;            /* the fencing token of the current step entry or of its last
+                                 send, whichever came later; 0: none (shadow versions) */
     char *lease_holder;       /* owned; NULL when nobody claimed the step */
     int64_t lease_expires_ms; /* ENGINE_NO_DEADLINE: no lease running */
     int64_t lease_renewed_ms; /* the last claim or renewal; ENGINE_NO_DEADLINE: none */
     bool resend_pending;      /* a re-send waits out its backoff: deadline_ms is when it is
                                  due; a reply before then moves the instance instead */
+    /* Inputs to the words of a missed active step (engine_judge_due()): the
+     * current step's command rows, queued (not cancelled) and delivered
+     * (the broker has them); -1 when unknown (engine_instance_init()), and
+     * the words then count the engine's attempts. */
+    int sends_queued;
+    int sends_delivered;
 } engine_instance_t;
 
 /*
@@ -257,11 +283,13 @@ typedef enum engine_due_kind {
     ENGINE_DUE_PROCESS_DEADLINE, /* the process deadline passed: open its alert */
     ENGINE_DUE_RESEND,           /* active: the deadline passed with attempts left, and the
                                     backoff after it: queue `command` (history `retried`) */
-    ENGINE_DUE_TIMEOUT,          /* active: retries spent: the instance took on_timeout into
+    ENGINE_DUE_TIMEOUT,          /* active: retries spent (the last attempt's deadline or
+                                    lease passed): the instance took on_timeout into
                                     to_state (history `timeout`); `command` is that state's */
-    ENGINE_DUE_LEASE_EXPIRED,    /* shadow: the lease ran out: open its alert */
-    ENGINE_DUE_HANDOFF,          /* active: the lease ran out: queue `command` with a new
-                                    token (history `handed_off`) */
+    ENGINE_DUE_LEASE_EXPIRED,    /* shadow, or active on a step already judged overdue: the
+                                    lease ran out: open its alert */
+    ENGINE_DUE_HANDOFF,          /* active: the lease ran out with attempts left: queue
+                                    `command` with a new token (history `handed_off`) */
     ENGINE_DUE_N_KINDS
 } engine_due_kind_t;
 
@@ -269,7 +297,8 @@ typedef enum engine_due_kind {
 
 typedef struct engine_due_action {
     engine_due_kind_t kind;
-    int64_t deadline_ms;      /* the deadline that passed */
+    int64_t deadline_ms;      /* the deadline (or lease end) that passed; for a re-send after
+                                 a backoff, when its wait began */
     int64_t since_ms;         /* since when the instance waits (state entry or start) */
     int64_t overdue_ms;       /* how far the watermark is past the deadline */
     long from_state;          /* the state the instance was in */
@@ -284,19 +313,23 @@ typedef struct engine_due {
     int64_t next_ms; /* the next deadline still to judge; ENGINE_NO_DEADLINE: none */
 } engine_due_t;
 
-/*
- * Judges the instance's deadlines at `watermark_ms`: a deadline is due once
- * the watermark passed it by `grace_ms` (at == deadline counts). Marks each
- * due deadline judged on *inst (overdue, process_overdue) so it is not
- * judged again, and says what happens and the next deadline to judge. A
- * finished or absent instance has nothing due.
- */
 /* The latest deadline that is due at `watermark_ms` with `grace_ms`: the
  * bound by which a caller may select candidates for engine_judge_due(). */
 int64_t engine_due_bound(int64_t watermark_ms, int64_t grace_ms);
 
+/*
+ * Judges the instance's deadlines at `watermark_ms`, in a pass run at
+ * wall-clock `now_ms`: a deadline is due once the watermark passed it by
+ * `grace_ms` (at == deadline counts). Marks each due deadline judged on
+ * *inst (overdue, process_overdue) so it is not judged again, and says
+ * what happens and the next deadline to judge. What the pass sends goes
+ * out at the pass's time, the later of `now_ms` and the watermark less
+ * the grace (never before the deadline it follows): a backoff, the next
+ * attempt's deadline and an on_timeout state's entry count from there. A
+ * finished or absent instance has nothing due.
+ */
 engine_due_t engine_judge_due(const def_t *def, engine_instance_t *inst, int64_t watermark_ms,
-                              int64_t grace_ms);
+                              int64_t grace_ms, int64_t now_ms);
 
 /*
  * The wait before re-send `attempt` (1 for the first re-send) of `state`:
@@ -322,7 +355,9 @@ bool engine_operator_resend(const def_t *def, engine_instance_t *inst, int64_t n
 /*
  * An operator's move (steward move) into non-terminal `state` at wall-clock
  * `now_ms`: a new step entered as an event enters it (attempt 0, deadline
- * from now, the lease and any pending re-send over), and the state's
+ * from now, the lease and any pending re-send over, and in an active
+ * version the next token even when the state has no command, so the old
+ * step's reply racing the move is stale), and the state's
  * command in *cmd (cmd->send) when the instance's version is active and
  * the state has one, as an event's entry would send it. The process
  * deadline is untouched. Returns false with the reason in detail and

@@ -409,7 +409,7 @@ static err_class_t judge_batch(sched_t *s, due_worker_t *w, const char *process,
         /* The SQL picked candidates by next_deadline_at; the engine decides,
          * and what it decides is written in this transaction: the history
          * rows, the commands to (re-)send, the alerts, the instance. */
-        engine_due_t due = engine_judge_due(def, &inst, watermark_ms, s->grace_ms);
+        engine_due_t due = engine_judge_due(def, &inst, watermark_ms, s->grace_ms, clock_wall_ms());
         for (size_t i = 0; i < due.n; i++) {
             const engine_due_action_t *a = &due.actions[i];
             switch (a->kind) {

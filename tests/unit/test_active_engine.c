@@ -1,8 +1,10 @@
 /*
  * test_active_engine - the rules of active mode and leases in the pure
  * engine: the command on entering a state, re-sends with backoff, on_timeout
- * into compensation, the page that says what was tried, leases claimed,
- * renewed and expired, fencing tokens, and an operator's re-send and move.
+ * into compensation, attempts counted from the re-send, the page that says
+ * what was tried (and what reached the broker), leases claimed, renewed,
+ * expired and handed off within retry.max, fencing tokens (only the current
+ * one; older stale, newer forged), and an operator's re-send and move.
  */
 #include "common/sha256.h"
 #include "engine/decode.h"
@@ -96,7 +98,7 @@ START_TEST(shadow_version_sends_nothing_and_pages)
     engine_result_t r = apply("OrderPlaced", "e1", T0);
     ck_assert(!r.command.send);
     ck_assert_int_eq(inst.token, 0);
-    engine_due_t d = engine_judge_due(def, &inst, T0 + 10 * MIN, 0);
+    engine_due_t d = engine_judge_due(def, &inst, T0 + 10 * MIN, 0, T0 + 10 * MIN);
     ck_assert_uint_eq(d.n, 1);
     ck_assert_int_eq(d.actions[0].kind, ENGINE_DUE_DEADLINE);
     ck_assert_str_eq(d.actions[0].detail, "");
@@ -125,11 +127,11 @@ START_TEST(retries_then_on_timeout_then_page)
 {
     apply("OrderPlaced", "e1", T0);
 
-    engine_due_t d = engine_judge_due(def, &inst, T0 + 10 * MIN - 1, 0);
+    engine_due_t d = engine_judge_due(def, &inst, T0 + 10 * MIN - 1, 0, T0 + 10 * MIN - 1);
     ck_assert_uint_eq(d.n, 0); /* the watermark has not reached the deadline */
 
     /* The deadline passes: the re-send waits out the backoff (1m). */
-    d = engine_judge_due(def, &inst, T0 + 10 * MIN, 0);
+    d = engine_judge_due(def, &inst, T0 + 10 * MIN, 0, T0 + 10 * MIN);
     ck_assert_uint_eq(d.n, 0);
     ck_assert(inst.resend_pending);
     ck_assert(!inst.overdue);
@@ -137,7 +139,7 @@ START_TEST(retries_then_on_timeout_then_page)
     ck_assert_int_eq(d.next_ms, T0 + 11 * MIN);
     ck_assert_int_eq(inst.token, 1);
 
-    d = engine_judge_due(def, &inst, T0 + 11 * MIN, 0);
+    d = engine_judge_due(def, &inst, T0 + 11 * MIN, 0, T0 + 11 * MIN);
     ck_assert_uint_eq(d.n, 1);
     ck_assert_int_eq(d.actions[0].kind, ENGINE_DUE_RESEND);
     ck_assert(d.actions[0].command.send);
@@ -155,10 +157,10 @@ START_TEST(retries_then_on_timeout_then_page)
                   "%s", d.actions[0].detail);
 
     /* Second: the backoff doubles (2m). */
-    d = engine_judge_due(def, &inst, T0 + 21 * MIN, 0);
+    d = engine_judge_due(def, &inst, T0 + 21 * MIN, 0, T0 + 21 * MIN);
     ck_assert_uint_eq(d.n, 0);
     ck_assert_int_eq(inst.deadline_ms, T0 + 23 * MIN);
-    d = engine_judge_due(def, &inst, T0 + 23 * MIN, 0);
+    d = engine_judge_due(def, &inst, T0 + 23 * MIN, 0, T0 + 23 * MIN);
     ck_assert_uint_eq(d.n, 1);
     ck_assert_int_eq(d.actions[0].kind, ENGINE_DUE_RESEND);
     ck_assert_int_eq(d.actions[0].command.attempt, 2);
@@ -167,7 +169,7 @@ START_TEST(retries_then_on_timeout_then_page)
 
     /* The last attempt's deadline: on_timeout, at once. */
     int64_t third = inst.deadline_ms;
-    d = engine_judge_due(def, &inst, third, 0);
+    d = engine_judge_due(def, &inst, third, 0, third);
     ck_assert_uint_eq(d.n, 1);
     ck_assert_int_eq(d.actions[0].kind, ENGINE_DUE_TIMEOUT);
     ck_assert_str_eq(state_name(d.actions[0].from_state), "reserving");
@@ -187,7 +189,7 @@ START_TEST(retries_then_on_timeout_then_page)
     ck_assert_int_eq(inst.deadline_ms, third + 30 * MIN);
 
     /* The compensation state times out: the page, saying what was tried. */
-    d = engine_judge_due(def, &inst, third + 30 * MIN, 0);
+    d = engine_judge_due(def, &inst, third + 30 * MIN, 0, third + 30 * MIN);
     ck_assert_uint_eq(d.n, 1);
     ck_assert_int_eq(d.actions[0].kind, ENGINE_DUE_DEADLINE);
     ck_assert(!d.actions[0].command.send);
@@ -207,14 +209,14 @@ END_TEST
 START_TEST(reply_during_the_backoff_cancels_the_resend)
 {
     apply("OrderPlaced", "e1", T0);
-    engine_due_t d = engine_judge_due(def, &inst, T0 + 10 * MIN, 0);
+    engine_due_t d = engine_judge_due(def, &inst, T0 + 10 * MIN, 0, T0 + 10 * MIN);
     ck_assert_uint_eq(d.n, 0);
     ck_assert(inst.resend_pending);
     engine_result_t r = apply_tok("StockReserved", "e2", T0 + 10 * MIN + 30000, "{}", 1);
     ck_assert_int_eq(r.outcome, ENGINE_ADVANCED);
     ck_assert_str_eq(state_name(r.command.state), "picking"); /* the next step's command */
     ck_assert(!inst.resend_pending);
-    d = engine_judge_due(def, &inst, T0 + 11 * MIN, 0);
+    d = engine_judge_due(def, &inst, T0 + 11 * MIN, 0, T0 + 11 * MIN);
     ck_assert_uint_eq(d.n, 0);
     ck_assert_int_eq(inst.token, 2);
 }
@@ -227,7 +229,7 @@ START_TEST(page_only_when_retries_are_exhausted)
     apply("OrderPlaced", "e1", T0);
     int kinds[3], n = 0;
     for (int i = 0; i < 5; i++) {
-        engine_due_t d = engine_judge_due(def, &inst, inst.deadline_ms, 0);
+        engine_due_t d = engine_judge_due(def, &inst, inst.deadline_ms, 0, inst.deadline_ms);
         if (d.n == 0)
             continue; /* a backoff */
         ck_assert_uint_eq(d.n, 1);
@@ -268,7 +270,7 @@ START_TEST(lease_claim_and_renewals_push_the_deadline_never_past_the_state)
     ck_assert_int_eq(r.outcome, ENGINE_RENEWED);
     ck_assert_int_eq(inst.lease_expires_ms, T0 + 19 * MIN);
     /* Nothing is due while the lease runs, though the claim's lease passed. */
-    engine_due_t d = engine_judge_due(def, &inst, T0 + 15 * MIN, 0);
+    engine_due_t d = engine_judge_due(def, &inst, T0 + 15 * MIN, 0, T0 + 15 * MIN);
     ck_assert_uint_eq(d.n, 0);
 
     /* A renewal near the state's deadline stops at it (the hard limit). */
@@ -281,9 +283,10 @@ END_TEST
 
 START_TEST(lease_expiry_hands_off_in_active_mode)
 {
+    def->states[def_find_state(def, "picking")].retry_max = 1; /* a hand-off is an attempt */
     to_picking();
     apply_tok("PickStarted", "p1", T0 + 2 * MIN, "{\"worker_id\":\"picker-7\"}", 2);
-    engine_due_t d = engine_judge_due(def, &inst, T0 + 14 * MIN, 0);
+    engine_due_t d = engine_judge_due(def, &inst, T0 + 14 * MIN, 0, T0 + 14 * MIN);
     ck_assert_uint_eq(d.n, 1);
     ck_assert_int_eq(d.actions[0].kind, ENGINE_DUE_HANDOFF);
     ck_assert(d.actions[0].command.send);
@@ -423,7 +426,7 @@ START_TEST(lease_expiry_alerts_in_shadow_mode)
     def->mode = DEF_MODE_SHADOW;
     to_picking();
     apply_tok("PickStarted", "p1", T0 + 2 * MIN, "{\"worker_id\":\"picker-7\"}", 0);
-    engine_due_t d = engine_judge_due(def, &inst, T0 + 24 * MIN, 0);
+    engine_due_t d = engine_judge_due(def, &inst, T0 + 24 * MIN, 0, T0 + 24 * MIN);
     ck_assert_uint_eq(d.n, 1);
     ck_assert_int_eq(d.actions[0].kind, ENGINE_DUE_LEASE_EXPIRED);
     ck_assert(!d.actions[0].command.send);
@@ -437,7 +440,7 @@ START_TEST(lease_expiry_alerts_in_shadow_mode)
     json_decref(details);
     engine_alert_text_clear(&words);
     /* Judged once. */
-    d = engine_judge_due(def, &inst, T0 + 25 * MIN, 0);
+    d = engine_judge_due(def, &inst, T0 + 25 * MIN, 0, T0 + 25 * MIN);
     ck_assert_uint_eq(d.n, 0);
 }
 END_TEST
@@ -576,6 +579,291 @@ START_TEST(uncaptured_variable_queues_nothing_and_alerts)
 }
 END_TEST
 
+/* One-second scheduler passes at wall-clock `now0` + k s, the watermark
+ * `ahead` ms past the clock, until on_timeout or `max_passes`: which pass
+ * made each decision. */
+typedef struct passes {
+    int resend[4], n_resend, timeout, backoffs;
+} passes_t;
+
+static passes_t one_second_passes(int64_t now0, int64_t ahead, int max_passes)
+{
+    passes_t p = {.timeout = -1};
+    for (int k = 0; k < max_passes && p.timeout < 0; k++) {
+        int64_t now = now0 + k * 1000LL;
+        bool pending = inst.resend_pending;
+        engine_due_t d = engine_judge_due(def, &inst, now + ahead, 0, now);
+        if (!pending && inst.resend_pending)
+            p.backoffs++;
+        for (size_t i = 0; i < d.n; i++) {
+            if (d.actions[i].kind == ENGINE_DUE_RESEND && p.n_resend < 4)
+                p.resend[p.n_resend++] = k;
+            else if (d.actions[i].kind == ENGINE_DUE_TIMEOUT)
+                p.timeout = k;
+        }
+    }
+    return p;
+}
+
+/* The watermark jumps an hour past reserving's deadline (10m, retry max 2,
+ * backoff 30s doubling): each attempt still gets its whole deadline from
+ * its re-send, and on_timeout comes only after the last attempt's. */
+START_TEST(attempts_count_from_the_resend_after_the_watermark_jumps)
+{
+    long reserving = def_find_state(def, "reserving");
+    def->states[reserving].retry_backoff_ms = 30000;
+    apply("OrderPlaced", "e1", T0);
+
+    /* A catch-up: the clock and the watermark an hour past the deadline. */
+    int64_t now0 = T0 + 70 * MIN;
+    passes_t p = one_second_passes(now0, 0, 3000);
+    ck_assert_int_eq(p.n_resend, 2);
+    ck_assert_int_eq(p.backoffs, 2);
+    ck_assert_int_eq(p.resend[0], 30);                /* the backoff, from the first pass */
+    ck_assert_int_eq(p.resend[1], 30 + 600 + 60);     /* 10m from the re-send, then 1m */
+    ck_assert_int_eq(p.timeout, 30 + 600 + 60 + 600); /* the last attempt's whole 10m */
+    ck_assert_str_eq(state_name(inst.state), "refunding");
+    ck_assert_int_eq(inst.state_entered_ms, now0 + p.timeout * 1000LL);
+    ck_assert_int_eq(inst.deadline_ms, now0 + p.timeout * 1000LL + 30 * MIN);
+
+    /* A watermark an hour ahead of the clock (a producer's clock runs
+     * fast): the pass's time is the watermark's, so the attempts are as
+     * far apart. */
+    engine_instance_clear(&inst);
+    apply("OrderPlaced", "f1", T0);
+    p = one_second_passes(T0 + 10 * MIN, 60 * MIN, 3000);
+    ck_assert_int_eq(p.n_resend, 2);
+    ck_assert_int_eq(p.resend[0], 30);
+    ck_assert_int_eq(p.resend[1], 30 + 600 + 60);
+    ck_assert_int_eq(p.timeout, 30 + 600 + 60 + 600);
+
+    /* Judged on time, nothing changes: sends at 0, 10m30s, 21m30s. */
+    engine_instance_clear(&inst);
+    apply("OrderPlaced", "g1", T0);
+    p = one_second_passes(T0, 0, 3000);
+    ck_assert_int_eq(p.resend[0], 10 * 60 + 30);
+    ck_assert_int_eq(p.resend[1], 21 * 60 + 30);
+    ck_assert_int_eq(p.timeout, 31 * 60 + 30);
+}
+END_TEST
+
+/* A reply carrying a token of a step the instance left is stale, in any
+ * state, and pages nobody (no `unexpected`): a late reply, and a duplicate
+ * reply under a new event id, also into a state without a command. */
+START_TEST(old_token_reply_after_the_step_was_left_is_stale)
+{
+    to_picking(); /* reserving took token 1, picking 2 */
+    engine_result_t r = apply_tok("StockReserved", "late", T0 + 3 * MIN, "{}", 1);
+    ck_assert_int_eq(r.outcome, ENGINE_STALE);
+    ck_assert_str_eq(state_name(inst.state), "picking");
+    ck_assert_msg(strstr(r.detail, "token 1, older than the instance's 2") != NULL, "%s", r.detail);
+    r = apply_tok("StockUnavailable", "late2", T0 + 3 * MIN, "{}", 1);
+    ck_assert_int_eq(r.outcome, ENGINE_STALE);
+    ck_assert_int_eq(inst.token, 2);
+
+    /* refunding without a command: entering it still takes a token. */
+    long refunding = def_find_state(def, "refunding");
+    def_command_t *command = def->states[refunding].command;
+    def->states[refunding].command = NULL;
+    engine_instance_clear(&inst);
+    apply("OrderPlaced", "e1", T0);
+    r = apply_tok("StockUnavailable", "reply-1", T0 + MIN, "{}", 1);
+    ck_assert_int_eq(r.outcome, ENGINE_ADVANCED);
+    ck_assert(!r.command.send);
+    ck_assert_int_eq(inst.token, 2);
+    r = apply_tok("StockUnavailable", "reply-1-again", T0 + MIN + 5, "{}", 1);
+    def->states[refunding].command = command;
+    ck_assert_int_eq(r.outcome, ENGINE_STALE);
+    ck_assert_str_eq(state_name(inst.state), "refunding");
+
+    /* After the instance finished, a copy of the reply that finished it. */
+    engine_instance_clear(&inst);
+    to_picking();
+    r = apply_tok("Picked", "done-1", T0 + 5 * MIN, "{}", 2);
+    ck_assert_int_eq(r.outcome, ENGINE_ADVANCED);
+    r = apply_tok("Picked", "done-1-again", T0 + 5 * MIN, "{}", 2);
+    ck_assert_int_eq(r.outcome, ENGINE_STALE);
+    ck_assert_str_eq(state_name(inst.state), "done");
+}
+END_TEST
+
+/* A token the instance was never given is refused as forged. */
+START_TEST(token_newer_than_the_instance_is_forged)
+{
+    to_picking(); /* token 2 */
+    engine_result_t r = apply_tok("Picked", "x", T0 + 3 * MIN, "{}", 99);
+    ck_assert_int_eq(r.outcome, ENGINE_STALE);
+    ck_assert_msg(strstr(r.detail, "token 99, newer than the instance's 2: forged") != NULL, "%s",
+                  r.detail);
+    ck_assert_str_eq(state_name(inst.state), "picking");
+    r = apply_tok("PickStarted", "y", T0 + 3 * MIN, "{\"worker_id\":\"w\"}", 3);
+    ck_assert_int_eq(r.outcome, ENGINE_STALE);
+    ck_assert_ptr_null(inst.lease_holder);
+    r = apply_tok("Picked", "z", T0 + 4 * MIN, "{}", 2);
+    ck_assert_int_eq(r.outcome, ENGINE_ADVANCED);
+
+    /* A shadow version issues no tokens and fences nothing. */
+    def->mode = DEF_MODE_SHADOW;
+    engine_instance_clear(&inst);
+    apply("OrderPlaced", "s1", T0);
+    r = apply_tok("StockReserved", "s2", T0 + MIN, "{}", 7);
+    ck_assert_int_eq(r.outcome, ENGINE_ADVANCED);
+}
+END_TEST
+
+/* steward move into a state without a command still takes a new token:
+ * the old step's reply racing the move is stale, not unexpected. */
+START_TEST(operator_move_without_a_command_changes_the_token)
+{
+    to_picking(); /* token 2 */
+    long refunding = def_find_state(def, "refunding");
+    def_command_t *command = def->states[refunding].command;
+    def->states[refunding].command = NULL;
+    engine_command_t cmd;
+    char detail[256];
+    bool moved =
+        engine_operator_move(def, &inst, refunding, T0 + 5 * MIN, &cmd, detail, sizeof detail);
+    def->states[refunding].command = command;
+    ck_assert(moved);
+    ck_assert(!cmd.send);
+    ck_assert_int_eq(inst.token, 3);
+    engine_result_t r = apply_tok("Picked", "racing", T0 + 5 * MIN + 10, "{}", 2);
+    ck_assert_int_eq(r.outcome, ENGINE_STALE);
+    ck_assert_str_eq(state_name(inst.state), "refunding");
+}
+END_TEST
+
+/* Hand-offs count against retry.max: after the last, the lease's end is
+ * the last attempt missed: the page (or on_timeout), no further hand-off. */
+START_TEST(lease_handoffs_stop_at_retry_max)
+{
+    long picking = def_find_state(def, "picking");
+    def->states[picking].retry_max = 1;
+    to_picking();
+    apply_tok("PickStarted", "p1", T0 + 2 * MIN, "{\"worker_id\":\"picker-7\"}", 2);
+    engine_due_t d = engine_judge_due(def, &inst, T0 + 13 * MIN, 0, T0 + 13 * MIN);
+    ck_assert_uint_eq(d.n, 1);
+    ck_assert_int_eq(d.actions[0].kind, ENGINE_DUE_HANDOFF);
+    ck_assert_int_eq(inst.attempt, 1);
+
+    apply_tok("PickStarted", "p2", T0 + 14 * MIN, "{\"worker_id\":\"picker-8\"}", 3);
+    d = engine_judge_due(def, &inst, T0 + 25 * MIN, 0, T0 + 25 * MIN);
+    ck_assert_uint_eq(d.n, 1);
+    ck_assert_int_eq(d.actions[0].kind, ENGINE_DUE_DEADLINE);
+    ck_assert(!d.actions[0].command.send);
+    ck_assert_int_eq(d.actions[0].deadline_ms, T0 + 24 * MIN);
+    ck_assert_msg(strstr(d.actions[0].detail,
+                         "PickOrder sent 2 times over 23m, no Picked; the lease "
+                         "ran out, held by picker-8") != NULL,
+                  "%s", d.actions[0].detail);
+    ck_assert(inst.overdue);
+    ck_assert_int_eq(inst.token, 3);
+    ck_assert_int_eq(inst.attempt, 1);
+    /* Paged once: the state's deadline has nothing more to say. */
+    d = engine_judge_due(def, &inst, T0 + 2 * 60 * MIN, 0, T0 + 2 * 60 * MIN);
+    ck_assert_uint_eq(d.n, 0);
+
+    /* With on_timeout, the lease's end takes it. */
+    def->states[picking].on_timeout = def_find_state(def, "refunding");
+    def->states[picking].retry_max = 0;
+    engine_instance_clear(&inst);
+    to_picking();
+    apply_tok("PickStarted", "q1", T0 + 2 * MIN, "{\"worker_id\":\"picker-7\"}", 2);
+    d = engine_judge_due(def, &inst, T0 + 13 * MIN, 0, T0 + 13 * MIN);
+    ck_assert_uint_eq(d.n, 1);
+    ck_assert_int_eq(d.actions[0].kind, ENGINE_DUE_TIMEOUT);
+    ck_assert_str_eq(state_name(inst.state), "refunding");
+    ck_assert(d.actions[0].command.send);
+    ck_assert_int_eq(d.actions[0].command.token, 3);
+    ck_assert_int_eq(inst.state_entered_ms, T0 + 13 * MIN);
+}
+END_TEST
+
+/* A claim on a step already judged overdue gets its whole lease from the
+ * claim (not one that ended at the passed deadline), and its end alerts:
+ * no hand-off after the page said the retries were spent. */
+START_TEST(claim_on_an_overdue_step_gets_a_lease_from_the_claim)
+{
+    to_picking(); /* picking: 1h, no retry, no on_timeout */
+    engine_due_t d = engine_judge_due(def, &inst, T0 + 61 * MIN, 0, T0 + 61 * MIN);
+    ck_assert_uint_eq(d.n, 1);
+    ck_assert_int_eq(d.actions[0].kind, ENGINE_DUE_DEADLINE);
+    ck_assert(inst.overdue);
+
+    engine_result_t r =
+        apply_tok("PickStarted", "late-claim", T0 + 70 * MIN, "{\"worker_id\":\"picker-7\"}", 2);
+    ck_assert_int_eq(r.outcome, ENGINE_CLAIMED);
+    ck_assert_int_eq(inst.lease_expires_ms, T0 + 80 * MIN);
+    d = engine_judge_due(def, &inst, T0 + 70 * MIN, 0, T0 + 70 * MIN);
+    ck_assert_uint_eq(d.n, 0);
+    d = engine_judge_due(def, &inst, T0 + 80 * MIN, 0, T0 + 80 * MIN);
+    ck_assert_uint_eq(d.n, 1);
+    ck_assert_int_eq(d.actions[0].kind, ENGINE_DUE_LEASE_EXPIRED);
+    ck_assert(!d.actions[0].command.send);
+    ck_assert_int_eq(inst.token, 2);
+
+    /* Before its deadline is judged, a claim after it ends no earlier
+     * than itself; the deadline rule judges the step. */
+    engine_instance_clear(&inst);
+    to_picking();
+    apply_tok("PickStarted", "c", T0 + 62 * MIN, "{\"worker_id\":\"picker-7\"}", 2);
+    ck_assert_int_eq(inst.lease_expires_ms, T0 + 62 * MIN);
+    d = engine_judge_due(def, &inst, T0 + 62 * MIN, 0, T0 + 62 * MIN);
+    ck_assert_uint_eq(d.n, 1);
+    ck_assert_int_eq(d.actions[0].kind, ENGINE_DUE_DEADLINE);
+}
+END_TEST
+
+/* The page says what reached the broker when the step's rows are counted;
+ * unknown counts keep the engine's attempts. */
+START_TEST(missed_step_words_take_the_queued_and_delivered_counts)
+{
+    long reserving = def_find_state(def, "reserving");
+    def->states[reserving].on_timeout = -1;
+    def->states[reserving].retry_max = 1;
+    def->states[reserving].retry_backoff_ms = 0;
+    apply("OrderPlaced", "e1", T0);
+    engine_due_t d = engine_judge_due(def, &inst, T0 + 10 * MIN, 0, T0 + 10 * MIN);
+    ck_assert_int_eq(d.actions[0].kind, ENGINE_DUE_RESEND);
+    ck_assert_msg(strstr(d.actions[0].detail, "ReserveStock sent 1 time over 10m") != NULL, "%s",
+                  d.actions[0].detail);
+
+    struct {
+        int queued, delivered;
+        const char *words;
+    } cases[] = {
+        {2, 0,
+         "ReserveStock queued 2, delivered 0: see dispatch_failed (over 20m, no "
+         "StockReserved or StockUnavailable)"},
+        {0, 0,
+         "ReserveStock queued 0, delivered 0: see command_failed (over 20m, no "
+         "StockReserved or StockUnavailable)"},
+        {2, 1,
+         "ReserveStock queued 2, delivered 1 over 20m, no StockReserved or "
+         "StockUnavailable"},
+        {2, 2, "ReserveStock sent 2 times over 20m, no StockReserved or StockUnavailable"},
+        {-1, -1, "ReserveStock sent 2 times over 20m, no StockReserved or StockUnavailable"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        engine_instance_t copy = inst;
+        copy.overdue = false;
+        copy.sends_queued = cases[i].queued;
+        copy.sends_delivered = cases[i].delivered;
+        copy.vars = NULL;
+        copy.lease_holder = NULL;
+        d = engine_judge_due(def, &copy, T0 + 20 * MIN, 0, T0 + 20 * MIN);
+        ck_assert_uint_eq(d.n, 1);
+        ck_assert_int_eq(d.actions[0].kind, ENGINE_DUE_DEADLINE);
+        ck_assert_str_eq(d.actions[0].detail, cases[i].words);
+        engine_alert_text_t words = {0};
+        json_t *details = engine_due_alert(def, "O1", &copy, &d.actions[0], &words);
+        ck_assert_msg(strstr(words.summary, cases[i].words) != NULL, "%s", words.summary);
+        json_decref(details);
+        engine_alert_text_clear(&words);
+    }
+}
+END_TEST
+
 Suite *active_engine_suite(void);
 Suite *active_engine_suite(void)
 {
@@ -597,6 +885,13 @@ Suite *active_engine_suite(void)
     tcase_add_test(tc, command_id_is_the_sha256_of_its_identity);
     tcase_add_test(tc, decode_reads_the_token_where_the_state_says);
     tcase_add_test(tc, uncaptured_variable_queues_nothing_and_alerts);
+    tcase_add_test(tc, attempts_count_from_the_resend_after_the_watermark_jumps);
+    tcase_add_test(tc, old_token_reply_after_the_step_was_left_is_stale);
+    tcase_add_test(tc, token_newer_than_the_instance_is_forged);
+    tcase_add_test(tc, operator_move_without_a_command_changes_the_token);
+    tcase_add_test(tc, lease_handoffs_stop_at_retry_max);
+    tcase_add_test(tc, claim_on_an_overdue_step_gets_a_lease_from_the_claim);
+    tcase_add_test(tc, missed_step_words_take_the_queued_and_delivered_counts);
     suite_add_tcase(s, tc);
     return s;
 }

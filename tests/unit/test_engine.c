@@ -316,12 +316,14 @@ END_TEST
 START_TEST(deadline_is_due_against_the_watermark_and_grace)
 {
     apply("OrderPlaced", "e1", T0); /* awaiting_payment: 15m */
-    engine_due_t d = engine_judge_due(def, &inst, T0 + 15 * MIN + 30000, 60000);
+    engine_due_t d =
+        engine_judge_due(def, &inst, T0 + 15 * MIN + 30000, 60000, T0 + 15 * MIN + 30000);
     ck_assert_uint_eq(d.n, 0); /* inside the grace */
     ck_assert(!inst.overdue);
     ck_assert_int_eq(d.next_ms, T0 + 15 * MIN);
 
-    d = engine_judge_due(def, &inst, T0 + 16 * MIN, 60000); /* at deadline + grace: due */
+    d = engine_judge_due(def, &inst, T0 + 16 * MIN, 60000,
+                         T0 + 16 * MIN); /* at deadline + grace: due */
     ck_assert_uint_eq(d.n, 1);
     ck_assert_int_eq(d.actions[0].kind, ENGINE_DUE_DEADLINE);
     ck_assert_int_eq(d.actions[0].deadline_ms, T0 + 15 * MIN);
@@ -331,7 +333,7 @@ START_TEST(deadline_is_due_against_the_watermark_and_grace)
     ck_assert_int_eq(d.next_ms, T0 + 10 * DAY); /* the process deadline is next */
 
     ck_assert_int_eq(engine_due_bound(T0 + 16 * MIN, 60000), T0 + 15 * MIN);
-    d = engine_judge_due(def, &inst, T0 + 20 * MIN, 0); /* judged once only */
+    d = engine_judge_due(def, &inst, T0 + 20 * MIN, 0, T0 + 20 * MIN); /* judged once only */
     ck_assert_uint_eq(d.n, 0);
 }
 END_TEST
@@ -339,7 +341,7 @@ END_TEST
 START_TEST(process_deadline_is_due_beside_the_state_deadline)
 {
     apply("OrderPlaced", "e1", T0);
-    engine_due_t d = engine_judge_due(def, &inst, T0 + 11 * DAY, 0);
+    engine_due_t d = engine_judge_due(def, &inst, T0 + 11 * DAY, 0, T0 + 11 * DAY);
     ck_assert_uint_eq(d.n, 2);
     ck_assert_int_eq(d.actions[0].kind, ENGINE_DUE_DEADLINE);
     ck_assert_int_eq(d.actions[1].kind, ENGINE_DUE_PROCESS_DEADLINE);
@@ -370,11 +372,11 @@ END_TEST
 
 START_TEST(finished_or_absent_instance_has_nothing_due)
 {
-    engine_due_t d = engine_judge_due(def, &inst, T0 + 100 * DAY, 0);
+    engine_due_t d = engine_judge_due(def, &inst, T0 + 100 * DAY, 0, T0 + 100 * DAY);
     ck_assert_uint_eq(d.n, 0);
     apply("OrderPlaced", "e1", T0);
     apply("PaymentDeclined", "e2", T0 + MIN); /* cancelled */
-    d = engine_judge_due(def, &inst, T0 + 100 * DAY, 0);
+    d = engine_judge_due(def, &inst, T0 + 100 * DAY, 0, T0 + 100 * DAY);
     ck_assert_uint_eq(d.n, 0);
     ck_assert_int_eq(d.next_ms, ENGINE_NO_DEADLINE);
 }
@@ -388,9 +390,10 @@ START_TEST(reordered_step_deadline_runs_from_the_entry)
     apply("PaymentCaptured", "e2", T0 + 10 * MIN); /* awaiting_stock: 1h */
     apply("StockReserved", "e3", T0 + 5 * MIN);    /* earlier time: enters at +10m */
     ck_assert_int_eq(inst.state_entered_ms, T0 + 10 * MIN);
-    engine_due_t d = engine_judge_due(def, &inst, T0 + 10 * MIN + 2 * DAY - 1, 0);
+    engine_due_t d =
+        engine_judge_due(def, &inst, T0 + 10 * MIN + 2 * DAY - 1, 0, T0 + 10 * MIN + 2 * DAY - 1);
     ck_assert_uint_eq(d.n, 0);
-    d = engine_judge_due(def, &inst, T0 + 10 * MIN + 2 * DAY, 0);
+    d = engine_judge_due(def, &inst, T0 + 10 * MIN + 2 * DAY, 0, T0 + 10 * MIN + 2 * DAY);
     ck_assert_uint_eq(d.n, 1);
 }
 END_TEST
