@@ -745,8 +745,10 @@ int cli_run(int argc, char **argv)
     hold_signals(&saved); /* its threads inherit the mask */
     /* The read endpoints may log in as a reader of their own: they never write. */
     const char *http_db = cfg->http_database[0] != '\0' ? cfg->http_database : cfg->database;
-    ctx.http = http_new(cfg->http_listen, http_db, cfg->group, cfg->http_tokens,
-                        cfg->http_allow_anonymous_read, &cls, errstr, sizeof errstr);
+    ctx.http =
+        http_new(cfg->http_listen, http_db, cfg->group, cfg->http_tokens,
+                 cfg->http_allow_anonymous_read, cfg->http_allowed_hosts,
+                 (unsigned int) cfg->http_connections_per_client, &cls, errstr, sizeof errstr);
     release_signals(&saved);
     if (ctx.http == NULL && cls != ERR_OK) { /* NULL with ERR_OK: http.listen is "" */
         LOG_ERROR("cannot start the HTTP server", "error", errstr);

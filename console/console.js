@@ -1,5 +1,7 @@
 /* Steward's web console: four views over the JSON API of `steward run`
  * (docs/operations.md). No framework and no network beyond this server.
+ * The server's Content-Security-Policy allows only this file and
+ * console.css: no inline script, no style attribute (classes instead).
  * Read only unless an operate token is given; it is kept in
  * sessionStorage, so it goes with the tab. */
 "use strict";
@@ -137,7 +139,6 @@ function drawGraph(graph) {
   const height = 20 + tallest * (H + GY) - GY;
   /* Scaled down to the page's width rather than cut off. */
   const svg = el("svg", { class: "graph", width, height, viewBox: `0 0 ${width} ${height}`,
-                          style: "max-width:100%;height:auto",
                           "data-process": graph.process },
     el("defs", {}, el("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5,
                                    markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" },
@@ -167,7 +168,6 @@ function drawGraph(graph) {
     const g = el("g", { class: "node " + cls, transform: `translate(${p.x},${p.y})`,
                         "data-state": s.name, "data-open": s.open, "data-overdue": s.overdue,
                         "data-terminal": s.terminal ? "true" : "false",
-                        style: s.terminal ? null : "cursor:pointer",
                         onclick: s.terminal ? null : () => go("stuck", { process: graph.process, state: s.name }) },
       el("rect", { width: W, height: H, rx: s.terminal ? 20 : 6 }),
       el("text", { x: 10, y: 20, "font-weight": 600 }, s.name + (s.name === graph.start ? " ▸" : "")),
@@ -193,7 +193,7 @@ async function pageProcesses() {
          el("span", { class: "pill" }, "v" + p.version + " · " + p.mode), " ",
          el("span", { class: "pill" + (p.overdue > 0 ? " late" : ""), "data-total-open": p.open,
                       "data-total-overdue": p.overdue }, `${p.open} open · ${p.overdue} overdue`)),
-      el("div", { style: "overflow-x:auto" }, drawGraph(graphs[i])))));
+      el("div", { class: "scroll-x" }, drawGraph(graphs[i])))));
 }
 
 /* ---- stuck: open alerts and overdue instances ------------------------------ */

@@ -766,6 +766,32 @@ action_rc_t action_silence(PGconn *conn, const silence_request_t *req, json_t **
     if (req->for_ms < 1000 || req->for_ms > ACTION_SILENCE_MAX_MS)
         return fail(ACTION_BAD_REQUEST, errstr, errstr_size,
                     "a silence lasts from 1s to 14d (--for)");
+    /* A silence of a name no definition carries would hold nothing and
+     * look like it does: a typo must be told, not recorded. */
+    const char *known[2] = {req->process, req->state};
+    err_class_t cls;
+    PGresult *res = db_query(conn, "looking up the process",
+                             "SELECT bool_or($2::text IS NULL OR document->'states' ? $2), "
+                             "  (SELECT string_agg(DISTINCT process, ', ' ORDER BY process) "
+                             "   FROM steward.definitions) "
+                             "FROM steward.definitions WHERE process = $1",
+                             2, known, &cls, errstr, errstr_size);
+    if (res == NULL)
+        return ACTION_FAILED;
+    action_rc_t rc = ACTION_OK;
+    if (PQgetisnull(res, 0, 0))
+        rc = fail(ACTION_NOT_FOUND, errstr, errstr_size,
+                  "no process %s has a recorded definition, so there is nothing to silence "
+                  "(recorded: %s)",
+                  req->process, PQgetisnull(res, 0, 1) ? "none" : PQgetvalue(res, 0, 1));
+    else if (strcmp(PQgetvalue(res, 0, 0), "t") != 0)
+        rc = fail(ACTION_NOT_FOUND, errstr, errstr_size,
+                  "process %s has no state %s in any recorded version, so there is nothing to "
+                  "silence",
+                  req->process, req->state);
+    PQclear(res);
+    if (rc != ACTION_OK)
+        return rc;
     char for_ms[32];
     snprintf(for_ms, sizeof for_ms, "%lld", (long long) req->for_ms);
     const char *params[6] = {req->process, req->state, req->team, for_ms, req->actor, req->reason};
@@ -774,9 +800,7 @@ action_rc_t action_silence(PGconn *conn, const silence_request_t *req, json_t **
              "INSERT INTO steward.silences (process, state, team, ends_at, actor, reason) "
              "VALUES ($1, $2, $3, now() + steward.ms_interval($4::bigint), $5, $6) RETURNING %s",
              silence_columns);
-    err_class_t cls;
-    PGresult *res =
-        db_query(conn, "recording the silence", sql, 6, params, &cls, errstr, errstr_size);
+    res = db_query(conn, "recording the silence", sql, 6, params, &cls, errstr, errstr_size);
     if (res == NULL)
         return ACTION_FAILED;
     return one_json(res, result, errstr, errstr_size);

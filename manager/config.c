@@ -5,6 +5,7 @@
 
 #include "definitions/def.h"
 #include "definitions/duration.h"
+#include "manager/http.h"
 #include "manager/intake.h"
 #include "manager/scheduler.h"
 
@@ -99,6 +100,9 @@ static const config_key_t config_keys[] = {
     /* Set as http.tokens_file, like every secret: the file's text. */
     {"http.tokens", CONFIG_STRING, OFF(http_tokens), 0, 0, NULL, true},
     {"http.allow_anonymous_read", CONFIG_BOOL, OFF(http_allow_anonymous_read), 0, 0, NULL, false},
+    {"http.allowed_hosts", CONFIG_NAME_LIST, OFF(http_allowed_hosts), 0, 0, NULL, false},
+    {"http.connections_per_client", CONFIG_INT, OFF(http_connections_per_client), 1,
+     HTTP_MAX_CONNECTIONS, NULL, false},
     {"dispatch.interval", CONFIG_DURATION, OFF(dispatch_interval_ms), 10, 3600000, NULL, false},
     {"dispatch.timeout", CONFIG_DURATION, OFF(dispatch_timeout_ms), 1000, 900000, NULL, false},
     {"dispatch.max_backoff", CONFIG_DURATION, OFF(dispatch_max_backoff_ms), 1000, 86400000, NULL,
@@ -142,6 +146,8 @@ config_t *config_new(void)
     cfg->http_listen = strdup("127.0.0.1:9464");
     cfg->topics_map = json_object();
     cfg->http_database = strdup("");
+    cfg->http_allowed_hosts = strdup("");
+    cfg->http_connections_per_client = HTTP_DEFAULT_PER_CLIENT;
     cfg->retention_history_ms = 30 * 86400000LL;
     cfg->retention_rejected_ms = 14 * 86400000LL;
     cfg->retention_outbox_ms = 7 * 86400000LL;
@@ -166,7 +172,8 @@ config_t *config_new(void)
     if (cfg->database == NULL || cfg->group == NULL || cfg->blind_owner == NULL ||
         cfg->routes == NULL || cfg->http_listen == NULL || cfg->topics_map == NULL ||
         cfg->http_database == NULL || cfg->roles_owner == NULL || cfg->roles_runtime == NULL ||
-        cfg->roles_reader == NULL || cfg->dispatch_paused == NULL) {
+        cfg->roles_reader == NULL || cfg->dispatch_paused == NULL ||
+        cfg->http_allowed_hosts == NULL) {
         config_free(cfg);
         return NULL;
     }

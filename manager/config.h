@@ -68,6 +68,10 @@ typedef struct config {
     bool http_allow_anonymous_read; /* reads without a token off the loopback */
     int64_t stall_after_ms;         /* /healthz: a worker thread silent this long is stuck */
 
+    /* Host names answered besides loopback ones, "a,b" ("*": any; http.h). */
+    char *http_allowed_hosts;
+    long http_connections_per_client; /* open connections one address may hold */
+
     /* How long rows are kept (manager/retention.h); 0 ("off"): forever. */
     int64_t retention_history_ms;
     int64_t retention_rejected_ms;

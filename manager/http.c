@@ -22,6 +22,7 @@
 #include "manager/query.h"
 #include "shadow/report.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <jansson.h>
 #include <libpq-fe.h>
@@ -54,10 +55,10 @@
  * three queries together, well inside Prometheus's 10 s scrape timeout. */
 #define METRICS_DB_BUDGET_MS 3000
 
-/* Connections cost a file descriptor each, not a thread: the pool's
- * threads poll them all. Idle ones are dropped after IDLE_TIMEOUT_S. */
-#define MAX_CONNECTIONS 1024
-#define IDLE_TIMEOUT_S  10
+/* Connections (HTTP_MAX_CONNECTIONS) cost a file descriptor each, not a
+ * thread: the pool's threads poll them all. Idle ones are dropped after
+ * IDLE_TIMEOUT_S. */
+#define IDLE_TIMEOUT_S 10
 /* Requests run on these threads; one waiting for the database holds its
  * thread for at most its budget, and new connections go to the others. */
 #define POOL_THREADS 8
@@ -80,6 +81,8 @@ struct http {
     char start_error[512];
 
     bool loopback;               /* listening on a loopback address only */
+    char **allowed_hosts;        /* http.allowed_hosts, split; NULL-terminated, never NULL */
+    bool any_host;               /* http.allowed_hosts holds "*": no Host check */
     bool anonymous_read;         /* http.allow_anonymous_read */
     pthread_mutex_t tokens_lock; /* guards tokens; a reload swaps them */
     http_tokens_t *tokens;       /* NULL: no tokens, so no actions */
@@ -166,6 +169,16 @@ static void reply_db_error(reply_t *r, err_class_t cls, const char *errstr)
         reply_error(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "%s", errstr);
 }
 
+/* The console loads its own script and style sheet and nothing else: no
+ * inline script, no style attribute, no other origin. */
+static const char *const security_headers[][2] = {
+    {"Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; "
+                                "form-action 'self'; object-src 'none'"},
+    {"X-Frame-Options", "DENY"},
+    {"X-Content-Type-Options", "nosniff"},
+    {"Referrer-Policy", "no-referrer"},
+};
+
 static enum MHD_Result send_reply(struct MHD_Connection *conn, reply_t *r)
 {
     struct MHD_Response *resp = MHD_create_response_from_buffer(
@@ -179,6 +192,11 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, reply_t *r)
     if (r->content_type != NULL)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->content_type);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    /* On every answer, so no page of another site can frame the console
+     * (clickjacking its action buttons), run script in its origin, or
+     * learn its URLs from a Referer. */
+    for (size_t i = 0; i < sizeof security_headers / sizeof security_headers[0]; i++)
+        MHD_add_response_header(resp, security_headers[i][0], security_headers[i][1]);
     if (r->allow)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow_post ? "POST" : "GET, HEAD");
     if (r->unauthorized)
@@ -1532,12 +1550,145 @@ void http_route(const char *method, const char *url, http_route_t *out)
     }
 }
 
+/* ---- the Host check ------------------------------------------------------------ */
+
+/*
+ * Splits a Host header's value into its name (brackets kept around an IPv6
+ * address) and checks the port, if any, is a number. False for anything
+ * else, an unbracketed IPv6 address included.
+ */
+static bool host_name(const char *host, char *name, size_t name_size)
+{
+    const char *end;
+    if (host[0] == '[') {
+        const char *close = strchr(host, ']');
+        if (close == NULL)
+            return false;
+        end = close + 1;
+    } else {
+        end = host + strcspn(host, ":");
+    }
+    if (*end == ':') {
+        size_t digits = strspn(end + 1, "0123456789");
+        if (digits == 0 || digits > 5 || end[1 + digits] != '\0')
+            return false;
+    } else if (*end != '\0') {
+        return false;
+    }
+    if (end == host || (size_t) (end - host) >= name_size)
+        return false;
+    snprintf(name, name_size, "%.*s", (int) (end - host), host);
+    return true;
+}
+
+/* Whether name (from host_name()) is localhost or a loopback address:
+ * 127.0.0.0/8 in dotted form, [::1] or [::ffff:127.x.y.z]. */
+static bool host_is_loopback(const char *name)
+{
+    if (strcasecmp(name, "localhost") == 0 || strcasecmp(name, "localhost.") == 0)
+        return true;
+    size_t len = strlen(name);
+    if (name[0] == '[') {
+        char inner[INET6_ADDRSTRLEN];
+        struct in6_addr a6;
+        if (len < 3 || name[len - 1] != ']' || len - 2 >= sizeof inner)
+            return false;
+        snprintf(inner, sizeof inner, "%.*s", (int) (len - 2), name + 1);
+        return inet_pton(AF_INET6, inner, &a6) == 1 &&
+               (IN6_IS_ADDR_LOOPBACK(&a6) || (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127));
+    }
+    struct in_addr a4;
+    return inet_pton(AF_INET, name, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127;
+}
+
+/*
+ * Whether the request's Host names this server. A web page can make a
+ * browser send its requests to 127.0.0.1 by pointing its own name there
+ * (DNS rebinding); the browser then treats the answers as the page's own,
+ * but still sends the page's name as Host. So a loopback listener answers
+ * only loopback names and http.allowed_hosts (what a proxy in front sends);
+ * another listener, which needs tokens for its reads, checks only against
+ * http.allowed_hosts when it is set. No Host (HTTP/1.0) is no browser.
+ * On false r holds the 421.
+ */
+static bool host_allowed(const http_t *h, struct MHD_Connection *conn, reply_t *r)
+{
+    const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+    char name[300], quoted[600];
+
+    if (host == NULL || h->any_host || (!h->loopback && h->allowed_hosts[0] == NULL))
+        return true;
+    bool parsed = host_name(host, name, sizeof name);
+    if (parsed && h->loopback && host_is_loopback(name))
+        return true;
+    for (char **allowed = h->allowed_hosts; *allowed != NULL; allowed++) {
+        if (strcasecmp(*allowed, host) == 0 || (parsed && strcasecmp(*allowed, name) == 0))
+            return true;
+    }
+    quote_path(quoted, sizeof quoted, "", host);
+    reply_error(r, MHD_HTTP_MISDIRECTED_REQUEST,
+                "Host %s is not a name of this server: %s; requests naming another host may come "
+                "from a web page that pointed its name at this address (DNS rebinding). Behind a "
+                "proxy, add the name it sends to http.allowed_hosts",
+                quoted,
+                h->loopback ? "a loopback listener answers localhost, 127.0.0.0/8, [::1] (any "
+                              "port) and the names in http.allowed_hosts"
+                            : "this listener answers the names in http.allowed_hosts");
+    return false;
+}
+
+/* The comma-separated list as a NULL-terminated array of trimmed, non-empty
+ * names (free with free_names()); NULL when out of memory. */
+static char **split_names(const char *list, bool *any)
+{
+    size_t cap = 1;
+    *any = false;
+    for (const char *p = list; p != NULL && *p != '\0'; p++)
+        cap += *p == ',';
+    char **names = calloc(cap + 1, sizeof *names), *copy = strdup(list != NULL ? list : "");
+    size_t n = 0;
+    if (names == NULL || copy == NULL) {
+        free(names);
+        free(copy);
+        return NULL;
+    }
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+        while (*tok == ' ' || *tok == '\t')
+            tok++;
+        size_t len = strlen(tok);
+        while (len > 0 && (tok[len - 1] == ' ' || tok[len - 1] == '\t'))
+            tok[--len] = '\0';
+        if (len == 0)
+            continue;
+        *any = *any || strcmp(tok, "*") == 0;
+        if ((names[n++] = strdup(tok)) == NULL) {
+            free(copy);
+            for (size_t i = 0; i < n; i++)
+                free(names[i]);
+            free(names);
+            return NULL;
+        }
+    }
+    free(copy);
+    return names;
+}
+
+static void free_names(char **names)
+{
+    for (size_t i = 0; names != NULL && names[i] != NULL; i++)
+        free(names[i]);
+    free(names);
+}
+
 static void route(http_t *h, struct MHD_Connection *conn, const char *url, const char *method,
                   const request_t *q, reply_t *r)
 {
     char actor[ACTION_ACTOR_MAX + 1];
     http_route_t rt;
 
+    if (!host_allowed(h, conn, r))
+        return;
     http_route(method, url, &rt);
     if (rt.status != 0) {
         reply_error(r, rt.status, "%s", rt.error);
@@ -1770,7 +1921,9 @@ static bool is_loopback(const struct sockaddr *addr)
 }
 
 http_t *http_new(const char *listen, const char *conninfo, const char *group, const char *tokens,
-                 bool allow_anonymous_read, err_class_t *cls, char *errstr, size_t errstr_size)
+                 bool allow_anonymous_read, const char *allowed_hosts,
+                 unsigned int connections_per_client, err_class_t *cls, char *errstr,
+                 size_t errstr_size)
 {
     char host[256], port[8], shown[300];
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
@@ -1805,6 +1958,14 @@ http_t *http_new(const char *listen, const char *conninfo, const char *group, co
     h->stall_ms = DEFAULT_STALL_MS;
     h->loopback = is_loopback(addrs->ai_addr);
     h->anonymous_read = allow_anonymous_read;
+    if ((h->allowed_hosts = split_names(allowed_hosts, &h->any_host)) == NULL) {
+        *cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+        goto fail;
+    }
+    if (connections_per_client == 0)
+        connections_per_client = HTTP_DEFAULT_PER_CLIENT;
+    else if (connections_per_client > HTTP_MAX_CONNECTIONS)
+        connections_per_client = HTTP_MAX_CONNECTIONS;
     bool has_tokens = tokens != NULL && tokens[0] != '\0';
     if (!h->loopback && !has_tokens && !allow_anonymous_read) {
         /* Instances carry captured payload values: not for anyone who can
@@ -1841,9 +2002,11 @@ http_t *http_new(const char *listen, const char *conninfo, const char *group, co
     h->daemon = MHD_start_daemon(
         flags, (uint16_t) atoi(port), NULL, NULL, handle, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
         MHD_OPTION_SOCK_ADDR, addrs->ai_addr, MHD_OPTION_THREAD_POOL_SIZE,
-        (unsigned int) POOL_THREADS, MHD_OPTION_CONNECTION_LIMIT, (unsigned int) MAX_CONNECTIONS,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int) IDLE_TIMEOUT_S, MHD_OPTION_UNESCAPE_CALLBACK,
-        keep_escaped, NULL, MHD_OPTION_NOTIFY_COMPLETED, request_done, NULL, MHD_OPTION_END);
+        (unsigned int) POOL_THREADS, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned int) HTTP_MAX_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        connections_per_client, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int) IDLE_TIMEOUT_S,
+        MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL, MHD_OPTION_NOTIFY_COMPLETED, request_done,
+        NULL, MHD_OPTION_END);
     pthread_mutex_lock(&h->log_lock);
     h->starting = false;
     pthread_mutex_unlock(&h->log_lock);
@@ -1909,6 +2072,7 @@ void http_free(http_t *h)
     pthread_mutex_destroy(&h->state_lock);
     pthread_mutex_destroy(&h->tokens_lock);
     http_tokens_free(h->tokens);
+    free_names(h->allowed_hosts);
     free(h->waiting);
     free(h->conninfo);
     free(h->group);

@@ -68,10 +68,27 @@
  * (bad percent-encoding, a NUL, not UTF-8, longer than 2 KiB) 400; every
  * error body is JSON {"error": "..."}.
  *
+ * Which Host. A web page can point its own name at 127.0.0.1 (DNS
+ * rebinding) and have its visitor's browser read a loopback listener as if
+ * it were the page's own site; the browser still sends the page's name as
+ * Host. So a loopback listener answers only requests whose Host is
+ * localhost, an address in 127.0.0.0/8 or [::1] (any port), or a name in
+ * http.allowed_hosts (for a proxy in front); any other Host is 421 with
+ * the reason. Another listener checks Host only when http.allowed_hosts
+ * is set. "*" in the list turns the check off; a request without Host
+ * (HTTP/1.0, never a browser) passes.
+ *
+ * Every answer carries Content-Security-Policy (default-src 'self',
+ * frame-ancestors 'none': the console loads only its own files and cannot
+ * be framed), X-Frame-Options DENY, X-Content-Type-Options nosniff and
+ * Referrer-Policy no-referrer.
+ *
  * The module owns a libmicrohttpd daemon (a pool of eight threads that
  * poll every connection and run the requests; at most 1024 connections,
- * idle ones closed after 10 s, so idle clients cost descriptors, never
- * the threads /healthz needs) and one PostgreSQL
+ * and at most http.connections_per_client from one address, more being
+ * closed at once; idle ones closed after 10 s, so idle clients cost
+ * descriptors, never the threads /healthz needs, and one client cannot
+ * hold every connection) and one PostgreSQL
  * connection, opened at the first request that needs it, reopened after it
  * is lost, and used by one request at a time under a mutex (a PGconn is
  * not thread-safe). Every wait for it is bounded: /readyz gives up after a
@@ -104,6 +121,11 @@ typedef struct http_tokens http_tokens_t; /* opaque; a parsed tokens file */
 http_tokens_t *http_tokens_parse(const char *text, char *errstr, size_t errstr_size);
 size_t http_tokens_count(const http_tokens_t *t); /* NULL: 0 */
 void http_tokens_free(http_tokens_t *t);          /* NULL is a no-op */
+
+/* The most connections served at once, and by default from one address
+ * (http.connections_per_client). */
+#define HTTP_MAX_CONNECTIONS    1024
+#define HTTP_DEFAULT_PER_CLIENT 64
 
 /* The longest request path served; longer ones answer 400. */
 #define HTTP_MAX_PATH 2048
@@ -160,7 +182,11 @@ void http_route(const char *method, const char *url, http_route_t *out);
  * every IPv4 address; port 0 lets the kernel pick one, see http_port()),
  * reading PostgreSQL through `conninfo` and the watermarks of consumer
  * group `group` (both copied), with the tokens in `tokens`, the text of
- * http.tokens_file (NULL or "": none, so no actions). Logs "http listening" with the bound address.
+ * http.tokens_file (NULL or "": none, so no actions). `allowed_hosts` is
+ * http.allowed_hosts, names separated by commas (NULL or "": none; see
+ * "Which Host" above); `connections_per_client` caps one address's open
+ * connections (0: HTTP_DEFAULT_PER_CLIENT). Logs "http listening" with the
+ * bound address.
  *
  * Returns the server (free with http_free()). Returns NULL with *cls
  * ERR_OK when `listen` is "" (the server is disabled); NULL with
@@ -170,7 +196,8 @@ void http_route(const char *method, const char *url, http_route_t *out);
  * use, not local), ERR_FATAL when out of memory.
  */
 http_t *http_new(const char *listen, const char *conninfo, const char *group,
-                 const char *tokens_file, bool allow_anonymous_read, err_class_t *cls, char *errstr,
+                 const char *tokens_file, bool allow_anonymous_read, const char *allowed_hosts,
+                 unsigned int connections_per_client, err_class_t *cls, char *errstr,
                  size_t errstr_size);
 
 /*

@@ -95,13 +95,18 @@ START_TEST(config_file_reaches_the_database_for_every_verb)
         {"silence", "--process", "cli_order", "--for", "1h", "--reason", "x", NULL},
         {"unsilence", "999999", "--reason", "x", NULL},
     };
-    const int expect[] = {0, 1, 0, 0, 0, 0, 1, 1, 0, 1};
+    const int expect[] = {0, 1, 0, 0, 0, 0, 1, 1, 1, 1};
     /* What each says once it has queried, not merely connected. */
-    const char *const says[] = {NULL,         "no instance k-1 of cli_order",
-                                NULL,         NULL,
-                                NULL,         "\"silences\"",
-                                "no alert 1", "no instance k-1 of cli_order",
-                                " until ",    "no silence 999999"};
+    const char *const says[] = {NULL,
+                                "no instance k-1 of cli_order",
+                                NULL,
+                                NULL,
+                                NULL,
+                                "\"silences\"",
+                                "no alert 1",
+                                "no instance k-1 of cli_order",
+                                "no process cli_order",
+                                "no silence 999999"};
     for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++) {
         for (int via_flag = 0; via_flag < 2; via_flag++) {
             const char *argv[12] = {NULL};

@@ -9,15 +9,19 @@
  *             document, compared with the command's own output); bad
  *             arguments 400 with a JSON error; / and /console/{file} serve
  *             the compiled-in console
+ *             with the security headers (Content-Security-Policy and the
+ *             rest) on each
  *   browser   headless Chromium loads each page (processes, stuck,
  *             instance, report); the test asserts on the DOM the pages'
- *             scripts built and saves a screenshot of each as an artefact
+ *             scripts built and that the Content-Security-Policy blocked
+ *             nothing, and saves a screenshot of each as an artefact
  *             with the DOM (STEWARD_TEST_ARTIFACTS, else ./artifacts)
  */
 #include "testlib.h"
 #include "world.h"
 
 #include <check.h>
+#include <curl/curl.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
@@ -145,6 +149,50 @@ static char *keys_of(json_t *page)
         (size_t) snprintf(buf + len, sizeof buf - len, "%s%s", i ? "," : "",
                           json_string_value(json_object_get(item, "key")));
     return buf;
+}
+
+static size_t keep_headers(char *data, size_t size, size_t nmemb, void *arg)
+{
+    char **text = arg;
+    size_t old = strlen(*text), n = size * nmemb;
+    *text = realloc(*text, old + n + 1);
+    ck_assert_ptr_nonnull(*text);
+    memcpy(*text + old, data, n);
+    (*text)[old + n] = '\0';
+    return n;
+}
+
+static size_t drop_body(char *data, size_t size, size_t nmemb, void *arg)
+{
+    (void) data;
+    (void) arg;
+    return size * nmemb;
+}
+
+/* Asserts that GET path answers with every security header. */
+static void assert_security_headers(const char *path)
+{
+    static const char *const wanted[] = {
+        "Content-Security-Policy: default-src 'self'; frame-ancestors 'none'",
+        "X-Frame-Options: DENY",
+        "X-Content-Type-Options: nosniff",
+        "Referrer-Policy: no-referrer",
+    };
+    char url[4096], *headers = calloc(1, 1);
+    snprintf(url, sizeof url, "%s%s", w.base, path);
+    CURL *curl = curl_easy_init();
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, keep_headers);
+    curl_easy_setopt(curl, CURLOPT_HEADERDATA, &headers);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, drop_body);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT, 10L);
+    CURLcode rc = curl_easy_perform(curl);
+    curl_easy_cleanup(curl);
+    ck_assert_msg(rc == CURLE_OK, "GET %s: %s", path, curl_easy_strerror(rc));
+    for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++)
+        ck_assert_msg(tl_contains(headers, wanted[i]), "GET %s: no \"%s\" in:\n%s", path, wanted[i],
+                      headers);
+    free(headers);
 }
 
 START_TEST(api_lists_graphs_and_reports)
@@ -290,6 +338,16 @@ START_TEST(api_lists_graphs_and_reports)
     ck_assert(tl_contains(body, "function drawGraph"));
     free(body);
     json_decref(get_json("/console/nothing.js", 404));
+
+    /* Console and API alike: no framing, no other origin, no sniffing. */
+    const char *paths[] = {"/",
+                           "/console/console.js",
+                           "/console/console.css",
+                           "/v1/processes",
+                           "/v1/report?process=alert_order",
+                           "/console/nothing.js"};
+    for (size_t n = 0; n < sizeof paths / sizeof paths[0]; n++)
+        assert_security_headers(paths[n]);
 }
 END_TEST
 
@@ -317,8 +375,14 @@ static char *browse(const char *fragment, const char *name)
              common, profile, artifacts, name, w.base, fragment);
     ck_assert_msg(system(cmd) == 0, "chromium failed: %s", cmd);
 
-    snprintf(cmd, sizeof cmd, "%s --user-data-dir='%s' --dump-dom '%s/#/%s' 2>/dev/null", common,
-             profile, w.base, fragment);
+    /* Chromium logs to stderr what the page's console shows, a refusal by
+     * the Content-Security-Policy among it. */
+    char browser_log[1200];
+    snprintf(browser_log, sizeof browser_log, "%s/chromium-%s.log", w.dir, name);
+    snprintf(cmd, sizeof cmd,
+             "%s --user-data-dir='%s' --enable-logging=stderr --v=0 --dump-dom '%s/#/%s' "
+             "2>'%s'",
+             common, profile, w.base, fragment, browser_log);
     FILE *f = popen(cmd, "r");
     ck_assert_ptr_nonnull(f);
     size_t cap = 1 << 16, len = 0;
@@ -339,6 +403,13 @@ static char *browse(const char *fragment, const char *name)
     }
     ck_assert_msg(tl_contains(dom, "data-state=\"ready\""), "page %s never got ready: %s", fragment,
                   dom);
+    char *logged = tl_read_file(browser_log);
+    const char *refused = strstr(logged, "Content Security Policy");
+    while (refused != NULL && refused > logged && refused[-1] != '\n')
+        refused--;
+    ck_assert_msg(refused == NULL, "page %s broke the Content-Security-Policy: %.600s", fragment,
+                  refused);
+    free(logged);
     return dom;
 }
 

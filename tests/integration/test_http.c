@@ -9,6 +9,15 @@
  * consumed (exact values), carries the database gauges and passes `promtool check metrics`;
  * /v1/instances and /v1/stuck answer the query views, a key with '/' asked for as %2F; unknown
  *             paths 404, POST 405 with Allow, malformed paths 400
+ *   guards    a Host that is not loopback is refused with 421 (DNS
+ *             rebinding), loopback names with or without a port and
+ *             http.allowed_hosts are answered; every answer carries the
+ *             security headers; one address holds at most
+ *             http.connections_per_client connections while /healthz still
+ *             answers another at once
+ *   silences  a silence of a process or state no definition has is refused
+ *             over HTTP (404) and by steward silence (exit 1), on a
+ *             listener beyond the loopback that answers any Host with a token
  *   startup   a malformed http.listen exits 2; a port in use exits 1
  */
 #include "testlib.h"
@@ -30,6 +39,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static tw_world_t w;
@@ -46,8 +56,9 @@ static void world_init(const char *name)
     tw_migrate(&w);
 }
 
-/* Writes config.json listening on `listen`. */
-static void world_config(const char *listen)
+/* Writes config.json listening on `listen`, with `http` (taken; may be
+ * NULL) added to its http section. */
+static void world_config_with(const char *listen, json_t *http)
 {
     json_t *cfg = tw_config(&w, "alert_order.json");
     json_t *parts =
@@ -57,7 +68,17 @@ static void world_config(const char *listen)
                   "kafka", "topic.metadata.refresh.interval.ms", "1000");
     ck_assert_int_eq(json_object_update(cfg, parts), 0);
     json_decref(parts);
+    if (http != NULL) {
+        ck_assert_int_eq(json_object_update(json_object_get(cfg, "http"), http), 0);
+        json_decref(http);
+    }
     tw_config_write(&w, cfg);
+}
+
+/* Writes config.json listening on `listen`. */
+static void world_config(const char *listen)
+{
+    world_config_with(listen, NULL);
 }
 
 /* ---- HTTP ------------------------------------------------------------------ */
@@ -65,6 +86,7 @@ static void world_config(const char *listen)
 typedef struct response {
     long status;
     char *body;
+    char *headers;      /* every header line as received */
     char *allow;        /* the Allow header; NULL when absent */
     char *content_type; /* the Content-Type header; NULL when absent */
 } response_t;
@@ -72,6 +94,7 @@ typedef struct response {
 static void response_free(response_t *r)
 {
     free(r->body);
+    free(r->headers);
     free(r->allow);
     free(r->content_type);
     memset(r, 0, sizeof *r);
@@ -104,21 +127,49 @@ static void keep_header(const char *line, size_t n, const char *name, char **slo
 static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
 {
     response_t *r = arg;
+    size_t old = strlen(r->headers), n = size * nmemb;
+    r->headers = realloc(r->headers, old + n + 1);
+    ck_assert_ptr_nonnull(r->headers);
+    memcpy(r->headers + old, data, n);
+    r->headers[old + n] = '\0';
     keep_header(data, size * nmemb, "Allow: ", &r->allow);
     keep_header(data, size * nmemb, "Content-Type: ", &r->content_type);
     return size * nmemb;
 }
 
-/* method "GET", "HEAD" or "POST" (with a small form body); path as sent,
- * byte for byte (curl normalizes nothing). */
-static response_t request(const char *method, const char *path)
+/* What a request sends besides its method and path; NULL: the default. */
+typedef struct sending {
+    const char *host;   /* the Host header */
+    const char *source; /* the local address to connect from */
+    const char *token;  /* sent as Authorization: Bearer */
+    const char *body;   /* a POST's body (JSON); else a small form */
+} sending_t;
+
+/* method "GET", "HEAD" or "POST"; path as sent, byte for byte (curl
+ * normalizes nothing). */
+static response_t request_with(const char *method, const char *path, const sending_t *how)
 {
     response_t r = {0};
-    char *url = NULL;
+    char *url = NULL, host[512], auth[512];
     CURL *curl = curl_easy_init();
+    struct curl_slist *headers = NULL;
 
     ck_assert_int_ge(asprintf(&url, "%s%s", w.base, path), 0);
     r.body = calloc(1, 1);
+    r.headers = calloc(1, 1);
+    if (how->host != NULL) {
+        snprintf(host, sizeof host, "Host: %s", how->host);
+        headers = curl_slist_append(headers, host);
+    }
+    if (how->token != NULL) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", how->token);
+        headers = curl_slist_append(headers, auth);
+    }
+    if (how->body != NULL)
+        headers = curl_slist_append(headers, "Content-Type: application/json");
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    if (how->source != NULL)
+        curl_easy_setopt(curl, CURLOPT_INTERFACE, how->source);
     curl_easy_setopt(curl, CURLOPT_URL, url);
     curl_easy_setopt(curl, CURLOPT_PATH_AS_IS, 1L);
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
@@ -129,12 +180,18 @@ static response_t request(const char *method, const char *path)
     if (strcmp(method, "HEAD") == 0)
         curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
     else if (strcmp(method, "POST") == 0)
-        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, "reset=all");
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, how->body != NULL ? how->body : "reset=all");
     if (curl_easy_perform(curl) == CURLE_OK)
         curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &r.status);
     curl_easy_cleanup(curl);
+    curl_slist_free_all(headers);
     free(url);
     return r;
+}
+
+static response_t request(const char *method, const char *path)
+{
+    return request_with(method, path, &(sending_t){0});
 }
 
 /* GETs path and parses the JSON body, asserting the status. */
@@ -415,6 +472,231 @@ START_TEST(serves_probes_metrics_and_views)
 }
 END_TEST
 
+/* ---- guards ------------------------------------------------------------------- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
+}
+
+/* GET path with Host `host`: asserts the status, and for a refusal that
+ * the JSON error says why. */
+static void expect_host(const char *path, const char *host, long expected)
+{
+    response_t r = request_with("GET", path, &(sending_t){.host = host});
+    ck_assert_msg(r.status == expected, "GET %s, Host %s: %ld %s (expected %ld)", path, host,
+                  r.status, r.body, expected);
+    if (expected == 421) {
+        json_t *doc = json_loads(r.body, 0, NULL);
+        const char *error = json_string_value(json_object_get(doc, "error"));
+        ck_assert_msg(error != NULL && tl_contains(error, "DNS rebinding") &&
+                          tl_contains(error, "http.allowed_hosts"),
+                      "Host %s: %s", host, r.body);
+        json_decref(doc);
+        ck_assert_msg(!tl_contains(r.body, "\"instances\"") && !tl_contains(r.body, "processes"),
+                      "Host %s: %s", host, r.body);
+    }
+    response_free(&r);
+}
+
+/* Asserts the answer to GET path carries every security header. */
+static void expect_security_headers(const char *path)
+{
+    response_t r = request("GET", path);
+    ck_assert_msg(r.status != 0, "GET %s: no answer", path);
+    static const char *const wanted[] = {
+        "Content-Security-Policy: default-src 'self'; frame-ancestors 'none'",
+        "X-Frame-Options: DENY",
+        "X-Content-Type-Options: nosniff",
+        "Referrer-Policy: no-referrer",
+    };
+    for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++)
+        ck_assert_msg(tl_contains(r.headers, wanted[i]), "GET %s: no \"%s\" in:\n%s", path,
+                      wanted[i], r.headers);
+    response_free(&r);
+}
+
+/* A TCP connection to the server from 127.0.0.1 that sends nothing. */
+static int idle_connection(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET,
+                               .sin_port = htons((uint16_t) port),
+                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(connect(fd, (struct sockaddr *) &addr, sizeof addr), 0);
+    return fd;
+}
+
+/* Whether the server has closed fd (EOF or reset), waiting at most wait_ms. */
+static bool closed_by_server(int fd, int wait_ms)
+{
+    struct pollfd pfd = {fd, POLLIN, 0};
+    if (poll(&pfd, 1, wait_ms) <= 0)
+        return false;
+    char c;
+    return recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
+}
+
+#define PER_CLIENT  8
+#define IDLE_OPENED 24
+
+START_TEST(guards_against_other_sites_and_greedy_clients)
+{
+    world_init("httpguard");
+    world_config_with("127.0.0.1:0",
+                      json_pack("{s:s, s:i}", "allowed_hosts", "steward.example.internal",
+                                "connections_per_client", PER_CLIENT));
+    tw_start(&w, NULL, true);
+    int port = atoi(w.base + strlen("http://127.0.0.1:"));
+    tw_wait(&w, "SELECT count(*) FROM steward.definitions", NULL, "1", 60, "definition recorded");
+
+    /* A page that pointed its name at 127.0.0.1 gets nothing; loopback
+     * names, with or without the port, and the allowed name are answered. */
+    char with_port[64];
+    expect_host("/v1/processes", "attacker.example", 421);
+    snprintf(with_port, sizeof with_port, "attacker.example:%d", port);
+    expect_host("/v1/processes", with_port, 421);
+    expect_host("/v1/instances", with_port, 421);
+    expect_host("/", with_port, 421);
+    expect_host("/v1/processes", "127.0.0.1.attacker.example", 421);
+    expect_host("/v1/processes", "localhost.attacker.example", 421);
+    expect_host("/v1/processes", "[::2]", 421);
+    expect_host("/v1/processes", "::1", 421);
+    expect_host("/v1/processes", "localhost:80x", 421);
+    expect_host("/v1/processes", "steward.example.internal.attacker.example", 421);
+    const char *loopback[] = {"localhost",
+                              "LocalHost",
+                              "127.0.0.1",
+                              "127.3.2.1",
+                              "[::1]",
+                              "steward.example.internal",
+                              "Steward.Example.Internal"};
+    for (size_t i = 0; i < sizeof loopback / sizeof loopback[0]; i++) {
+        expect_host("/v1/processes", loopback[i], 200);
+        snprintf(with_port, sizeof with_port, "%s:%d", loopback[i], port);
+        expect_host("/v1/processes", with_port, 200);
+    }
+
+    /* Every answer forbids framing and other origins, console and API. */
+    expect_security_headers("/");
+    expect_security_headers("/console/console.js");
+    expect_security_headers("/console/console.css");
+    expect_security_headers("/v1/processes");
+    expect_security_headers("/healthz");
+    expect_security_headers("/nope");
+
+    /* One client's idle connections: PER_CLIENT are kept, the rest closed
+     * at once; /healthz from another address answers within a second. */
+    int fds[IDLE_OPENED];
+    bool closed[IDLE_OPENED] = {false};
+    for (int i = 0; i < IDLE_OPENED; i++)
+        fds[i] = idle_connection(port);
+    int n_closed = 0;
+    for (double until = now_s() + 5; n_closed < IDLE_OPENED - PER_CLIENT && now_s() < until;) {
+        for (int i = 0; i < IDLE_OPENED; i++) {
+            if (!closed[i] && closed_by_server(fds[i], 10)) {
+                closed[i] = true;
+                n_closed++;
+            }
+        }
+    }
+    ck_assert_msg(n_closed == IDLE_OPENED - PER_CLIENT,
+                  "%d of %d idle connections from one address closed; expected %d", n_closed,
+                  IDLE_OPENED, IDLE_OPENED - PER_CLIENT);
+    double start = now_s();
+    response_t r = request_with("GET", "/healthz", &(sending_t){.source = "127.0.0.2"});
+    double took = now_s() - start;
+    ck_assert_msg(r.status == 200 && took < 1.0, "/healthz from 127.0.0.2: %ld after %.3f s",
+                  r.status, took);
+    response_free(&r);
+    r = request("GET", "/healthz");
+    ck_assert_msg(r.status == 0, "/healthz from the greedy address: %ld", r.status);
+    response_free(&r);
+    for (int i = 0; i < IDLE_OPENED; i++)
+        ck_assert_msg(closed[i] || !closed_by_server(fds[i], 0), "kept connection %d closed", i);
+    for (int i = 0; i < IDLE_OPENED; i++)
+        close(fds[i]);
+
+    /* Once it lets go, it is served again. */
+    long status = 0;
+    for (double until = now_s() + 5; status != 200 && now_s() < until;) {
+        r = request("GET", "/healthz");
+        status = r.status;
+        response_free(&r);
+        if (status != 200)
+            usleep(50 * 1000);
+    }
+    ck_assert_int_eq(status, 200);
+    tw_stop(&w, 30);
+}
+END_TEST
+
+/* ---- silences ------------------------------------------------------------------ */
+
+#define OPS_SECRET "opsecret-DDDD4444"
+
+START_TEST(silences_only_what_exists)
+{
+    world_init("httpsilence");
+    char cmd[256], hex[128] = "", line[256];
+    snprintf(cmd, sizeof cmd, "printf %%s '%s' | sha256sum", OPS_SECRET);
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(fgets(hex, sizeof hex, f));
+    pclose(f);
+    hex[64] = '\0';
+    snprintf(line, sizeof line, "alice operate %s\n", hex);
+    char *tokens = tl_write_file(w.dir, "tokens", line);
+    /* Beyond the loopback, with tokens: any Host is answered. */
+    world_config_with("0.0.0.0:0", json_pack("{s:s}", "tokens_file", tokens));
+    free(tokens);
+    tw_start(&w, NULL, true);
+    tw_wait(&w, "SELECT count(*) FROM steward.definitions", NULL, "1", 60, "definition recorded");
+    sending_t ops = {.token = OPS_SECRET, .host = "steward.example.com"};
+
+    ops.body = "{\"process\":\"alert_ordr\",\"for\":\"1h\",\"reason\":\"maintenance\"}";
+    response_t r = request_with("POST", "/v1/silences", &ops);
+    ck_assert_msg(r.status == 404 && tl_contains(r.body, "no process alert_ordr") &&
+                      tl_contains(r.body, "alert_order"),
+                  "unknown process: %ld %s", r.status, r.body);
+    response_free(&r);
+    ops.body = "{\"process\":\"alert_order\",\"state\":\"nowhere\",\"for\":\"1h\","
+               "\"reason\":\"maintenance\"}";
+    r = request_with("POST", "/v1/silences", &ops);
+    ck_assert_msg(r.status == 404 && tl_contains(r.body, "no state nowhere"),
+                  "unknown state: %ld %s", r.status, r.body);
+    response_free(&r);
+    ops.body = "{\"process\":\"alert_order\",\"state\":\"awaiting_payment\",\"for\":\"1h\","
+               "\"reason\":\"maintenance\"}";
+    r = request_with("POST", "/v1/silences", &ops);
+    ck_assert_msg(r.status == 200 && tl_contains(r.body, "\"actor\":\"alice\""), "silence: %ld %s",
+                  r.status, r.body);
+    response_free(&r);
+
+    /* The command refuses the same, and still silences what exists. */
+    const char *bad[] = {NULL, "silence",    "--process", "alert_ordr", "--for", "1h", "--reason",
+                         "x",  "--database", w.db_url,    "--actor",    "bob",   NULL};
+    tl_output_t o = tl_steward(bad, NULL);
+    ck_assert_msg(o.status == 1 && tl_contains(o.err, "no process alert_ordr"),
+                  "steward silence: %d %s", o.status, o.err);
+    tl_output_free(&o);
+    const char *good[] = {NULL,      "silence",  "--process",   "alert_order", "--for",
+                          "1h",      "--reason", "maintenance", "--database",  w.db_url,
+                          "--actor", "bob",      NULL};
+    o = tl_steward(good, NULL);
+    ck_assert_msg(o.status == 0, "steward silence: %d %s", o.status, o.err);
+    tl_output_free(&o);
+    tw_expect(&w,
+              "SELECT string_agg(process || '/' || coalesce(state, '*'), ',' ORDER BY id) "
+              "FROM steward.silences",
+              NULL, "alert_order/awaiting_payment,alert_order/*");
+    tw_stop(&w, 30);
+}
+END_TEST
+
 /* ---- startup ------------------------------------------------------------------ */
 
 START_TEST(bad_listen_addresses_stop_the_start)
@@ -516,6 +798,8 @@ Suite *http_suite(void)
     tcase_set_timeout(tc, 400);
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_add_test(tc, serves_probes_metrics_and_views);
+    tcase_add_test(tc, guards_against_other_sites_and_greedy_clients);
+    tcase_add_test(tc, silences_only_what_exists);
     tcase_add_test(tc, bad_listen_addresses_stop_the_start);
     tcase_add_test(tc, tells_systemd);
     suite_add_tcase(s, tc);
