@@ -20,8 +20,6 @@
 #include "definitions/def.h"
 #include "engine/engine.h"
 #include "engine/template.h"
-#include "manager/alerts.h"
-#include "manager/cmdqueue.h"
 
 #include <inttypes.h>
 #include <stdarg.h>

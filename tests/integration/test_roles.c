@@ -87,6 +87,61 @@ static void drop_roles(void)
     }
 }
 
+/*
+ * A failed assertion ends a forked test before its teardown, and roles are
+ * cluster-wide. Finds the roles of runner `pid`, clears what they own or
+ * were granted in every database that records a dependency on them
+ * (pg_shdepend), and drops them: before each test (what an earlier failed
+ * test left would otherwise fail it too) and in the runner after the tests.
+ */
+static void sweep_roles_of(int pid)
+{
+    const char *base = getenv("STEWARD_TEST_DATABASE_URL");
+    if (base == NULL)
+        return;
+    PGconn *admin = PQconnectdb(base);
+    char pattern[64], sql[512];
+    snprintf(pattern, sizeof pattern, "stw\\_roles\\_%d\\_%%", pid);
+    const char *params[1] = {pattern};
+    PGresult *roles = PQexecParams(admin,
+                                   "SELECT rolname FROM pg_roles WHERE rolname LIKE $1 "
+                                   "ORDER BY rolcanlogin DESC",
+                                   1, NULL, params, NULL, NULL, 0);
+    PGresult *dbs = PQexecParams(admin,
+                                 "SELECT DISTINCT d.datname FROM pg_shdepend s "
+                                 "JOIN pg_database d ON d.oid = s.dbid "
+                                 "JOIN pg_roles r ON r.oid = s.refobjid "
+                                 "WHERE r.rolname LIKE $1",
+                                 1, NULL, params, NULL, NULL, 0);
+    for (int d = 0; PQresultStatus(dbs) == PGRES_TUPLES_OK && d < PQntuples(dbs); d++) {
+        char *url = NULL;
+        if (asprintf(&url, "%s dbname='%s'", base, PQgetvalue(dbs, d, 0)) < 0)
+            continue;
+        PGconn *conn = PQconnectdb(url);
+        for (int r = 0; PQresultStatus(roles) == PGRES_TUPLES_OK && r < PQntuples(roles); r++) {
+            const char *name = PQgetvalue(roles, r, 0);
+            snprintf(sql, sizeof sql, "REASSIGN OWNED BY \"%s\" TO current_user", name);
+            PQclear(PQexec(conn, sql));
+            snprintf(sql, sizeof sql, "DROP OWNED BY \"%s\"", name);
+            PQclear(PQexec(conn, sql));
+        }
+        PQfinish(conn);
+        free(url);
+    }
+    for (int r = 0; PQresultStatus(roles) == PGRES_TUPLES_OK && r < PQntuples(roles); r++) {
+        snprintf(sql, sizeof sql, "DROP ROLE IF EXISTS \"%s\"", PQgetvalue(roles, r, 0));
+        PQclear(PQexec(admin, sql));
+    }
+    PQclear(dbs);
+    PQclear(roles);
+    PQfinish(admin);
+}
+
+static void sweep_roles(void)
+{
+    sweep_roles_of((int) getpid());
+}
+
 /* The alerting definition with our topics, a database migrated with its
  * roles created, and two login users in them. */
 static void world_init(void)
@@ -105,7 +160,7 @@ static void world_init(void)
     snprintf(who.read_login, sizeof who.read_login, "stw_roles_%d_alice", (int) getppid());
     snprintf(who.operator, sizeof who.operator, "stw_roles_%d_operator", (int) getppid());
     snprintf(who.op_login, sizeof who.op_login, "stw_roles_%d_bob", (int) getppid());
-    drop_roles(); /* left over from a killed run */
+    sweep_roles_of((int) getppid()); /* left over from a failed test or a killed run */
 
     char set_owner[128], set_runtime[128], set_reader[128], set_operator[128];
     snprintf(set_owner, sizeof set_owner, "roles.owner=%s", who.owner);
@@ -332,7 +387,10 @@ static void expect_refused(const char *url, const char *sql)
 {
     char *s = sqlstate_as(url, sql);
     ck_assert_msg(strcmp(s, "42501") == 0, "%s as %s: SQLSTATE '%s', expected 42501", sql,
-                  url == who.runtime_url ? "the runtime login" : "the operator login", s);
+                  url == who.runtime_url  ? "the runtime login"
+                  : url == who.reader_url ? "the reader login"
+                                          : "the operator login",
+                  s);
     free(s);
 }
 
@@ -631,55 +689,6 @@ END_TEST
 static void teardown(void)
 {
     world_teardown();
-}
-
-/*
- * In the runner, after the tests: a failed assertion ends a forked test
- * before its teardown, and roles are cluster-wide. Finds this runner's
- * roles, clears what they own or were granted in every database that
- * records a dependency on them (pg_shdepend), and drops them.
- */
-static void sweep_roles(void)
-{
-    const char *base = getenv("STEWARD_TEST_DATABASE_URL");
-    if (base == NULL)
-        return;
-    PGconn *admin = PQconnectdb(base);
-    char pattern[64], sql[512];
-    snprintf(pattern, sizeof pattern, "stw\\_roles\\_%d\\_%%", (int) getpid());
-    const char *params[1] = {pattern};
-    PGresult *roles = PQexecParams(admin,
-                                   "SELECT rolname FROM pg_roles WHERE rolname LIKE $1 "
-                                   "ORDER BY rolcanlogin DESC",
-                                   1, NULL, params, NULL, NULL, 0);
-    PGresult *dbs = PQexecParams(admin,
-                                 "SELECT DISTINCT d.datname FROM pg_shdepend s "
-                                 "JOIN pg_database d ON d.oid = s.dbid "
-                                 "JOIN pg_roles r ON r.oid = s.refobjid "
-                                 "WHERE r.rolname LIKE $1",
-                                 1, NULL, params, NULL, NULL, 0);
-    for (int d = 0; PQresultStatus(dbs) == PGRES_TUPLES_OK && d < PQntuples(dbs); d++) {
-        char *url = NULL;
-        if (asprintf(&url, "%s dbname='%s'", base, PQgetvalue(dbs, d, 0)) < 0)
-            continue;
-        PGconn *conn = PQconnectdb(url);
-        for (int r = 0; PQresultStatus(roles) == PGRES_TUPLES_OK && r < PQntuples(roles); r++) {
-            const char *name = PQgetvalue(roles, r, 0);
-            snprintf(sql, sizeof sql, "REASSIGN OWNED BY \"%s\" TO current_user", name);
-            PQclear(PQexec(conn, sql));
-            snprintf(sql, sizeof sql, "DROP OWNED BY \"%s\"", name);
-            PQclear(PQexec(conn, sql));
-        }
-        PQfinish(conn);
-        free(url);
-    }
-    for (int r = 0; PQresultStatus(roles) == PGRES_TUPLES_OK && r < PQntuples(roles); r++) {
-        snprintf(sql, sizeof sql, "DROP ROLE IF EXISTS \"%s\"", PQgetvalue(roles, r, 0));
-        PQclear(PQexec(admin, sql));
-    }
-    PQclear(dbs);
-    PQclear(roles);
-    PQfinish(admin);
 }
 
 Suite *roles_suite(void)
