@@ -5,15 +5,15 @@
 -- The terms: a *trusted* writer is a role with the privileges of the
 -- schema's owner (the owner, a member of it, a superuser), which is also
 -- what every SECURITY DEFINER function below runs as. Everyone else (the
--- runtime role of `steward run`, the operator role of the CLI) may append
--- events to history but may not change or delete a history row, write an
--- operator row, or touch the audit columns of alerts or silences: those go
--- through the steward.action_* functions, which record the database login
+-- runtime role of `steward run`, which still appends events to history;
+-- the operator role of the CLI, which writes nothing directly) may not
+-- change or delete a history row, write an operator row, or touch the
+-- audit columns of alerts or silences: those go through the
+-- steward.action_* functions, which record the database login
 -- (session_user, whatever role it acts as) next to the actor the caller
 -- names. The runtime role's retention keeps working through
--- steward.history_prune() and the partition functions of 0011, which
--- refuse to remove anything younger than an hour (the shortest
--- retention.history).
+-- steward.history_prune() and the partition functions of 0011, which never
+-- remove anything younger than an hour (the shortest retention.history).
 
 -- The login that ran an action: history's operator rows, and the alerts and
 -- silences an action changed. NULL on rows from before this migration and
