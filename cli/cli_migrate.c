@@ -26,9 +26,10 @@ static const char migrate_usage[] =
     "  --status              print the schema's version and change nothing;\n"
     "                        exits 1 when migrations are pending\n"
     "  --create-roles        migrate, then create the roles roles.owner,\n"
-    "                        roles.runtime and roles.reader (NOLOGIN groups;\n"
-    "                        defaults steward_owner, steward_runtime,\n"
-    "                        steward_reader), give the schema to the owner\n"
+    "                        roles.runtime, roles.reader and roles.operator\n"
+    "                        (NOLOGIN groups; defaults steward_owner,\n"
+    "                        steward_runtime, steward_reader,\n"
+    "                        steward_operator), give the schema to the owner\n"
     "                        and grant the others what they need (needs a\n"
     "                        superuser or CREATEROLE and the schema's owner)\n"
     "  --print               with --create-roles: print that SQL, change "
@@ -90,7 +91,8 @@ static int status(PGconn *conn, bool as_json)
 static int create_roles(PGconn *conn, const config_t *cfg, bool print_only)
 {
     char errstr[1024];
-    migrate_roles_t roles = {cfg->roles_owner, cfg->roles_runtime, cfg->roles_reader};
+    migrate_roles_t roles = {cfg->roles_owner, cfg->roles_runtime, cfg->roles_reader,
+                             cfg->roles_operator};
     char *sql = migrate_roles_sql(conn, &roles, errstr, sizeof errstr);
     if (sql == NULL) {
         fprintf(stderr, "steward migrate: %s\n", errstr);
@@ -112,8 +114,9 @@ static int create_roles(PGconn *conn, const config_t *cfg, bool print_only)
             rc = EXIT_RUNTIME;
         } else {
             PQclear(PQexec(conn, "COMMIT"));
-            printf("roles %s (owner), %s (runtime), %s (reader) ready in database %s\n",
-                   roles.owner, roles.runtime, roles.reader, PQdb(conn));
+            printf("roles %s (owner), %s (runtime), %s (reader), %s (operator) ready in "
+                   "database %s\n",
+                   roles.owner, roles.runtime, roles.reader, roles.operator, PQdb(conn));
         }
         PQclear(res);
     }

@@ -3,8 +3,15 @@
  *
  * Every action follows one path: BEGIN, the instance's advisory lock, the
  * row read FOR UPDATE, the check that it is still as the request expects,
- * the change, the history row, the notifications, COMMIT. Any refusal or
- * failure rolls back, so a refused action leaves nothing behind.
+ * the change with its history row and notifications, COMMIT. Any refusal
+ * or failure rolls back, so a refused action leaves nothing behind.
+ *
+ * This file decides; the locked reads and every write are calls of
+ * migration 0019's steward.action_* functions, which run with the schema
+ * owner's rights and write the audit (the session's login beside the
+ * actor) in the same call. So the operator role needs no write grant of
+ * its own, the runtime role (the HTTP API) takes the same path, and no
+ * caller can change a row without its audit.
  */
 #include "manager/actions.h"
 
@@ -13,8 +20,6 @@
 #include "definitions/def.h"
 #include "engine/engine.h"
 #include "engine/template.h"
-#include "manager/alerts.h"
-#include "manager/cmdqueue.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -66,55 +71,78 @@ static bool lock_instance(PGconn *conn, const char *process, const char *key, ch
                    errstr, errstr_size) == ERR_OK;
 }
 
-static const char history_sql[] =
-    "INSERT INTO steward.history (process, key, version, event_id, event_type, topic, "
-    "  partition, \"offset\", event_time, from_state, to_state, outcome, detail, replica, epoch, "
-    "  actor, reason) "
-    "VALUES ($1, $2, $3::int, 'operator:' || $4 || ':' || steward.to_ms(clock_timestamp()) || "
-    "  ':' || pg_backend_pid(), 'operator:' || $4, '', -1, -1, now(), $5, $6, 'operator', $7, "
-    "  'operator', 0, $8, $9)";
-
-static bool write_history(PGconn *conn, const action_request_t *req, action_verb_t verb,
-                          const char *process, const char *key, const char *version,
-                          const char *from, const char *to, const char *detail, char *errstr,
-                          size_t errstr_size)
+/*
+ * Tells a login whose role may not run the actions which role to be given:
+ * the group roles that may run them and may not write history themselves
+ * (the operator role; the runtime role may, and is not for people). Rolls
+ * back the transaction the refusal aborted first.
+ */
+static void explain_denied(PGconn *conn, const char *denied, char *errstr, size_t errstr_size)
 {
-    const char *params[9] = {process, key,        version,    action_verb_name(verb), from, to,
-                             detail,  req->actor, req->reason};
-    return db_exec(conn, "recording the action in history", history_sql, 9, params, errstr,
-                   errstr_size) == ERR_OK;
+    db_rollback(conn); /* the failed statement ended the transaction's use */
+    PGresult *res = PQexec(
+        conn, "SELECT quote_ident(session_user::text), coalesce(string_agg(quote_ident(r.rolname), "
+              "  ', ' ORDER BY r.rolname), '') "
+              "FROM pg_roles r WHERE NOT r.rolcanlogin AND NOT r.rolsuper "
+              "  AND has_function_privilege(r.oid, 'steward.action_instance_lock(text, text)', "
+              "    'EXECUTE') "
+              "  AND NOT has_table_privilege(r.oid, 'steward.history', 'INSERT')");
+    bool ok = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1;
+    const char *login = ok ? PQgetvalue(res, 0, 0) : "this login";
+    const char *roles = ok ? PQgetvalue(res, 0, 1) : "";
+    if (*roles != '\0' && strchr(roles, ',') == NULL)
+        snprintf(errstr, errstr_size,
+                 "%s may not run steward's actions (%s): they take the operator role; as the "
+                 "schema's owner: GRANT %s TO %s",
+                 login, denied, roles, login);
+    else if (*roles != '\0')
+        snprintf(errstr, errstr_size,
+                 "%s may not run steward's actions (%s): they take an operator role (%s); as the "
+                 "schema's owner, GRANT one of them TO %s",
+                 login, denied, roles, login);
+    else
+        snprintf(errstr, errstr_size,
+                 "%s may not run steward's actions (%s): they take the operator role, which "
+                 "steward migrate --create-roles makes (roles.operator); then, as the schema's "
+                 "owner, GRANT it TO %s",
+                 login, denied, login);
+    PQclear(res);
 }
 
 /*
- * Resolves the open alerts an instance has ($1, $2; all of them, or those
- * of kind $5 when given) and queues a resolve to every sink each one's
- * trigger was queued to. Returns the number resolved, or -1.
+ * Runs one statement calling a steward.action_* function. Returns its
+ * result (PQclear() it), or NULL with *rc and errstr set: ACTION_NOT_FOUND
+ * when the row went meanwhile (no_data_found), ACTION_FAILED otherwise; a
+ * role without EXECUTE (42501) is told which role to take instead of
+ * libpq's "permission denied", and its transaction is rolled back.
  */
-static const char resolve_instance_sql[] =
-    "WITH r AS (UPDATE steward.alerts SET resolved_at = now(), resolution = $3, "
-    "    resolved_by = $4 "
-    "  WHERE process = $1 AND key = $2 AND resolved_at IS NULL AND ($5::text IS NULL OR kind = $5) "
-    "  RETURNING id, process, key), "
-    "q AS (INSERT INTO steward.outbox (kind, destination, alert_id, process, key, payload) "
-    "  SELECT 'notification', d.destination, r.id, r.process, r.key, "
-    "    jsonb_build_object('event', 'resolve') "
-    "  FROM r CROSS JOIN LATERAL (SELECT DISTINCT o.destination FROM steward.outbox o "
-    "    WHERE o.alert_id = r.id AND o.payload->>'event' = 'trigger') d RETURNING 1) "
-    "SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM q)";
-
-static long resolve_instance_alerts(PGconn *conn, const char *process, const char *key,
-                                    const char *resolution, const char *actor, const char *kind,
-                                    char *errstr, size_t errstr_size)
+static PGresult *call(PGconn *conn, const char *what, const char *sql, int nparams,
+                      const char *const *params, action_rc_t *rc, char *errstr, size_t errstr_size)
 {
-    const char *params[5] = {process, key, resolution, actor, kind};
-    err_class_t cls;
-    PGresult *res = db_query(conn, "resolving the instance's alerts", resolve_instance_sql, 5,
-                             params, &cls, errstr, errstr_size);
-    if (res == NULL)
-        return -1;
-    long n = atol(PQgetvalue(res, 0, 0));
+    PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+    ExecStatusType st = PQresultStatus(res);
+    if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK)
+        return res;
+    const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    const char *primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%.*s", (int) strcspn(primary ? primary : PQerrorMessage(conn), "\n"),
+             primary ? primary : PQerrorMessage(conn));
+    *rc = ACTION_FAILED;
+    if (state != NULL && strcmp(state, "42501") == 0) {
+        PQclear(res);
+        explain_denied(conn, msg, errstr, errstr_size);
+        return NULL;
+    }
+    if (state != NULL && strcmp(state, "P0002") == 0) {
+        *rc = ACTION_NOT_FOUND;
+        snprintf(errstr, errstr_size, "%s", msg);
+    } else {
+        snprintf(errstr, errstr_size, "%s: %s%s%s%s", what, msg, state ? " (SQLSTATE " : "",
+                 state ? state : "", state ? ")" : "");
+    }
     PQclear(res);
-    return n;
+    return NULL;
 }
 
 static action_rc_t commit(PGconn *conn, char *errstr, size_t errstr_size)
@@ -132,27 +160,6 @@ static const char alert_sql[] = "SELECT process, key, kind, state, "
                                 "  coalesce(resolution, '') "
                                 "FROM steward.alerts WHERE id = $1::bigint";
 
-static const char ack_sql[] =
-    "WITH a AS (UPDATE steward.alerts SET acked_at = now(), acked_by = $2 "
-    "  WHERE id = $1::bigint AND resolved_at IS NULL AND acked_at IS NULL RETURNING id), "
-    "q AS (INSERT INTO steward.outbox (kind, destination, alert_id, process, key, payload) "
-    "  SELECT 'notification', d.destination, al.id, al.process, al.key, "
-    "    jsonb_build_object('event', 'acknowledge') "
-    "  FROM a JOIN steward.alerts al ON al.id = a.id CROSS JOIN LATERAL ("
-    "    SELECT DISTINCT o.destination FROM steward.outbox o "
-    "    WHERE o.alert_id = al.id AND o.payload->>'event' = 'trigger') d RETURNING 1) "
-    "SELECT (SELECT count(*) FROM a), (SELECT count(*) FROM q)";
-
-static const char resolve_alert_sql[] =
-    "WITH a AS (UPDATE steward.alerts SET resolved_at = now(), resolution = $3, resolved_by = $2 "
-    "  WHERE id = $1::bigint AND resolved_at IS NULL RETURNING id, process, key), "
-    "q AS (INSERT INTO steward.outbox (kind, destination, alert_id, process, key, payload) "
-    "  SELECT 'notification', d.destination, a.id, a.process, a.key, "
-    "    jsonb_build_object('event', 'resolve') "
-    "  FROM a CROSS JOIN LATERAL (SELECT DISTINCT o.destination FROM steward.outbox o "
-    "    WHERE o.alert_id = a.id AND o.payload->>'event' = 'trigger') d RETURNING 1) "
-    "SELECT (SELECT count(*) FROM a), (SELECT count(*) FROM q)";
-
 static action_rc_t alert_action(PGconn *conn, action_verb_t verb, const action_request_t *req,
                                 json_t **result, char *errstr, size_t errstr_size)
 {
@@ -162,6 +169,7 @@ static action_rc_t alert_action(PGconn *conn, action_verb_t verb, const action_r
     err_class_t cls;
     action_rc_t rc = ACTION_FAILED;
     char *process = NULL, *key = NULL;
+    /* Read first without a lock, for the instance whose lock comes first. */
     PGresult *res =
         db_query(conn, "reading the alert", alert_sql, 1, params, &cls, errstr, errstr_size);
     if (res == NULL)
@@ -182,10 +190,9 @@ static action_rc_t alert_action(PGconn *conn, action_verb_t verb, const action_r
         goto done;
     /* Read again under the lock, and lock the row (a blind alert has no
      * instance lock): what counts is the alert as it is now. */
-    char locked_sql[sizeof alert_sql + 16];
-    snprintf(locked_sql, sizeof locked_sql, "%s FOR UPDATE", alert_sql);
-    if ((res = db_query(conn, "reading the alert", locked_sql, 1, params, &cls, errstr,
-                        errstr_size)) == NULL)
+    if ((res =
+             call(conn, "reading the alert", "SELECT * FROM steward.action_alert_lock($1::bigint)",
+                  1, params, &rc, errstr, errstr_size)) == NULL)
         goto done;
     if (PQntuples(res) == 0) { /* deleted meanwhile (retention) */
         rc = fail(ACTION_NOT_FOUND, errstr, errstr_size, "no alert %s", id);
@@ -213,12 +220,10 @@ static action_rc_t alert_action(PGconn *conn, action_verb_t verb, const action_r
     }
     PQclear(res);
 
-    char resolution[ACTION_ACTOR_MAX + 64];
-    snprintf(resolution, sizeof resolution, "resolved by %s", req->actor);
-    params[2] = resolution;
-    res = db_query(conn, verb == ACTION_ACK ? "acknowledging the alert" : "resolving the alert",
-                   verb == ACTION_ACK ? ack_sql : resolve_alert_sql, verb == ACTION_ACK ? 2 : 3,
-                   params, &cls, errstr, errstr_size);
+    const char *write_params[4] = {action_verb_name(verb), id, req->actor, req->reason};
+    res = call(conn, verb == ACTION_ACK ? "acknowledging the alert" : "resolving the alert",
+               "SELECT changed, notified FROM steward.action_alert($1, $2::bigint, $3, $4)", 4,
+               write_params, &rc, errstr, errstr_size);
     if (res == NULL)
         goto done;
     long changed = atol(PQgetvalue(res, 0, 0)), notified = atol(PQgetvalue(res, 0, 1));
@@ -227,14 +232,6 @@ static action_rc_t alert_action(PGconn *conn, action_verb_t verb, const action_r
         rc =
             fail(ACTION_CONFLICT, errstr, errstr_size, "alert %s changed meanwhile; try again", id);
         goto done;
-    }
-
-    if (process != NULL) {
-        char detail[128];
-        snprintf(detail, sizeof detail, "alert %s (%s)", id, kind);
-        if (!write_history(conn, req, verb, process, key, NULL, *state ? state : NULL,
-                           *state ? state : NULL, detail, errstr, errstr_size))
-            goto done;
     }
     if ((rc = commit(conn, errstr, errstr_size)) != ACTION_OK)
         goto done;
@@ -254,26 +251,11 @@ done:
 
 /* ---- instances ---- */
 
-static const char instance_sql[] =
-    "SELECT i.version, i.state, i.status, coalesce(i.claimed_by, ''), d.document::text "
-    "FROM steward.instances i "
-    "JOIN steward.definitions d ON d.process = i.process AND d.version = i.version "
-    "WHERE i.process = $1 AND i.key = $2 FOR UPDATE OF i";
+/* The instance and its definition's document, the instance's row locked. */
+static const char instance_sql[] = "SELECT version, state, status, claimed_by, document "
+                                   "FROM steward.action_instance_lock($1, $2)";
 
-static const char close_sql[] =
-    "UPDATE steward.instances SET state = $3, status = $4, state_entered_at = now(), "
-    "  deadline_at = NULL, next_deadline_at = NULL, overdue = false, step = step + 1, "
-    "  attempt = 0, resend_pending = false, lease_holder = NULL, lease_expires_at = NULL, "
-    "  lease_renewed_at = NULL, updated_at = now() "
-    "WHERE process = $1 AND key = $2";
-
-static const char claim_sql[] =
-    "UPDATE steward.instances SET claimed_by = $3, claimed_at = now(), updated_at = now() "
-    "WHERE process = $1 AND key = $2";
-
-static const char release_sql[] =
-    "UPDATE steward.instances SET claimed_by = NULL, claimed_at = NULL, updated_at = now() "
-    "WHERE process = $1 AND key = $2";
+static const char claim_sql[] = "SELECT steward.action_claim($1, $2, $3::boolean, $4, $5)";
 
 /* What the engine needs to decide a re-send or a move, read under the lock. */
 static const char engine_read_sql[] =
@@ -283,16 +265,6 @@ static const char engine_read_sql[] =
     "  steward.to_ms(lease_expires_at), steward.to_ms(lease_renewed_at), resend_pending, "
     "  steward.to_ms(now()) "
     "FROM steward.instances WHERE process = $1 AND key = $2";
-
-/* What the engine decided, stored as it decided it. */
-static const char engine_write_sql[] =
-    "UPDATE steward.instances SET state = $3, state_entered_at = steward.from_ms($4::bigint), "
-    "  step = $5::int, attempt = $6::int, token = $7::bigint, "
-    "  deadline_at = steward.from_ms($8::bigint), next_deadline_at = steward.from_ms($9::bigint), "
-    "  overdue = $10::boolean, resend_pending = $11::boolean, lease_holder = $12, "
-    "  lease_expires_at = steward.from_ms($13::bigint), "
-    "  lease_renewed_at = steward.from_ms($14::bigint), updated_at = now() "
-    "WHERE process = $1 AND key = $2";
 
 static int64_t ms_at(const PGresult *res, int col)
 {
@@ -347,128 +319,130 @@ static const char *ms_param(int64_t ms, char *buf, size_t size)
     return buf;
 }
 
-static bool write_engine_instance(PGconn *conn, const def_t *def, const char *key,
-                                  const engine_instance_t *inst, char *errstr, size_t errstr_size)
+/*
+ * The command the engine decided to send, for steward.action_step(): its
+ * row of steward.commands as JSON text (free it), or NULL when its
+ * template cannot be rendered (ACTION_REFUSED, naming the variable it
+ * lacks: nothing is queued and no alert is opened, since the operator
+ * learns it here) or out of memory (ACTION_FAILED). *sent receives what
+ * the result shows of it.
+ */
+static char *command_row(const def_t *def, const char *key, const engine_instance_t *inst,
+                         const engine_command_t *cmd, json_t **sent, action_rc_t *rc, char *errstr,
+                         size_t errstr_size)
 {
-    char entered[32], step[16], attempt[16], token[32], deadline[32], next[32], expires[32],
-        renewed[32];
-    snprintf(step, sizeof step, "%d", inst->step);
-    snprintf(attempt, sizeof attempt, "%d", inst->attempt);
-    snprintf(token, sizeof token, "%" PRId64, inst->token);
-    const char *params[14] = {
-        def->process,
-        key,
-        def->states[inst->state].name,
-        ms_param(inst->state_entered_ms, entered, sizeof entered),
-        step,
-        attempt,
-        token,
-        ms_param(inst->deadline_ms, deadline, sizeof deadline),
-        ms_param(engine_next_deadline(def, inst), next, sizeof next),
-        inst->overdue ? "true" : "false",
-        inst->resend_pending ? "true" : "false",
-        inst->lease_holder,
-        ms_param(inst->lease_expires_ms, expires, sizeof expires),
-        ms_param(inst->lease_renewed_ms, renewed, sizeof renewed),
-    };
-    return db_exec(conn, "recording the instance", engine_write_sql, 14, params, errstr,
-                   errstr_size) == ERR_OK;
+    const def_state_t *st = &def->states[cmd->state];
+    template_ctx_t ctx = {key, def->process, st->name, cmd->attempt, cmd->token, inst->vars};
+    char why[512], ce_id[65];
+    json_t *payload = template_render(st->command->payload, &ctx, why, sizeof why);
+    if (payload == NULL) {
+        *rc = fail(ACTION_REFUSED, errstr, errstr_size,
+                   "the command %s of %s cannot be rendered: %s; nothing was changed",
+                   st->command->type, st->name, why);
+        return NULL;
+    }
+    engine_command_id(def->process, key, cmd->step, cmd->attempt, ce_id);
+    /* As cmdqueue prints a payload, so both paths store the same bytes. */
+    json_t *row =
+        json_pack("{s:i, s:s, s:i, s:i, s:I, s:s, s:s, s:o, s:s, s:I}", "version", def->version,
+                  "state", st->name, "step", cmd->step, "attempt", cmd->attempt, "token",
+                  (json_int_t) cmd->token, "topic", st->command->topic, "type", st->command->type,
+                  "payload", payload, "ce_id", ce_id, "delay_ms", (json_int_t) cmd->delay_ms);
+    char *text = row != NULL ? json_dumps(row, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
+    json_decref(row);
+    *sent = json_pack("{s:s, s:s, s:i, s:i, s:I, s:s}", "type", st->command->type, "topic",
+                      st->command->topic, "step", cmd->step, "attempt", cmd->attempt, "token",
+                      (json_int_t) cmd->token, "ce_id", ce_id);
+    if (text == NULL || *sent == NULL) {
+        free(text);
+        json_decref(*sent);
+        *sent = NULL;
+        *rc = fail(ACTION_FAILED, errstr, errstr_size, "queueing the command: out of memory");
+        return NULL;
+    }
+    return text;
 }
 
-/*
- * Queues `cmd` when cmd->send (in *sent, what was queued) and, when the
- * instance left a step (`left_step`), cancels the unsent commands of the
- * steps before, as when an event moves it; write the instance first. A
- * command whose template cannot be rendered is refused with the variable
- * it lacks: nothing is queued and no alert is opened, since the operator
- * learns it here.
- */
-static action_rc_t queue_command(PGconn *conn, const def_t *def, const char *key,
-                                 const engine_instance_t *inst, const engine_command_t *cmd,
-                                 bool left_step, json_t **sent, char *errstr, size_t errstr_size)
-{
-    action_rc_t rc = ACTION_FAILED;
-    cmdq_t q = {0};
-    alert_batch_t alerts = {0};
-    const def_state_t *st = &def->states[cmd->state];
-    if (cmd->send) {
-        template_ctx_t ctx = {key, def->process, st->name, cmd->attempt, cmd->token, inst->vars};
-        char why[512];
-        json_t *payload = template_render(st->command->payload, &ctx, why, sizeof why);
-        if (payload == NULL) {
-            rc = fail(ACTION_REFUSED, errstr, errstr_size,
-                      "the command %s of %s cannot be rendered: %s; nothing was changed",
-                      st->command->type, st->name, why);
-            goto done;
-        }
-        json_decref(payload);
-        if (!cmdq_add(&q, &alerts, def, key, inst->vars, cmd)) {
-            rc = fail(ACTION_FAILED, errstr, errstr_size, "queueing the command: out of memory");
-            goto done;
-        }
-    }
-    if (left_step)
-        cmdq_left(&q, def->process, key);
-    if (cmdq_write(conn, &q, errstr, errstr_size) != ERR_OK)
-        goto done;
-    if (cmd->send) {
-        char ce_id[65];
-        engine_command_id(def->process, key, cmd->step, cmd->attempt, ce_id);
-        *sent = json_pack("{s:s, s:s, s:i, s:i, s:I, s:s}", "type", st->command->type, "topic",
-                          st->command->topic, "step", cmd->step, "attempt", cmd->attempt, "token",
-                          (json_int_t) cmd->token, "ce_id", ce_id);
-    }
-    rc = ACTION_OK;
-done:
-    cmdq_clear(&q);
-    alert_batch_clear(&alerts);
-    return rc;
-}
+static const char step_sql[] =
+    "SELECT steward.action_step($1, $2, $3, $4, $5::bigint, $6::int, $7::int, $8::bigint, "
+    "  $9::bigint, $10::bigint, $11::boolean, $12::boolean, $13, $14::bigint, $15::bigint, "
+    "  $16::jsonb, $17, $18, $19)";
 
 /*
  * steward retry and steward move, decided by the engine: a retry re-sends
  * the current step's command (engine_operator_resend()), a move enters
  * state `to` as an event would (engine_operator_move()), with the state's
- * command in active mode, and cancels the old step's unsent commands. The
- * instance is stored as the engine left it and the command queued through
- * cmdqueue, in this transaction. Refuses (nothing changed) when the engine
- * says no or the template cannot be rendered. detail receives what the
- * history row says ("" for a move that sent nothing).
+ * command in active mode. steward.action_step() stores the instance as the
+ * engine left it, queues the command, and for a move cancels the old
+ * step's unsent commands and resolves its deadline alert (*resolved says
+ * how many), with the history row, in this transaction. Refuses (nothing
+ * changed) when the engine says no or the template cannot be rendered.
  */
-static action_rc_t engine_action(PGconn *conn, const def_t *def, action_verb_t verb, long from,
-                                 long to, const char *key, json_t **sent, char *detail,
-                                 size_t detail_size, char *errstr, size_t errstr_size)
+static action_rc_t engine_action(PGconn *conn, const def_t *def, const action_request_t *req,
+                                 action_verb_t verb, long from, long to, json_t **sent,
+                                 long *resolved, char *errstr, size_t errstr_size)
 {
     engine_instance_t inst;
     int64_t now_ms;
+    const char *key = req->key;
     if (!read_engine_instance(conn, def, from, key, &inst, &now_ms, errstr, errstr_size))
         return ACTION_FAILED;
     engine_command_t cmd;
     action_rc_t rc = ACTION_FAILED;
     bool retry = verb == ACTION_RETRY;
-    bool decided = retry ? engine_operator_resend(def, &inst, now_ms, &cmd, detail, detail_size)
-                         : engine_operator_move(def, &inst, to, now_ms, &cmd, detail, detail_size);
-    if (!decided)
+    char detail[512] = "";
+    char *command = NULL;
+    bool decided = retry
+                       ? engine_operator_resend(def, &inst, now_ms, &cmd, detail, sizeof detail)
+                       : engine_operator_move(def, &inst, to, now_ms, &cmd, detail, sizeof detail);
+    if (!decided) {
         rc = fail(ACTION_REFUSED, errstr, errstr_size, "%s; %s", detail,
                   retry ? "nothing was sent. Use steward move to restart the step's deadline, "
                           "or steward close to finish the instance"
                         : "nothing was changed");
-    else if (write_engine_instance(conn, def, key, &inst, errstr, errstr_size))
-        rc = queue_command(conn, def, key, &inst, &cmd, !retry, sent, errstr, errstr_size);
+        goto done;
+    }
+    if (cmd.send &&
+        (command = command_row(def, key, &inst, &cmd, sent, &rc, errstr, errstr_size)) == NULL)
+        goto done;
+
+    char entered[32], step[16], attempt[16], token[32], deadline[32], next[32], expires[32],
+        renewed[32];
+    snprintf(step, sizeof step, "%d", inst.step);
+    snprintf(attempt, sizeof attempt, "%d", inst.attempt);
+    snprintf(token, sizeof token, "%" PRId64, inst.token);
+    const char *params[19] = {
+        action_verb_name(verb),
+        def->process,
+        key,
+        def->states[inst.state].name,
+        ms_param(inst.state_entered_ms, entered, sizeof entered),
+        step,
+        attempt,
+        token,
+        ms_param(inst.deadline_ms, deadline, sizeof deadline),
+        ms_param(engine_next_deadline(def, &inst), next, sizeof next),
+        inst.overdue ? "true" : "false",
+        inst.resend_pending ? "true" : "false",
+        inst.lease_holder,
+        ms_param(inst.lease_expires_ms, expires, sizeof expires),
+        ms_param(inst.lease_renewed_ms, renewed, sizeof renewed),
+        command,
+        detail[0] != '\0' ? detail : NULL,
+        req->actor,
+        req->reason,
+    };
+    PGresult *res = call(conn, retry ? "recording the retry" : "recording the move", step_sql, 19,
+                         params, &rc, errstr, errstr_size);
+    if (res != NULL) {
+        *resolved = atol(PQgetvalue(res, 0, 0));
+        PQclear(res);
+        rc = ACTION_OK;
+    }
+done:
+    free(command);
     engine_instance_clear(&inst);
     return rc;
-}
-
-/* Close leaves the step (a new step number, like every entry): its unsent
- * commands are cancelled, as when an event moves it. */
-static bool cancel_left(PGconn *conn, const char *process, const char *key, char *errstr,
-                        size_t errstr_size)
-{
-    cmdq_t q = {0};
-    cmdq_left(&q, process, key);
-    bool ok = cmdq_write(conn, &q, errstr, errstr_size) == ERR_OK;
-    cmdq_clear(&q);
-    return ok;
 }
 
 /* The terminal state for `target`, an outcome or a terminal state's name. */
@@ -501,8 +475,7 @@ static action_rc_t instance_action(PGconn *conn, action_verb_t verb, const actio
                                    json_t **result, char *errstr, size_t errstr_size)
 {
     const char *process = req->process, *key = req->key;
-    const char *params[4] = {process, key, NULL, NULL};
-    err_class_t cls;
+    const char *params[6] = {process, key, NULL, NULL, req->actor, req->reason};
     action_rc_t rc = ACTION_FAILED;
     PGresult *res = NULL;
     def_t *def = NULL;
@@ -514,8 +487,8 @@ static action_rc_t instance_action(PGconn *conn, action_verb_t verb, const actio
         goto done;
     if (!lock_instance(conn, process, key, errstr, errstr_size))
         goto done;
-    if ((res = db_query(conn, "reading the instance", instance_sql, 2, params, &cls, errstr,
-                        errstr_size)) == NULL)
+    if ((res = call(conn, "reading the instance", instance_sql, 2, params, &rc, errstr,
+                    errstr_size)) == NULL)
         goto done;
     if (PQntuples(res) == 0) {
         rc = fail(ACTION_NOT_FOUND, errstr, errstr_size, "no instance %s of %s", key, process);
@@ -556,8 +529,6 @@ static action_rc_t instance_action(PGconn *conn, action_verb_t verb, const actio
         goto done;
     }
 
-    const char *detail = NULL;
-    char detail_buf[ACTION_ACTOR_MAX + 64], retry_detail[512], sent_detail[256];
     long resolved = 0;
     switch (verb) {
     case ACTION_RETRY: {
@@ -568,11 +539,10 @@ static action_rc_t instance_action(PGconn *conn, action_verb_t verb, const actio
                       version, process);
             goto done;
         }
-        if ((rc = engine_action(conn, def, verb, s, s, key, &command, retry_detail,
-                                sizeof retry_detail, errstr, errstr_size)) != ACTION_OK)
+        if ((rc = engine_action(conn, def, req, verb, s, s, &command, &resolved, errstr,
+                                errstr_size)) != ACTION_OK)
             goto done;
         rc = ACTION_FAILED; /* until committed */
-        detail = retry_detail;
         snprintf(to, sizeof to, "%s", from);
         break;
     }
@@ -582,12 +552,10 @@ static action_rc_t instance_action(PGconn *conn, action_verb_t verb, const actio
                       "instance %s of %s is already claimed by %s", key, process, claimed);
             goto done;
         }
-        params[2] = req->actor;
-        if (db_exec(conn, "claiming the instance", claim_sql, 3, params, errstr, errstr_size) !=
-            ERR_OK)
+        if ((res = call(conn, "claiming the instance", claim_sql, 5,
+                        (const char *const[]){process, key, "true", req->actor, req->reason}, &rc,
+                        errstr, errstr_size)) == NULL)
             goto done;
-        snprintf(detail_buf, sizeof detail_buf, "claimed by %s", req->actor);
-        detail = detail_buf;
         snprintf(to, sizeof to, "%s", from);
         break;
     case ACTION_RELEASE:
@@ -596,11 +564,10 @@ static action_rc_t instance_action(PGconn *conn, action_verb_t verb, const actio
                       "instance %s of %s is not claimed; nothing to release", key, process);
             goto done;
         }
-        if (db_exec(conn, "releasing the instance", release_sql, 2, params, errstr, errstr_size) !=
-            ERR_OK)
+        if ((res = call(conn, "releasing the instance", claim_sql, 5,
+                        (const char *const[]){process, key, "false", req->actor, req->reason}, &rc,
+                        errstr, errstr_size)) == NULL)
             goto done;
-        snprintf(detail_buf, sizeof detail_buf, "released by %s", req->actor);
-        detail = detail_buf;
         snprintf(to, sizeof to, "%s", from);
         break;
     case ACTION_MOVE: {
@@ -621,17 +588,13 @@ static action_rc_t instance_action(PGconn *conn, action_verb_t verb, const actio
                       version, process);
             goto done;
         }
-        if ((rc = engine_action(conn, def, verb, f, s, key, &command, sent_detail,
-                                sizeof sent_detail, errstr, errstr_size)) != ACTION_OK)
+        /* The old state's missed deadline is over (resolved); the
+         * process's is not. */
+        if ((rc = engine_action(conn, def, req, verb, f, s, &command, &resolved, errstr,
+                                errstr_size)) != ACTION_OK)
             goto done;
         rc = ACTION_FAILED; /* until committed */
         snprintf(to, sizeof to, "%s", def->states[s].name);
-        /* The old state's missed deadline is over; the process's is not. */
-        snprintf(detail_buf, sizeof detail_buf, "moved by %s", req->actor);
-        if ((resolved = resolve_instance_alerts(conn, process, key, detail_buf, req->actor,
-                                                "deadline", errstr, errstr_size)) < 0)
-            goto done;
-        detail = sent_detail[0] != '\0' ? sent_detail : NULL;
         break;
     }
     case ACTION_CLOSE: {
@@ -644,20 +607,17 @@ static action_rc_t instance_action(PGconn *conn, action_verb_t verb, const actio
                       version, outcomes);
             goto done;
         }
+        /* Close leaves the step: its unsent commands are cancelled, as
+         * when an event moves it, and every open alert is resolved. */
         params[2] = def->states[s].name;
         params[3] = def->states[s].terminal;
-        if (db_exec(conn, "closing the instance", close_sql, 4, params, errstr, errstr_size) !=
-            ERR_OK)
+        if ((res = call(conn, "closing the instance",
+                        "SELECT steward.action_close($1, $2, $3, $4, $5, $6)", 6, params, &rc,
+                        errstr, errstr_size)) == NULL)
             goto done;
-        if (!cancel_left(conn, process, key, errstr, errstr_size))
-            goto done;
+        resolved = atol(PQgetvalue(res, 0, 0));
         snprintf(to, sizeof to, "%s", def->states[s].name);
         snprintf(to_status, sizeof to_status, "%s", def->states[s].terminal);
-        snprintf(detail_buf, sizeof detail_buf, "closed by %s", req->actor);
-        if ((resolved = resolve_instance_alerts(conn, process, key, detail_buf, req->actor, NULL,
-                                                errstr, errstr_size)) < 0)
-            goto done;
-        detail = def->states[s].terminal;
         break;
     }
     default:
@@ -666,9 +626,8 @@ static action_rc_t instance_action(PGconn *conn, action_verb_t verb, const actio
         goto done;
     }
 
-    if (!write_history(conn, req, verb, process, key, version, from, to, detail, errstr,
-                       errstr_size))
-        goto done;
+    PQclear(res);
+    res = NULL;
     if ((rc = commit(conn, errstr, errstr_size)) != ACTION_OK)
         goto done;
     *result = json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s?}, s:{s:s, s:s, s:s?}, s:I}",
@@ -743,7 +702,8 @@ static const char silence_columns[] =
     "json_build_object('id', id, 'process', process, 'state', state, 'team', team, "
     "  'starts_at', steward.rfc3339(starts_at), 'ends_at', steward.rfc3339(ends_at), "
     "  'actor', actor, 'reason', reason, 'lifted_at', steward.rfc3339(lifted_at), "
-    "  'lifted_by', lifted_by, 'live', lifted_at IS NULL AND ends_at > now())::text";
+    "  'lifted_by', lifted_by, 'login', login, 'lifted_login', lifted_login, "
+    "  'live', lifted_at IS NULL AND ends_at > now())::text";
 
 static action_rc_t one_json(PGresult *res, json_t **result, char *errstr, size_t errstr_size)
 {
@@ -797,12 +757,11 @@ action_rc_t action_silence(PGconn *conn, const silence_request_t *req, json_t **
     const char *params[6] = {req->process, req->state, req->team, for_ms, req->actor, req->reason};
     char sql[1024];
     snprintf(sql, sizeof sql,
-             "INSERT INTO steward.silences (process, state, team, ends_at, actor, reason) "
-             "VALUES ($1, $2, $3, now() + steward.ms_interval($4::bigint), $5, $6) RETURNING %s",
+             "SELECT %s FROM steward.action_silence($1, $2, $3, $4::bigint, $5, $6)",
              silence_columns);
-    res = db_query(conn, "recording the silence", sql, 6, params, &cls, errstr, errstr_size);
+    res = call(conn, "recording the silence", sql, 6, params, &rc, errstr, errstr_size);
     if (res == NULL)
-        return ACTION_FAILED;
+        return rc;
     return one_json(res, result, errstr, errstr_size);
 }
 
@@ -816,29 +775,26 @@ action_rc_t action_unsilence(PGconn *conn, long long id, const char *actor, cons
     snprintf(id_text, sizeof id_text, "%lld", id);
     const char *params[3] = {id_text, actor, reason};
     /* The reason for lifting it early joins the one for setting it. */
-    snprintf(sql, sizeof sql,
-             "UPDATE steward.silences SET lifted_at = now(), lifted_by = $2, "
-             "  reason = reason || ' / lifted: ' || $3 "
-             "WHERE id = $1::bigint AND lifted_at IS NULL AND ends_at > now() RETURNING %s",
+    snprintf(sql, sizeof sql, "SELECT %s FROM steward.action_unsilence($1::bigint, $2, $3)",
              silence_columns);
-    err_class_t cls;
-    PGresult *res =
-        db_query(conn, "lifting the silence", sql, 3, params, &cls, errstr, errstr_size);
+    action_rc_t rc;
+    PGresult *res = call(conn, "lifting the silence", sql, 3, params, &rc, errstr, errstr_size);
     if (res == NULL)
-        return ACTION_FAILED;
+        return rc;
     if (PQntuples(res) == 1)
         return one_json(res, result, errstr, errstr_size);
     PQclear(res);
+    err_class_t cls;
     res = db_query(conn, "reading the silence",
                    "SELECT coalesce('lifted by ' || lifted_by, 'expired') FROM steward.silences "
                    "WHERE id = $1::bigint",
                    1, params, &cls, errstr, errstr_size);
     if (res == NULL)
         return ACTION_FAILED;
-    action_rc_t rc = PQntuples(res) == 0
-                         ? fail(ACTION_NOT_FOUND, errstr, errstr_size, "no silence %s", id_text)
-                         : fail(ACTION_CONFLICT, errstr, errstr_size,
-                                "silence %s already ended (%s)", id_text, PQgetvalue(res, 0, 0));
+    rc = PQntuples(res) == 0
+             ? fail(ACTION_NOT_FOUND, errstr, errstr_size, "no silence %s", id_text)
+             : fail(ACTION_CONFLICT, errstr, errstr_size, "silence %s already ended (%s)", id_text,
+                    PQgetvalue(res, 0, 0));
     PQclear(res);
     return rc;
 }

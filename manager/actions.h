@@ -4,7 +4,7 @@
  * it to another state (decided by engine_operator_move(): in active mode
  * the state's command goes as on an event's entry), send its current
  * step's command again (retry: decided by engine_operator_resend()), both
- * queued through cmdqueue in the action's transaction, claim or release
+ * queued in the action's transaction, claim or release
  * its investigation. Shared by the
  * CLI verbs (cli/cli_actions.c) and meant for the HTTP API.
  *
@@ -18,10 +18,19 @@
  * changed meanwhile is never a silent no-op.
  *
  * Every action on an instance writes a history row of outcome 'operator'
- * (event_type "operator:VERB", actor, reason, from_state, to_state), shown
- * by `steward inspect`. Notifications go through the outbox like every
- * other: an acknowledge or resolve is queued to each sink the alert's
- * trigger was queued to, in the same transaction.
+ * (event_type "operator:VERB", actor, reason, login, from_state,
+ * to_state), shown by `steward inspect`; login is the connection's
+ * session_user, written by the database, beside the actor the request
+ * names. Notifications go through the outbox like every other: an
+ * acknowledge or resolve is queued to each sink the alert's trigger was
+ * queued to, in the same transaction.
+ *
+ * The locked reads and every write are calls of the steward.action_*
+ * functions (migration 0019), which run with the schema owner's rights
+ * and write the audit in the same call: conn's role needs EXECUTE on them
+ * (the runtime or the operator role of `steward migrate --create-roles`)
+ * and SELECT, no write grant. A role without it gets ACTION_FAILED with a
+ * sentence naming the role to be granted.
  *
  * Threading: none of its own; one connection is used by one thread at a
  * time, as libpq requires.

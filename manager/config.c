@@ -97,6 +97,7 @@ static const config_key_t config_keys[] = {
     {"roles.owner", CONFIG_STRING, OFF(roles_owner), 0, 0, NULL, false},
     {"roles.runtime", CONFIG_STRING, OFF(roles_runtime), 0, 0, NULL, false},
     {"roles.reader", CONFIG_STRING, OFF(roles_reader), 0, 0, NULL, false},
+    {"roles.operator", CONFIG_STRING, OFF(roles_operator), 0, 0, NULL, false},
     /* Set as http.tokens_file, like every secret: the file's text. */
     {"http.tokens", CONFIG_STRING, OFF(http_tokens), 0, 0, NULL, true},
     {"http.allow_anonymous_read", CONFIG_BOOL, OFF(http_allow_anonymous_read), 0, 0, NULL, false},
@@ -169,10 +170,11 @@ config_t *config_new(void)
     cfg->roles_owner = strdup("steward_owner");
     cfg->roles_runtime = strdup("steward_runtime");
     cfg->roles_reader = strdup("steward_reader");
+    cfg->roles_operator = strdup("steward_operator");
     if (cfg->database == NULL || cfg->group == NULL || cfg->blind_owner == NULL ||
         cfg->routes == NULL || cfg->http_listen == NULL || cfg->topics_map == NULL ||
         cfg->http_database == NULL || cfg->roles_owner == NULL || cfg->roles_runtime == NULL ||
-        cfg->roles_reader == NULL || cfg->dispatch_paused == NULL ||
+        cfg->roles_reader == NULL || cfg->roles_operator == NULL || cfg->dispatch_paused == NULL ||
         cfg->http_allowed_hosts == NULL) {
         config_free(cfg);
         return NULL;

@@ -90,6 +90,7 @@ typedef struct config {
     char *roles_owner;
     char *roles_runtime;
     char *roles_reader;
+    char *roles_operator;
 
     /* The command dispatcher (manager/dispatcher.h). */
     int64_t dispatch_interval_ms;    /* between looks at the command outbox */

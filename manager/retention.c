@@ -233,12 +233,15 @@ static long long count_rows(PGconn *conn, const char *name, err_class_t *cls, ch
  * What each table loses, $1 the cutoff in ms. An outbox row goes only once
  * delivered or failed; an alert only once resolved and no outbox row
  * refers to it (the outbox goes first in a pass). The DEFAULT partition of
- * history has no index on recorded_at; it is normally empty.
+ * history has no index on recorded_at; it is normally empty. History is
+ * append-only for every role but the owner (migration 0019), so its rows
+ * go through steward.history_prune(), which runs as the owner and keeps
+ * the last hour whatever the cutoff.
  */
 typedef struct doomed {
     retention_table_t table;
     const char *count_sql;  /* alerts: $2 the outbox's cutoff, NULL when it keeps all */
-    const char *delete_sql; /* $2 the batch size; returns nothing */
+    const char *delete_sql; /* $2 the batch size; returns nothing, or the count deleted */
 } doomed_t;
 
 #define CUTOFF "steward.from_ms($1::bigint)"
@@ -259,8 +262,7 @@ typedef struct doomed {
 
 static const doomed_t doomed[] = {
     {RETENTION_HISTORY, "SELECT count(*) FROM steward.history_default WHERE recorded_at < " CUTOFF,
-     "DELETE FROM steward.history_default WHERE ctid = ANY (ARRAY("
-     "  SELECT ctid FROM steward.history_default WHERE recorded_at < " CUTOFF " LIMIT $2))"},
+     "SELECT steward.history_prune(" CUTOFF ", $2::int)"},
     {RETENTION_REJECTED, "SELECT count(*) FROM steward.rejected WHERE recorded_at < " CUTOFF,
      "DELETE FROM steward.rejected WHERE id IN ("
      "  SELECT id FROM steward.rejected WHERE recorded_at < " CUTOFF
@@ -330,7 +332,9 @@ static err_class_t remove_rows(PGconn *conn, const doomed_t *d, int64_t cutoff_m
         PGresult *res = db_query(conn, what, d->delete_sql, 2, params, &cls, errstr, errstr_size);
         if (res == NULL)
             return cls;
-        long long n = strtoll(PQcmdTuples(res), NULL, 10);
+        long long n = strtoll(PQresultStatus(res) == PGRES_TUPLES_OK ? PQgetvalue(res, 0, 0)
+                                                                     : PQcmdTuples(res),
+                              NULL, 10);
         PQclear(res);
         *rows += n;
         if (n < RETENTION_BATCH || (stop != NULL && *stop))

@@ -249,16 +249,17 @@ err_class_t migrate_require(PGconn *conn, char *errstr, size_t errstr_size)
 char *migrate_roles_sql(PGconn *conn, const migrate_roles_t *roles, char *errstr,
                         size_t errstr_size)
 {
-    char *owner = PQescapeIdentifier(conn, roles->owner, strlen(roles->owner));
-    char *runtime = PQescapeIdentifier(conn, roles->runtime, strlen(roles->runtime));
-    char *reader = PQescapeIdentifier(conn, roles->reader, strlen(roles->reader));
-    char *owner_lit = PQescapeLiteral(conn, roles->owner, strlen(roles->owner));
-    char *runtime_lit = PQescapeLiteral(conn, roles->runtime, strlen(roles->runtime));
-    char *reader_lit = PQescapeLiteral(conn, roles->reader, strlen(roles->reader));
+    const char *names[4] = {roles->owner, roles->runtime, roles->reader, roles->operator};
+    char *ident[4] = {NULL}, *lit[4] = {NULL};
     char *sql = NULL;
+    bool quoted = true;
 
-    if (owner == NULL || runtime == NULL || reader == NULL || owner_lit == NULL ||
-        runtime_lit == NULL || reader_lit == NULL) {
+    for (size_t i = 0; i < 4; i++) {
+        ident[i] = PQescapeIdentifier(conn, names[i], strlen(names[i]));
+        lit[i] = PQescapeLiteral(conn, names[i], strlen(names[i]));
+        quoted = quoted && ident[i] != NULL && lit[i] != NULL;
+    }
+    if (!quoted) {
         err_set(ERR_INVALID, errstr, errstr_size, "quoting the role names: %s",
                 PQerrorMessage(conn));
         goto done;
@@ -267,57 +268,77 @@ char *migrate_roles_sql(PGconn *conn, const migrate_roles_t *roles, char *errstr
      * and are granted into one (GRANT steward_runtime TO svc_steward), so a
      * password never lives in this SQL and each login shows in pg_stat_activity.
      * Ownership moves object by object: ALTER SCHEMA alone leaves the tables
-     * with whoever created them; a table carries its owned sequences. */
+     * with whoever created them; a table carries its owned sequences.
+     * Functions by name: steward.action_* are the actions (runtime and
+     * operator), steward.audit_* their helpers (the owner's alone), and the
+     * history_* ones retention's (runtime). */
     if (asprintf(&sql,
                  "DO $roles$ BEGIN\n"
-                 "  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = %4$s) THEN\n"
+                 "  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = %5$s) THEN\n"
                  "    CREATE ROLE %1$s NOLOGIN; END IF;\n"
                  "END $roles$;\n"
                  "DO $roles$ BEGIN\n"
-                 "  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = %5$s) THEN\n"
-                 "    CREATE ROLE %2$s NOLOGIN; END IF;\n"
                  "  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = %6$s) THEN\n"
+                 "    CREATE ROLE %2$s NOLOGIN; END IF;\n"
+                 "  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = %7$s) THEN\n"
                  "    CREATE ROLE %3$s NOLOGIN; END IF;\n"
+                 "  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = %8$s) THEN\n"
+                 "    CREATE ROLE %4$s NOLOGIN; END IF;\n"
                  "END $roles$;\n"
                  "ALTER SCHEMA steward OWNER TO %1$s;\n"
                  "DO $roles$ DECLARE r record; BEGIN\n"
                  "  FOR r IN SELECT c.oid::regclass AS name FROM pg_class c\n"
                  "    JOIN pg_namespace n ON n.oid = c.relnamespace\n"
                  "    WHERE n.nspname = 'steward' AND c.relkind IN ('r', 'p', 'v', 'm') LOOP\n"
-                 "    EXECUTE format('ALTER TABLE %%s OWNER TO %%I', r.name, %4$s);\n"
+                 "    EXECUTE format('ALTER TABLE %%s OWNER TO %%I', r.name, %5$s);\n"
                  "  END LOOP;\n"
                  "  FOR r IN SELECT p.oid::regprocedure AS name FROM pg_proc p\n"
                  "    JOIN pg_namespace n ON n.oid = p.pronamespace\n"
                  "    WHERE n.nspname = 'steward' LOOP\n"
-                 "    EXECUTE format('ALTER ROUTINE %%s OWNER TO %%I', r.name, %4$s);\n"
+                 "    EXECUTE format('ALTER ROUTINE %%s OWNER TO %%I', r.name, %5$s);\n"
                  "  END LOOP;\n"
                  "END $roles$;\n"
                  "REVOKE ALL ON SCHEMA steward FROM PUBLIC;\n"
-                 "GRANT USAGE ON SCHEMA steward TO %2$s, %3$s;\n"
+                 "GRANT USAGE ON SCHEMA steward TO %2$s, %3$s, %4$s;\n"
                  "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA steward TO %2$s;\n"
                  "GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA steward TO %2$s;\n"
-                 "GRANT SELECT ON ALL TABLES IN SCHEMA steward TO %3$s;\n"
-                 "GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA steward TO %2$s, %3$s;\n"
-                 /* Partition upkeep (0011) runs as the owner: runtime only. */
-                 "REVOKE EXECUTE ON FUNCTION\n"
-                 "  steward.history_week_create(text, timestamptz, timestamptz),\n"
-                 "  steward.history_week_drop(text) FROM %3$s;\n"
+                 "GRANT SELECT ON ALL TABLES IN SCHEMA steward TO %3$s, %4$s;\n"
+                 "GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA steward TO %2$s, %3$s, %4$s;\n"
+                 /* History is append-only for the runtime role; each
+                  * partition has grants of its own. */
+                 "REVOKE UPDATE, DELETE ON steward.history FROM %2$s;\n"
+                 "DO $roles$ DECLARE r record; BEGIN\n"
+                 "  FOR r IN SELECT i.inhrelid::regclass AS name FROM pg_inherits i\n"
+                 "    WHERE i.inhparent = 'steward.history'::regclass LOOP\n"
+                 "    EXECUTE format('REVOKE UPDATE, DELETE ON %%s FROM %%I', r.name, %6$s);\n"
+                 "  END LOOP;\n"
+                 "  FOR r IN SELECT p.oid::regprocedure AS name, p.proname FROM pg_proc p\n"
+                 "    JOIN pg_namespace n ON n.oid = p.pronamespace\n"
+                 "    WHERE n.nspname = 'steward' AND (p.proname LIKE 'action\\_%%'\n"
+                 "      OR p.proname LIKE 'audit\\_%%' OR p.proname LIKE 'history\\_%%') LOOP\n"
+                 "    EXECUTE format('REVOKE EXECUTE ON FUNCTION %%s FROM %%I', r.name, %7$s);\n"
+                 "    IF r.proname NOT LIKE 'action\\_%%' THEN\n"
+                 "      EXECUTE format('REVOKE EXECUTE ON FUNCTION %%s FROM %%I', r.name, %8$s);\n"
+                 "    END IF;\n"
+                 "    IF r.proname LIKE 'audit\\_%%' THEN\n"
+                 "      EXECUTE format('REVOKE EXECUTE ON FUNCTION %%s FROM %%I', r.name, %6$s);\n"
+                 "    END IF;\n"
+                 "  END LOOP;\n"
+                 "END $roles$;\n"
                  "ALTER DEFAULT PRIVILEGES FOR ROLE %1$s IN SCHEMA steward\n"
                  "  GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %2$s;\n"
                  "ALTER DEFAULT PRIVILEGES FOR ROLE %1$s IN SCHEMA steward\n"
                  "  GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO %2$s;\n"
                  "ALTER DEFAULT PRIVILEGES FOR ROLE %1$s IN SCHEMA steward\n"
-                 "  GRANT SELECT ON TABLES TO %3$s;\n",
-                 owner, runtime, reader, owner_lit, runtime_lit, reader_lit) < 0) {
+                 "  GRANT SELECT ON TABLES TO %3$s, %4$s;\n",
+                 ident[0], ident[1], ident[2], ident[3], lit[0], lit[1], lit[2], lit[3]) < 0) {
         sql = NULL;
         err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
     }
 done:
-    PQfreemem(owner);
-    PQfreemem(runtime);
-    PQfreemem(reader);
-    PQfreemem(owner_lit);
-    PQfreemem(runtime_lit);
-    PQfreemem(reader_lit);
+    for (size_t i = 0; i < 4; i++) {
+        PQfreemem(ident[i]);
+        PQfreemem(lit[i]);
+    }
     return sql;
 }

@@ -65,22 +65,28 @@ err_class_t migrate_current(PGconn *conn, int *version, char *errstr, size_t err
  */
 err_class_t migrate_require(PGconn *conn, char *errstr, size_t errstr_size);
 
-/* The three database roles of a least-privilege deployment. */
+/* The four database roles of a least-privilege deployment. */
 typedef struct migrate_roles {
-    const char *owner;   /* owns the schema; `steward migrate` and `steward prune` */
-    const char *runtime; /* `steward run`: DML on the tables, no DDL */
-    const char *reader;  /* inspect, stuck, report, the HTTP reads: SELECT */
+    const char *owner;    /* owns the schema; `steward migrate` and `steward prune` */
+    const char *runtime;  /* `steward run`: DML on the tables (history append-only), no DDL */
+    const char *reader;   /* inspect, stuck, report, the HTTP reads: SELECT */
+    const char *operator; /* the action verbs: SELECT, and EXECUTE on steward.action_* only */
 } migrate_roles_t;
 
-#define MIGRATE_DEFAULT_OWNER   "steward_owner"
-#define MIGRATE_DEFAULT_RUNTIME "steward_runtime"
-#define MIGRATE_DEFAULT_READER  "steward_reader"
+#define MIGRATE_DEFAULT_OWNER    "steward_owner"
+#define MIGRATE_DEFAULT_RUNTIME  "steward_runtime"
+#define MIGRATE_DEFAULT_READER   "steward_reader"
+#define MIGRATE_DEFAULT_OPERATOR "steward_operator"
 
 /*
  * The SQL that creates the roles (NOLOGIN groups, created when missing),
  * hands the steward schema and everything in it to the owner, and grants
- * the runtime and reader roles what they need on what exists now and on
- * what the owner creates later. Needs a migrated schema when run. Returns
+ * the runtime, reader and operator roles what they need on what exists now
+ * and on what the owner creates later. No role but the owner may change or
+ * delete history or write the audit (migration 0019's triggers): the
+ * runtime role loses UPDATE and DELETE on history, the operator role
+ * writes nothing but through the steward.action_* functions, the reader
+ * runs none of them. Needs a migrated schema when run. Returns
  * a new string (free it), or NULL with the reason in errstr (a role name
  * libpq cannot quote, out of memory).
  */
