@@ -39,6 +39,9 @@ typedef struct intake_config {
     size_t transactions;
     decode_limits_t limits;
     bool record_unknown; /* a rejected row (unknown_type) for undeclared events too */
+    /* How long a batch awaits an instance lock held elsewhere before it
+     * sets the instance aside (0: BATCH_LOCK_TIMEOUT_MS). */
+    int lock_timeout_ms;
     /* Every rejected message is also produced to this topic once its batch
      * committed (at least once: a crash between the commit and the produce
      * loses nothing in steward.rejected but may skip or repeat the copy).
