@@ -565,9 +565,15 @@ static err_class_t isolate(intake_t *in, lane_t *lane, const decode_input_t *msg
 {
     char count[24];
     snprintf(count, sizeof count, "%zu", n);
-    LOG_WARN("the database refused the batch (a message's content, or more than its resources "
-             "allow at once); applying it in parts",
-             "messages", count, "error", errstr);
+    if (resource_refusal(errstr)) /* may be every batch while batch_size exceeds the budget */
+        LOG_LIMITED(LOG_LEVEL_WARN, "batch-parts", 60000,
+                    "the batch is more than the database takes in one transaction; committing "
+                    "it in parts (logged once a minute)",
+                    "messages", count, "error", errstr);
+    else
+        LOG_WARN("the database refused the batch for a message's content; applying it in parts "
+                 "to find the message",
+                 "messages", count, "error", errstr);
     memset(stats, 0, sizeof *stats);
     err_class_t cls = apply_range(in, lane, msgs, 0, n, parts, n_parts, stats, errstr, errstr_size);
     if (cls == ERR_INVALID) /* a single message's refusal refused too: not its doing */

@@ -8,9 +8,12 @@
  *   lock        advisory locks on every touched (process, key), in hash
  *               order: instances that do not exist yet are locked too, so
  *               two replicas reading different topics of one instance
- *               serialize instead of parking past each other
- *   read        instances (FOR UPDATE, key order), judged event ids, parked
- *               events
+ *               serialize instead of parking past each other; a busy one
+ *               is awaited for the lock timeout at most (the instance is
+ *               then set aside); then instances with deferred events are
+ *               tried
+ *   read        instances (FOR UPDATE, key order), deferred events, judged
+ *               event ids, parked events
  *   write       one statement per table, arrays unnest()ed
  *   COMMIT
  */

@@ -134,8 +134,9 @@ typedef err_class_t (*store_lock_fn)(void *arg, const store_lock_row_t *row, cha
  * global order every waiting taker locks in, so two transactions never
  * wait on each other in a circle. A busy lock is awaited at most
  * lock_timeout_ms, and not at all for an instance with deferred events;
- * one that is not had is left unlocked and said so. Calls fn once per
- * distinct instance.
+ * one that is not had is left unlocked and said so. Calls fn once for each
+ * distinct instance that is not simply locked now (not had, or with
+ * deferred events); every other one of keys is locked.
  */
 err_class_t store_lock_instances(store_t *store, const store_key_t *keys, size_t n,
                                  int lock_timeout_ms, store_lock_fn fn, void *arg, char *errstr,

@@ -63,9 +63,15 @@ CREATE INDEX deferred_instance ON steward.deferred (process, key, id);
 -- is tried first; a busy one is waited for at most wait_ms (lock_timeout,
 -- inside a subtransaction so a timeout ends only that wait), except for an
 -- instance that has deferred events already: its newer events queue
--- behind them without waiting. One row per distinct instance: whether
--- this transaction now holds the lock, whether the instance has deferred
--- events (to judge first when locked), and whether the wait timed out.
+-- behind them without waiting. One row per distinct instance that is not
+-- simply locked now (usually none): whether this transaction holds its
+-- lock, whether it has deferred events (to judge first when locked), and
+-- whether the wait timed out.
+--
+-- Usually every lock is free: they are all tried in one statement, inside
+-- a subtransaction. Only if one is busy is that subtransaction rolled back
+-- (letting go of every lock it took) and the locks taken again one by one,
+-- in order, waiting where needed.
 CREATE FUNCTION steward.lock_instances(processes text[], keys text[], wait_ms int)
     RETURNS TABLE (process text, key text, objid int4, locked boolean, has_deferred boolean,
                    timed_out boolean)
@@ -74,8 +80,30 @@ CREATE FUNCTION steward.lock_instances(processes text[], keys text[], wait_ms in
 #variable_conflict use_column
 DECLARE
     r record;
+    busy bigint;
     saved text := current_setting('lock_timeout');
 BEGIN
+    BEGIN
+        SELECT count(*) FILTER (WHERE NOT got) INTO busy
+        FROM (SELECT pg_try_advisory_xact_lock(steward.lock_class(), s.o) AS got
+              FROM (SELECT DISTINCT steward.instance_lock_objid(u.p, u.k) AS o
+                    FROM unnest(processes, keys) AS u(p, k) ORDER BY 1 OFFSET 0) s) t;
+        IF busy > 0 THEN
+            RAISE EXCEPTION USING ERRCODE = 'lock_not_available';
+        END IF;
+    EXCEPTION WHEN lock_not_available THEN
+        NULL; -- every lock of the statement let go; taken in order below
+    END;
+    IF busy = 0 THEN
+        IF EXISTS (SELECT 1 FROM steward.deferred) THEN
+            RETURN QUERY
+                SELECT u.p, u.k, steward.instance_lock_objid(u.p, u.k), true, true, false
+                FROM (SELECT DISTINCT p, k FROM unnest(processes, keys) AS v(p, k)) u
+                WHERE EXISTS (SELECT 1 FROM steward.deferred d
+                              WHERE d.process = u.p AND d.key = u.k);
+        END IF;
+        RETURN;
+    END IF;
     FOR r IN SELECT DISTINCT u.p, u.k, steward.instance_lock_objid(u.p, u.k) AS o
              FROM unnest(processes, keys) AS u(p, k) ORDER BY 3, 1, 2 LOOP
         process := r.p;
@@ -95,6 +123,8 @@ BEGIN
                 timed_out := true;
             END;
         END IF;
-        RETURN NEXT;
+        IF NOT locked OR has_deferred THEN
+            RETURN NEXT;
+        END IF;
     END LOOP;
 END $$;

@@ -11,6 +11,11 @@
  *                 100000: no transaction holds more instance locks than
  *                 the budget (half the server's lock table over the
  *                 lanes); every event is judged once
+ *   resource_refusal
+ *                 SQLSTATE class 53 (but 53300) is not transient: a batch
+ *                 the server refuses for want of (shared) memory is
+ *                 committed in parts, never retried whole for ever, and
+ *                 no message is rejected for it
  *   foreign_lock  the reader role (steward migrate --create-roles) holds
  *                 an instance's lock in Steward's namespace, and the old
  *                 single-bigint key of another: the second does not block
@@ -19,6 +24,7 @@
  *                 instances are judged; once released, its events are
  *                 judged in order, each once
  */
+#include "common/db.h"
 #include "definitions/def.h"
 #include "manager/routes.h"
 #include "manager/scheduler.h"
@@ -253,6 +259,63 @@ START_TEST(a_batch_locks_no_more_instances_than_the_budget)
 }
 END_TEST
 
+/* ---- out of resources ---------------------------------------------------------- */
+
+/* The class db_query() gives a statement that fails with `sqlstate`. */
+static err_class_t class_of(const char *sqlstate)
+{
+    char sql[256], errstr[256];
+    snprintf(sql, sizeof sql,
+             "DO $$ BEGIN RAISE EXCEPTION 'raised for the test' USING ERRCODE = '%s'; END $$",
+             sqlstate);
+    err_class_t cls;
+    PGresult *res = db_query(w.conn, "raising", sql, 0, NULL, &cls, errstr, sizeof errstr);
+    ck_assert_ptr_null(res);
+    return cls;
+}
+
+#define RESOURCE_INSTANCES 40
+
+START_TEST(a_batch_out_of_shared_memory_is_committed_in_parts)
+{
+    world_init("outofmemory", json_pack("{s:i, s:s}", "batch_size", 1000, "batch_ms", "5s"));
+    /* Out of memory or shared memory: a smaller statement may pass. Too many
+     * connections heals by itself; a deadlock is retried. */
+    ck_assert_int_eq(class_of("53200"), ERR_INVALID);
+    ck_assert_int_eq(class_of("53000"), ERR_INVALID);
+    ck_assert_int_eq(class_of("53300"), ERR_TRANSIENT);
+    ck_assert_int_eq(class_of("40P01"), ERR_CONFLICT);
+
+    /* The server refuses any batch that writes more than ten history rows
+     * as it refuses one that takes more locks than its table holds. */
+    tl_db_exec(w.conn, "CREATE FUNCTION public.small_batches() RETURNS trigger LANGUAGE plpgsql "
+                       "AS $$ BEGIN IF (SELECT count(*) FROM written) > 10 THEN "
+                       "RAISE EXCEPTION 'out of shared memory' USING ERRCODE = '53200', "
+                       "HINT = 'You might need to increase max_locks_per_transaction.'; "
+                       "END IF; RETURN NULL; END $$");
+    tl_db_exec(w.conn, "CREATE TRIGGER small_batches AFTER INSERT ON steward.history "
+                       "REFERENCING NEW TABLE AS written FOR EACH STATEMENT "
+                       "EXECUTE FUNCTION public.small_batches()");
+    tl_producer_t *p = tl_producer_new();
+    for (int i = 0; i < RESOURCE_INSTANCES; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "M%03d", i);
+        send_event(p, "orders", "OrderPlaced", key);
+    }
+    tl_producer_free(p);
+    tw_start(&w, NULL, true);
+
+    char expected[32];
+    snprintf(expected, sizeof expected, "%d %d", RESOURCE_INSTANCES, RESOURCE_INSTANCES);
+    tw_wait(&w,
+            "SELECT count(*) || ' ' || count(DISTINCT key) FROM steward.history "
+            "WHERE outcome = 'started'",
+            NULL, expected, 60, "every instance started once, in smaller batches");
+    ck_assert_int_eq(tw_scalar_long(&w, "SELECT count(*) FROM steward.rejected", NULL), 0);
+    tw_stop(&w, 30);
+}
+END_TEST
+
 /* ---- a foreign session -------------------------------------------------------- */
 
 static struct {
@@ -404,4 +467,5 @@ END_TEST
 
 LOCKS_SUITE(expiry_locks, expiry_holds_no_more_locks_than_it_judges, teardown)
 LOCKS_SUITE(lock_budget, a_batch_locks_no_more_instances_than_the_budget, teardown)
+LOCKS_SUITE(resource_refusal, a_batch_out_of_shared_memory_is_committed_in_parts, teardown)
 LOCKS_SUITE(foreign_lock, a_foreign_lock_sets_its_instance_aside_and_nothing_else, roles_teardown)
