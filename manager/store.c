@@ -363,14 +363,15 @@ err_class_t store_pick_deferred(store_t *store, size_t limit, store_key_fn fn, v
     snprintf(lim, sizeof lim, "%zu", limit);
     const char *params[1] = {lim};
     err_class_t cls = ERR_OK;
-    /* The limit applies before the locks are tried, so no more than
-     * `limit` are taken. */
+    /* Candidates oldest first; the scan stops at the `limit`th lock it
+     * gets, so no more are held, and instances still busy (a failed try
+     * holds nothing) do not keep the free ones behind them waiting. */
     PGresult *res =
         db_query(store->conn, "finding deferred events",
                  "WITH c AS MATERIALIZED (SELECT process, key, min(id) AS first "
-                 "  FROM steward.deferred GROUP BY process, key ORDER BY first LIMIT $1) "
+                 "  FROM steward.deferred GROUP BY process, key ORDER BY first) "
                  "SELECT process, key FROM c WHERE steward.try_lock_instance(process, key) "
-                 "ORDER BY first",
+                 "LIMIT $1",
                  1, params, &cls, errstr, errstr_size);
     for (int row = 0; res != NULL && row < PQntuples(res) && cls == ERR_OK; row++)
         cls = fn(arg, PQgetvalue(res, row, 0), PQgetvalue(res, row, 1), errstr, errstr_size);

@@ -148,9 +148,9 @@ typedef err_class_t (*store_key_fn)(void *arg, const char *process, const char *
                                     size_t errstr_size);
 
 /*
- * Tries the locks of up to `limit` instances with deferred events, oldest
- * first, never waiting (so it may follow store_lock_instances() in any
- * order), and calls fn for each one this transaction now holds.
+ * Tries the locks of instances with deferred events, oldest first, never
+ * waiting (so it may follow store_lock_instances() in any order), until
+ * it holds `limit` of them, and calls fn for each one it holds.
  */
 err_class_t store_pick_deferred(store_t *store, size_t limit, store_key_fn fn, void *arg,
                                 char *errstr, size_t errstr_size);
