@@ -83,8 +83,13 @@ intake_t *intake_new(const intake_config_t *cfg, const def_set_t *defs, err_clas
  * database connections and conflicts are retried here. A batch PostgreSQL
  * refuses for what one message carries is applied in halves until that
  * message is found; it goes to steward.rejected (database_refused) and the
- * rest commits: no message stops consumption. Anything else that does is
- * returned with the reason in errstr.
+ * rest commits: no message stops consumption. A batch too big for the
+ * server (more instances than the lock budget, or out of memory or shared
+ * memory) is committed in parts the same way, and a single message out of
+ * resources is retried, never rejected. An instance whose lock another
+ * session holds past lock_timeout_ms is set aside (see manager/batch.h).
+ * Anything else that stops consumption is returned with the reason in
+ * errstr.
  */
 err_class_t intake_run(intake_t *intake, volatile sig_atomic_t *stop, char *errstr,
                        size_t errstr_size);
