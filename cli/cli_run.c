@@ -423,6 +423,7 @@ static err_class_t open_workers(const config_t *cfg, const char *replica, run_ct
         .batch_max = (size_t) cfg->batch_size,
         .batch_ms = (int) cfg->batch_ms,
         .transactions = (size_t) cfg->transactions,
+        .lock_timeout_ms = (int) cfg->lock_timeout_ms,
         .limits = {(size_t) cfg->max_message_bytes, DECODE_DEFAULT_MAX_DEPTH},
         .record_unknown = cfg->record_unknown,
         .dead_letter_topic = cfg->dead_letter_topic,

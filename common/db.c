@@ -192,13 +192,17 @@ err_class_t db_result_class(const PGresult *res, const PGconn *conn)
     if (strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0)
         return ERR_CONFLICT;
     /* 08: connection exceptions; 57P0x: the server is shutting down or
-     * starting; 53: out of resources (too many connections). */
+     * starting; 53300: too many connections (others may log off). */
     if (strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0 ||
-        strncmp(state, "53", 2) == 0)
+        strcmp(state, "53300") == 0)
         return ERR_TRANSIENT;
     /* What a value carried, not the database's state: the caller can find
-     * the input and set it aside (intake halves its batch to do so). */
-    if (strncmp(state, "22", 2) == 0 || strncmp(state, "54", 2) == 0)
+     * the input and set it aside (intake halves its batch to do so). The
+     * rest of class 53 (out of memory, of shared memory: the lock table,
+     * of disk) is what the statement asked for: the same statement fails
+     * the same way, so retrying it blindly loops; a smaller one may pass. */
+    if (strncmp(state, "22", 2) == 0 || strncmp(state, "54", 2) == 0 ||
+        strncmp(state, "53", 2) == 0)
         return ERR_INVALID;
     return ERR_FATAL;
 }

@@ -55,9 +55,12 @@ err_class_t db_connect_class(int needs_password, const char *message);
  * deadlocks (retry the transaction), ERR_TRANSIENT for a lost or refused
  * connection or a server shutting down, ERR_INVALID for content the server
  * refuses (SQLSTATE class 22, data exception: a value out of range, a bad
- * encoding; class 54, program limit exceeded: an index row too large), so
- * a caller can find the input that caused it; ERR_FATAL otherwise. ERR_OK
- * for a successful result.
+ * encoding; class 54, program limit exceeded: an index row too large) and
+ * for a statement too big for the server's resources (class 53 except
+ * 53300, too_many_connections, which is transient: out of memory, out of
+ * shared memory such as lock slots), so a caller can find the input that
+ * caused it or try a smaller statement; ERR_FATAL otherwise. ERR_OK for a
+ * successful result.
  */
 err_class_t db_result_class(const PGresult *res, const PGconn *conn);
 

@@ -66,8 +66,7 @@ static bool lock_instance(PGconn *conn, const char *process, const char *key, ch
                           size_t errstr_size)
 {
     const char *params[2] = {process, key};
-    return db_exec(conn, "locking the instance",
-                   "SELECT pg_advisory_xact_lock(steward.instance_lock_key($1, $2))", 2, params,
+    return db_exec(conn, "locking the instance", "SELECT steward.lock_instance($1, $2)", 2, params,
                    errstr, errstr_size) == ERR_OK;
 }
 

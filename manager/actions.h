@@ -9,7 +9,7 @@
  * CLI verbs (cli/cli_actions.c) and meant for the HTTP API.
  *
  * Each action is one transaction on the caller's connection. It first
- * takes the instance's advisory lock, steward.instance_lock_key(process,
+ * takes the instance's advisory lock, steward.lock_instance(process,
  * key), the lock every batch of events takes, so an action and an event
  * for the same instance run one after the other and the action judges the
  * state the event left. It then checks that what it acts on is still as

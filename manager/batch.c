@@ -25,6 +25,8 @@ struct batch_ctx {
     route_table_t *routes; /* borrowed */
     decode_limits_t limits;
     bool record_unknown; /* a rejected row for each message of an undeclared type */
+    int lock_timeout_ms; /* how long a batch awaits a busy instance lock */
+    size_t lock_budget;  /* instance locks one transaction may take; 0: no bound */
     batch_reject_hook_t reject_hook;
     void *reject_arg;
 };
@@ -49,6 +51,20 @@ typedef struct parked {
     bool settled;    /* judged again in this batch and no longer parked */
 } parked_t;
 
+/* An event of steward.deferred, judged before the batch's own. */
+typedef struct deferred {
+    int64_t db_id;
+    char *event_id, *event_type, *topic;
+    int32_t partition;
+    int64_t offset, time_ms, token, epoch;
+    json_t *payload; /* owned */
+} deferred_t;
+
+/* The instances with deferred events one batch takes up besides its own,
+ * at most: judging them is a few rows each, and the lock budget counts
+ * them too. */
+#define BATCH_DRAIN_MAX 100
+
 /* One touched instance. */
 typedef struct slot {
     const char *process;    /* borrowed from the definitions */
@@ -63,6 +79,11 @@ typedef struct slot {
     parked_t *parked;
     size_t n_parked, cap_parked;
     char unjudgeable[192]; /* why this replica cannot judge it; "" when it can */
+    char *owned_key;       /* the key, when no item of the batch holds it (drained) */
+    bool aside;            /* its lock was not had: its events go to steward.deferred */
+    bool has_deferred;     /* steward.deferred holds older events of it */
+    deferred_t *deferred;  /* those, read once locked, oldest first */
+    size_t n_deferred, cap_deferred;
 } slot_t;
 
 /* One (message, process) pair to judge, or to reject for that process. */
@@ -74,6 +95,7 @@ typedef struct item {
     slot_t *slot;
     decode_reason_t reject; /* DECODE_OK, or why this process cannot take it */
     char reject_detail[192];
+    slot_t *aside; /* its instance's lock was not had: deferred, not judged */
 } item_t;
 
 struct batch {
@@ -98,8 +120,9 @@ struct batch {
     /* read, judge, write: built again by each batch_commit() */
     slot_t *slots;
     size_t n_slots;
-    rows_t history, parked, unparked, rejected, instances, offsets;
-    size_t n_late; /* history rows of late events */
+    rows_t history, parked, unparked, rejected, instances, offsets, deferred, undeferred;
+    size_t n_lock_timeouts; /* instances whose lock was awaited in vain */
+    size_t n_late;          /* history rows of late events */
     alert_batch_t alerts;
     cmdq_t commands; /* the commands the batch's state changes send */
     long long outcome_counts[ENGINE_N_OUTCOMES];
@@ -131,11 +154,19 @@ batch_ctx_t *batch_ctx_new(const batch_config_t *cfg, store_t *store, const def_
     ctx->routes = cfg->routes;
     ctx->limits = cfg->limits;
     ctx->record_unknown = cfg->record_unknown;
+    ctx->lock_timeout_ms = cfg->lock_timeout_ms > 0 ? cfg->lock_timeout_ms : BATCH_LOCK_TIMEOUT_MS;
+    ctx->lock_budget = cfg->lock_budget;
     if ((ctx->versions = defcache_new(defs)) == NULL) {
         free(ctx);
         return NULL;
     }
     return ctx;
+}
+
+size_t batch_lock_budget(long lock_table, size_t lanes)
+{
+    size_t share = lock_table > 0 ? (size_t) lock_table / 2 / (lanes > 0 ? lanes : 1) : 0;
+    return share > 0 ? share : 1;
 }
 
 void batch_ctx_free(batch_ctx_t *ctx)
@@ -174,6 +205,14 @@ static void slot_clear(slot_t *slot)
         json_decref(slot->parked[i].payload);
     }
     free(slot->parked);
+    for (size_t i = 0; i < slot->n_deferred; i++) {
+        free(slot->deferred[i].event_id);
+        free(slot->deferred[i].event_type);
+        free(slot->deferred[i].topic);
+        json_decref(slot->deferred[i].payload);
+    }
+    free(slot->deferred);
+    free(slot->owned_key);
 }
 
 static bool slot_seen(const slot_t *slot, const char *id)
@@ -237,8 +276,15 @@ static void batch_reset(batch_t *b)
     free(b->slots);
     b->slots = NULL;
     b->n_slots = 0;
-    for (size_t i = 0; i < b->n_items; i++)
+    for (size_t i = 0; i < b->n_items; i++) {
         b->items[i].slot = NULL;
+        b->items[i].aside = NULL;
+    }
+    rows_clear(&b->deferred);
+    rows_clear(&b->undeferred);
+    rows_init(&b->deferred, "deferred", ROWS_DEFERRED_COLUMNS);
+    rows_init(&b->undeferred, "undeferred", ROWS_UNDEFERRED_COLUMNS);
+    b->n_lock_timeouts = 0;
     rows_clear(&b->history);
     rows_clear(&b->parked);
     rows_clear(&b->unparked);
@@ -274,6 +320,8 @@ void batch_free(batch_t *b)
     rows_clear(&b->rejected);
     rows_clear(&b->instances);
     rows_clear(&b->offsets);
+    rows_clear(&b->deferred);
+    rows_clear(&b->undeferred);
     for (size_t i = 0; i < b->n_msgs; i++)
         decode_message_clear(&b->decoded[i]);
     for (size_t i = 0; i < b->n_items; i++)
@@ -552,26 +600,175 @@ static err_class_t read_parked(void *arg, const store_parked_row_t *row, char *e
     return ERR_OK;
 }
 
+/* store_lock_instances()'s callback: which slots are set aside. */
+static err_class_t lock_row(void *arg, const store_lock_row_t *row, char *errstr,
+                            size_t errstr_size)
+{
+    (void) errstr;
+    (void) errstr_size;
+    batch_t *b = arg;
+    slot_t *slot = find_slot(b, row->process, row->key);
+    if (slot == NULL)
+        return ERR_OK;
+    slot->aside = !row->locked;
+    slot->has_deferred = row->has_deferred;
+    if (row->timed_out) {
+        char lock[40];
+        snprintf(lock, sizeof lock, "%d/%" PRId32, STORE_LOCK_CLASS, row->objid);
+        LOG_WARN("instance lock busy: another session holds it; the instance's events are set "
+                 "aside in steward.deferred and judged in order once the lock is free",
+                 "process", row->process, "key", row->key, "lock", lock);
+        b->n_lock_timeouts++;
+    }
+    return ERR_OK;
+}
+
+/* An instance with deferred events picked up besides the batch's own. */
+typedef struct picked {
+    batch_t *b;
+    slot_t *extra; /* room for BATCH_DRAIN_MAX slots */
+    size_t n;
+} picked_t;
+
+static err_class_t pick_row(void *arg, const char *process, const char *key, char *errstr,
+                            size_t errstr_size)
+{
+    picked_t *p = arg;
+    const def_t *def = def_set_latest(p->b->ctx->defs, process);
+    /* A process no longer loaded, or an instance the batch has already. */
+    if (def == NULL || find_slot(p->b, process, key) != NULL || p->n == BATCH_DRAIN_MAX)
+        return ERR_OK;
+    slot_t *slot = &p->extra[p->n];
+    memset(slot, 0, sizeof *slot);
+    slot->process = def->process;
+    if ((slot->owned_key = strdup(key)) == NULL)
+        return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    slot->key = slot->owned_key;
+    slot->has_deferred = true;
+    engine_instance_init(&slot->inst);
+    p->n++;
+    return ERR_OK;
+}
+
+/* Takes up to `room` instances with deferred events whose lock is free
+ * into the batch's slots. */
+static err_class_t batch_pick_deferred(batch_t *b, size_t room, char *errstr, size_t errstr_size)
+{
+    if (room > BATCH_DRAIN_MAX)
+        room = BATCH_DRAIN_MAX;
+    if (room == 0)
+        return ERR_OK;
+    picked_t p = {b, calloc(BATCH_DRAIN_MAX, sizeof(slot_t)), 0};
+    if (p.extra == NULL)
+        return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    err_class_t cls = store_pick_deferred(b->ctx->store, room, pick_row, &p, errstr, errstr_size);
+    slot_t *grown =
+        cls == ERR_OK && p.n > 0 ? realloc(b->slots, (b->n_slots + p.n + 1) * sizeof *grown) : NULL;
+    if (cls == ERR_OK && p.n > 0 && grown == NULL)
+        cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    if (grown != NULL) {
+        memcpy(grown + b->n_slots, p.extra, p.n * sizeof *grown);
+        b->slots = grown;
+        b->n_slots += p.n;
+        p.n = 0; /* now owned by the slots */
+        qsort(b->slots, b->n_slots, sizeof *b->slots, slot_compare);
+        for (size_t i = 0; i < b->n_items; i++) {
+            item_t *item = &b->items[i];
+            if (item->slot != NULL)
+                item->slot = find_slot(b, item->latest->process, item->env.key);
+        }
+    }
+    for (size_t i = 0; i < p.n; i++)
+        slot_clear(&p.extra[i]);
+    free(p.extra);
+    return cls;
+}
+
+static err_class_t read_deferred(void *arg, const store_deferred_row_t *row, char *errstr,
+                                 size_t errstr_size)
+{
+    slot_t *slot = find_slot(arg, row->process, row->key);
+    if (slot == NULL)
+        return ERR_OK;
+    if (slot->n_deferred == slot->cap_deferred) {
+        size_t cap = slot->cap_deferred ? slot->cap_deferred * 2 : 4;
+        deferred_t *grown = realloc(slot->deferred, cap * sizeof *grown);
+        if (grown == NULL)
+            return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+        slot->deferred = grown;
+        slot->cap_deferred = cap;
+    }
+    deferred_t *d = &slot->deferred[slot->n_deferred++];
+    *d = (deferred_t){
+        .db_id = row->id,
+        .event_id = strdup(row->event_id),
+        .event_type = strdup(row->event_type),
+        .topic = strdup(row->topic),
+        .partition = row->partition,
+        .offset = row->offset,
+        .time_ms = row->event_ms,
+        .token = row->token,
+        .epoch = row->epoch,
+        .payload = json_loads(row->payload, JSON_DECODE_ANY, NULL),
+    };
+    if (d->event_id == NULL || d->event_type == NULL || d->topic == NULL || d->payload == NULL)
+        return err_set(ERR_FATAL, errstr, errstr_size, "out of memory reading deferred events");
+    return ERR_OK;
+}
+
 /*
- * Locks every touched instance, existing or not, then reads in one round
- * what judging needs: the instances that exist, which of the batch's event
- * ids each has judged already, and its parked events.
+ * Locks every touched instance, existing or not (a busy one awaited for
+ * lock_timeout at most, then set aside), takes up instances with deferred
+ * events whose lock is free, then reads in one round what judging the
+ * locked ones needs: the instances that exist, their deferred events,
+ * which of the event ids each has judged already, and its parked events.
  */
 static err_class_t batch_read(batch_t *b, char *errstr, size_t errstr_size)
 {
     store_t *store = b->ctx->store;
-    store_key_t *keys = calloc(b->n_slots + b->n_items + 1, sizeof *keys);
-    bool *full = calloc(b->n_slots + 1, sizeof *full);
-    const char **ids = calloc(b->n_items + 1, sizeof *ids);
+    size_t room = b->ctx->lock_budget == 0           ? BATCH_DRAIN_MAX
+                  : b->ctx->lock_budget > b->n_slots ? b->ctx->lock_budget - b->n_slots
+                                                     : 0;
+    store_key_t *keys = NULL;
+    bool *full = NULL;
+    const char **ids = NULL;
     err_class_t cls = ERR_OK;
 
-    if (keys == NULL || full == NULL || ids == NULL) {
+    keys = calloc(b->n_slots + 1, sizeof *keys);
+    if (keys == NULL)
+        return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    for (size_t i = 0; i < b->n_slots; i++)
+        keys[i] = (store_key_t){b->slots[i].process, b->slots[i].key};
+    if (b->n_slots > 0 &&
+        (cls = store_lock_instances(store, keys, b->n_slots, b->ctx->lock_timeout_ms, lock_row, b,
+                                    errstr, errstr_size)) != ERR_OK)
+        goto done;
+    free(keys);
+    keys = NULL;
+    /* After the batch's own locks, and only tried: nothing waits while
+     * holding these, so the hash order of the waits stays whole. */
+    if ((cls = batch_pick_deferred(b, room, errstr, errstr_size)) != ERR_OK)
+        goto done;
+
+    size_t n_deferred_ids = 0;
+    for (size_t i = 0; i < b->n_items; i++) {
+        item_t *item = &b->items[i];
+        if (item->slot != NULL && item->slot->aside) {
+            item->aside = item->slot;
+            item->slot = NULL;
+        }
+    }
+    keys = calloc(b->n_slots + b->n_items + 1, sizeof *keys);
+    full = calloc(b->n_slots + 1, sizeof *full);
+    if (keys == NULL || full == NULL) {
         cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
         goto done;
     }
+    size_t n_keys = 0, n_with_deferred = 0;
     for (size_t i = 0; i < b->n_slots; i++) {
         slot_t *slot = &b->slots[i];
-        keys[i] = (store_key_t){slot->process, slot->key};
+        if (slot->aside)
+            continue;
         /* Any active version of the process reads vars: the row says which
          * version the instance runs only once read, and a wrong guess only
          * reads more. */
@@ -580,19 +777,45 @@ static err_class_t batch_read(batch_t *b, char *errstr, size_t errstr_size)
             if (strcmp(def->process, slot->process) == 0 && needs_full_vars(def))
                 slot->full_vars = true;
         }
-        full[i] = slot->full_vars;
+        full[n_keys] = slot->full_vars;
+        keys[n_keys++] = (store_key_t){slot->process, slot->key};
     }
-    if ((cls = store_lock_instances(store, keys, b->n_slots, errstr, errstr_size)) != ERR_OK ||
-        (cls = store_read_instances(store, keys, full, b->n_slots, read_instance, b, errstr,
+    if (n_keys == 0)
+        goto done;
+    if ((cls = store_read_instances(store, keys, full, n_keys, read_instance, b, errstr,
                                     errstr_size)) != ERR_OK)
+        goto done;
+    for (size_t i = 0; i < b->n_slots; i++) {
+        slot_t *slot = &b->slots[i];
+        if (!slot->aside && slot->has_deferred)
+            keys[n_with_deferred++] = (store_key_t){slot->process, slot->key};
+    }
+    if (n_with_deferred > 0 &&
+        (cls = store_read_deferred(store, keys, n_with_deferred, read_deferred, b, errstr,
+                                   errstr_size)) != ERR_OK)
         goto done;
 
     for (size_t i = 0; i < b->n_slots; i++) {
         slot_t *slot = &b->slots[i];
-        if (slot->def == NULL && slot->unjudgeable[0] == '\0')
+        if (!slot->aside && slot->def == NULL && slot->unjudgeable[0] == '\0')
             slot->def = def_set_latest(b->ctx->defs, slot->process);
+        n_deferred_ids += slot->n_deferred;
+    }
+    ids = calloc(b->n_items + n_deferred_ids + 1, sizeof *ids);
+    store_key_t *id_keys = calloc(b->n_items + n_deferred_ids + 1, sizeof *id_keys);
+    if (ids == NULL || id_keys == NULL) {
+        free(id_keys);
+        cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+        goto done;
     }
     size_t n_ids = 0;
+    for (size_t i = 0; i < b->n_slots; i++) {
+        slot_t *slot = &b->slots[i];
+        for (size_t k = 0; slot->unjudgeable[0] == '\0' && k < slot->n_deferred; k++) {
+            id_keys[n_ids] = (store_key_t){slot->process, slot->key};
+            ids[n_ids++] = slot->deferred[k].event_id;
+        }
+    }
     for (size_t i = 0; i < b->n_items; i++) {
         item_t *item = &b->items[i];
         if (item->slot == NULL)
@@ -604,15 +827,19 @@ static err_class_t batch_read(batch_t *b, char *errstr, size_t errstr_size)
             item->slot = NULL;
             continue;
         }
-        keys[n_ids] = (store_key_t){item->slot->process, item->slot->key};
+        id_keys[n_ids] = (store_key_t){item->slot->process, item->slot->key};
         ids[n_ids++] = item->env.id;
     }
-    if ((cls = store_read_judged(store, keys, ids, n_ids, read_judged, b, errstr, errstr_size)) !=
-        ERR_OK)
+    cls = store_read_judged(store, id_keys, ids, n_ids, read_judged, b, errstr, errstr_size);
+    free(id_keys);
+    if (cls != ERR_OK)
         goto done;
-    for (size_t i = 0; i < b->n_slots; i++)
-        keys[i] = (store_key_t){b->slots[i].process, b->slots[i].key};
-    cls = store_read_parked(store, keys, b->n_slots, read_parked, b, errstr, errstr_size);
+    n_keys = 0;
+    for (size_t i = 0; i < b->n_slots; i++) {
+        if (!b->slots[i].aside)
+            keys[n_keys++] = (store_key_t){b->slots[i].process, b->slots[i].key};
+    }
+    cls = store_read_parked(store, keys, n_keys, read_parked, b, errstr, errstr_size);
 done:
     free(keys);
     free(full);
@@ -783,53 +1010,102 @@ static void replay_parked(batch_t *b, slot_t *slot, int64_t epoch)
     }
 }
 
-static err_class_t judge_item(batch_t *b, item_t *item, char *errstr, size_t errstr_size)
+/* One event to judge: a message of the batch or a deferred one; all
+ * borrowed. */
+typedef struct event_view {
+    const char *id, *type, *topic;
+    int32_t partition;
+    int64_t offset, time_ms, token, epoch;
+    json_t *data;
+} event_view_t;
+
+static err_class_t judge_event(batch_t *b, slot_t *slot, const event_view_t *v, char *errstr,
+                               size_t errstr_size)
 {
-    slot_t *slot = item->slot;
-    const decode_input_t *in = &b->msgs[item->msg];
-    int64_t epoch = b->parts[b->msg_part[item->msg]].epoch;
-    long event = def_find_event(slot->def, item->type);
-    bool seen = slot_seen(slot, item->env.id);
+    long event = def_find_event(slot->def, v->type);
+    bool seen = slot_seen(slot, v->id);
     bool was_overdue = slot->inst.overdue;
     bool was_process_overdue = slot->inst.process_overdue;
     engine_result_t r;
 
     if (seen || event >= 0) {
-        engine_event_t ev = {event, item->env.id, item->env.time_ms, b->decoded[item->msg].data,
-                             item->env.token};
+        engine_event_t ev = {event, v->id, v->time_ms, v->data, v->token};
         r = engine_apply(slot->def, &slot->inst, &ev, seen);
     } else {
-        r = engine_undeclared(slot->def, &slot->inst, item->type);
+        r = engine_undeclared(slot->def, &slot->inst, v->type);
     }
-    add_history(b, slot, item->env.id, item->type, in->topic, in->partition, in->offset,
-                item->env.time_ms, &r, false, epoch);
-    add_released(b, slot, item->env.id, item->type, in->topic, in->partition, in->offset,
-                 item->env.time_ms, &r, false, epoch);
-    note_alerts(b, slot, &r, was_overdue, was_process_overdue, item->type, item->env.id);
-    if (!seen && !slot_add_seen(slot, item->env.id))
+    add_history(b, slot, v->id, v->type, v->topic, v->partition, v->offset, v->time_ms, &r, false,
+                v->epoch);
+    add_released(b, slot, v->id, v->type, v->topic, v->partition, v->offset, v->time_ms, &r, false,
+                 v->epoch);
+    note_alerts(b, slot, &r, was_overdue, was_process_overdue, v->type, v->id);
+    if (!seen && !slot_add_seen(slot, v->id))
         return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
 
     if (r.outcome == ENGINE_PARKED) {
         parked_t *p = slot_add_parked(slot);
         if (p == NULL)
             return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
-        p->event_id = strdup(item->env.id);
-        p->event_type = strdup(item->type);
-        p->topic = strdup(in->topic);
-        p->partition = in->partition;
-        p->offset = in->offset;
-        p->time_ms = item->env.time_ms;
-        p->payload = json_incref((json_t *) b->decoded[item->msg].data);
+        p->event_id = strdup(v->id);
+        p->event_type = strdup(v->type);
+        p->topic = strdup(v->topic);
+        p->partition = v->partition;
+        p->offset = v->offset;
+        p->time_ms = v->time_ms;
+        p->payload = json_incref(v->data);
         if (p->event_id == NULL || p->event_type == NULL || p->topic == NULL)
             return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
     } else if (r.outcome == ENGINE_STARTED || r.outcome == ENGINE_ADVANCED) {
         slot->dirty = true;
         queue_command(b, slot, &r);
-        replay_parked(b, slot, epoch);
+        replay_parked(b, slot, v->epoch);
     } else if (r.outcome == ENGINE_CLAIMED || r.outcome == ENGINE_RENEWED) {
         slot->dirty = true; /* the lease moved; the state did not */
     }
     return ERR_OK;
+}
+
+static err_class_t judge_item(batch_t *b, item_t *item, char *errstr, size_t errstr_size)
+{
+    const decode_input_t *in = &b->msgs[item->msg];
+    event_view_t v = {
+        .id = item->env.id,
+        .type = item->type,
+        .topic = in->topic,
+        .partition = in->partition,
+        .offset = in->offset,
+        .time_ms = item->env.time_ms,
+        .token = item->env.token,
+        .epoch = b->parts[b->msg_part[item->msg]].epoch,
+        .data = (json_t *) b->decoded[item->msg].data,
+    };
+    return judge_event(b, item->slot, &v, errstr, errstr_size);
+}
+
+/* Judges a locked instance's deferred events, oldest first, before any of
+ * the batch's own: they were read earlier. */
+static err_class_t judge_deferred(batch_t *b, slot_t *slot, char *errstr, size_t errstr_size)
+{
+    err_class_t cls = ERR_OK;
+    if (slot->aside || slot->def == NULL || slot->unjudgeable[0] != '\0')
+        return ERR_OK; /* an unjudgeable instance's deferred events wait */
+    for (size_t i = 0; i < slot->n_deferred && cls == ERR_OK; i++) {
+        const deferred_t *d = &slot->deferred[i];
+        event_view_t v = {
+            .id = d->event_id,
+            .type = d->event_type,
+            .topic = d->topic,
+            .partition = d->partition,
+            .offset = d->offset,
+            .time_ms = d->time_ms,
+            .token = d->token,
+            .epoch = d->epoch,
+            .data = d->payload,
+        };
+        cls = judge_event(b, slot, &v, errstr, errstr_size);
+        rows_add_undeferred(&b->undeferred, &(rows_undeferred_row_t){.id = d->db_id});
+    }
+    return cls;
 }
 
 /* bytes as a new JSON string of hex digits (NULL when out of memory). */
@@ -912,6 +1188,28 @@ static void add_rejected(batch_t *b, size_t m, const char *process, decode_reaso
 
 /* ---- write ----------------------------------------------------------------- */
 
+/* A message for an instance whose lock was not had, into steward.deferred. */
+static void add_deferred(batch_t *b, const item_t *item)
+{
+    const decode_input_t *in = &b->msgs[item->msg];
+    const json_t *data = b->decoded[item->msg].data;
+    char *payload = data != NULL ? json_dumps(data, JSON_NUMBERS | JSON_ENCODE_ANY) : NULL;
+    rows_add_deferred(&b->deferred, &(rows_deferred_row_t){
+                                        .process = item->aside->process,
+                                        .key = item->aside->key,
+                                        .event_id = item->env.id,
+                                        .event_type = item->type,
+                                        .topic = in->topic,
+                                        .partition = in->partition,
+                                        .offset = in->offset,
+                                        .event_ms = item->env.time_ms,
+                                        .payload = payload != NULL ? payload : "null",
+                                        .token = item->env.token,
+                                        .epoch = b->parts[b->msg_part[item->msg]].epoch,
+                                    });
+    free(payload);
+}
+
 /* Builds every row the batch writes. */
 static void batch_rows(batch_t *b)
 {
@@ -941,6 +1239,8 @@ static void batch_rows(batch_t *b)
             if (b->items[i].reject != DECODE_OK)
                 add_rejected(b, m, b->items[i].latest->process, b->items[i].reject,
                              b->items[i].reject_detail);
+            else if (b->items[i].aside != NULL)
+                add_deferred(b, &b->items[i]);
         }
     }
 
@@ -1034,6 +1334,12 @@ static err_class_t batch_write(batch_t *b, char *errstr, size_t errstr_size)
     if (b->instances.n > 0 &&
         (cls = store_write_instances(store, &b->instances, errstr, errstr_size)) != ERR_OK)
         return cls;
+    if (b->deferred.n > 0 &&
+        (cls = store_write_deferred(store, &b->deferred, errstr, errstr_size)) != ERR_OK)
+        return cls;
+    if (b->undeferred.n > 0 &&
+        (cls = store_undefer(store, &b->undeferred, errstr, errstr_size)) != ERR_OK)
+        return cls;
     if ((cls = cmdq_write(store_conn(store), &b->commands, errstr, errstr_size)) != ERR_OK)
         return cls;
     if (!alert_batch_empty(&b->alerts)) {
@@ -1094,8 +1400,23 @@ err_class_t batch_commit(batch_ctx_t *ctx, batch_t *b, batch_stats_t *stats, cha
         if (b->parts[i].fenced)
             b->stats.fenced++;
     }
-    if (b->n_slots > 0 && (cls = batch_read(b, errstr, errstr_size)) != ERR_OK)
+    if (ctx->lock_budget > 0 && b->n_slots > ctx->lock_budget) {
+        /* One lock per instance: more than the server's lock table spares
+         * one transaction would fail with "out of shared memory". */
+        cls = err_set(ERR_INVALID, errstr, errstr_size,
+                      "the batch touches %zu instances, more than the %zu instance locks one "
+                      "transaction may take (a share of the server's lock table, "
+                      "max_locks_per_transaction x (max_connections + "
+                      "max_prepared_transactions)): committing it in parts",
+                      b->n_slots, ctx->lock_budget);
         goto done;
+    }
+    if ((cls = batch_read(b, errstr, errstr_size)) != ERR_OK)
+        goto done;
+    for (size_t i = 0; i < b->n_slots; i++) {
+        if ((cls = judge_deferred(b, &b->slots[i], errstr, errstr_size)) != ERR_OK)
+            goto done;
+    }
     for (size_t i = 0; i < b->n_items; i++) {
         if (b->items[i].slot != NULL &&
             (cls = judge_item(b, &b->items[i], errstr, errstr_size)) != ERR_OK)
@@ -1113,6 +1434,9 @@ err_class_t batch_commit(batch_ctx_t *ctx, batch_t *b, batch_stats_t *stats, cha
         metrics_add(&metrics.rejected[i], b->reject_counts[i]);
     metrics_add(&metrics.events_ignored, (long long) b->stats.ignored);
     metrics_add(&metrics.batches_committed, 1);
+    metrics_add(&metrics.events_deferred, (long long) b->deferred.n);
+    metrics_add(&metrics.deferred_judged, (long long) b->undeferred.n);
+    metrics_add(&metrics.instance_lock_timeouts, (long long) b->n_lock_timeouts);
     for (size_t i = 0; i < b->n_stays; i++)
         metrics_observe_step(b->stays[i].process, b->stays[i].state, b->stays[i].ms);
     b->stats.judged = b->history.n;

@@ -9,9 +9,13 @@
  *            process's envelope read. Pure CPU, no I/O: it may run while
  *            the previous batch's transaction does.
  *   read     BEGIN; the epoch fence; the advisory locks of every touched
- *            instance; one round of reads for the batch (instances, the
- *            event ids already judged, parked events).
- *   judge    the engine over the batch, in memory, replaying parked events
+ *            instance (a busy one awaited for lock_timeout at most, then
+ *            set aside: its events go to steward.deferred, in order), and
+ *            of instances with deferred events whose lock is free now; one
+ *            round of reads for the locked ones (instances, deferred
+ *            events, the event ids already judged, parked events).
+ *   judge    deferred events first, oldest first, then the batch's.
+ *            The engine over the batch, in memory, replaying parked events
  *            as instances move. No I/O.
  *   write    the rows (manager/rows.h) in one statement per table, the
  *            alerts and commands the judgements made, the offsets.
@@ -42,7 +46,23 @@ typedef struct batch_config {
     route_table_t *routes; /* who hears of sequence alerts and resolves; borrowed */
     bool record_unknown;   /* also a rejected row (reason unknown_type) for each message no
                               loaded definition declares */
+    /* How long a batch awaits an instance lock someone else holds; then
+     * the instance is set aside (0: BATCH_LOCK_TIMEOUT_MS). */
+    int lock_timeout_ms;
+    /* The most instances one transaction locks (0: no bound); see
+     * batch_lock_budget(). */
+    size_t lock_budget;
 } batch_config_t;
+
+#define BATCH_LOCK_TIMEOUT_MS 3000
+
+/*
+ * The instance locks one batch transaction may take: half of the server's
+ * shared lock table (store_lock_table()) shared among `lanes`
+ * transactions in flight at once, leaving the rest to the scheduler,
+ * operator actions and every other session.
+ */
+size_t batch_lock_budget(long lock_table, size_t lanes);
 
 typedef struct batch_ctx batch_ctx_t;
 
@@ -102,10 +122,14 @@ void batch_free(batch_t *batch); /* NULL is a no-op */
  * messages are left alone; the rest commit. On ERR_CONFLICT or
  * ERR_TRANSIENT nothing was committed and the same batch may be committed
  * again. ERR_INVALID means PostgreSQL refused what some message carried
- * (SQLSTATE class 22, data exception, or 54, program limit exceeded):
- * nothing was committed, and the same batch would fail again; commit parts
- * of it to find the message, and record that one with
- * batch_refuse_message(). errstr then holds the database's own words.
+ * (SQLSTATE class 22, data exception, or 54, program limit exceeded), or
+ * the batch is too big for the server's resources (class 53 but 53300:
+ * out of memory or of shared lock slots, or more instances than the lock
+ * budget): nothing was committed, and the same batch would fail again;
+ * commit parts of it to find the message, and record that one with
+ * batch_refuse_message() (unless the refusal is one of resources: a single
+ * message fits any budget, so retry it instead). errstr then holds the
+ * database's own words.
  *
  * Messages no loaded definition declares are counted per (topic, type) in
  * the metrics and logged at most once a minute per type, once committed.

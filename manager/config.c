@@ -52,6 +52,7 @@ static const config_key_t config_keys[] = {
     {"intake.batch_ms", CONFIG_DURATION, OFF(batch_ms), 1, 60000, "STEWARD_BATCH_MS", false},
     {"intake.transactions", CONFIG_INT, OFF(transactions), 1, INTAKE_MAX_TRANSACTIONS,
      "STEWARD_INTAKE_TRANSACTIONS", false},
+    {"intake.lock_timeout", CONFIG_DURATION, OFF(lock_timeout_ms), 10, 600000, NULL, false},
     {"intake.max_message_bytes", CONFIG_INT, OFF(max_message_bytes), 64, 100 * 1024 * 1024, NULL,
      false},
     {"intake.record_unknown", CONFIG_BOOL, OFF(record_unknown), 0, 0, NULL, false},
@@ -130,6 +131,7 @@ config_t *config_new(void)
     cfg->batch_size = 2000;
     cfg->batch_ms = 200;
     cfg->transactions = INTAKE_DEFAULT_TRANSACTIONS;
+    cfg->lock_timeout_ms = 3000;
     cfg->max_message_bytes = 1024 * 1024;
     cfg->scheduler_interval_ms = 1000;
     cfg->scheduler_transactions = SCHED_DEFAULT_TRANSACTIONS;

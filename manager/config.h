@@ -33,7 +33,8 @@ typedef struct config {
 
     long batch_size;
     int64_t batch_ms;
-    long transactions; /* intake transactions in flight at once */
+    long transactions;       /* intake transactions in flight at once */
+    int64_t lock_timeout_ms; /* a busy instance lock is awaited this long, then set aside */
     long max_message_bytes;
     bool record_unknown;     /* a rejected row (unknown_type) for undeclared events too */
     char *dead_letter_topic; /* rejected messages are also produced here; NULL or "": off */

@@ -426,6 +426,16 @@ static void write_counters(prom_t *p)
     counter(p, "steward_parked_expired_total",
             "Parked events whose reorder window passed (judged as violations).",
             &metrics.parked_expired);
+    counter(p, "steward_instance_lock_timeouts_total",
+            "Instance locks a batch awaited for intake.lock_timeout in vain (another session "
+            "holds them); the instance's events were set aside.",
+            &metrics.instance_lock_timeouts);
+    counter(p, "steward_events_deferred_total",
+            "Events set aside in steward.deferred because their instance's lock was busy.",
+            &metrics.events_deferred);
+    counter(p, "steward_deferred_judged_total",
+            "Deferred events judged once their instance's lock was free.",
+            &metrics.deferred_judged);
     counter(p, "steward_alerts_opened_total", "Alerts opened by the scheduler.",
             &metrics.alerts_opened);
     counter(p, "steward_commands_sent_total",

@@ -454,6 +454,14 @@ static err_class_t refuse_retrying(intake_t *in, lane_t *lane, const decode_inpu
     }
 }
 
+/* Whether an ERR_INVALID names the server's resources (SQLSTATE class 53,
+ * as db_query() words it, or the lock budget) rather than a message: a
+ * smaller batch may pass, but one message is never to blame. */
+static bool resource_refusal(const char *errstr)
+{
+    return strstr(errstr, "(SQLSTATE 53") != NULL || strstr(errstr, "instance locks one") != NULL;
+}
+
 /*
  * Applies msgs[lo, hi) alone: the progress of each partition among them
  * goes to the offset after its last message there, watermarks unchanged
@@ -498,6 +506,23 @@ static err_class_t apply_range(intake_t *in, lane_t *lane, const decode_input_t 
 
     cls = apply_retrying(in, lane, msgs + lo, hi - lo, sub, n_sub, NULL, &part_stats, errstr,
                          errstr_size);
+    /* One message out of the server's resources: not its fault, so it is
+     * retried with backoff like a lost connection, never refused. */
+    for (int backoff = 100;
+         cls == ERR_INVALID && hi - lo == 1 && resource_refusal(errstr) && !*in->stop;
+         backoff = backoff < 10000 ? backoff * 2 : 10000) {
+        metrics_add(&metrics.batches_retried, 1);
+        LOG_LIMITED(LOG_LEVEL_WARN, "batch-resources", 5000,
+                    "the database is out of resources for even one message; retrying", "error",
+                    errstr);
+        nap(in, backoff);
+        for (size_t k = 0; k < n_sub; k++)
+            sub[k].fenced = false;
+        cls = apply_retrying(in, lane, msgs + lo, hi - lo, sub, n_sub, NULL, &part_stats, errstr,
+                             errstr_size);
+    }
+    if (cls == ERR_INVALID && hi - lo == 1 && resource_refusal(errstr))
+        cls = ERR_TRANSIENT; /* stopping: read again from the stored offsets */
     if (cls == ERR_INVALID && hi - lo == 1) {
         char detail[512], offset[24];
         snprintf(detail, sizeof detail, "%s", errstr);
@@ -540,9 +565,15 @@ static err_class_t isolate(intake_t *in, lane_t *lane, const decode_input_t *msg
 {
     char count[24];
     snprintf(count, sizeof count, "%zu", n);
-    LOG_WARN("the database refused the batch for a message's content; applying it in parts to "
-             "find the message",
-             "messages", count, "error", errstr);
+    if (resource_refusal(errstr)) /* may be every batch while batch_size exceeds the budget */
+        LOG_LIMITED(LOG_LEVEL_WARN, "batch-parts", 60000,
+                    "the batch is more than the database takes in one transaction; committing "
+                    "it in parts (logged once a minute)",
+                    "messages", count, "error", errstr);
+    else
+        LOG_WARN("the database refused the batch for a message's content; applying it in parts "
+                 "to find the message",
+                 "messages", count, "error", errstr);
     memset(stats, 0, sizeof *stats);
     err_class_t cls = apply_range(in, lane, msgs, 0, n, parts, n_parts, stats, errstr, errstr_size);
     if (cls == ERR_INVALID) /* a single message's refusal refused too: not its doing */
@@ -937,7 +968,7 @@ intake_t *intake_new(const intake_config_t *cfg, const def_set_t *defs, err_clas
     }
 
     store_config_t scfg = {cfg->conninfo, cfg->group, cfg->replica};
-    batch_config_t bcfg = {cfg->limits, cfg->routes, cfg->record_unknown};
+    batch_config_t bcfg = {cfg->limits, cfg->routes, cfg->record_unknown, cfg->lock_timeout_ms, 0};
     for (size_t l = 0; l < in->n_lanes; l++) {
         lane_t *lane = &in->lanes[l];
         if ((lane->pending = calloc(in->batch_max, sizeof *lane->pending)) == NULL) {
@@ -948,10 +979,21 @@ intake_t *intake_new(const intake_config_t *cfg, const def_set_t *defs, err_clas
             *cls = ERR_TRANSIENT;
             goto fail;
         }
+        bcfg.lock_budget = batch_lock_budget(store_lock_table(lane->store), in->n_lanes);
         if ((lane->batch = batch_ctx_new(&bcfg, lane->store, defs)) == NULL) {
             *cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
             goto fail;
         }
+    }
+    if (bcfg.lock_budget < in->batch_max) {
+        char budget[24], table[24], size[24];
+        snprintf(budget, sizeof budget, "%zu", bcfg.lock_budget);
+        snprintf(table, sizeof table, "%ld", store_lock_table(in->lanes[0].store));
+        snprintf(size, sizeof size, "%zu", in->batch_max);
+        LOG_INFO("intake.batch_size allows more instances per batch than one transaction may "
+                 "lock; such batches are committed in parts (raise max_locks_per_transaction to "
+                 "lock more at once)",
+                 "batch_size", size, "lock_budget", budget, "lock_table", table);
     }
     if ((*cls = store_register_definitions(in->lanes[0].store, defs, errstr, errstr_size)) !=
         ERR_OK)

@@ -39,6 +39,9 @@ typedef struct intake_config {
     size_t transactions;
     decode_limits_t limits;
     bool record_unknown; /* a rejected row (unknown_type) for undeclared events too */
+    /* How long a batch awaits an instance lock held elsewhere before it
+     * sets the instance aside (0: BATCH_LOCK_TIMEOUT_MS). */
+    int lock_timeout_ms;
     /* Every rejected message is also produced to this topic once its batch
      * committed (at least once: a crash between the commit and the produce
      * loses nothing in steward.rejected but may skip or repeat the copy).
@@ -80,8 +83,13 @@ intake_t *intake_new(const intake_config_t *cfg, const def_set_t *defs, err_clas
  * database connections and conflicts are retried here. A batch PostgreSQL
  * refuses for what one message carries is applied in halves until that
  * message is found; it goes to steward.rejected (database_refused) and the
- * rest commits: no message stops consumption. Anything else that does is
- * returned with the reason in errstr.
+ * rest commits: no message stops consumption. A batch too big for the
+ * server (more instances than the lock budget, or out of memory or shared
+ * memory) is committed in parts the same way, and a single message out of
+ * resources is retried, never rejected. An instance whose lock another
+ * session holds past lock_timeout_ms is set aside (see manager/batch.h).
+ * Anything else that stops consumption is returned with the reason in
+ * errstr.
  */
 err_class_t intake_run(intake_t *intake, volatile sig_atomic_t *stop, char *errstr,
                        size_t errstr_size);

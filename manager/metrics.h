@@ -43,7 +43,12 @@ typedef struct metrics {
     atomic_llong batches_retried; /* conflicts and lost connections */
     atomic_llong partitions_fenced;
     atomic_llong parked_expired; /* reorder windows that passed */
-    atomic_llong alerts_opened;  /* by the scheduler */
+    /* Instance locks a batch awaited in vain (held outside Steward), the
+     * events set aside in steward.deferred, and those judged from there. */
+    atomic_llong instance_lock_timeouts;
+    atomic_llong events_deferred;
+    atomic_llong deferred_judged;
+    atomic_llong alerts_opened; /* by the scheduler */
     /* notifications by sink type and verdict (delivered, retried, failed) */
     atomic_llong notifications[4][3];
     atomic_llong commands_sent;     /* command rows the broker acknowledged */

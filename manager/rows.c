@@ -64,6 +64,8 @@ ROWS_ADDER(unparked, ROWS_UNPARKED)
 ROWS_ADDER(rejected, ROWS_REJECTED)
 ROWS_ADDER(instances, ROWS_INSTANCES)
 ROWS_ADDER(offsets, ROWS_OFFSETS)
+ROWS_ADDER(deferred, ROWS_DEFERRED)
+ROWS_ADDER(undeferred, ROWS_UNDEFERRED)
 
 err_class_t rows_params(rows_t *rows, const char **params, char *errstr, size_t errstr_size)
 {

@@ -107,6 +107,21 @@ typedef struct rows_bytes {
     X(lease_renewed_ms, int)                                                                       \
     X(resend_pending, bool)
 
+#define ROWS_DEFERRED(X)                                                                           \
+    X(process, text)                                                                               \
+    X(key, text)                                                                                   \
+    X(event_id, text)                                                                              \
+    X(event_type, text)                                                                            \
+    X(topic, text)                                                                                 \
+    X(partition, int)                                                                              \
+    X(offset, int)                                                                                 \
+    X(event_ms, int)                                                                               \
+    X(payload, text)                                                                               \
+    X(token, int)                                                                                  \
+    X(epoch, int)
+
+#define ROWS_UNDEFERRED(X) X(id, int)
+
 #define ROWS_OFFSETS(X)                                                                            \
     X(topic, text)                                                                                 \
     X(partition, int)                                                                              \
@@ -137,6 +152,14 @@ typedef struct rows_rejected_row {
 typedef struct rows_instances_row {
     ROWS_INSTANCES(ROWS_FIELD)
 } rows_instances_row_t;
+typedef struct rows_deferred_row {
+    ROWS_DEFERRED(ROWS_FIELD)
+} rows_deferred_row_t;
+
+typedef struct rows_undeferred_row {
+    ROWS_UNDEFERRED(ROWS_FIELD)
+} rows_undeferred_row_t;
+
 typedef struct rows_offsets_row {
     ROWS_OFFSETS(ROWS_FIELD)
 } rows_offsets_row_t;
@@ -148,6 +171,8 @@ enum {
     ROWS_REJECTED_COLUMNS = 0 ROWS_REJECTED(ROWS_ONE),
     ROWS_INSTANCES_COLUMNS = 0 ROWS_INSTANCES(ROWS_ONE),
     ROWS_OFFSETS_COLUMNS = 0 ROWS_OFFSETS(ROWS_ONE),
+    ROWS_DEFERRED_COLUMNS = 0 ROWS_DEFERRED(ROWS_ONE),
+    ROWS_UNDEFERRED_COLUMNS = 0 ROWS_UNDEFERRED(ROWS_ONE),
     ROWS_MAX_COLUMNS = 21,
 };
 
@@ -169,6 +194,8 @@ void rows_add_unparked(rows_t *rows, const rows_unparked_row_t *row);
 void rows_add_rejected(rows_t *rows, const rows_rejected_row_t *row);
 void rows_add_instances(rows_t *rows, const rows_instances_row_t *row);
 void rows_add_offsets(rows_t *rows, const rows_offsets_row_t *row);
+void rows_add_deferred(rows_t *rows, const rows_deferred_row_t *row);
+void rows_add_undeferred(rows_t *rows, const rows_undeferred_row_t *row);
 
 /*
  * Fills params[0..n_columns) with the finished arrays, for a statement

@@ -150,7 +150,9 @@ static int64_t ms_column(const PGresult *res, int row, int col)
  * never awaited, so nothing here waits for a batch. It is tried in the
  * outer query over the limited candidates, so no lock is taken for a row
  * beyond the limit; the row locks of candidates whose advisory lock was
- * busy stay held (unused) until the pass commits.
+ * busy stay held (unused) until the pass commits. An instance with
+ * deferred events (steward.deferred) is no candidate: an event that may
+ * meet the deadline has been read but not judged yet.
  */
 static const char due_sql[] =
     "WITH due AS MATERIALIZED ("
@@ -165,11 +167,13 @@ static const char due_sql[] =
     "  FROM steward.instances "
     "  WHERE status = 'active' AND next_deadline_at IS NOT NULL "
     "    AND next_deadline_at <= steward.from_ms($2) AND process = $1 "
+    "    AND NOT EXISTS (SELECT 1 FROM steward.deferred d "
+    "      WHERE d.process = $1 AND d.key = instances.key) "
     "  ORDER BY next_deadline_at LIMIT $3 FOR UPDATE SKIP LOCKED) "
     "SELECT key, version, state, started, entered, deadline, process_deadline, overdue, "
     "  process_overdue, attempt, vars, step, token, lease_holder, lease_expires, "
     "  lease_renewed, resend_pending, "
-    "  pg_try_advisory_xact_lock(steward.instance_lock_key($1, key)) "
+    "  steward.try_lock_instance($1, key) "
     "FROM due ORDER BY next_deadline_at";
 
 /* What the engine changed: the overdue marks, and in active mode the step
@@ -563,25 +567,33 @@ done:
 
 /*
  * Candidates for expiry: parked events whose stored expires_at (the engine's
- * engine_park_expires_at()) the process's watermark passed. The instance
- * lock is only tried, never awaited: an instance a batch holds right now is
- * left for the next pass, and nothing here can deadlock with a batch. $2
- * caps the watermark (a replay's end), NULL: none.
+ * engine_park_expires_at()) the process's watermark passed, the oldest
+ * SCHED_EXPIRY_BATCH ($3) of them. The instance lock is only tried, never
+ * awaited: an instance a batch holds right now is left for the next pass,
+ * and nothing here can deadlock with a batch. It is tried in the outer
+ * query over the limited candidates, so a pass holds at most that many
+ * locks however many events expired (one per expired row would fill the
+ * server's shared lock table). An instance with deferred events is left
+ * alone: the event it awaits may be among them. $2 caps the watermark (a
+ * replay's end), NULL: none.
  */
 static const char expiry_candidates_sql[] =
     "WITH wm AS (SELECT process, CASE WHEN $2::bigint IS NULL THEN watermark "
     "    ELSE least(watermark, steward.from_ms($2::bigint)) END AS watermark "
-    "  FROM steward.process_watermarks($1) WHERE watermark IS NOT NULL) "
-    "SELECT p.id, p.process, p.key, p.event_id, p.event_type, steward.to_ms(p.expires_at), "
-    "  steward.to_ms(wm.watermark), i.version, i.state, coalesce(o.epoch, 0) "
-    "FROM steward.parked p JOIN wm ON wm.process = p.process "
-    "LEFT JOIN steward.instances i ON i.process = p.process AND i.key = p.key "
-    "LEFT JOIN steward.offsets o ON o.consumer_group = $1 AND o.topic = p.topic "
-    "  AND o.partition = p.partition "
-    "WHERE CASE WHEN p.expires_at < wm.watermark "
-    "  THEN pg_try_advisory_xact_lock(steward.instance_lock_key(p.process, p.key)) "
-    "  ELSE false END "
-    "ORDER BY p.event_time, p.id LIMIT 500";
+    "  FROM steward.process_watermarks($1) WHERE watermark IS NOT NULL), "
+    "c AS MATERIALIZED (SELECT p.id, p.process, p.key, p.event_id, p.event_type, "
+    "    p.expires_at, p.event_time, p.topic, p.partition, wm.watermark "
+    "  FROM steward.parked p JOIN wm ON wm.process = p.process "
+    "  WHERE p.expires_at < wm.watermark AND NOT EXISTS (SELECT 1 FROM steward.deferred d "
+    "    WHERE d.process = p.process AND d.key = p.key) "
+    "  ORDER BY p.event_time, p.id LIMIT $3) "
+    "SELECT c.id, c.process, c.key, c.event_id, c.event_type, steward.to_ms(c.expires_at), "
+    "  steward.to_ms(c.watermark), i.version, i.state, coalesce(o.epoch, 0) "
+    "FROM c LEFT JOIN steward.instances i ON i.process = c.process AND i.key = c.key "
+    "LEFT JOIN steward.offsets o ON o.consumer_group = $1 AND o.topic = c.topic "
+    "  AND o.partition = c.partition "
+    "WHERE steward.try_lock_instance(c.process, c.key) "
+    "ORDER BY c.event_time, c.id";
 
 /* Deletes the judged events and records the engine's verdicts; a row a
  * batch already replayed and deleted is not recorded. */
@@ -606,7 +618,9 @@ static err_class_t expire_parked(sched_t *s, sched_stats_t *stats, char *errstr,
 {
     char until[24];
     snprintf(until, sizeof until, "%" PRId64, s->until_ms);
-    const char *params[2] = {s->group, s->until_ms > 0 ? until : NULL};
+    char limit[24];
+    snprintf(limit, sizeof limit, "%d", SCHED_EXPIRY_BATCH);
+    const char *params[3] = {s->group, s->until_ms > 0 ? until : NULL, limit};
     pgarr_t ids = {0}, versions = {0}, states = {0}, details = {0}, epochs = {0};
     alert_batch_t alerts = {0};
     err_class_t cls;
@@ -615,7 +629,7 @@ static err_class_t expire_parked(sched_t *s, sched_stats_t *stats, char *errstr,
     if ((cls = db_exec(s->conn, "starting parked expiry", "BEGIN", 0, NULL, errstr, errstr_size)) !=
         ERR_OK)
         return cls;
-    if ((res = db_query(s->conn, "finding parked events to expire", expiry_candidates_sql, 2,
+    if ((res = db_query(s->conn, "finding parked events to expire", expiry_candidates_sql, 3,
                         params, &cls, errstr, errstr_size)) == NULL)
         goto fail;
     for (int row = 0; row < PQntuples(res); row++) {
@@ -1026,9 +1040,19 @@ err_class_t sched_tick(sched_t *s, sched_stats_t *stats, char *errstr, size_t er
     PQclear(res);
     if (cls != ERR_OK || stopping(s))
         return cls;
-    if ((cls = expire_parked(s, stats, errstr, errstr_size)) != ERR_OK)
+    /* A failed expiry must not stop blind detection: the pass goes on to
+     * check every partition, and the failure is logged and returned after. */
+    char expiry_err[512] = "";
+    err_class_t expiry = expire_parked(s, stats, expiry_err, sizeof expiry_err);
+    if (expiry != ERR_OK)
+        LOG_LIMITED(LOG_LEVEL_WARN, "sched-expiry", 10000,
+                    "parked-event expiry failed; checking the partitions anyway", "error",
+                    expiry_err, "class", err_class_name(expiry));
+    if ((cls = check_blind(s, stats, errstr, errstr_size)) != ERR_OK)
         return cls;
-    return check_blind(s, stats, errstr, errstr_size);
+    if (expiry != ERR_OK)
+        return err_set(expiry, errstr, errstr_size, "%s", expiry_err);
+    return ERR_OK;
 }
 
 void sched_run(sched_t *s, volatile sig_atomic_t *stop, gen_current_t *cur)

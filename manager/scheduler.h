@@ -8,7 +8,7 @@
  * (replicas share the work; none judges an instance twice), and judges
  * them in the same transaction that marks them. It changes an instance
  * only while holding the instance's advisory lock (the one intake batches
- * and operator actions take, steward.instance_lock_key()), which it tries
+ * and operator actions take, steward.try_lock_instance()), which it tries
  * and never awaits: an instance a batch holds is left for a later pass.
  *
  * "Due" is measured against the watermark, not the wall clock: a deadline
@@ -61,6 +61,9 @@ typedef struct sched sched_t;
  * SCHED_BATCH: <sched.h>, which <pthread.h> includes, defines that as a
  * scheduling policy, silently, being a system header.) */
 #define SCHED_DUE_BATCH 500
+/* The most expired parked events one expiry transaction judges, and so the
+ * most instance locks it holds. */
+#define SCHED_EXPIRY_BATCH 500
 /* Transactions of a due pass in flight at once, by default and at most. */
 #define SCHED_DEFAULT_TRANSACTIONS 2
 #define SCHED_MAX_TRANSACTIONS     4

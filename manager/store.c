@@ -8,9 +8,12 @@
  *   lock        advisory locks on every touched (process, key), in hash
  *               order: instances that do not exist yet are locked too, so
  *               two replicas reading different topics of one instance
- *               serialize instead of parking past each other
- *   read        instances (FOR UPDATE, key order), judged event ids, parked
- *               events
+ *               serialize instead of parking past each other; a busy one
+ *               is awaited for the lock timeout at most (the instance is
+ *               then set aside); then instances with deferred events are
+ *               tried
+ *   read        instances (FOR UPDATE, key order), deferred events, judged
+ *               event ids, parked events
  *   write       one statement per table, arrays unnest()ed
  *   COMMIT
  */
@@ -26,7 +29,30 @@ struct store {
     char *conninfo;
     char *group;
     char *replica;
+    long lock_table; /* see store_lock_table() */
 };
+
+/* What PostgreSQL's defaults give (64 x (100 + 0)), when the settings
+ * cannot be read. */
+#define STORE_DEFAULT_LOCK_TABLE 6400
+
+/* Reads the size of the server's shared lock table. */
+static void read_lock_table(store_t *store)
+{
+    PGresult *res =
+        PQexec(store->conn, "SELECT current_setting('max_locks_per_transaction')::bigint * "
+                            "(current_setting('max_connections')::bigint + "
+                            "current_setting('max_prepared_transactions')::bigint)");
+    store->lock_table = STORE_DEFAULT_LOCK_TABLE;
+    if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
+        store->lock_table = atol(PQgetvalue(res, 0, 0));
+    PQclear(res);
+}
+
+long store_lock_table(const store_t *store)
+{
+    return store->lock_table;
+}
 
 /* ---- connection and definitions ---------------------------------------- */
 
@@ -50,6 +76,7 @@ store_t *store_new(const store_config_t *cfg, char *errstr, size_t errstr_size)
         store_free(store);
         return NULL;
     }
+    read_lock_table(store);
     return store;
 }
 
@@ -293,24 +320,103 @@ static bool key_arrays(const store_key_t *keys, size_t n, pgarr_t *processes, pg
     return pgarr_params((pgarr_t *const[]){processes, names}, 2, params);
 }
 
-err_class_t store_lock_instances(store_t *store, const store_key_t *keys, size_t n, char *errstr,
+err_class_t store_lock_instances(store_t *store, const store_key_t *keys, size_t n,
+                                 int lock_timeout_ms, store_lock_fn fn, void *arg, char *errstr,
                                  size_t errstr_size)
+{
+    pgarr_t processes = {0}, names = {0};
+    const char *params[3];
+    char wait[16];
+    err_class_t cls = ERR_OK;
+    PGresult *res = NULL;
+
+    snprintf(wait, sizeof wait, "%d", lock_timeout_ms > 0 ? lock_timeout_ms : 1);
+    params[2] = wait;
+    if (!key_arrays(keys, n, &processes, &names, params))
+        cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    else
+        res = db_query(store->conn, "locking instances",
+                       "SELECT process, key, objid, locked, has_deferred, timed_out "
+                       "FROM steward.lock_instances($1::text[], $2::text[], $3::int)",
+                       3, params, &cls, errstr, errstr_size);
+    for (int row = 0; res != NULL && row < PQntuples(res) && cls == ERR_OK; row++) {
+        store_lock_row_t r = {
+            .process = PQgetvalue(res, row, 0),
+            .key = PQgetvalue(res, row, 1),
+            .objid = (int32_t) atol(PQgetvalue(res, row, 2)),
+            .locked = strcmp(PQgetvalue(res, row, 3), "t") == 0,
+            .has_deferred = strcmp(PQgetvalue(res, row, 4), "t") == 0,
+            .timed_out = strcmp(PQgetvalue(res, row, 5), "t") == 0,
+        };
+        cls = fn(arg, &r, errstr, errstr_size);
+    }
+    PQclear(res);
+    pgarr_free(&processes);
+    pgarr_free(&names);
+    return cls;
+}
+
+err_class_t store_pick_deferred(store_t *store, size_t limit, store_key_fn fn, void *arg,
+                                char *errstr, size_t errstr_size)
+{
+    char lim[24];
+    snprintf(lim, sizeof lim, "%zu", limit);
+    const char *params[1] = {lim};
+    err_class_t cls = ERR_OK;
+    /* Candidates oldest first; the scan stops at the `limit`th lock it
+     * gets, so no more are held, and instances still busy (a failed try
+     * holds nothing) do not keep the free ones behind them waiting. */
+    PGresult *res =
+        db_query(store->conn, "finding deferred events",
+                 "WITH c AS MATERIALIZED (SELECT process, key, min(id) AS first "
+                 "  FROM steward.deferred GROUP BY process, key ORDER BY first) "
+                 "SELECT process, key FROM c WHERE steward.try_lock_instance(process, key) "
+                 "LIMIT $1",
+                 1, params, &cls, errstr, errstr_size);
+    for (int row = 0; res != NULL && row < PQntuples(res) && cls == ERR_OK; row++)
+        cls = fn(arg, PQgetvalue(res, row, 0), PQgetvalue(res, row, 1), errstr, errstr_size);
+    PQclear(res);
+    return cls;
+}
+
+err_class_t store_read_deferred(store_t *store, const store_key_t *keys, size_t n,
+                                store_deferred_fn fn, void *arg, char *errstr, size_t errstr_size)
 {
     pgarr_t processes = {0}, names = {0};
     const char *params[2];
     err_class_t cls = ERR_OK;
+    PGresult *res = NULL;
 
-    if (!key_arrays(keys, n, &processes, &names, params)) {
+    if (!key_arrays(keys, n, &processes, &names, params))
         cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
-    } else {
-        PGresult *res =
-            db_query(store->conn, "locking instances",
-                     "SELECT count(pg_advisory_xact_lock(h)) FROM ("
-                     "  SELECT DISTINCT steward.instance_lock_key(p, k) AS h "
-                     "  FROM unnest($1::text[], $2::text[]) AS u(p, k) ORDER BY h OFFSET 0) s",
-                     2, params, &cls, errstr, errstr_size);
-        PQclear(res);
+    else
+        res = db_query(store->conn, "reading deferred events",
+                       "SELECT d.id, d.process, d.key, d.event_id, d.event_type, d.topic, "
+                       "  d.partition, d.\"offset\", steward.to_ms(d.event_time), "
+                       "  d.payload::text, d.token, d.epoch "
+                       "FROM unnest($1::text[], $2::text[]) AS u(pr, k) "
+                       "CROSS JOIN LATERAL (SELECT * FROM steward.deferred "
+                       "  WHERE process = u.pr AND key = u.k ORDER BY id FOR UPDATE) d "
+                       "ORDER BY d.process, d.key, d.id",
+                       2, params, &cls, errstr, errstr_size);
+    for (int row = 0; res != NULL && row < PQntuples(res) && cls == ERR_OK; row++) {
+        store_deferred_row_t r = {
+            .id = strtoll(PQgetvalue(res, row, 0), NULL, 10),
+            .process = PQgetvalue(res, row, 1),
+            .key = PQgetvalue(res, row, 2),
+            .event_id = PQgetvalue(res, row, 3),
+            .event_type = PQgetvalue(res, row, 4),
+            .topic = PQgetvalue(res, row, 5),
+            .partition = (int32_t) atol(PQgetvalue(res, row, 6)),
+            .offset = strtoll(PQgetvalue(res, row, 7), NULL, 10),
+            .event_ms = strtoll(PQgetvalue(res, row, 8), NULL, 10),
+            .payload = PQgetvalue(res, row, 9),
+            .token = strtoll(PQgetvalue(res, row, 10), NULL, 10),
+            .epoch = strtoll(PQgetvalue(res, row, 11), NULL, 10),
+        };
+        cls = fn(arg, &r, errstr, errstr_size);
     }
+    PQclear(res);
     pgarr_free(&processes);
     pgarr_free(&names);
     return cls;
@@ -629,6 +735,33 @@ err_class_t store_write_offsets(store_t *store, rows_t *rows, char *errstr, size
     if (cls == ERR_OK && (size_t) updated != rows->n)
         cls = err_set(ERR_CONFLICT, errstr, errstr_size,
                       "a partition changed owner during the batch: retrying");
+    return cls;
+}
+
+static const char write_deferred_sql[] =
+    "INSERT INTO steward.deferred (process, key, event_id, event_type, topic, partition, "
+    "  \"offset\", event_time, payload, token, epoch) "
+    "SELECT p, k, e, t, tp, pa, o, steward.from_ms(et), pl::jsonb, tk, ep "
+    "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], "
+    "  $7::bigint[], $8::bigint[], $9::text[], $10::bigint[], $11::bigint[]) WITH ORDINALITY "
+    "  AS u(p, k, e, t, tp, pa, o, et, pl, tk, ep, n) "
+    "ORDER BY n";
+
+err_class_t store_write_deferred(store_t *store, rows_t *rows, char *errstr, size_t errstr_size)
+{
+    return bulk(store, "deferring events", write_deferred_sql, rows, NULL, 0, NULL, errstr,
+                errstr_size);
+}
+
+err_class_t store_undefer(store_t *store, rows_t *rows, char *errstr, size_t errstr_size)
+{
+    long long deleted = 0;
+    err_class_t cls = bulk(store, "deleting judged deferred events",
+                           "DELETE FROM steward.deferred WHERE id = ANY($1::bigint[])", rows, NULL,
+                           0, &deleted, errstr, errstr_size);
+    if (cls == ERR_OK && (size_t) deleted != rows->n)
+        cls = err_set(ERR_CONFLICT, errstr, errstr_size,
+                      "deferred events vanished under the instance lock: retrying");
     return cls;
 }
 

@@ -112,14 +112,73 @@ typedef struct store_key {
     const char *key;
 } store_key_t;
 
+/* What store_lock_instances() found for one instance; strings borrowed
+ * for the callback. */
+typedef struct store_lock_row {
+    const char *process, *key;
+    int32_t objid;     /* the lock's second key; the first is STORE_LOCK_CLASS */
+    bool locked;       /* this transaction holds the instance's lock now */
+    bool has_deferred; /* steward.deferred holds events of it, older than the batch's */
+    bool timed_out;    /* it was awaited for lock_timeout_ms in vain */
+} store_lock_row_t;
+
+/* The class id (first key) of every instance lock: "STWD" (migration 0018). */
+#define STORE_LOCK_CLASS 1398036292
+
+typedef err_class_t (*store_lock_fn)(void *arg, const store_lock_row_t *row, char *errstr,
+                                     size_t errstr_size);
+
 /*
  * Takes the transaction's advisory lock of every (process, key) in keys,
- * existing or not, in hash order: the one global order every writer of an
- * instance locks in, so two transactions never wait on each other in a
- * circle.
+ * existing or not, in hash order (steward.lock_instances()): the one
+ * global order every waiting taker locks in, so two transactions never
+ * wait on each other in a circle. A busy lock is awaited at most
+ * lock_timeout_ms, and not at all for an instance with deferred events;
+ * one that is not had is left unlocked and said so. Calls fn once for each
+ * distinct instance that is not simply locked now (not had, or with
+ * deferred events); every other one of keys is locked.
  */
-err_class_t store_lock_instances(store_t *store, const store_key_t *keys, size_t n, char *errstr,
+err_class_t store_lock_instances(store_t *store, const store_key_t *keys, size_t n,
+                                 int lock_timeout_ms, store_lock_fn fn, void *arg, char *errstr,
                                  size_t errstr_size);
+
+/* An instance with deferred events whose lock this transaction took;
+ * strings borrowed for the callback. */
+typedef err_class_t (*store_key_fn)(void *arg, const char *process, const char *key, char *errstr,
+                                    size_t errstr_size);
+
+/*
+ * Tries the locks of instances with deferred events, oldest first, never
+ * waiting (so it may follow store_lock_instances() in any order), until
+ * it holds `limit` of them, and calls fn for each one it holds.
+ */
+err_class_t store_pick_deferred(store_t *store, size_t limit, store_key_fn fn, void *arg,
+                                char *errstr, size_t errstr_size);
+
+/* A row of steward.deferred; strings borrowed for the callback. */
+typedef struct store_deferred_row {
+    int64_t id;
+    const char *process, *key, *event_id, *event_type, *topic;
+    int32_t partition;
+    int64_t offset, event_ms, token, epoch;
+    const char *payload; /* JSON text */
+} store_deferred_row_t;
+
+typedef err_class_t (*store_deferred_fn)(void *arg, const store_deferred_row_t *row, char *errstr,
+                                         size_t errstr_size);
+
+/* Reads (and row-locks) the deferred events of `keys`, per instance oldest
+ * first. Call only for instances this transaction holds the lock of. */
+err_class_t store_read_deferred(store_t *store, const store_key_t *keys, size_t n,
+                                store_deferred_fn fn, void *arg, char *errstr, size_t errstr_size);
+
+/*
+ * The server's shared lock table: max_locks_per_transaction x
+ * (max_connections + max_prepared_transactions) locks for every session
+ * together, read when the store connected. A transaction that takes more
+ * fails with "out of shared memory" (SQLSTATE 53200).
+ */
+long store_lock_table(const store_t *store);
 
 /* A row of steward.instances; strings borrowed for the callback. Times are
  * ms since the epoch, ROWS_NULL for NULL. */
@@ -195,6 +254,10 @@ err_class_t store_unpark(store_t *store, rows_t *rows, char *errstr, size_t errs
 err_class_t store_write_rejected(store_t *store, rows_t *rows, char *errstr, size_t errstr_size);
 err_class_t store_write_instances(store_t *store, rows_t *rows, char *errstr, size_t errstr_size);
 err_class_t store_write_offsets(store_t *store, rows_t *rows, char *errstr, size_t errstr_size);
+/* steward.deferred: events of instances whose lock was not had, appended;
+ * and those judged since, deleted (ERR_CONFLICT when one was gone). */
+err_class_t store_write_deferred(store_t *store, rows_t *rows, char *errstr, size_t errstr_size);
+err_class_t store_undefer(store_t *store, rows_t *rows, char *errstr, size_t errstr_size);
 
 /* The texts of store_write_history() (without lateness) and
  * store_write_instances(), for bench/ceiling, which replays steward's own

@@ -325,6 +325,15 @@ char *migrate_roles_sql(PGconn *conn, const migrate_roles_t *roles, char *errstr
                  "    END IF;\n"
                  "  END LOOP;\n"
                  "END $roles$;\n"
+                 /* Instance locks (0008, 0018) are for Steward's writers: a
+                  * reader holding one would stop intake of the instance.
+                  * PUBLIC too, or the reader keeps EXECUTE through it. */
+                 "REVOKE EXECUTE ON FUNCTION\n"
+                 "  steward.instance_lock_key(text, text),\n"
+                 "  steward.instance_lock_objid(text, text),\n"
+                 "  steward.lock_instance(text, text),\n"
+                 "  steward.try_lock_instance(text, text),\n"
+                 "  steward.lock_instances(text[], text[], int) FROM %3$s, PUBLIC;\n"
                  "ALTER DEFAULT PRIVILEGES FOR ROLE %1$s IN SCHEMA steward\n"
                  "  GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %2$s;\n"
                  "ALTER DEFAULT PRIVILEGES FOR ROLE %1$s IN SCHEMA steward\n"

@@ -453,9 +453,10 @@ START_TEST(action_waits_for_the_instance_lock_and_agrees_with_the_event)
     /* Hold the instance's lock as a batch would. */
     PGconn *holder = tl_db_connect(w.db_url);
     const char *lp[2] = {"action_order", key};
-    PGresult *res =
-        PQexecParams(holder, "SELECT pg_advisory_lock(steward.instance_lock_key($1, $2))", 2, NULL,
-                     lp, NULL, NULL, 0);
+    PGresult *res = PQexecParams(
+        holder,
+        "SELECT pg_advisory_lock(steward.lock_class(), steward.instance_lock_objid($1, $2))", 2,
+        NULL, lp, NULL, NULL, 0);
     ck_assert_int_eq(PQresultStatus(res), PGRES_TUPLES_OK);
     PQclear(res);
 
@@ -481,8 +482,10 @@ START_TEST(action_waits_for_the_instance_lock_and_agrees_with_the_event)
                              0, NULL, "2", 30, NULL),
                   "the batch with the payment is not waiting for the instance's lock");
 
-    res = PQexecParams(holder, "SELECT pg_advisory_unlock(steward.instance_lock_key($1, $2))", 2,
-                       NULL, lp, NULL, NULL, 0);
+    res = PQexecParams(
+        holder,
+        "SELECT pg_advisory_unlock(steward.lock_class(), steward.instance_lock_objid($1, $2))", 2,
+        NULL, lp, NULL, NULL, 0);
     PQclear(res);
     int rc = tl_stop(pid, 0, 30);
     char *out = tl_read_file(alog);

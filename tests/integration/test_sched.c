@@ -416,7 +416,7 @@ START_TEST(instances_a_batch_holds_are_left_for_a_later_pass)
     tl_db_exec(batch, "BEGIN");
     char lock[256];
     snprintf(lock, sizeof lock,
-             "SELECT pg_advisory_xact_lock(steward.instance_lock_key('locks', k)) "
+             "SELECT steward.lock_instance('locks', k) "
              "FROM unnest(ARRAY['K00001', 'K%05d']) k",
              SCHED_DUE_BATCH + 50);
     tl_db_exec(batch, lock);
