@@ -17,6 +17,10 @@ STEWARD_ALERTMANAGER_PACKAGES=(prometheus-alertmanager curl)
 # definition schema with.
 STEWARD_SCHEMA_PACKAGES=(python3-jsonschema)
 
+# The model checker unit.model (tests/model_check.sh) runs the ownership
+# protocol's model through.
+STEWARD_MODEL_PACKAGES=(spin)
+
 STEWARD_APT_UPDATED=0
 
 # True when dpkg knows the package as fully installed ("deinstall" or
@@ -85,4 +89,6 @@ install_schema_deps() {
         install_packages "${STEWARD_SCHEMA_PACKAGES[@]}"
     # Graphviz's dot, which unit.graph_docs feeds `steward graph`'s DOT to.
     need_command dot graphviz
+    # spin, so that unit.model never skips in a full run.
+    need_command spin "${STEWARD_MODEL_PACKAGES[@]}"
 }
