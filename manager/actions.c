@@ -392,7 +392,10 @@ static action_rc_t queue_command(PGconn *conn, const def_t *def, const char *key
     alert_batch_t alerts = {0};
     const def_state_t *st = &def->states[cmd->state];
     if (cmd->send) {
-        template_ctx_t ctx = {key, def->process, st->name, cmd->attempt, cmd->token, inst->vars};
+        char idempotency_key[65];
+        cmdq_idempotency_key(def->process, key, cmd->step, idempotency_key);
+        template_ctx_t ctx = {key,        def->process, st->name,       cmd->attempt,
+                              cmd->token, inst->vars,   idempotency_key};
         char why[512];
         json_t *payload = template_render(st->command->payload, &ctx, why, sizeof why);
         if (payload == NULL) {

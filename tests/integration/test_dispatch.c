@@ -27,6 +27,17 @@
  *   producer_config_refused a `kafka` property the idempotent producer
  *                          refuses: exit 2 naming it
  *   retention_keeps_unsent `steward prune` removes old sent or cancelled commands only
+ *   crash_frees_claims_fast SIGKILL while the broker is down and rows are
+ *                          claimed (their messages in librdkafka's queue):
+ *                          after a restart every command, and each
+ *                          instance's next one queued behind it, is on the
+ *                          topic within a few leases, not a delivery
+ *                          timeout later (librdkafka's mock cluster)
+ *   cancelled_never_sent   rows claimed while the broker is down, then
+ *                          cancelled (their instances finished): they are
+ *                          taken back from the producer, and when the
+ *                          broker returns none of them is produced; no row
+ *                          is both sent and cancelled (mock cluster)
  */
 #include "testlib.h"
 #include "world.h"
@@ -34,6 +45,7 @@
 #include <check.h>
 #include <jansson.h>
 #include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -73,9 +85,22 @@ static void setup_named(const char *name)
     free(tl_write_file(defs_dir, "dp_order.json", definition));
 }
 
+static const char *brokers;                             /* NULL: the test broker */
+static const char *timeout_set = "dispatch.timeout=2s"; /* a test may want librdkafka's wait long */
+static rd_kafka_t *mock_owner;
+static rd_kafka_mock_cluster_t *mock;
+
 static void teardown(void)
 {
     tw_teardown(&w);
+    if (mock != NULL)
+        rd_kafka_mock_cluster_destroy(mock);
+    if (mock_owner != NULL)
+        rd_kafka_destroy(mock_owner);
+    mock = NULL;
+    mock_owner = NULL;
+    brokers = NULL;
+    timeout_set = "dispatch.timeout=2s";
     free(events_topic);
     free(defs_dir);
     free(config);
@@ -84,15 +109,17 @@ static void teardown(void)
 
 /* Starts steward with short delivery timeouts and backoffs, its HTTP
  * server on `listen` ("" for none). */
+
 static int start_on(const char *listen)
 {
     char listen_set[64];
     snprintf(listen_set, sizeof listen_set, "http.listen=%s", listen);
-    const char *argv[] = {NULL, "run", "--brokers", tl_kafka_brokers(), "--database", w.db_url,
-                          "--definitions", defs_dir, "--group", w.group, "--config",
-                          config != NULL ? config : "", "--set", listen_set, "--set",
-                          "dispatch.timeout=2s", "--set", "dispatch.max_backoff=1s", "--set",
-                          "dispatch.batch_size=50", "--set", "retention.interval=off",
+    const char *argv[] = {NULL, "run", "--brokers", brokers != NULL ? brokers : tl_kafka_brokers(),
+                          "--database", w.db_url, "--definitions", defs_dir, "--group", w.group,
+                          "--config", config != NULL ? config : "", "--set", listen_set, "--set",
+                          timeout_set, "--set", "dispatch.lease=2s", "--set",
+                          "dispatch.max_backoff=1s", "--set", "dispatch.batch_size=50", "--set",
+                          "retention.interval=off",
                           /* A missing topic is known for missing after this long. */
                           "--kafka", "topic.metadata.propagation.max.ms=1000", "--kafka",
                           "session.timeout.ms=6000", "--kafka", "heartbeat.interval.ms=1000", NULL};
@@ -193,8 +220,9 @@ static seen_list_t read_topic(const char *topic, int partitions)
     seen_list_t out = {0};
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     char *group = tl_unique("dispatch.reader");
-    ck_assert(rd_kafka_conf_set(conf, "bootstrap.servers", tl_kafka_brokers(), kerr, sizeof kerr) ==
-              RD_KAFKA_CONF_OK);
+    ck_assert(rd_kafka_conf_set(conf, "bootstrap.servers",
+                                brokers != NULL ? brokers : tl_kafka_brokers(), kerr,
+                                sizeof kerr) == RD_KAFKA_CONF_OK);
     ck_assert(rd_kafka_conf_set(conf, "group.id", group, kerr, sizeof kerr) == RD_KAFKA_CONF_OK);
     ck_assert(rd_kafka_conf_set(conf, "isolation.level", "read_uncommitted", kerr, sizeof kerr) ==
               RD_KAFKA_CONF_OK);
@@ -327,13 +355,31 @@ START_TEST(headers_and_key)
     const seen_t *last = &got.items[4];
     char *ce_id =
         tl_db_scalar(w.conn, "SELECT ce_id FROM steward.commands WHERE attempt = 1", 0, NULL);
+    /* The step entry's key: the SHA-256 of process, key and step, the same
+     * on step 2's first send and on its re-send. */
+    char *idem = tl_db_scalar(w.conn,
+                              "SELECT encode(sha256(convert_to('" PROCESS
+                              "' || chr(31) || 'K0001' || chr(31) || '2', 'UTF8')), 'hex')",
+                              0, NULL);
     char expected[2048];
     snprintf(expected, sizeof expected,
-             "ce_specversion=1.0\nce_id=%s\nce_source=steward/" PROCESS
-             "\nce_type=DoStep\nce_time=2026-11-29T21:06:03.250Z\nce_stewardprocess=" PROCESS
+             "ce_specversion=1.0\nce_id=%s\nce_source=urn:steward:" PROCESS
+             "\nce_type=DoStep\nce_time=2026-11-29T21:06:03.250Z\n"
+             "content-type=application/json\nce_idempotencykey=%s\n"
+             "steward_idempotency_key=%s\nce_stewardprocess=" PROCESS
              "\nce_stewardkey=K0001\nce_stewardstate=state_2\nce_stewardstep=2\n"
              "ce_stewardattempt=1\nce_stewardtoken=3\n",
-             ce_id);
+             ce_id, idem, idem);
+    /* Step 2's first send carries the same key, under its own ce_id. */
+    char want_key[128];
+    snprintf(want_key, sizeof want_key, "ce_idempotencykey=%s\n", idem);
+    int same_entry = 0;
+    for (size_t i = 0; i < got.n; i++)
+        same_entry += strcmp(got.items[i].key, "K0001") == 0 &&
+                      tl_contains(got.items[i].headers, "ce_stewardstep=2\n") &&
+                      tl_contains(got.items[i].headers, want_key);
+    ck_assert_int_eq(same_entry, 2);
+    free(idem);
     ck_assert_str_eq(last->headers, expected);
     ck_assert_str_eq(last->key, "K0001");
     json_error_t jerr;
@@ -684,6 +730,177 @@ START_TEST(retention_keeps_unsent)
 }
 END_TEST
 
+/* ---- the broker down: librdkafka's mock cluster ------------------------------------- */
+
+/* A one-broker mock cluster the stewards of this test use, with the events
+ * topic and `topic` (one partition each). */
+static void mock_start(const char *topic)
+{
+    char kerr[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    ck_assert(rd_kafka_conf_set(conf, "log_level", "4", kerr, sizeof kerr) == RD_KAFKA_CONF_OK);
+    mock_owner = rd_kafka_new(RD_KAFKA_PRODUCER, conf, kerr, sizeof kerr);
+    ck_assert_msg(mock_owner != NULL, "%s", kerr);
+    mock = rd_kafka_mock_cluster_new(mock_owner, 1);
+    ck_assert_ptr_nonnull(mock);
+    ck_assert_int_eq(rd_kafka_mock_topic_create(mock, events_topic, 1, 1),
+                     RD_KAFKA_RESP_ERR_NO_ERROR);
+    ck_assert_int_eq(rd_kafka_mock_topic_create(mock, topic, 1, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+    brokers = rd_kafka_mock_cluster_bootstraps(mock);
+}
+
+/* Inserts one command of step 1 for `key` to `topic`. */
+static void add_one(const char *topic, const char *key)
+{
+    const char *params[3] = {PROCESS, topic, key};
+    PGresult *res = PQexecParams(
+        w.conn,
+        "INSERT INTO steward.commands (process, key, version, state, step, attempt, token, topic, "
+        "  type, payload, ce_id) "
+        "VALUES ($1, $3, 1, 'state_1', 1, 0, 1, $2, 'DoStep', '{}', "
+        "  encode(sha256(convert_to($1 || chr(31) || $3 || chr(31) || 1 || chr(31) || 0, "
+        "    'UTF8')), 'hex'))",
+        3, NULL, params, NULL, NULL, 0);
+    ck_assert_msg(PQresultStatus(res) == PGRES_COMMAND_OK, "%s", PQerrorMessage(w.conn));
+    PQclear(res);
+}
+
+/* Waits up to timeout_s for steward's log to hold `needle`. */
+static void wait_log(const char *needle, int timeout_s)
+{
+    time_t until = time(NULL) + timeout_s;
+    for (;;) {
+        char *log = tl_read_file(w.log);
+        bool found = log != NULL && tl_contains(log, needle);
+        free(log);
+        if (found)
+            return;
+        if (time(NULL) >= until) {
+            tl_print_tail(w.log, 4000);
+            ck_abort_msg("steward's log never said '%s'", needle);
+        }
+        usleep(100 * 1000);
+    }
+}
+
+/* A steward running against the mock cluster whose dispatcher has
+ * delivered (so its producer knows the broker), then the broker down. */
+static int start_then_cut(const char *topic)
+{
+    add_one(topic, "warm-up");
+    int pid = start();
+    wait_for("SELECT count(*) FROM steward.commands WHERE key = 'warm-up' AND sent_at IS NOT NULL",
+             "1", 60);
+    ck_assert_int_eq(rd_kafka_mock_broker_set_down(mock, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+    return pid;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
+}
+
+START_TEST(crash_frees_claims_fast)
+{
+    setup_named("dispatch_crash_lease");
+    char *topic = tl_unique("dispatch.lease.");
+    mock_start(topic);
+    /* librdkafka would hold these for 30 s: the lease must not follow it. */
+    timeout_set = "dispatch.timeout=30s";
+    int pid = start_then_cut(topic);
+    enum { KEYS = 100, STEPS = 2, ROWS = KEYS * STEPS };
+    add_commands(PROCESS, topic, KEYS, STEPS);
+    /* Every instance's first command claimed and in librdkafka's queue; the
+     * second (a re-send, a hand-off) waits behind it. */
+    char keys[16];
+    snprintf(keys, sizeof keys, "%d", KEYS);
+    wait_for("SELECT count(*) FROM steward.commands WHERE key <> 'warm-up' AND step = 1 AND "
+             "next_attempt_at > now() AND sent_at IS NULL",
+             keys, 60);
+    ck_assert_int_eq(tl_stop(pid, SIGKILL, 10), 128 + SIGKILL);
+    ck_assert_int_eq(rd_kafka_mock_broker_set_up(mock, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+
+    double t0 = now_s();
+    pid = start();
+    char rows[16];
+    snprintf(rows, sizeof rows, "%d", ROWS);
+    /* A lease is 2 s; a delivery timeout would be 30 s. */
+    wait_for("SELECT count(*) FROM steward.commands WHERE key <> 'warm-up' AND sent_at IS NOT NULL",
+             rows, 20);
+    double took = now_s() - t0;
+    printf("dispatch lease: %d commands on the topic %.1f s after the restart\n", ROWS, took);
+    ck_assert_int_eq(tl_stop(pid, SIGTERM, 30), 0);
+
+    seen_list_t got = read_topic(topic, 1);
+    ck_assert_int_ge((int) got.n, ROWS + 1);
+    /* Each instance in order. */
+    for (int i = 1; i <= KEYS; i += 9) {
+        char key[16];
+        snprintf(key, sizeof key, "K%04d", i);
+        char *got_order = first_seen_order(&got, key), *want = row_order(PROCESS, key);
+        ck_assert_str_eq(got_order, want);
+        free(got_order);
+        free(want);
+    }
+    seen_free(&got);
+    free(topic);
+}
+END_TEST
+
+START_TEST(cancelled_never_sent)
+{
+    setup_named("dispatch_cancelled");
+    char *topic = tl_unique("dispatch.cancel.");
+    mock_start(topic);
+    timeout_set = "dispatch.timeout=60s"; /* the messages wait in librdkafka's queue */
+    int pid = start_then_cut(topic);
+    add_commands(PROCESS, topic, 20, 1);
+    wait_for("SELECT count(*) FROM steward.commands WHERE key <> 'warm-up' AND "
+             "next_attempt_at > now() AND sent_at IS NULL",
+             "20", 60);
+    /* The instances finish, as cmdq_write() cancels their commands. */
+    tl_db_exec(w.conn, "UPDATE steward.commands SET cancelled_at = now(), "
+                       "cancel_reason = 'the instance finished (failure in state_1) before it "
+                       "was sent' WHERE key LIKE 'K%'");
+    wait_log("claimed commands taken back unsent", 30);
+    /* The broker comes back; a command queued after the cancelled ones
+     * goes, so what was going to be produced has been. */
+    add_one(topic, "after");
+    ck_assert_int_eq(rd_kafka_mock_broker_set_up(mock, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+    wait_for("SELECT count(*) FROM steward.commands WHERE key = 'after' AND sent_at IS NOT NULL",
+             "1", 60);
+    ck_assert_int_eq(tl_stop(pid, SIGTERM, 30), 0);
+
+    seen_list_t got = read_topic(topic, 1);
+    char *keys = calloc(1, 1);
+    size_t len = 0;
+    for (size_t i = 0; i < got.n; i++) {
+        keys = realloc(keys, len + strlen(got.items[i].key) + 2);
+        len += (size_t) sprintf(keys + len, "%s%s", len > 0 ? "," : "", got.items[i].key);
+    }
+    ck_assert_str_eq(keys, "warm-up,after");
+    free(keys);
+    ck_assert_int_eq(scalar_ll("SELECT count(*) FROM steward.commands WHERE key LIKE 'K%' AND "
+                               "sent_at IS NULL AND cancelled_at IS NOT NULL"),
+                     20);
+    ck_assert_int_eq(scalar_ll("SELECT count(*) FROM steward.commands WHERE sent_at IS NOT NULL "
+                               "AND cancelled_at IS NOT NULL"),
+                     0);
+    /* And the schema says so: a row is sent or cancelled, never both. */
+    PGresult *res =
+        PQexec(w.conn, "UPDATE steward.commands SET sent_at = now() WHERE key = 'K0001'");
+    ck_assert_str_eq(PQresultErrorField(res, PG_DIAG_SQLSTATE) != NULL
+                         ? PQresultErrorField(res, PG_DIAG_SQLSTATE)
+                         : "none",
+                     "23514");
+    PQclear(res);
+    seen_free(&got);
+    free(topic);
+}
+END_TEST
+
 Suite *dispatch_suite(void)
 {
     Suite *s = suite_create("dispatch");
@@ -697,6 +914,8 @@ Suite *dispatch_suite(void)
     tcase_add_test(tc, paused_then_resumed);
     tcase_add_test(tc, too_large);
     tcase_add_test(tc, retention_keeps_unsent);
+    tcase_add_test(tc, crash_frees_claims_fast);
+    tcase_add_test(tc, cancelled_never_sent);
     suite_add_tcase(s, tc);
     return s;
 }
