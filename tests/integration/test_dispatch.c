@@ -33,6 +33,11 @@
  *                          instance's next one queued behind it, is on the
  *                          topic within a few leases, not a delivery
  *                          timeout later (librdkafka's mock cluster)
+ *   cloudevents_sdk_reads_a_command  a command read off the topic goes
+ *                          through the JavaScript CloudEvents SDK's Kafka
+ *                          binding (tests/sdk/, installed by npm from its
+ *                          lockfile): a valid event with the type, source,
+ *                          id, idempotency key and the payload as an object
  *   cancelled_never_sent   rows claimed while the broker is down, then
  *                          cancelled (their instances finished): they are
  *                          taken back from the producer, and when the
@@ -52,6 +57,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -765,20 +771,16 @@ static void add_one(const char *topic, const char *key)
     PQclear(res);
 }
 
-/* Waits up to timeout_s for steward's log to hold `needle`. */
-static void wait_log(const char *needle, int timeout_s)
+/* Waits up to timeout_s for steward's log to hold `needle`; whether it did. */
+static bool wait_log(const char *needle, int timeout_s)
 {
     time_t until = time(NULL) + timeout_s;
     for (;;) {
         char *log = tl_read_file(w.log);
         bool found = log != NULL && tl_contains(log, needle);
         free(log);
-        if (found)
-            return;
-        if (time(NULL) >= until) {
-            tl_print_tail(w.log, 4000);
-            ck_abort_msg("steward's log never said '%s'", needle);
-        }
+        if (found || time(NULL) >= until)
+            return found;
         usleep(100 * 1000);
     }
 }
@@ -864,7 +866,8 @@ START_TEST(cancelled_never_sent)
     tl_db_exec(w.conn, "UPDATE steward.commands SET cancelled_at = now(), "
                        "cancel_reason = 'the instance finished (failure in state_1) before it "
                        "was sent' WHERE key LIKE 'K%'");
-    wait_log("claimed commands taken back unsent", 30);
+    /* Judged after the topic is read, so that a failure shows what went out. */
+    bool taken_back = wait_log("claimed commands taken back unsent", 30);
     /* The broker comes back; a command queued after the cancelled ones
      * goes, so what was going to be produced has been. */
     add_one(topic, "after");
@@ -880,8 +883,10 @@ START_TEST(cancelled_never_sent)
         keys = realloc(keys, len + strlen(got.items[i].key) + 2);
         len += (size_t) sprintf(keys + len, "%s%s", len > 0 ? "," : "", got.items[i].key);
     }
-    ck_assert_str_eq(keys, "warm-up,after");
+    ck_assert_msg(strcmp(keys, "warm-up,after") == 0,
+                  "cancelled commands were produced: the topic holds %s", keys);
     free(keys);
+    ck_assert_msg(taken_back, "steward's log never said 'claimed commands taken back unsent'");
     ck_assert_int_eq(scalar_ll("SELECT count(*) FROM steward.commands WHERE key LIKE 'K%' AND "
                                "sent_at IS NULL AND cancelled_at IS NOT NULL"),
                      20);
@@ -901,6 +906,136 @@ START_TEST(cancelled_never_sent)
 }
 END_TEST
 
+/* ---- what a CloudEvents consumer reads ------------------------------------------------ */
+
+/* Runs `cmd` through the shell; its exit status (-1: it could not run). */
+static int run_shell(const char *cmd)
+{
+    int rc = system(cmd);
+    return rc == -1 || !WIFEXITED(rc) ? -1 : WEXITSTATUS(rc);
+}
+
+/* Copies tests/sdk/NAME into dir. */
+static void copy_sdk_file(const char *dir, const char *name)
+{
+    char rel[128];
+    snprintf(rel, sizeof rel, "tests/sdk/%s", name);
+    char *src = tl_source_path(rel);
+    char *text = tl_read_file(src);
+    ck_assert_msg(text != NULL, "cannot read %s", src);
+    free(tl_write_file(dir, name, text));
+    free(text);
+    free(src);
+}
+
+START_TEST(cloudevents_sdk_reads_a_command)
+{
+    setup_named("dispatch_sdk");
+    /* The SDK first: npm installs exactly the lockfile's versions. */
+    char *sdk = NULL;
+    ck_assert_int_ge(asprintf(&sdk, "%s/sdk", w.dir), 0);
+    ck_assert_int_eq(mkdir(sdk, 0755), 0);
+    copy_sdk_file(sdk, "package.json");
+    copy_sdk_file(sdk, "package-lock.json");
+    copy_sdk_file(sdk, "read_command.js");
+    ck_assert_msg(run_shell("command -v node >/dev/null && command -v npm >/dev/null") == 0,
+                  "node and npm are needed (scripts/test installs them)");
+    char *cmd = NULL;
+    ck_assert_int_ge(asprintf(&cmd,
+                              "cd '%s' && npm ci --no-audit --no-fund --loglevel=error "
+                              ">npm.log 2>&1",
+                              sdk),
+                     0);
+    int rc = run_shell(cmd);
+    free(cmd);
+    if (rc != 0) {
+        char *log_path = NULL;
+        ck_assert_int_ge(asprintf(&log_path, "%s/npm.log", sdk), 0);
+        char *log = tl_read_file(log_path);
+        bool unreachable =
+            log != NULL && (tl_contains(log, "ENOTFOUND") || tl_contains(log, "EAI_AGAIN") ||
+                            tl_contains(log, "ECONNREFUSED") || tl_contains(log, "ETIMEDOUT") ||
+                            tl_contains(log, "ENETUNREACH"));
+        if (unreachable) {
+            printf("dispatch sdk: skipped: npm cannot reach its registry to install the "
+                   "CloudEvents SDK:\n%s\n",
+                   log);
+            free(log);
+            free(log_path);
+            free(sdk);
+            return;
+        }
+        ck_abort_msg("npm ci failed (exit %d):\n%s", rc, log != NULL ? log : "(no log)");
+    }
+
+    char *topic = tl_unique("dispatch.sdk.");
+    const char *topics[1] = {topic};
+    tl_kafka_create_topics(topics, 1, 1);
+    add_commands(PROCESS, topic, 1, 1);
+    int pid = start();
+    wait_for("SELECT count(*) FROM steward.commands WHERE sent_at IS NOT NULL", "1", 60);
+    ck_assert_int_eq(tl_stop(pid, SIGTERM, 30), 0);
+    seen_list_t got = read_topic(topic, 1);
+    ck_assert_int_eq((int) got.n, 1);
+
+    /* The message as a Kafka client hands it over: key, value, headers. */
+    json_t *headers = json_object();
+    char *lines = strdup(got.items[0].headers), *save = NULL;
+    for (char *line = strtok_r(lines, "\n", &save); line != NULL;
+         line = strtok_r(NULL, "\n", &save)) {
+        char *eq = strchr(line, '=');
+        ck_assert_ptr_nonnull(eq);
+        *eq = '\0';
+        json_object_set_new(headers, line, json_string(eq + 1));
+    }
+    free(lines);
+    json_t *message = json_pack("{s:s, s:s, s:o}", "key", got.items[0].key, "value",
+                                got.items[0].value, "headers", headers);
+    char *message_path = NULL, *out_path = NULL;
+    ck_assert_int_ge(asprintf(&message_path, "%s/message.json", sdk), 0);
+    ck_assert_int_ge(asprintf(&out_path, "%s/event.json", sdk), 0);
+    ck_assert_int_eq(json_dump_file(message, message_path, 0), 0);
+    json_decref(message);
+    ck_assert_int_ge(asprintf(&cmd, "cd '%s' && node read_command.js '%s' >'%s' 2>&1", sdk,
+                              message_path, out_path),
+                     0);
+    rc = run_shell(cmd);
+    free(cmd);
+    char *out = tl_read_file(out_path);
+    ck_assert_msg(rc == 0, "the SDK refused the command: %s", out != NULL ? out : "");
+    printf("dispatch sdk: the CloudEvents SDK read %s", out);
+
+    json_error_t jerr;
+    json_t *event = json_loads(out, 0, &jerr);
+    ck_assert_msg(event != NULL, "not JSON: %s", out);
+    char *ce_id = tl_db_scalar(w.conn, "SELECT ce_id FROM steward.commands", 0, NULL);
+    char *idem = tl_db_scalar(w.conn,
+                              "SELECT encode(sha256(convert_to(process || chr(31) || key || "
+                              "chr(31) || step, 'UTF8')), 'hex') FROM steward.commands",
+                              0, NULL);
+    ck_assert_str_eq(json_string_value(json_object_get(event, "specversion")), "1.0");
+    ck_assert_str_eq(json_string_value(json_object_get(event, "type")), "DoStep");
+    ck_assert_str_eq(json_string_value(json_object_get(event, "source")), "urn:steward:" PROCESS);
+    ck_assert_str_eq(json_string_value(json_object_get(event, "id")), ce_id);
+    ck_assert_str_eq(json_string_value(json_object_get(event, "datacontenttype")),
+                     "application/json");
+    ck_assert_str_eq(json_string_value(json_object_get(event, "idempotencykey")), idem);
+    ck_assert(json_is_true(json_object_get(event, "data_is_object")));
+    json_t *data = json_object_get(event, "data");
+    ck_assert_str_eq(json_string_value(json_object_get(data, "order_id")), "K0001");
+    ck_assert(json_real_value(json_object_get(data, "total")) == 12.5);
+    json_decref(event);
+    free(ce_id);
+    free(idem);
+    free(out);
+    free(message_path);
+    free(out_path);
+    seen_free(&got);
+    free(topic);
+    free(sdk);
+}
+END_TEST
+
 Suite *dispatch_suite(void)
 {
     Suite *s = suite_create("dispatch");
@@ -916,6 +1051,7 @@ Suite *dispatch_suite(void)
     tcase_add_test(tc, retention_keeps_unsent);
     tcase_add_test(tc, crash_frees_claims_fast);
     tcase_add_test(tc, cancelled_never_sent);
+    tcase_add_test(tc, cloudevents_sdk_reads_a_command);
     suite_add_tcase(s, tc);
     return s;
 }
