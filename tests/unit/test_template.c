@@ -2,6 +2,7 @@
  * test_template - rendering command payloads: JSON types kept for a whole
  * variable, text forms inside longer strings, a missing variable refused.
  */
+#include "definitions/def.h"
 #include "engine/template.h"
 
 #include <check.h>
@@ -80,6 +81,17 @@ START_TEST(test_idempotency_key)
 }
 END_TEST
 
+/* A definition may use it: the check knows the variable. */
+START_TEST(test_idempotency_key_passes_the_definition_check)
+{
+    json_t *tmpl = json_pack("{s:s, s:s}", "k", "${idempotency_key}", "n", "x ${idempotency_key}");
+    def_problems_t problems = {0};
+    ck_assert_int_eq(def_check_template(tmpl, NULL, 0, "d.json", "/payload", &problems), 0);
+    def_problems_clear(&problems);
+    json_decref(tmpl);
+}
+END_TEST
+
 Suite *template_suite(void);
 Suite *template_suite(void)
 {
@@ -89,6 +101,7 @@ Suite *template_suite(void)
     tcase_add_test(tc, test_embedded_variable_is_text);
     tcase_add_test(tc, test_missing_variable_is_refused);
     tcase_add_test(tc, test_idempotency_key);
+    tcase_add_test(tc, test_idempotency_key_passes_the_definition_check);
     suite_add_tcase(s, tc);
     return s;
 }
