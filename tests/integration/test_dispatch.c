@@ -33,6 +33,11 @@
  *                          instance's next one queued behind it, is on the
  *                          topic within a few leases, not a delivery
  *                          timeout later (librdkafka's mock cluster)
+ *   renewed_not_shared     two replicas, the broker down for several leases:
+ *                          the dispatcher holding the rows renews their
+ *                          leases, so the other never claims them; when
+ *                          the broker returns each command is produced
+ *                          once (mock cluster)
  *   cloudevents_sdk_reads_a_command  a command read off the topic goes
  *                          through the JavaScript CloudEvents SDK's Kafka
  *                          binding (tests/sdk/, installed by npm from its
@@ -906,6 +911,31 @@ START_TEST(cancelled_never_sent)
 }
 END_TEST
 
+START_TEST(renewed_not_shared)
+{
+    setup_named("dispatch_renewed");
+    char *topic = tl_unique("dispatch.renew.");
+    mock_start(topic);
+    timeout_set = "dispatch.timeout=60s";
+    int a = start_then_cut(topic);
+    int b = start();
+    add_commands(PROCESS, topic, 20, 1);
+    /* Claimed, then held over more than three leases of 2 s by renewals
+     * (a lease left to run out would be claimed by the other replica). */
+    wait_for("SELECT count(*) FROM steward.commands WHERE key LIKE 'K%' AND sent_at IS NULL AND "
+             "next_attempt_at > created_at + interval '7 seconds'",
+             "20", 60);
+    ck_assert_int_eq(rd_kafka_mock_broker_set_up(mock, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+    wait_for("SELECT count(*) FROM steward.commands WHERE sent_at IS NOT NULL", "21", 60);
+    ck_assert_int_eq(tl_stop(a, SIGTERM, 30), 0);
+    ck_assert_int_eq(tl_stop(b, SIGTERM, 30), 0);
+    seen_list_t got = read_topic(topic, 1);
+    ck_assert_msg(got.n == 21, "%zu messages for 21 commands: a row was produced twice", got.n);
+    seen_free(&got);
+    free(topic);
+}
+END_TEST
+
 /* ---- what a CloudEvents consumer reads ------------------------------------------------ */
 
 /* Runs `cmd` through the shell; its exit status (-1: it could not run). */
@@ -1051,6 +1081,7 @@ Suite *dispatch_suite(void)
     tcase_add_test(tc, retention_keeps_unsent);
     tcase_add_test(tc, crash_frees_claims_fast);
     tcase_add_test(tc, cancelled_never_sent);
+    tcase_add_test(tc, renewed_not_shared);
     tcase_add_test(tc, cloudevents_sdk_reads_a_command);
     suite_add_tcase(s, tc);
     return s;
