@@ -33,6 +33,11 @@
  *                          instance's next one queued behind it, is on the
  *                          topic within a few leases, not a delivery
  *                          timeout later (librdkafka's mock cluster)
+ *   crash_then_answered    active end to end: orders whose commands were
+ *                          claimed when steward was SIGKILLed (broker
+ *                          down) are commanded soon after the restart; the
+ *                          service answers each, and none takes on_timeout
+ *                          (mock cluster)
  *   renewed_not_shared     two replicas, the broker down for several leases:
  *                          the dispatcher holding the rows renews their
  *                          leases, so the other never claims them; when
@@ -911,6 +916,138 @@ START_TEST(cancelled_never_sent)
 }
 END_TEST
 
+/* A producer or consumer on the mock cluster. */
+static rd_kafka_t *mock_client(rd_kafka_type_t type)
+{
+    char kerr[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    ck_assert(rd_kafka_conf_set(conf, "bootstrap.servers", brokers, kerr, sizeof kerr) ==
+              RD_KAFKA_CONF_OK);
+    if (type == RD_KAFKA_CONSUMER)
+        ck_assert(rd_kafka_conf_set(conf, "group.id", "dispatch.service", kerr, sizeof kerr) ==
+                  RD_KAFKA_CONF_OK);
+    rd_kafka_t *rk = rd_kafka_new(type, conf, kerr, sizeof kerr);
+    ck_assert_msg(rk != NULL, "%s", kerr);
+    return rk;
+}
+
+static void mock_produce(rd_kafka_t *rk, const char *topic, const char *value)
+{
+    rd_kafka_resp_err_t err = rd_kafka_producev(
+        rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_VALUE((void *) value, strlen(value)),
+        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+    ck_assert_msg(err == RD_KAFKA_RESP_ERR_NO_ERROR, "produce: %s", rd_kafka_err2str(err));
+    ck_assert_int_eq(rd_kafka_flush(rk, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
+}
+
+START_TEST(crash_then_answered)
+{
+    setup_named("dispatch_answered");
+    char *topic = tl_unique("dispatch.charge.");
+    mock_start(topic);
+    char definition[2048];
+    snprintf(definition, sizeof definition,
+             "{\"process\":\"dp_pay\",\"version\":1,\"mode\":\"active\",\"owner\":\"payments\","
+             "\"key\":\"/order_id\",\"events\":{\"PaymentRequested\":{\"topic\":\"%s\"},"
+             "\"Charged\":{\"topic\":\"%s\"}},"
+             "\"start\":{\"on\":\"PaymentRequested\",\"to\":\"charging\"},"
+             "\"states\":{\"charging\":{\"deadline\":\"25s\",\"on\":{\"Charged\":\"paid\"},"
+             "\"token\":{\"pointer\":\"/steward_token\"},\"on_timeout\":\"refunded\","
+             "\"command\":{\"topic\":\"%s\",\"type\":\"Charge\",\"payload\":{\"order_id\":"
+             "\"${key}\",\"idempotency_key\":\"${idempotency_key}\"}}},"
+             "\"paid\":{\"terminal\":\"success\"},\"refunded\":{\"terminal\":\"failure\"}}}",
+             events_topic, events_topic, topic);
+    free(tl_write_file(defs_dir, "dp_pay.json", definition));
+    const char *dir = tl_tmpdir();
+    config = tl_write_file(dir, "steward.json", "{\"dispatch\": {\"paused\": [\"dp_pay\"]}}");
+    /* A delivery timeout of 30 s: a lease that followed it would hold the
+     * claimed commands past the 25 s deadline. */
+    timeout_set = "dispatch.timeout=30s";
+    int pid = start_then_cut(topic);
+    ck_assert_int_eq(rd_kafka_mock_broker_set_up(mock, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+
+    enum { ORDERS = 20 };
+    rd_kafka_t *producer = mock_client(RD_KAFKA_PRODUCER);
+    for (int i = 1; i <= ORDERS; i++) {
+        char value[128];
+        snprintf(value, sizeof value, "{\"type\":\"PaymentRequested\",\"order_id\":\"P%02d\"}", i);
+        mock_produce(producer, events_topic, value);
+    }
+    char orders[16];
+    snprintf(orders, sizeof orders, "%d", ORDERS);
+    wait_for("SELECT count(*) FROM steward.commands WHERE process = 'dp_pay'", orders, 60);
+    /* The broker goes; the pause is lifted; the commands are claimed and
+     * wait in librdkafka's queue; steward dies. */
+    ck_assert_int_eq(rd_kafka_mock_broker_set_down(mock, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+    free(tl_write_file(dir, "steward.json", "{\"dispatch\": {\"paused\": []}}"));
+    ck_assert_int_eq(kill(pid, SIGHUP), 0);
+    wait_for("SELECT count(*) FROM steward.commands WHERE process = 'dp_pay' AND "
+             "next_attempt_at > now() AND sent_at IS NULL",
+             orders, 60);
+    ck_assert_int_eq(tl_stop(pid, SIGKILL, 10), 128 + SIGKILL);
+    ck_assert_int_eq(rd_kafka_mock_broker_set_up(mock, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+    pid = start();
+
+    /* The service: one Charged per command, the token echoed. */
+    rd_kafka_t *service = mock_client(RD_KAFKA_CONSUMER);
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(list, topic, 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    ck_assert_int_eq(rd_kafka_assign(service, list), RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_topic_partition_list_destroy(list);
+    int answered = 0;
+    bool seen[ORDERS + 1] = {false};
+    time_t until = time(NULL) + 60;
+    while (answered < ORDERS && time(NULL) < until) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(service, 200);
+        if (m == NULL)
+            continue;
+        rd_kafka_headers_t *hdrs = NULL;
+        const void *token = NULL;
+        size_t token_len = 0;
+        if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR && m->key != NULL &&
+            rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+            rd_kafka_header_get_last(hdrs, "ce_stewardtoken", &token, &token_len) ==
+                RD_KAFKA_RESP_ERR_NO_ERROR) {
+            char value[256];
+            snprintf(value, sizeof value,
+                     "{\"type\":\"Charged\",\"order_id\":\"%.*s\",\"steward_token\":\"%.*s\"}",
+                     (int) m->key_len, (const char *) m->key, (int) token_len,
+                     (const char *) token);
+            mock_produce(producer, events_topic, value);
+            int n = m->key_len == 3 ? atoi((const char *) m->key + 1) : 0;
+            if (n >= 1 && n <= ORDERS && !seen[n]) {
+                seen[n] = true;
+                answered++;
+            }
+        }
+        rd_kafka_message_destroy(m);
+    }
+    rd_kafka_consumer_close(service);
+    rd_kafka_destroy(service);
+    rd_kafka_destroy(producer);
+    ck_assert_msg(answered >= ORDERS, "only %d of %d commands reached the service", answered,
+                  ORDERS);
+    if (!tl_db_wait(w.conn,
+                    "SELECT count(*) FROM steward.instances WHERE process = 'dp_pay' AND "
+                    "state = 'paid'",
+                    0, NULL, orders, 60, NULL)) {
+        char *why = tl_db_scalar(w.conn,
+                                 "SELECT string_agg(h.key || ' ' || h.outcome || ' ' || "
+                                 "coalesce(h.detail, ''), E'\\n' ORDER BY h.id) "
+                                 "FROM steward.history h JOIN steward.instances i "
+                                 "ON i.process = h.process AND i.key = h.key "
+                                 "WHERE i.process = 'dp_pay' AND i.state <> 'paid'",
+                                 0, NULL);
+        ck_abort_msg("not every order was paid; the others' history:\n%s", why);
+    }
+    ck_assert_int_eq(tl_stop(pid, SIGTERM, 30), 0);
+    ck_assert_int_eq(scalar_ll("SELECT count(*) FROM steward.history WHERE process = 'dp_pay' "
+                               "AND outcome = 'timeout'"),
+                     0);
+    free(topic);
+}
+END_TEST
+
 START_TEST(renewed_not_shared)
 {
     setup_named("dispatch_renewed");
@@ -1081,6 +1218,7 @@ Suite *dispatch_suite(void)
     tcase_add_test(tc, retention_keeps_unsent);
     tcase_add_test(tc, crash_frees_claims_fast);
     tcase_add_test(tc, cancelled_never_sent);
+    tcase_add_test(tc, crash_then_answered);
     tcase_add_test(tc, renewed_not_shared);
     tcase_add_test(tc, cloudevents_sdk_reads_a_command);
     suite_add_tcase(s, tc);
