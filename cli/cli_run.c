@@ -455,6 +455,8 @@ static err_class_t open_workers(const config_t *cfg, const char *replica, run_ct
         .n_kafka_props = cfg->n_kafka_props,
         .interval_ms = cfg->dispatch_interval_ms,
         .timeout_ms = cfg->dispatch_timeout_ms,
+        .lease_ms = cfg->dispatch_lease_ms,
+        .source = cfg->dispatch_source,
         .max_backoff_ms = cfg->dispatch_max_backoff_ms,
         .batch_size = cfg->dispatch_batch_size,
         .owner = cfg->blind_owner,

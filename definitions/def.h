@@ -240,7 +240,8 @@ bool def_lease_event(const def_t *def, size_t state, size_t event, bool *is_clai
 
 /*
  * Checks the ${...} variables in every string of a command payload
- * template: ${key}, ${process}, ${state}, ${attempt}, ${token}, and ${vars.NAME}
+ * template: ${key}, ${process}, ${state}, ${attempt}, ${token},
+ * ${idempotency_key}, and ${vars.NAME}
  * with NAME one of `vars` (the captured variables; with vars NULL, any
  * NAME, for when the captures themselves could not be read). `pointer` is
  * where payload sits in the document. Appends each problem and returns how

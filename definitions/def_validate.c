@@ -201,7 +201,8 @@ done:
 
 /* ---- command templates ---- */
 
-static const char *const template_builtins[] = {"key", "process", "state", "attempt", "token"};
+static const char *const template_builtins[] = {"key",     "process", "state",
+                                                "attempt", "token",   "idempotency_key"};
 #define N_BUILTINS (sizeof template_builtins / sizeof template_builtins[0])
 
 typedef struct template_walk {

@@ -27,6 +27,12 @@ static json_t *variable(const char *name, size_t len, const template_ctx_t *ctx,
         return json_integer(ctx->attempt);
     if (IS("token"))
         return json_integer(ctx->token);
+    if (IS("idempotency_key")) {
+        if (ctx->idempotency_key != NULL)
+            return json_string(ctx->idempotency_key);
+        snprintf(errstr, errstr_size, "${idempotency_key} is not known outside a step entry");
+        return NULL;
+    }
 #undef IS
     if (len > 5 && strncmp(name, "vars.", 5) == 0) {
         char var[256];

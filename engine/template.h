@@ -3,7 +3,7 @@
  * instance. Pure: no I/O.
  *
  * Strings of the template may hold ${key}, ${process}, ${state},
- * ${attempt}, ${token} and ${vars.NAME}. A string that is one variable and
+ * ${attempt}, ${token}, ${idempotency_key} and ${vars.NAME}. A string that is one variable and
  * nothing else becomes that value with its JSON type (a captured number
  * stays a number, ${attempt} and ${token} are integers); a variable inside
  * longer text is replaced by its text form (a string's own characters, any
@@ -23,6 +23,10 @@ typedef struct template_ctx {
     int attempt;
     int64_t token;
     const json_t *vars; /* the instance's captured variables; borrowed; may be NULL */
+    /* The step entry's (cmdq_idempotency_key()): the same for every
+     * attempt of the entry. Borrowed; NULL where none is known, and then a
+     * template that uses it is refused. */
+    const char *idempotency_key;
 } template_ctx_t;
 
 /*

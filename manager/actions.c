@@ -14,6 +14,7 @@
  * caller can change a row without its audit.
  */
 #include "manager/actions.h"
+#include "manager/cmdqueue.h"
 
 #include "common/db.h"
 #include "common/err.h"
@@ -331,7 +332,10 @@ static char *command_row(const def_t *def, const char *key, const engine_instanc
                          size_t errstr_size)
 {
     const def_state_t *st = &def->states[cmd->state];
-    template_ctx_t ctx = {key, def->process, st->name, cmd->attempt, cmd->token, inst->vars};
+    char idempotency_key[65];
+    cmdq_idempotency_key(def->process, key, cmd->step, idempotency_key);
+    template_ctx_t ctx = {key,        def->process, st->name,       cmd->attempt,
+                          cmd->token, inst->vars,   idempotency_key};
     char why[512], ce_id[65];
     json_t *payload = template_render(st->command->payload, &ctx, why, sizeof why);
     if (payload == NULL) {

@@ -4,6 +4,7 @@
 #include "manager/cmdqueue.h"
 
 #include "common/db.h"
+#include "common/sha256.h"
 #include "engine/template.h"
 
 #include <inttypes.h>
@@ -16,7 +17,10 @@ bool cmdq_add(cmdq_t *q, alert_batch_t *alerts, const def_t *def, const char *ke
 {
     const def_state_t *st = &def->states[cmd->state];
     char err[512];
-    template_ctx_t ctx = {key, def->process, st->name, cmd->attempt, cmd->token, vars};
+    char idempotency_key[65];
+    cmdq_idempotency_key(def->process, key, cmd->step, idempotency_key);
+    template_ctx_t ctx = {key,        def->process, st->name,       cmd->attempt,
+                          cmd->token, vars,         idempotency_key};
     json_t *payload = template_render(st->command->payload, &ctx, err, sizeof err);
     char *text =
         payload != NULL ? json_dumps(payload, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
@@ -110,6 +114,18 @@ err_class_t cmdq_write(PGconn *conn, cmdq_t *q, char *errstr, size_t errstr_size
                       errstr_size);
     }
     return cls;
+}
+
+void cmdq_idempotency_key(const char *process, const char *key, long step, char out[65])
+{
+    char *text = NULL;
+    int len = asprintf(&text, "%s\x1f%s\x1f%ld", process, key, step);
+    if (len < 0) {
+        out[0] = '\0';
+        return;
+    }
+    sha256_hex(text, (size_t) len, out);
+    free(text);
 }
 
 void cmdq_clear(cmdq_t *q)

@@ -61,4 +61,14 @@ err_class_t cmdq_write(PGconn *conn, cmdq_t *q, char *errstr, size_t errstr_size
 
 void cmdq_clear(cmdq_t *q);
 
+/*
+ * The idempotency key of a step entry: SHA-256 (hex, 65 bytes with the
+ * NUL) of "process \x1f key \x1f step". Every attempt of one entry (the
+ * first send, re-sends, hand-offs, an operator's retry) has the same step,
+ * hence the same key, while each has its own ce_id; the next entry of any
+ * state is a new step, hence a new key. ${idempotency_key} in a template,
+ * ce_idempotencykey on the message.
+ */
+void cmdq_idempotency_key(const char *process, const char *key, long step, char out[65]);
+
 #endif

@@ -5,6 +5,7 @@
 
 #include "definitions/def.h"
 #include "definitions/duration.h"
+#include "manager/dispatcher.h"
 #include "manager/http.h"
 #include "manager/intake.h"
 #include "manager/scheduler.h"
@@ -110,6 +111,8 @@ static const config_key_t config_keys[] = {
     {"dispatch.max_backoff", CONFIG_DURATION, OFF(dispatch_max_backoff_ms), 1000, 86400000, NULL,
      false},
     {"dispatch.batch_size", CONFIG_INT, OFF(dispatch_batch_size), 1, 10000, NULL, false},
+    {"dispatch.lease", CONFIG_DURATION, OFF(dispatch_lease_ms), 1000, 300000, NULL, false},
+    {"dispatch.source", CONFIG_STRING, OFF(dispatch_source), 0, 0, NULL, false},
     /* Taken up on SIGHUP even when the definitions' reload is refused. */
     {"dispatch.paused", CONFIG_NAME_LIST, OFF(dispatch_paused), 0, 0, "STEWARD_DISPATCH_PAUSED",
      true},
@@ -165,6 +168,8 @@ config_t *config_new(void)
     cfg->dispatch_max_backoff_ms = 300000;
     cfg->dispatch_batch_size = 500;
     cfg->dispatch_paused = strdup("");
+    cfg->dispatch_lease_ms = 5000;
+    cfg->dispatch_source = strdup(DISPATCHER_SOURCE_DEFAULT);
     /* Longer than any legitimate pass: the notifier marks progress every
      * 50 ms, the scheduler between batches of due instances. */
     cfg->stall_after_ms = 300000;
@@ -177,7 +182,7 @@ config_t *config_new(void)
         cfg->routes == NULL || cfg->http_listen == NULL || cfg->topics_map == NULL ||
         cfg->http_database == NULL || cfg->roles_owner == NULL || cfg->roles_runtime == NULL ||
         cfg->roles_reader == NULL || cfg->roles_operator == NULL || cfg->dispatch_paused == NULL ||
-        cfg->http_allowed_hosts == NULL) {
+        cfg->http_allowed_hosts == NULL || cfg->dispatch_source == NULL) {
         config_free(cfg);
         return NULL;
     }

@@ -98,6 +98,8 @@ typedef struct config {
     int64_t dispatch_timeout_ms;     /* one delivery, at most */
     int64_t dispatch_max_backoff_ms; /* the longest wait between attempts of a command */
     long dispatch_batch_size;        /* commands claimed per look */
+    int64_t dispatch_lease_ms;       /* a claim's hold on a row, renewed while in flight */
+    char *dispatch_source;           /* ce_source; "${process}" is the process name */
     /* Processes whose commands wait in the outbox: "" none, "*" all, else
      * names separated by commas (normalized). Reloaded on SIGHUP. */
     char *dispatch_paused;

@@ -145,8 +145,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     def_problems_clear(&problems);
 
     template_ctx_t ctx = {
-        key, "fuzz_order", "awaiting_payment", (int) (size % 7) + 1, (int64_t) size * 1000003,
-        vars};
+        key,  "fuzz_order",      "awaiting_payment", (int) (size % 7) + 1, (int64_t) size * 1000003,
+        vars, "0123456789abcdef"};
     char err[512]; /* cmdqueue.c's */
     err[0] = '\0';
     json_t *out = template_render(tmpl, &ctx, err, sizeof err);

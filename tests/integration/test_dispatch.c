@@ -27,6 +27,32 @@
  *   producer_config_refused a `kafka` property the idempotent producer
  *                          refuses: exit 2 naming it
  *   retention_keeps_unsent `steward prune` removes old sent or cancelled commands only
+ *   crash_frees_claims_fast SIGKILL while the broker is down and rows are
+ *                          claimed (their messages in librdkafka's queue):
+ *                          after a restart every command, and each
+ *                          instance's next one queued behind it, is on the
+ *                          topic within a few leases, not a delivery
+ *                          timeout later (librdkafka's mock cluster)
+ *   crash_then_answered    active end to end: orders whose commands were
+ *                          claimed when steward was SIGKILLed (broker
+ *                          down) are commanded soon after the restart; the
+ *                          service answers each, and none takes on_timeout
+ *                          (mock cluster)
+ *   renewed_not_shared     two replicas, the broker down for several leases:
+ *                          the dispatcher holding the rows renews their
+ *                          leases, so the other never claims them; when
+ *                          the broker returns each command is produced
+ *                          once (mock cluster)
+ *   cloudevents_sdk_reads_a_command  a command read off the topic goes
+ *                          through the JavaScript CloudEvents SDK's Kafka
+ *                          binding (tests/sdk/, installed by npm from its
+ *                          lockfile): a valid event with the type, source,
+ *                          id, idempotency key and the payload as an object
+ *   cancelled_never_sent   rows claimed while the broker is down, then
+ *                          cancelled (their instances finished): they are
+ *                          taken back from the producer, and when the
+ *                          broker returns none of them is produced; no row
+ *                          is both sent and cancelled (mock cluster)
  */
 #include "testlib.h"
 #include "world.h"
@@ -34,12 +60,14 @@
 #include <check.h>
 #include <jansson.h>
 #include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -73,9 +101,22 @@ static void setup_named(const char *name)
     free(tl_write_file(defs_dir, "dp_order.json", definition));
 }
 
+static const char *brokers;                             /* NULL: the test broker */
+static const char *timeout_set = "dispatch.timeout=2s"; /* a test may want librdkafka's wait long */
+static rd_kafka_t *mock_owner;
+static rd_kafka_mock_cluster_t *mock;
+
 static void teardown(void)
 {
     tw_teardown(&w);
+    if (mock != NULL)
+        rd_kafka_mock_cluster_destroy(mock);
+    if (mock_owner != NULL)
+        rd_kafka_destroy(mock_owner);
+    mock = NULL;
+    mock_owner = NULL;
+    brokers = NULL;
+    timeout_set = "dispatch.timeout=2s";
     free(events_topic);
     free(defs_dir);
     free(config);
@@ -84,15 +125,17 @@ static void teardown(void)
 
 /* Starts steward with short delivery timeouts and backoffs, its HTTP
  * server on `listen` ("" for none). */
+
 static int start_on(const char *listen)
 {
     char listen_set[64];
     snprintf(listen_set, sizeof listen_set, "http.listen=%s", listen);
-    const char *argv[] = {NULL, "run", "--brokers", tl_kafka_brokers(), "--database", w.db_url,
-                          "--definitions", defs_dir, "--group", w.group, "--config",
-                          config != NULL ? config : "", "--set", listen_set, "--set",
-                          "dispatch.timeout=2s", "--set", "dispatch.max_backoff=1s", "--set",
-                          "dispatch.batch_size=50", "--set", "retention.interval=off",
+    const char *argv[] = {NULL, "run", "--brokers", brokers != NULL ? brokers : tl_kafka_brokers(),
+                          "--database", w.db_url, "--definitions", defs_dir, "--group", w.group,
+                          "--config", config != NULL ? config : "", "--set", listen_set, "--set",
+                          timeout_set, "--set", "dispatch.lease=2s", "--set",
+                          "dispatch.max_backoff=1s", "--set", "dispatch.batch_size=50", "--set",
+                          "retention.interval=off",
                           /* A missing topic is known for missing after this long. */
                           "--kafka", "topic.metadata.propagation.max.ms=1000", "--kafka",
                           "session.timeout.ms=6000", "--kafka", "heartbeat.interval.ms=1000", NULL};
@@ -193,8 +236,9 @@ static seen_list_t read_topic(const char *topic, int partitions)
     seen_list_t out = {0};
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     char *group = tl_unique("dispatch.reader");
-    ck_assert(rd_kafka_conf_set(conf, "bootstrap.servers", tl_kafka_brokers(), kerr, sizeof kerr) ==
-              RD_KAFKA_CONF_OK);
+    ck_assert(rd_kafka_conf_set(conf, "bootstrap.servers",
+                                brokers != NULL ? brokers : tl_kafka_brokers(), kerr,
+                                sizeof kerr) == RD_KAFKA_CONF_OK);
     ck_assert(rd_kafka_conf_set(conf, "group.id", group, kerr, sizeof kerr) == RD_KAFKA_CONF_OK);
     ck_assert(rd_kafka_conf_set(conf, "isolation.level", "read_uncommitted", kerr, sizeof kerr) ==
               RD_KAFKA_CONF_OK);
@@ -327,13 +371,31 @@ START_TEST(headers_and_key)
     const seen_t *last = &got.items[4];
     char *ce_id =
         tl_db_scalar(w.conn, "SELECT ce_id FROM steward.commands WHERE attempt = 1", 0, NULL);
+    /* The step entry's key: the SHA-256 of process, key and step, the same
+     * on step 2's first send and on its re-send. */
+    char *idem = tl_db_scalar(w.conn,
+                              "SELECT encode(sha256(convert_to('" PROCESS
+                              "' || chr(31) || 'K0001' || chr(31) || '2', 'UTF8')), 'hex')",
+                              0, NULL);
     char expected[2048];
     snprintf(expected, sizeof expected,
-             "ce_specversion=1.0\nce_id=%s\nce_source=steward/" PROCESS
-             "\nce_type=DoStep\nce_time=2026-11-29T21:06:03.250Z\nce_stewardprocess=" PROCESS
+             "ce_specversion=1.0\nce_id=%s\nce_source=urn:steward:" PROCESS
+             "\nce_type=DoStep\nce_time=2026-11-29T21:06:03.250Z\n"
+             "content-type=application/json\nce_idempotencykey=%s\n"
+             "steward_idempotency_key=%s\nce_stewardprocess=" PROCESS
              "\nce_stewardkey=K0001\nce_stewardstate=state_2\nce_stewardstep=2\n"
              "ce_stewardattempt=1\nce_stewardtoken=3\n",
-             ce_id);
+             ce_id, idem, idem);
+    /* Step 2's first send carries the same key, under its own ce_id. */
+    char want_key[128];
+    snprintf(want_key, sizeof want_key, "ce_idempotencykey=%s\n", idem);
+    int same_entry = 0;
+    for (size_t i = 0; i < got.n; i++)
+        same_entry += strcmp(got.items[i].key, "K0001") == 0 &&
+                      tl_contains(got.items[i].headers, "ce_stewardstep=2\n") &&
+                      tl_contains(got.items[i].headers, want_key);
+    ck_assert_int_eq(same_entry, 2);
+    free(idem);
     ck_assert_str_eq(last->headers, expected);
     ck_assert_str_eq(last->key, "K0001");
     json_error_t jerr;
@@ -684,6 +746,463 @@ START_TEST(retention_keeps_unsent)
 }
 END_TEST
 
+/* ---- the broker down: librdkafka's mock cluster ------------------------------------- */
+
+/* A one-broker mock cluster the stewards of this test use, with the events
+ * topic and `topic` (one partition each). */
+static void mock_start(const char *topic)
+{
+    char kerr[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    ck_assert(rd_kafka_conf_set(conf, "log_level", "4", kerr, sizeof kerr) == RD_KAFKA_CONF_OK);
+    mock_owner = rd_kafka_new(RD_KAFKA_PRODUCER, conf, kerr, sizeof kerr);
+    ck_assert_msg(mock_owner != NULL, "%s", kerr);
+    mock = rd_kafka_mock_cluster_new(mock_owner, 1);
+    ck_assert_ptr_nonnull(mock);
+    ck_assert_int_eq(rd_kafka_mock_topic_create(mock, events_topic, 1, 1),
+                     RD_KAFKA_RESP_ERR_NO_ERROR);
+    ck_assert_int_eq(rd_kafka_mock_topic_create(mock, topic, 1, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+    brokers = rd_kafka_mock_cluster_bootstraps(mock);
+}
+
+/* Inserts one command of step 1 for `key` to `topic`. */
+static void add_one(const char *topic, const char *key)
+{
+    const char *params[3] = {PROCESS, topic, key};
+    PGresult *res = PQexecParams(
+        w.conn,
+        "INSERT INTO steward.commands (process, key, version, state, step, attempt, token, topic, "
+        "  type, payload, ce_id) "
+        "VALUES ($1, $3, 1, 'state_1', 1, 0, 1, $2, 'DoStep', '{}', "
+        "  encode(sha256(convert_to($1 || chr(31) || $3 || chr(31) || 1 || chr(31) || 0, "
+        "    'UTF8')), 'hex'))",
+        3, NULL, params, NULL, NULL, 0);
+    ck_assert_msg(PQresultStatus(res) == PGRES_COMMAND_OK, "%s", PQerrorMessage(w.conn));
+    PQclear(res);
+}
+
+/* Waits up to timeout_s for steward's log to hold `needle`; whether it did. */
+static bool wait_log(const char *needle, int timeout_s)
+{
+    time_t until = time(NULL) + timeout_s;
+    for (;;) {
+        char *log = tl_read_file(w.log);
+        bool found = log != NULL && tl_contains(log, needle);
+        free(log);
+        if (found || time(NULL) >= until)
+            return found;
+        usleep(100 * 1000);
+    }
+}
+
+/* A steward running against the mock cluster whose dispatcher has
+ * delivered (so its producer knows the broker), then the broker down. */
+static int start_then_cut(const char *topic)
+{
+    add_one(topic, "warm-up");
+    int pid = start();
+    wait_for("SELECT count(*) FROM steward.commands WHERE key = 'warm-up' AND sent_at IS NOT NULL",
+             "1", 60);
+    ck_assert_int_eq(rd_kafka_mock_broker_set_down(mock, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+    return pid;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
+}
+
+START_TEST(crash_frees_claims_fast)
+{
+    setup_named("dispatch_crash_lease");
+    char *topic = tl_unique("dispatch.lease.");
+    mock_start(topic);
+    /* librdkafka would hold these for 30 s: the lease must not follow it. */
+    timeout_set = "dispatch.timeout=30s";
+    int pid = start_then_cut(topic);
+    enum { KEYS = 100, STEPS = 2, ROWS = KEYS * STEPS };
+    add_commands(PROCESS, topic, KEYS, STEPS);
+    /* Every instance's first command claimed and in librdkafka's queue; the
+     * second (a re-send, a hand-off) waits behind it. */
+    char keys[16];
+    snprintf(keys, sizeof keys, "%d", KEYS);
+    wait_for("SELECT count(*) FROM steward.commands WHERE key <> 'warm-up' AND step = 1 AND "
+             "next_attempt_at > now() AND sent_at IS NULL",
+             keys, 60);
+    ck_assert_int_eq(tl_stop(pid, SIGKILL, 10), 128 + SIGKILL);
+    ck_assert_int_eq(rd_kafka_mock_broker_set_up(mock, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+
+    double t0 = now_s();
+    pid = start();
+    char rows[16];
+    snprintf(rows, sizeof rows, "%d", ROWS);
+    /* A lease is 2 s; a delivery timeout would be 30 s. */
+    wait_for("SELECT count(*) FROM steward.commands WHERE key <> 'warm-up' AND sent_at IS NOT NULL",
+             rows, 20);
+    double took = now_s() - t0;
+    printf("dispatch lease: %d commands on the topic %.1f s after the restart\n", ROWS, took);
+    ck_assert_int_eq(tl_stop(pid, SIGTERM, 30), 0);
+
+    seen_list_t got = read_topic(topic, 1);
+    ck_assert_int_ge((int) got.n, ROWS + 1);
+    /* Each instance in order. */
+    for (int i = 1; i <= KEYS; i += 9) {
+        char key[16];
+        snprintf(key, sizeof key, "K%04d", i);
+        char *got_order = first_seen_order(&got, key), *want = row_order(PROCESS, key);
+        ck_assert_str_eq(got_order, want);
+        free(got_order);
+        free(want);
+    }
+    seen_free(&got);
+    free(topic);
+}
+END_TEST
+
+START_TEST(cancelled_never_sent)
+{
+    setup_named("dispatch_cancelled");
+    char *topic = tl_unique("dispatch.cancel.");
+    mock_start(topic);
+    timeout_set = "dispatch.timeout=60s"; /* the messages wait in librdkafka's queue */
+    int pid = start_then_cut(topic);
+    add_commands(PROCESS, topic, 20, 1);
+    wait_for("SELECT count(*) FROM steward.commands WHERE key <> 'warm-up' AND "
+             "next_attempt_at > now() AND sent_at IS NULL",
+             "20", 60);
+    /* The instances finish, as cmdq_write() cancels their commands. */
+    tl_db_exec(w.conn, "UPDATE steward.commands SET cancelled_at = now(), "
+                       "cancel_reason = 'the instance finished (failure in state_1) before it "
+                       "was sent' WHERE key LIKE 'K%'");
+    /* Judged after the topic is read, so that a failure shows what went out. */
+    bool taken_back = wait_log("claimed commands taken back unsent", 30);
+    /* The broker comes back; a command queued after the cancelled ones
+     * goes, so what was going to be produced has been. */
+    add_one(topic, "after");
+    ck_assert_int_eq(rd_kafka_mock_broker_set_up(mock, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+    wait_for("SELECT count(*) FROM steward.commands WHERE key = 'after' AND sent_at IS NOT NULL",
+             "1", 60);
+    ck_assert_int_eq(tl_stop(pid, SIGTERM, 30), 0);
+
+    seen_list_t got = read_topic(topic, 1);
+    char *keys = calloc(1, 1);
+    size_t len = 0;
+    for (size_t i = 0; i < got.n; i++) {
+        keys = realloc(keys, len + strlen(got.items[i].key) + 2);
+        len += (size_t) sprintf(keys + len, "%s%s", len > 0 ? "," : "", got.items[i].key);
+    }
+    ck_assert_msg(strcmp(keys, "warm-up,after") == 0,
+                  "cancelled commands were produced: the topic holds %s", keys);
+    free(keys);
+    ck_assert_msg(taken_back, "steward's log never said 'claimed commands taken back unsent'");
+    ck_assert_int_eq(scalar_ll("SELECT count(*) FROM steward.commands WHERE key LIKE 'K%' AND "
+                               "sent_at IS NULL AND cancelled_at IS NOT NULL"),
+                     20);
+    ck_assert_int_eq(scalar_ll("SELECT count(*) FROM steward.commands WHERE sent_at IS NOT NULL "
+                               "AND cancelled_at IS NOT NULL"),
+                     0);
+    /* And the schema says so: a row is sent or cancelled, never both. */
+    PGresult *res =
+        PQexec(w.conn, "UPDATE steward.commands SET sent_at = now() WHERE key = 'K0001'");
+    ck_assert_str_eq(PQresultErrorField(res, PG_DIAG_SQLSTATE) != NULL
+                         ? PQresultErrorField(res, PG_DIAG_SQLSTATE)
+                         : "none",
+                     "23514");
+    PQclear(res);
+    seen_free(&got);
+    free(topic);
+}
+END_TEST
+
+/* A producer or consumer on the mock cluster. */
+static rd_kafka_t *mock_client(rd_kafka_type_t type)
+{
+    char kerr[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    ck_assert(rd_kafka_conf_set(conf, "bootstrap.servers", brokers, kerr, sizeof kerr) ==
+              RD_KAFKA_CONF_OK);
+    if (type == RD_KAFKA_CONSUMER)
+        ck_assert(rd_kafka_conf_set(conf, "group.id", "dispatch.service", kerr, sizeof kerr) ==
+                  RD_KAFKA_CONF_OK);
+    rd_kafka_t *rk = rd_kafka_new(type, conf, kerr, sizeof kerr);
+    ck_assert_msg(rk != NULL, "%s", kerr);
+    return rk;
+}
+
+static void mock_produce(rd_kafka_t *rk, const char *topic, const char *value)
+{
+    rd_kafka_resp_err_t err = rd_kafka_producev(
+        rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_VALUE((void *) value, strlen(value)),
+        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+    ck_assert_msg(err == RD_KAFKA_RESP_ERR_NO_ERROR, "produce: %s", rd_kafka_err2str(err));
+    ck_assert_int_eq(rd_kafka_flush(rk, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
+}
+
+START_TEST(crash_then_answered)
+{
+    setup_named("dispatch_answered");
+    char *topic = tl_unique("dispatch.charge.");
+    mock_start(topic);
+    char definition[2048];
+    snprintf(definition, sizeof definition,
+             "{\"process\":\"dp_pay\",\"version\":1,\"mode\":\"active\",\"owner\":\"payments\","
+             "\"key\":\"/order_id\",\"events\":{\"PaymentRequested\":{\"topic\":\"%s\"},"
+             "\"Charged\":{\"topic\":\"%s\"}},"
+             "\"start\":{\"on\":\"PaymentRequested\",\"to\":\"charging\"},"
+             "\"states\":{\"charging\":{\"deadline\":\"25s\",\"on\":{\"Charged\":\"paid\"},"
+             "\"token\":{\"pointer\":\"/steward_token\"},\"on_timeout\":\"refunded\","
+             "\"command\":{\"topic\":\"%s\",\"type\":\"Charge\",\"payload\":{\"order_id\":"
+             "\"${key}\",\"idempotency_key\":\"${idempotency_key}\"}}},"
+             "\"paid\":{\"terminal\":\"success\"},\"refunded\":{\"terminal\":\"failure\"}}}",
+             events_topic, events_topic, topic);
+    free(tl_write_file(defs_dir, "dp_pay.json", definition));
+    const char *dir = tl_tmpdir();
+    config = tl_write_file(dir, "steward.json", "{\"dispatch\": {\"paused\": [\"dp_pay\"]}}");
+    /* A delivery timeout of 30 s: a lease that followed it would hold the
+     * claimed commands past the 25 s deadline. */
+    timeout_set = "dispatch.timeout=30s";
+    int pid = start_then_cut(topic);
+    ck_assert_int_eq(rd_kafka_mock_broker_set_up(mock, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+
+    enum { ORDERS = 20 };
+    rd_kafka_t *producer = mock_client(RD_KAFKA_PRODUCER);
+    for (int i = 1; i <= ORDERS; i++) {
+        char value[128];
+        snprintf(value, sizeof value, "{\"type\":\"PaymentRequested\",\"order_id\":\"P%02d\"}", i);
+        mock_produce(producer, events_topic, value);
+    }
+    char orders[16];
+    snprintf(orders, sizeof orders, "%d", ORDERS);
+    wait_for("SELECT count(*) FROM steward.commands WHERE process = 'dp_pay'", orders, 60);
+    /* The broker goes; the pause is lifted; the commands are claimed and
+     * wait in librdkafka's queue; steward dies. */
+    ck_assert_int_eq(rd_kafka_mock_broker_set_down(mock, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+    free(tl_write_file(dir, "steward.json", "{\"dispatch\": {\"paused\": []}}"));
+    ck_assert_int_eq(kill(pid, SIGHUP), 0);
+    wait_for("SELECT count(*) FROM steward.commands WHERE process = 'dp_pay' AND "
+             "next_attempt_at > now() AND sent_at IS NULL",
+             orders, 60);
+    ck_assert_int_eq(tl_stop(pid, SIGKILL, 10), 128 + SIGKILL);
+    ck_assert_int_eq(rd_kafka_mock_broker_set_up(mock, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+    pid = start();
+
+    /* The service: one Charged per command, the token echoed. */
+    rd_kafka_t *service = mock_client(RD_KAFKA_CONSUMER);
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(list, topic, 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    ck_assert_int_eq(rd_kafka_assign(service, list), RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_topic_partition_list_destroy(list);
+    int answered = 0;
+    bool seen[ORDERS + 1] = {false};
+    time_t until = time(NULL) + 60;
+    while (answered < ORDERS && time(NULL) < until) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(service, 200);
+        if (m == NULL)
+            continue;
+        rd_kafka_headers_t *hdrs = NULL;
+        const void *token = NULL;
+        size_t token_len = 0;
+        if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR && m->key != NULL &&
+            rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+            rd_kafka_header_get_last(hdrs, "ce_stewardtoken", &token, &token_len) ==
+                RD_KAFKA_RESP_ERR_NO_ERROR) {
+            char value[256];
+            snprintf(value, sizeof value,
+                     "{\"type\":\"Charged\",\"order_id\":\"%.*s\",\"steward_token\":\"%.*s\"}",
+                     (int) m->key_len, (const char *) m->key, (int) token_len,
+                     (const char *) token);
+            mock_produce(producer, events_topic, value);
+            int n = m->key_len == 3 ? atoi((const char *) m->key + 1) : 0;
+            if (n >= 1 && n <= ORDERS && !seen[n]) {
+                seen[n] = true;
+                answered++;
+            }
+        }
+        rd_kafka_message_destroy(m);
+    }
+    rd_kafka_consumer_close(service);
+    rd_kafka_destroy(service);
+    rd_kafka_destroy(producer);
+    ck_assert_msg(answered >= ORDERS, "only %d of %d commands reached the service", answered,
+                  ORDERS);
+    if (!tl_db_wait(w.conn,
+                    "SELECT count(*) FROM steward.instances WHERE process = 'dp_pay' AND "
+                    "state = 'paid'",
+                    0, NULL, orders, 60, NULL)) {
+        char *why = tl_db_scalar(w.conn,
+                                 "SELECT string_agg(h.key || ' ' || h.outcome || ' ' || "
+                                 "coalesce(h.detail, ''), E'\\n' ORDER BY h.id) "
+                                 "FROM steward.history h JOIN steward.instances i "
+                                 "ON i.process = h.process AND i.key = h.key "
+                                 "WHERE i.process = 'dp_pay' AND i.state <> 'paid'",
+                                 0, NULL);
+        ck_abort_msg("not every order was paid; the others' history:\n%s", why);
+    }
+    ck_assert_int_eq(tl_stop(pid, SIGTERM, 30), 0);
+    ck_assert_int_eq(scalar_ll("SELECT count(*) FROM steward.history WHERE process = 'dp_pay' "
+                               "AND outcome = 'timeout'"),
+                     0);
+    free(topic);
+}
+END_TEST
+
+START_TEST(renewed_not_shared)
+{
+    setup_named("dispatch_renewed");
+    char *topic = tl_unique("dispatch.renew.");
+    mock_start(topic);
+    timeout_set = "dispatch.timeout=60s";
+    int a = start_then_cut(topic);
+    int b = start();
+    add_commands(PROCESS, topic, 20, 1);
+    /* Claimed, then held over more than three leases of 2 s by renewals
+     * (a lease left to run out would be claimed by the other replica). */
+    wait_for("SELECT count(*) FROM steward.commands WHERE key LIKE 'K%' AND sent_at IS NULL AND "
+             "next_attempt_at > created_at + interval '7 seconds'",
+             "20", 60);
+    ck_assert_int_eq(rd_kafka_mock_broker_set_up(mock, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+    wait_for("SELECT count(*) FROM steward.commands WHERE sent_at IS NOT NULL", "21", 60);
+    ck_assert_int_eq(tl_stop(a, SIGTERM, 30), 0);
+    ck_assert_int_eq(tl_stop(b, SIGTERM, 30), 0);
+    seen_list_t got = read_topic(topic, 1);
+    ck_assert_msg(got.n == 21, "%zu messages for 21 commands: a row was produced twice", got.n);
+    seen_free(&got);
+    free(topic);
+}
+END_TEST
+
+/* ---- what a CloudEvents consumer reads ------------------------------------------------ */
+
+/* Runs `cmd` through the shell; its exit status (-1: it could not run). */
+static int run_shell(const char *cmd)
+{
+    int rc = system(cmd);
+    return rc == -1 || !WIFEXITED(rc) ? -1 : WEXITSTATUS(rc);
+}
+
+/* Copies tests/sdk/NAME into dir. */
+static void copy_sdk_file(const char *dir, const char *name)
+{
+    char rel[128];
+    snprintf(rel, sizeof rel, "tests/sdk/%s", name);
+    char *src = tl_source_path(rel);
+    char *text = tl_read_file(src);
+    ck_assert_msg(text != NULL, "cannot read %s", src);
+    free(tl_write_file(dir, name, text));
+    free(text);
+    free(src);
+}
+
+START_TEST(cloudevents_sdk_reads_a_command)
+{
+    setup_named("dispatch_sdk");
+    /* The SDK first: npm installs exactly the lockfile's versions. */
+    char *sdk = NULL;
+    ck_assert_int_ge(asprintf(&sdk, "%s/sdk", w.dir), 0);
+    ck_assert_int_eq(mkdir(sdk, 0755), 0);
+    copy_sdk_file(sdk, "package.json");
+    copy_sdk_file(sdk, "package-lock.json");
+    copy_sdk_file(sdk, "read_command.js");
+    ck_assert_msg(run_shell("command -v node >/dev/null && command -v npm >/dev/null") == 0,
+                  "node and npm are needed (scripts/test installs them)");
+    char *cmd = NULL;
+    ck_assert_int_ge(asprintf(&cmd,
+                              "cd '%s' && npm ci --no-audit --no-fund --loglevel=error "
+                              ">npm.log 2>&1",
+                              sdk),
+                     0);
+    int rc = run_shell(cmd);
+    free(cmd);
+    if (rc != 0) {
+        char *log_path = NULL;
+        ck_assert_int_ge(asprintf(&log_path, "%s/npm.log", sdk), 0);
+        char *log = tl_read_file(log_path);
+        bool unreachable =
+            log != NULL && (tl_contains(log, "ENOTFOUND") || tl_contains(log, "EAI_AGAIN") ||
+                            tl_contains(log, "ECONNREFUSED") || tl_contains(log, "ETIMEDOUT") ||
+                            tl_contains(log, "ENETUNREACH"));
+        if (unreachable) {
+            printf("dispatch sdk: skipped: npm cannot reach its registry to install the "
+                   "CloudEvents SDK:\n%s\n",
+                   log);
+            free(log);
+            free(log_path);
+            free(sdk);
+            return;
+        }
+        ck_abort_msg("npm ci failed (exit %d):\n%s", rc, log != NULL ? log : "(no log)");
+    }
+
+    char *topic = tl_unique("dispatch.sdk.");
+    const char *topics[1] = {topic};
+    tl_kafka_create_topics(topics, 1, 1);
+    add_commands(PROCESS, topic, 1, 1);
+    int pid = start();
+    wait_for("SELECT count(*) FROM steward.commands WHERE sent_at IS NOT NULL", "1", 60);
+    ck_assert_int_eq(tl_stop(pid, SIGTERM, 30), 0);
+    seen_list_t got = read_topic(topic, 1);
+    ck_assert_int_eq((int) got.n, 1);
+
+    /* The message as a Kafka client hands it over: key, value, headers. */
+    json_t *headers = json_object();
+    char *lines = strdup(got.items[0].headers), *save = NULL;
+    for (char *line = strtok_r(lines, "\n", &save); line != NULL;
+         line = strtok_r(NULL, "\n", &save)) {
+        char *eq = strchr(line, '=');
+        ck_assert_ptr_nonnull(eq);
+        *eq = '\0';
+        json_object_set_new(headers, line, json_string(eq + 1));
+    }
+    free(lines);
+    json_t *message = json_pack("{s:s, s:s, s:o}", "key", got.items[0].key, "value",
+                                got.items[0].value, "headers", headers);
+    char *message_path = NULL, *out_path = NULL;
+    ck_assert_int_ge(asprintf(&message_path, "%s/message.json", sdk), 0);
+    ck_assert_int_ge(asprintf(&out_path, "%s/event.json", sdk), 0);
+    ck_assert_int_eq(json_dump_file(message, message_path, 0), 0);
+    json_decref(message);
+    ck_assert_int_ge(asprintf(&cmd, "cd '%s' && node read_command.js '%s' >'%s' 2>&1", sdk,
+                              message_path, out_path),
+                     0);
+    rc = run_shell(cmd);
+    free(cmd);
+    char *out = tl_read_file(out_path);
+    ck_assert_msg(rc == 0, "the SDK refused the command: %s", out != NULL ? out : "");
+    printf("dispatch sdk: the CloudEvents SDK read %s", out);
+
+    json_error_t jerr;
+    json_t *event = json_loads(out, 0, &jerr);
+    ck_assert_msg(event != NULL, "not JSON: %s", out);
+    char *ce_id = tl_db_scalar(w.conn, "SELECT ce_id FROM steward.commands", 0, NULL);
+    char *idem = tl_db_scalar(w.conn,
+                              "SELECT encode(sha256(convert_to(process || chr(31) || key || "
+                              "chr(31) || step, 'UTF8')), 'hex') FROM steward.commands",
+                              0, NULL);
+    ck_assert_str_eq(json_string_value(json_object_get(event, "specversion")), "1.0");
+    ck_assert_str_eq(json_string_value(json_object_get(event, "type")), "DoStep");
+    ck_assert_str_eq(json_string_value(json_object_get(event, "source")), "urn:steward:" PROCESS);
+    ck_assert_str_eq(json_string_value(json_object_get(event, "id")), ce_id);
+    ck_assert_str_eq(json_string_value(json_object_get(event, "datacontenttype")),
+                     "application/json");
+    ck_assert_str_eq(json_string_value(json_object_get(event, "idempotencykey")), idem);
+    ck_assert(json_is_true(json_object_get(event, "data_is_object")));
+    json_t *data = json_object_get(event, "data");
+    ck_assert_str_eq(json_string_value(json_object_get(data, "order_id")), "K0001");
+    ck_assert(json_real_value(json_object_get(data, "total")) == 12.5);
+    json_decref(event);
+    free(ce_id);
+    free(idem);
+    free(out);
+    free(message_path);
+    free(out_path);
+    seen_free(&got);
+    free(topic);
+    free(sdk);
+}
+END_TEST
+
 Suite *dispatch_suite(void)
 {
     Suite *s = suite_create("dispatch");
@@ -697,6 +1216,11 @@ Suite *dispatch_suite(void)
     tcase_add_test(tc, paused_then_resumed);
     tcase_add_test(tc, too_large);
     tcase_add_test(tc, retention_keeps_unsent);
+    tcase_add_test(tc, crash_frees_claims_fast);
+    tcase_add_test(tc, cancelled_never_sent);
+    tcase_add_test(tc, crash_then_answered);
+    tcase_add_test(tc, renewed_not_shared);
+    tcase_add_test(tc, cloudevents_sdk_reads_a_command);
     suite_add_tcase(s, tc);
     return s;
 }

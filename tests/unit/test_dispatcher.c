@@ -4,6 +4,7 @@
  * (the pause list as SIGHUP reads it). No broker, no database.
  */
 #include "manager/alerts.h"
+#include "manager/cmdqueue.h"
 #include "manager/config.h"
 #include "manager/dispatcher.h"
 #include "manager/generation.h"
@@ -27,16 +28,20 @@ START_TEST(headers_are_the_contracts)
         .step = 3,
         .attempt = 2,
         .token = 9000000001LL,
+        .idempotency_key = "9c1e",
     };
     dispatcher_header_t h[DISPATCHER_N_HEADERS];
     char source[64];
-    dispatcher_headers(&c, h, source, sizeof source);
+    dispatcher_headers(&c, NULL, h, source, sizeof source);
     static const char *const want[DISPATCHER_N_HEADERS][2] = {
         {"ce_specversion", "1.0"},
         {"ce_id", "4f2a"},
-        {"ce_source", "steward/order_fulfilment"},
+        {"ce_source", "urn:steward:order_fulfilment"},
         {"ce_type", "ReserveStock"},
         {"ce_time", "2026-11-29T21:06:03.250Z"},
+        {"content-type", "application/json"},
+        {"ce_idempotencykey", "9c1e"},
+        {"steward_idempotency_key", "9c1e"},
         {"ce_stewardprocess", "order_fulfilment"},
         {"ce_stewardkey", "o-1001"},
         {"ce_stewardstate", "reserving"},
@@ -67,13 +72,57 @@ START_TEST(headers_cut_a_long_source_safely)
                               .token = 1};
     dispatcher_header_t h[DISPATCHER_N_HEADERS];
     char source[32];
-    dispatcher_headers(&c, h, source, sizeof source);
+    dispatcher_headers(&c, "https://ops.example/${process}/x", h, source, sizeof source);
     ck_assert_int_eq((int) strlen(h[2].value), 31);
-    ck_assert(strncmp(h[2].value, "steward/ppp", 11) == 0);
-    ck_assert_str_eq(h[5].value, process); /* the extension is whole */
-    ck_assert_str_eq(h[8].value, "1");
-    ck_assert_str_eq(h[9].value, "0");
-    ck_assert_str_eq(h[10].value, "1");
+    ck_assert(strncmp(h[2].value, "https://ops.example/ppp", 23) == 0);
+    ck_assert_str_eq(h[8].value, process); /* the extension is whole */
+    ck_assert_str_eq(h[11].value, "1");
+    ck_assert_str_eq(h[12].value, "0");
+    ck_assert_str_eq(h[13].value, "1");
+}
+END_TEST
+
+START_TEST(source_is_configurable)
+{
+    dispatcher_command_t c = {.process = "pay",
+                              .key = "k",
+                              .state = "s",
+                              .type = "t",
+                              .ce_id = "i",
+                              .time = "x",
+                              .step = 1,
+                              .token = 1};
+    dispatcher_header_t h[DISPATCHER_N_HEADERS];
+    char source[128];
+    dispatcher_headers(&c, "https://steward.example/${process}?p=${process}", h, source,
+                       sizeof source);
+    ck_assert_str_eq(h[2].value, "https://steward.example/pay?p=pay");
+    dispatcher_headers(&c, "urn:acme:orchestrator", h, source, sizeof source);
+    ck_assert_str_eq(h[2].value, "urn:acme:orchestrator"); /* fixed: the process is an extension */
+    dispatcher_headers(&c, "urn:x:${proc", h, source, sizeof source);
+    ck_assert_str_eq(h[2].value, "urn:x:${proc");
+}
+END_TEST
+
+/* One key per step entry: every attempt of it the same, the next entry of
+ * the same state (a loop back) another; and never a ce_id. */
+START_TEST(idempotency_key_per_step_entry)
+{
+    char a[65], b[65], other[65], ce_id[65];
+    cmdq_idempotency_key("pay", "o-1", 3, a);
+    cmdq_idempotency_key("pay", "o-1", 3, b);
+    ck_assert_str_eq(a, b);
+    ck_assert_int_eq((int) strlen(a), 64);
+    cmdq_idempotency_key("pay", "o-1", 4, other);
+    ck_assert_str_ne(a, other);
+    cmdq_idempotency_key("pay", "o-2", 3, other);
+    ck_assert_str_ne(a, other);
+    cmdq_idempotency_key("pa", "yo-1", 3, other); /* the separator keeps fields apart */
+    ck_assert_str_ne(a, other);
+    for (int attempt = 0; attempt < 3; attempt++) {
+        engine_command_id("pay", "o-1", 3, attempt, ce_id);
+        ck_assert_str_ne(a, ce_id);
+    }
 }
 END_TEST
 
@@ -157,6 +206,16 @@ START_TEST(dispatch_keys_have_defaults_and_bounds)
                      ERR_INVALID);
     ck_assert_int_eq(config_set(cfg, "dispatch.max_backoff", "2m", errstr, sizeof errstr), ERR_OK);
     ck_assert_int_eq(cfg->dispatch_max_backoff_ms, 120000);
+    ck_assert_int_eq(cfg->dispatch_lease_ms, 5000);
+    ck_assert_str_eq(cfg->dispatch_source, "urn:steward:${process}");
+    ck_assert_int_eq(config_set(cfg, "dispatch.lease", "2s", errstr, sizeof errstr), ERR_OK);
+    ck_assert_int_eq(cfg->dispatch_lease_ms, 2000);
+    ck_assert_int_eq(config_set(cfg, "dispatch.lease", "100ms", errstr, sizeof errstr),
+                     ERR_INVALID);
+    ck_assert_int_eq(
+        config_set(cfg, "dispatch.source", "https://ops.example/steward", errstr, sizeof errstr),
+        ERR_OK);
+    ck_assert_str_eq(cfg->dispatch_source, "https://ops.example/steward");
     ck_assert_int_eq(config_set(cfg, "dispatch.pause", "x", errstr, sizeof errstr), ERR_INVALID);
     ck_assert_msg(strstr(errstr, "did you mean 'dispatch.paused'") != NULL, "errstr: %s", errstr);
 }
@@ -200,6 +259,8 @@ Suite *dispatcher_suite(void)
     TCase *tc = tcase_create("pure");
     tcase_add_test(tc, headers_are_the_contracts);
     tcase_add_test(tc, headers_cut_a_long_source_safely);
+    tcase_add_test(tc, source_is_configurable);
+    tcase_add_test(tc, idempotency_key_per_step_entry);
     tcase_add_test(tc, backoff_doubles_to_its_cap);
     tcase_add_test(tc, names_for_the_new_rows);
     tcase_add_test(tc, pause_list_is_published_beside_the_generation);

@@ -2,6 +2,7 @@
  * test_template - rendering command payloads: JSON types kept for a whole
  * variable, text forms inside longer strings, a missing variable refused.
  */
+#include "definitions/def.h"
 #include "engine/template.h"
 
 #include <check.h>
@@ -15,7 +16,7 @@ static json_t *render(const char *tmpl_text, char *err, size_t err_size)
     ck_assert_msg(tmpl != NULL, "%s", jerr.text);
     json_t *vars = json_pack("{s:f, s:s, s:b, s:{s:i}}", "total", 11.5, "sku", "A-1", "gift", 1,
                              "addr", "zip", 75001);
-    template_ctx_t ctx = {"order-7", "order_fulfilment", "reserving", 2, 5, vars};
+    template_ctx_t ctx = {"order-7", "order_fulfilment", "reserving", 2, 5, vars, "ab12"};
     json_t *out = template_render(tmpl, &ctx, err, err_size);
     json_decref(tmpl);
     json_decref(vars);
@@ -66,6 +67,31 @@ START_TEST(test_missing_variable_is_refused)
 }
 END_TEST
 
+START_TEST(test_idempotency_key)
+{
+    expect("{\"k\": \"${idempotency_key}\", \"h\": \"pay-${idempotency_key}\"}",
+           "{\"h\":\"pay-ab12\",\"k\":\"ab12\"}");
+    /* Where no step entry is known, a template that uses it is refused. */
+    json_t *tmpl = json_pack("{s:s}", "k", "${idempotency_key}");
+    template_ctx_t ctx = {"order-7", "p", "s", 0, 1, NULL, NULL};
+    char err[256] = "";
+    ck_assert_ptr_null(template_render(tmpl, &ctx, err, sizeof err));
+    ck_assert_msg(strstr(err, "${idempotency_key}") != NULL, "%s", err);
+    json_decref(tmpl);
+}
+END_TEST
+
+/* A definition may use it: the check knows the variable. */
+START_TEST(test_idempotency_key_passes_the_definition_check)
+{
+    json_t *tmpl = json_pack("{s:s, s:s}", "k", "${idempotency_key}", "n", "x ${idempotency_key}");
+    def_problems_t problems = {0};
+    ck_assert_int_eq(def_check_template(tmpl, NULL, 0, "d.json", "/payload", &problems), 0);
+    def_problems_clear(&problems);
+    json_decref(tmpl);
+}
+END_TEST
+
 Suite *template_suite(void);
 Suite *template_suite(void)
 {
@@ -74,6 +100,8 @@ Suite *template_suite(void)
     tcase_add_test(tc, test_whole_variable_keeps_type);
     tcase_add_test(tc, test_embedded_variable_is_text);
     tcase_add_test(tc, test_missing_variable_is_refused);
+    tcase_add_test(tc, test_idempotency_key);
+    tcase_add_test(tc, test_idempotency_key_passes_the_definition_check);
     suite_add_tcase(s, tc);
     return s;
 }
