@@ -62,13 +62,22 @@ static action_rc_t fail(action_rc_t rc, char *errstr, size_t errstr_size, const 
     return rc;
 }
 
-/* Takes the lock every batch takes for this instance, for the transaction. */
+static PGresult *call(PGconn *conn, const char *what, const char *sql, int nparams,
+                      const char *const *params, action_rc_t *rc, char *errstr, size_t errstr_size);
+
+/* Takes the lock every batch takes for this instance, for the transaction.
+ * It is the first thing an action runs, so a login that may not lock is
+ * told which role it lacks (call()), as for the action functions. */
 static bool lock_instance(PGconn *conn, const char *process, const char *key, char *errstr,
                           size_t errstr_size)
 {
     const char *params[2] = {process, key};
-    return db_exec(conn, "locking the instance", "SELECT steward.lock_instance($1, $2)", 2, params,
-                   errstr, errstr_size) == ERR_OK;
+    action_rc_t rc;
+    PGresult *res = call(conn, "locking the instance", "SELECT steward.lock_instance($1, $2)", 2,
+                         params, &rc, errstr, errstr_size);
+    bool locked = res != NULL;
+    PQclear(res);
+    return locked;
 }
 
 /*
