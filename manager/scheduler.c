@@ -152,7 +152,9 @@ static int64_t ms_column(const PGresult *res, int row, int col)
  * beyond the limit; the row locks of candidates whose advisory lock was
  * busy stay held (unused) until the pass commits. An instance with
  * deferred events (steward.deferred) is no candidate: an event that may
- * meet the deadline has been read but not judged yet.
+ * meet the deadline has been read but not judged yet. Columns 18 and 19
+ * count the commands of the current step queued and delivered, so the
+ * words of a missed step say what reached the broker.
  */
 static const char due_sql[] =
     "WITH due AS MATERIALIZED ("
@@ -173,8 +175,12 @@ static const char due_sql[] =
     "SELECT key, version, state, started, entered, deadline, process_deadline, overdue, "
     "  process_overdue, attempt, vars, step, token, lease_holder, lease_expires, "
     "  lease_renewed, resend_pending, "
-    "  steward.try_lock_instance($1, key) "
-    "FROM due ORDER BY next_deadline_at";
+    "  steward.try_lock_instance($1, key), c.queued, c.delivered "
+    "FROM due LEFT JOIN LATERAL (SELECT count(*) AS queued, "
+    "    count(*) FILTER (WHERE sent_at IS NOT NULL) AS delivered "
+    "  FROM steward.commands WHERE process = $1 AND key = due.key AND step = due.step) c "
+    "  ON true "
+    "ORDER BY next_deadline_at";
 
 /* What the engine changed: the overdue marks, and in active mode the step
  * it moved to (on_timeout), the attempt, the token and the lease. */
@@ -409,6 +415,10 @@ static err_class_t judge_batch(sched_t *s, due_worker_t *w, const char *process,
         inst.lease_expires_ms = ms_column(res, row, 14);
         inst.lease_renewed_ms = ms_column(res, row, 15);
         inst.resend_pending = strcmp(PQgetvalue(res, row, 16), "t") == 0;
+        /* What the step's page says was queued and delivered, not what the
+         * engine decided: a command the dispatcher never got out is told. */
+        inst.sends_queued = atoi(PQgetvalue(res, row, 18));
+        inst.sends_delivered = atoi(PQgetvalue(res, row, 19));
 
         /* The SQL picked candidates by next_deadline_at; the engine decides,
          * and what it decides is written in this transaction: the history
