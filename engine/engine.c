@@ -632,8 +632,13 @@ static void tried(const def_t *def, const engine_instance_t *inst, int64_t deadl
     char expected[200], over[32];
     expected_events(def, (size_t) inst->state, expected, sizeof expected, NULL);
     duration_format(time_sub(deadline_ms, inst->state_entered_ms), over, sizeof over);
-    snprintf(buf, size, "%s sent %d time%s over %s, no %s", st->command->type, inst->attempt + 1,
-             inst->attempt == 0 ? "" : "s", over, expected[0] ? expected : "reply");
+    int n = snprintf(buf, size, "%s sent %d time%s over %s, no %s", st->command->type,
+                     inst->attempt + 1, inst->attempt == 0 ? "" : "s", over,
+                     expected[0] ? expected : "reply");
+    /* A long command type or list of events is cut, visibly: the detail is
+     * for a person, the alert carries the rest. */
+    if (n >= 0 && (size_t) n >= size && size >= 4)
+        memcpy(buf + size - 4, "...", 4);
 }
 
 /* A lease that ran out at `judge_ms`: shadow alerts, active hands the step
