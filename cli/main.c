@@ -9,10 +9,11 @@
  * while the daemon starts waits for its handler instead of killing it (the
  * default action). "Before anything else" is the executable's preinit
  * array: the dynamic loader runs it after loading and relocating the
- * libraries but before any of their constructors (the sanitizers' and
- * librdkafka's take milliseconds), where a constructor of ours would run
- * only after them. The loader's own work before it is the one window
- * left: no code of the program runs there. A command that handles the
+ * libraries but before any of their constructors (GnuTLS's, which reads
+ * its config, OpenSSL's, libcap's: milliseconds in all), where a
+ * constructor of ours would run only after them. The loader's own work
+ * before it, mapping some fifty libraries, is the one window left: no
+ * code of the program runs there. A command that handles the
  * signals unblocks them itself once its handlers exist; for every other
  * command the mask the process started with is restored.
  */
