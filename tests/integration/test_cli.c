@@ -14,7 +14,11 @@
  *   check      check --database refuses a changed document under a version
  *              the database recorded; the same document passes
  *   run        --batch-ms takes a duration; a port in use is named in the
- *              error; SIGHUP names each changed setting that needs a restart
+ *              error; SIGHUP names each changed setting that needs a restart;
+ *              a signal raised before main() does not kill it
+ *   fifo       check and run refuse a FIFO as a definition, named or in a
+ *              directory, at once
+ *   escapes    the operator verbs' text output escapes control characters
  */
 #include "testlib.h"
 
@@ -27,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* A small valid definition; deadline is the first state's. */
@@ -357,6 +362,38 @@ START_TEST(sighup_names_settings_that_need_a_restart)
 }
 END_TEST
 
+/* check and run refuse a FIFO at once, named or inside a directory,
+ * instead of waiting for a writer that never comes. */
+START_TEST(check_and_run_refuse_a_fifo)
+{
+    const char *dir = tl_tmpdir();
+    char *defs = write_definition(dir, "p.", "1h");
+    char fifo[1024];
+    snprintf(fifo, sizeof fifo, "%s/pipe.json", dir);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+
+    const char *named[] = {NULL, "check", fifo, NULL};
+    tl_output_t o = tl_steward(named, NULL);
+    ck_assert_msg(o.status == 2 && tl_contains(o.err, "is a FIFO, not a regular file"),
+                  "check FIFO: exit %d: %s", o.status, o.err);
+    tl_output_free(&o);
+
+    const char *in_dir[] = {NULL, "check", dir, NULL};
+    o = tl_steward(in_dir, NULL);
+    ck_assert_msg(o.status == 2 && tl_contains(o.err, "pipe.json") &&
+                      tl_contains(o.err, "is a FIFO"),
+                  "check DIR: exit %d: %s", o.status, o.err);
+    tl_output_free(&o);
+
+    const char *run[] = {NULL, "run", "--brokers", "127.0.0.1:1", "--definitions", dir, NULL};
+    o = tl_steward(run, NULL);
+    ck_assert_msg(o.status == 2 && tl_contains(o.err, "is a FIFO"), "run: exit %d: %s", o.status,
+                  o.err);
+    tl_output_free(&o);
+    free(defs);
+}
+END_TEST
+
 /* A signal that arrives while the libraries initialise, before main(),
  * waits for the daemon instead of killing it with the default action:
  * here raised from a preloaded constructor, every time. This run stops at
@@ -452,6 +489,7 @@ Suite *cli_suite(void)
     tcase_add_test(tc, sighup_names_settings_that_need_a_restart);
     tcase_add_test(tc, text_output_escapes_control_characters);
     tcase_add_test(tc, a_signal_before_main_does_not_kill_run);
+    tcase_add_test(tc, check_and_run_refuse_a_fifo);
     suite_add_tcase(s, tc);
     return s;
 }
