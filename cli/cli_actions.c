@@ -22,6 +22,50 @@
 #include <string.h>
 #include <unistd.h>
 
+/*
+ * Text output carries what others typed (actors, reasons, keys, states),
+ * and an escape sequence in it would drive the reader's terminal. `shown`
+ * returns s with backslash, C0 and DEL written as \\, \n, \t, \r or \xNN
+ * and C1 controls (U+0080 to U+009F) as \u00NN; NULL stays NULL for
+ * printf's "(null)". The result lives until a few more calls, enough for
+ * one line's arguments: a CLI command prints from one thread.
+ */
+static const char *shown(const char *s)
+{
+    static char *ring[16];
+    static size_t next;
+    if (s == NULL)
+        return NULL;
+    size_t len = strlen(s);
+    char *out = malloc(len * 6 + 1);
+    if (out == NULL)
+        return "(out of memory)";
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char) s[i];
+        unsigned char d = (unsigned char) s[i + 1];
+        if (c == '\\') {
+            out[o++] = '\\';
+            out[o++] = '\\';
+        } else if (c == '\n' || c == '\t' || c == '\r') {
+            out[o++] = '\\';
+            out[o++] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r';
+        } else if (c < 0x20 || c == 0x7f) {
+            o += (size_t) sprintf(out + o, "\\x%02x", c);
+        } else if (c == 0xc2 && d >= 0x80 && d <= 0x9f) {
+            o += (size_t) sprintf(out + o, "\\u%04x", d);
+            i++;
+        } else {
+            out[o++] = (char) c;
+        }
+    }
+    out[o] = '\0';
+    free(ring[next]);
+    ring[next] = out;
+    next = (next + 1) % (sizeof ring / sizeof ring[0]);
+    return out;
+}
+
 typedef struct verb_spec {
     action_verb_t verb;
     const char *usage;
@@ -217,27 +261,27 @@ static int run_verb_with(cli_opts_t *o, verb_args_t *v, int argc, char **argv)
     action_rc_t arc = action_run(conn, verb, req, &result, errstr, sizeof errstr);
     PQfinish(conn);
     if (arc != ACTION_OK) {
-        fprintf(stderr, "%s: %s\n", cmd, errstr);
+        fprintf(stderr, "%s: %s\n", cmd, shown(errstr));
         return arc == ACTION_BAD_REQUEST ? EXIT_USAGE : EXIT_RUNTIME;
     }
     if (o->json) {
         cli_print_json(result);
     } else if (on_alert) {
-        printf("alert %s %s by %s\n", argv[optind],
-               verb == ACTION_ACK ? "acknowledged" : "resolved", req->actor);
+        printf("alert %s %s by %s\n", shown(argv[optind]),
+               verb == ACTION_ACK ? "acknowledged" : "resolved", shown(req->actor));
     } else {
         json_t *before = json_object_get(result, "before"),
                *after = json_object_get(result, "after");
-        printf("%s %s: %s %s -> %s (%s) by %s\n", req->process, req->key, action_verb_name(verb),
-               json_string_value(json_object_get(before, "state")),
-               json_string_value(json_object_get(after, "state")),
-               json_string_value(json_object_get(after, "status")), req->actor);
+        printf("%s %s: %s %s -> %s (%s) by %s\n", shown(req->process), shown(req->key),
+               action_verb_name(verb), shown(json_string_value(json_object_get(before, "state"))),
+               shown(json_string_value(json_object_get(after, "state"))),
+               shown(json_string_value(json_object_get(after, "status"))), shown(req->actor));
         json_t *command = json_object_get(result, "command");
         if (command != NULL)
             printf("queued %s to %s (step %" JSON_INTEGER_FORMAT ", attempt %" JSON_INTEGER_FORMAT
                    ", token %" JSON_INTEGER_FORMAT ")\n",
-                   json_string_value(json_object_get(command, "type")),
-                   json_string_value(json_object_get(command, "topic")),
+                   shown(json_string_value(json_object_get(command, "type"))),
+                   shown(json_string_value(json_object_get(command, "topic"))),
                    json_integer_value(json_object_get(command, "step")),
                    json_integer_value(json_object_get(command, "attempt")),
                    json_integer_value(json_object_get(command, "token")));
@@ -389,7 +433,7 @@ static int silence_with(cli_opts_t *o, int argc, char **argv)
     action_rc_t arc = action_silence(conn, &req, &result, errstr, sizeof errstr);
     PQfinish(conn);
     if (arc != ACTION_OK) {
-        fprintf(stderr, "steward silence: %s\n", errstr);
+        fprintf(stderr, "steward silence: %s\n", shown(errstr));
         return arc == ACTION_BAD_REQUEST ? EXIT_USAGE : EXIT_RUNTIME;
     }
     if (o->json)
@@ -437,7 +481,7 @@ static int unsilence_with(cli_opts_t *o, int argc, char **argv)
         action_unsilence(conn, id, req.actor, req.reason, &result, errstr, sizeof errstr);
     PQfinish(conn);
     if (arc != ACTION_OK) {
-        fprintf(stderr, "steward unsilence: %s\n", errstr);
+        fprintf(stderr, "steward unsilence: %s\n", shown(errstr));
         return arc == ACTION_BAD_REQUEST ? EXIT_USAGE : EXIT_RUNTIME;
     }
     if (o->json)
@@ -471,7 +515,7 @@ static int silences_with(cli_opts_t *o, int argc, char **argv)
     action_rc_t arc = action_silences(conn, all, &doc, errstr, sizeof errstr);
     PQfinish(conn);
     if (arc != ACTION_OK) {
-        fprintf(stderr, "steward silences: %s\n", errstr);
+        fprintf(stderr, "steward silences: %s\n", shown(errstr));
         return EXIT_RUNTIME;
     }
     if (o->json) {
@@ -487,11 +531,11 @@ static int silences_with(cli_opts_t *o, int argc, char **argv)
             const char *team = json_string_value(json_object_get(s, "team"));
             printf("%-6lld %s%s%s%s%s until %s by %s: %s%s\n",
                    (long long) json_integer_value(json_object_get(s, "id")),
-                   json_string_value(json_object_get(s, "process")), state ? " state " : "",
-                   state ? state : "", team ? " team " : "", team ? team : "",
-                   json_string_value(json_object_get(s, "ends_at")),
-                   json_string_value(json_object_get(s, "actor")),
-                   json_string_value(json_object_get(s, "reason")),
+                   shown(json_string_value(json_object_get(s, "process"))), state ? " state " : "",
+                   state ? shown(state) : "", team ? " team " : "", team ? shown(team) : "",
+                   shown(json_string_value(json_object_get(s, "ends_at"))),
+                   shown(json_string_value(json_object_get(s, "actor"))),
+                   shown(json_string_value(json_object_get(s, "reason"))),
                    json_is_true(json_object_get(s, "live")) ? "" : " (ended)");
         }
     }

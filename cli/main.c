@@ -7,8 +7,15 @@
  *
  * SIGTERM, SIGINT and SIGHUP are blocked before anything else, so one sent
  * while the daemon starts waits for its handler instead of killing it (the
- * default action). A command that handles them unblocks them itself once
- * its handlers exist; for every other command the mask is restored.
+ * default action). "Before anything else" is the executable's preinit
+ * array: the dynamic loader runs it after loading and relocating the
+ * libraries but before any of their constructors (GnuTLS's, which reads
+ * its config, OpenSSL's, libcap's: milliseconds in all), where a
+ * constructor of ours would run only after them. The loader's own work
+ * before it, mapping some fifty libraries, is the one window left: no
+ * code of the program runs there. A command that handles the
+ * signals unblocks them itself once its handlers exist; for every other
+ * command the mask the process started with is restored.
  */
 #include "cli/cli.h"
 #include "common/err.h"
@@ -51,6 +58,32 @@ static const command_t commands[] = {
     {"unsilence", cli_unsilence, "end a silence now", false},
 };
 
+static sigset_t started_mask; /* the mask at exec, before block_handled() */
+static bool handled_blocked;
+
+static void handled_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGHUP);
+}
+
+/* Runs single-threaded, before main() and every library constructor. */
+static void block_handled(int argc, char **argv, char **envp)
+{
+    (void) argc;
+    (void) argv;
+    (void) envp;
+    sigset_t handled;
+    handled_signals(&handled);
+    if (sigprocmask(SIG_BLOCK, &handled, &started_mask) == 0)
+        handled_blocked = true;
+}
+
+__attribute__((used, section(".preinit_array"))) static void (*const block_handled_at_start)(
+    int, char **, char **) = block_handled;
+
 static void usage(FILE *out)
 {
     fprintf(out, "usage: steward COMMAND [OPTIONS]\n\ncommands:\n");
@@ -62,12 +95,14 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
-    sigset_t handled, saved;
-    sigemptyset(&handled);
-    sigaddset(&handled, SIGTERM);
-    sigaddset(&handled, SIGINT);
-    sigaddset(&handled, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &handled, &saved);
+    /* A loader that skips the preinit array still gets the signals
+     * blocked here, later. */
+    sigset_t saved = started_mask;
+    if (!handled_blocked) {
+        sigset_t handled;
+        handled_signals(&handled);
+        pthread_sigmask(SIG_BLOCK, &handled, &saved);
+    }
 
     if (argc < 2) {
         usage(stderr);

@@ -4,6 +4,14 @@
 #include <stdio.h>
 #include <time.h>
 
+/* Days in month `mon` (1-12) of `year`, in the proleptic Gregorian calendar. */
+static int days_in_month(int year, int mon)
+{
+    static const int days[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    return mon == 2 && leap ? 29 : days[mon - 1];
+}
+
 /* Parses exactly `n` digits at *p and advances it. */
 static bool digits(const char **p, int n, int *out)
 {
@@ -54,8 +62,10 @@ bool rfc3339_parse(const char *text, int64_t *ms_out)
     } else {
         return false;
     }
-    if (*p != '\0' || mon < 1 || mon > 12 || day < 1 || day > 31 || hour > 23 || min > 59 ||
-        sec > 60)
+    /* timegm() would carry 2026-02-31 into March: a date that does not
+     * exist is not a time. */
+    if (*p != '\0' || mon < 1 || mon > 12 || day < 1 || day > days_in_month(year, mon) ||
+        hour > 23 || min > 59 || sec > 60)
         return false;
 
     struct tm tm = {0};

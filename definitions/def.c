@@ -21,12 +21,14 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define PTR_MAX            1024
 #define NAME_MAX_LEN       63 /* process, state, team, outcome and variable names */
@@ -1030,9 +1032,12 @@ static void parse_command(loader_t *ld, size_t i, json_t *cmd, const char *ptr)
                 jsonptr_kind(payload));
         payload = NULL;
     } else if (payload != NULL) {
-        ld->n_problems +=
-            def_check_template(payload, ld->vars_unknown ? NULL : ld->vars, ld->n_vars, ld->file,
-                               ptr_join(p, ptr, "payload"), ld->problems);
+        /* NULL tells the check "any name"; with nothing captured at all
+         * it must get an empty list instead, so every ${vars.X} is refused. */
+        static const char *const no_vars[1] = {NULL};
+        const char *const *vars = ld->vars != NULL ? (const char *const *) ld->vars : no_vars;
+        ld->n_problems += def_check_template(payload, ld->vars_unknown ? NULL : vars, ld->n_vars,
+                                             ld->file, ptr_join(p, ptr, "payload"), ld->problems);
     }
 
     st->command = ld_calloc(ld, 1, sizeof *st->command);
@@ -1454,6 +1459,7 @@ def_t *def_load_json(const char *text, size_t len, const char *source, def_probl
     parse_any(&ld, doc);
     check_fixed_types(&ld);
     check_unused_events(&ld);
+    ld.n_problems += def_check_command_topics(def, problems);
     if (!ld.graph_unknown && ld.start_resolved) {
         ld.n_problems += def_check_graph(def, problems);
         if (!ld.vars_unknown)
@@ -1485,34 +1491,72 @@ static const char *errno_text(int errnum, char *buf, size_t size)
     return buf;
 }
 
+/* What a file that is not a regular one is, for the message. */
+static const char *file_kind(mode_t mode)
+{
+    if (S_ISDIR(mode))
+        return "a directory";
+    if (S_ISFIFO(mode))
+        return "a FIFO";
+    if (S_ISSOCK(mode))
+        return "a socket";
+    if (S_ISCHR(mode) || S_ISBLK(mode))
+        return "a device";
+    return "not a regular file";
+}
+
 def_t *def_load_file(const char *path, def_problems_t *problems)
 {
     char err[128];
-    struct stat sb;
-    if (stat(path, &sb) != 0) {
+    /* Opened without blocking and judged by the descriptor, not the name:
+     * a FIFO would block open() or read() for ever, and a stat() before
+     * the open could describe another file than the one read. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
         def_problems_add(problems, path, "", "%s", errno_text(errno, err, sizeof err));
+        return NULL;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        def_problems_add(problems, path, "", "%s", errno_text(errno, err, sizeof err));
+        close(fd);
         return NULL;
     }
     if (S_ISDIR(sb.st_mode)) {
         def_problems_add(problems, path, "", "is a directory, not a definition file");
+        close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        def_problems_add(problems, path, "",
+                         "is %s, not a regular file: a definition is read "
+                         "from a regular file",
+                         file_kind(sb.st_mode));
+        close(fd);
         return NULL;
     }
     if (sb.st_size > FILE_MAX_BYTES) {
         def_problems_add(problems, path, "", "file is %lld bytes: a definition is at most %d bytes",
                          (long long) sb.st_size, FILE_MAX_BYTES);
+        close(fd);
         return NULL;
     }
 
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        def_problems_add(problems, path, "", "%s", errno_text(errno, err, sizeof err));
-        return NULL;
-    }
-    /* Read up to one byte past the limit, in case the file grew since stat(). */
+    /* Read up to one byte past the limit, in case the file grew since fstat(). */
     char *text = malloc(FILE_MAX_BYTES + 1);
-    size_t len = text != NULL ? fread(text, 1, FILE_MAX_BYTES + 1, f) : 0;
-    int read_error = text != NULL && ferror(f) ? errno : 0;
-    fclose(f);
+    size_t len = 0;
+    int read_error = 0;
+    while (text != NULL && len < FILE_MAX_BYTES + 1) {
+        ssize_t got = read(fd, text + len, FILE_MAX_BYTES + 1 - len);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            read_error = errno;
+        if (got <= 0)
+            break;
+        len += (size_t) got;
+    }
+    close(fd);
 
     def_t *def = NULL;
     if (text == NULL)

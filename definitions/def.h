@@ -227,6 +227,13 @@ const char *def_suggest(const char *word, const char *const *candidates, size_t 
 size_t def_check_graph(const def_t *def, def_problems_t *problems);
 
 /*
+ * Checks that no state's command goes to a topic one of the process's
+ * events arrives on (as the definition names them). Appends each problem
+ * and returns how many.
+ */
+size_t def_check_command_topics(const def_t *def, def_problems_t *problems);
+
+/*
  * Checks that every ${vars.NAME} in a state's command is captured on some
  * path that reaches the state: by 'start', by the start event, or by an
  * event whose transition lies on a path from the start state to it. Run on

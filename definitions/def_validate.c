@@ -199,6 +199,34 @@ done:
     return count;
 }
 
+/* ---- command topics ---- */
+
+size_t def_check_command_topics(const def_t *def, def_problems_t *problems)
+{
+    size_t count = 0;
+    char ptr[1024];
+    for (size_t i = 0; i < def->n_states; i++) {
+        const def_command_t *cmd = def->states[i].command;
+        if (cmd == NULL || cmd->topic == NULL || def->states[i].name == NULL)
+            continue;
+        for (size_t e = 0; e < def->n_events; e++) {
+            if (def->events[e].topic == NULL || strcmp(def->events[e].topic, cmd->topic) != 0)
+                continue;
+            state_pointer(ptr, sizeof ptr, def->states[i].name);
+            jsonptr_append(ptr, sizeof ptr, "command");
+            jsonptr_append(ptr, sizeof ptr, "topic");
+            def_problems_add(problems, def->source, ptr,
+                             "command topic '%s' is also where event '%s' arrives: Steward "
+                             "would read its own commands as events; send commands to a topic "
+                             "of their own",
+                             cmd->topic, def->events[e].name != NULL ? def->events[e].name : "?");
+            count++;
+            break;
+        }
+    }
+    return count;
+}
+
 /* ---- command templates ---- */
 
 static const char *const template_builtins[] = {"key",     "process", "state",

@@ -346,14 +346,18 @@ static decode_reason_t judge_message(const decode_input_t *in, const decode_limi
         snprintf(detail, detail_size, "the value nests deeper than %d levels", limits->max_depth);
         return DECODE_TOO_DEEP;
     }
-    out->value = json_loadb(in->value, in->value_len, JSON_REJECT_DUPLICATES, &jerr);
+    /* JSON_DECODE_ANY: a bare string, number or null is valid JSON and
+     * gets the same reason as an array, not_an_object. */
+    out->value =
+        json_loadb(in->value, in->value_len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
     if (out->value == NULL && json_error_code(&jerr) == json_error_numeric_overflow) {
         /* An integer beyond 64 bits somewhere in the event: read it as a
          * real rather than refuse the event for a field nobody may read. */
         size_t wide_len;
         char *wide = widen_big_integers(in->value, in->value_len, &wide_len);
         if (wide != NULL)
-            out->value = json_loadb(wide, wide_len, JSON_REJECT_DUPLICATES, &jerr);
+            out->value =
+                json_loadb(wide, wide_len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
         free(wide);
     }
     if (out->value == NULL) {

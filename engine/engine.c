@@ -667,6 +667,10 @@ static int words(char *buf, size_t size, const char *fmt, ...)
     va_start(ap, fmt);
     int n = vsnprintf(buf, size, fmt, ap);
     va_end(ap);
+    /* A long command type or list of events is cut, visibly: the detail is
+     * for a person, the alert carries the rest. */
+    if (n >= 0 && (size_t) n >= size && size >= 4)
+        memcpy(buf + size - 4, "...", 4);
     return n;
 }
 

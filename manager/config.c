@@ -472,11 +472,43 @@ err_class_t config_set(config_t *cfg, const char *name, const char *value, char 
     return set_value(cfg, key, value, errstr, errstr_size);
 }
 
+/* The librdkafka properties Steward sets itself and relies on: one taken
+ * from the user would quietly change which offsets, which messages or
+ * which delivery guarantee Steward works with. Aliases are listed too. */
+static const struct {
+    const char *name;
+    const char *instead; /* what to do instead, or why it is fixed */
+} kafka_owned[] = {
+    {"group.id", "set the consumer group with `group` (--group, STEWARD_GROUP): Steward keys "
+                 "its offsets and watermarks by it"},
+    {"bootstrap.servers", "set the brokers with `brokers` (--brokers, STEWARD_KAFKA_BROKERS)"},
+    {"metadata.broker.list", "set the brokers with `brokers` (--brokers, STEWARD_KAFKA_BROKERS)"},
+    {"enable.auto.commit", "Steward commits offsets in PostgreSQL, with the state they produced"},
+    {"auto.commit.enable", "Steward commits offsets in PostgreSQL, with the state they produced"},
+    {"enable.auto.offset.store",
+     "Steward commits offsets in PostgreSQL, with the state they produced"},
+    {"auto.offset.reset", "a partition without an offset in PostgreSQL is read from its start"},
+    {"isolation.level", "Steward reads committed messages only"},
+    {"partition.assignment.strategy",
+     "Steward's rebalance handling needs the eager `range` assignor"},
+    {"group.protocol", "Steward's rebalance handling needs the classic group protocol"},
+    {"enable.idempotence", "Steward's producers are idempotent, with acks=all"},
+    {"acks", "Steward's producers are idempotent, with acks=all"},
+    {"request.required.acks", "Steward's producers are idempotent, with acks=all"},
+};
+
 err_class_t config_set_kafka(config_t *cfg, const char *name, const char *value, char *errstr,
                              size_t errstr_size)
 {
     char *prop = NULL;
     size_t len = strlen(name);
+
+    for (size_t i = 0; i < sizeof kafka_owned / sizeof kafka_owned[0]; i++) {
+        if (strcmp(name, kafka_owned[i].name) == 0)
+            return err_set(ERR_INVALID, errstr, errstr_size,
+                           "kafka.%s: Steward sets this property itself and cannot take it: %s",
+                           name, kafka_owned[i].instead);
+    }
 
     if (asprintf(&prop, "%s=%s", name, value) < 0)
         return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");

@@ -130,7 +130,9 @@ err_class_t config_apply_env(config_t *cfg, char *errstr, size_t errstr_size);
 err_class_t config_set(config_t *cfg, const char *key, const char *value, char *errstr,
                        size_t errstr_size);
 
-/* Adds or replaces a librdkafka property. */
+/* Adds or replaces a librdkafka property. A property Steward sets itself
+ * and relies on (group.id, enable.auto.commit, acks, ...) is ERR_INVALID,
+ * the message naming the setting to use instead. */
 err_class_t config_set_kafka(config_t *cfg, const char *name, const char *value, char *errstr,
                              size_t errstr_size);
 

@@ -1007,15 +1007,7 @@ intake_t *intake_new(const intake_config_t *cfg, const def_set_t *defs, err_clas
     conf = rd_kafka_conf_new();
     char client_id[128];
     snprintf(client_id, sizeof client_id, "steward-%s", cfg->replica);
-    /* Offsets are Steward's own (PostgreSQL); the eager range assignor is
-     * the one librdkafka 2.0 gets right alongside a rebalance callback. */
-    if (!set_conf(conf, "bootstrap.servers", cfg->brokers, errstr, errstr_size) ||
-        !set_conf(conf, "group.id", cfg->group, errstr, errstr_size) ||
-        !set_conf(conf, "client.id", client_id, errstr, errstr_size) ||
-        !set_conf(conf, "enable.auto.commit", "false", errstr, errstr_size) ||
-        !set_conf(conf, "enable.auto.offset.store", "false", errstr, errstr_size) ||
-        !set_conf(conf, "auto.offset.reset", "earliest", errstr, errstr_size) ||
-        !set_conf(conf, "partition.assignment.strategy", "range", errstr, errstr_size) ||
+    if (!set_conf(conf, "client.id", client_id, errstr, errstr_size) ||
         !set_conf(conf, "topic.metadata.refresh.interval.ms", "10000", errstr, errstr_size) ||
         /* A replica that dies is noticed in 6 s (librdkafka's default is
          * 45 s), and its partitions taken over within about 10 s: until
@@ -1049,6 +1041,20 @@ intake_t *intake_new(const intake_config_t *cfg, const def_set_t *defs, err_clas
             *cls = ERR_INVALID;
             goto fail;
         }
+    }
+    /* Set last, over any property given (config_set_kafka refuses these):
+     * offsets are Steward's own (PostgreSQL), keyed by the group; only
+     * committed messages are events; and the eager range assignor is the
+     * one librdkafka 2.0 gets right alongside a rebalance callback. */
+    if (!set_conf(conf, "bootstrap.servers", cfg->brokers, errstr, errstr_size) ||
+        !set_conf(conf, "group.id", cfg->group, errstr, errstr_size) ||
+        !set_conf(conf, "enable.auto.commit", "false", errstr, errstr_size) ||
+        !set_conf(conf, "enable.auto.offset.store", "false", errstr, errstr_size) ||
+        !set_conf(conf, "auto.offset.reset", "earliest", errstr, errstr_size) ||
+        !set_conf(conf, "isolation.level", "read_committed", errstr, errstr_size) ||
+        !set_conf(conf, "partition.assignment.strategy", "range", errstr, errstr_size)) {
+        *cls = ERR_INVALID;
+        goto fail;
     }
     rd_kafka_conf_set_log_cb(conf, on_log);
     rd_kafka_conf_set_error_cb(conf, on_error);

@@ -288,6 +288,15 @@ static transfer_t *post_start(notifier_t *n, const char *url, char *body, const 
         return NULL;
     }
     curl_easy_setopt(t->easy, CURLOPT_URL, url);
+    /* Routes accept only http(s) URLs; this holds it for redirects and for
+     * any URL that reaches here another way, so no sink reads a file. */
+#if LIBCURL_VERSION_NUM >= 0x075500
+    curl_easy_setopt(t->easy, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(t->easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#else
+    curl_easy_setopt(t->easy, CURLOPT_PROTOCOLS, (long) (CURLPROTO_HTTP | CURLPROTO_HTTPS));
+    curl_easy_setopt(t->easy, CURLOPT_REDIR_PROTOCOLS, (long) (CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
     curl_easy_setopt(t->easy, CURLOPT_POSTFIELDS, t->body);
     curl_easy_setopt(t->easy, CURLOPT_HTTPHEADER, t->headers);
     curl_easy_setopt(t->easy, CURLOPT_TIMEOUT_MS, (long) n->timeout_ms);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define PAGERDUTY_DEFAULT_URL "https://events.pagerduty.com/v2/enqueue"
 
@@ -110,6 +111,16 @@ static char *secret_member(const json_t *obj, const char *name, const char *wher
     return text;
 }
 
+/* Whether url is http:// or https:// (any case, as libcurl takes it)
+ * followed by a host. */
+static bool http_url(const char *url)
+{
+    size_t scheme = strncasecmp(url, "http://", 7) == 0    ? 7
+                    : strncasecmp(url, "https://", 8) == 0 ? 8
+                                                           : 0;
+    return scheme > 0 && url[scheme] != '\0' && url[scheme] != '/';
+}
+
 static bool parse_sink(sink_t *sink, const json_t *obj, const char *team, size_t idx, char *errstr,
                        size_t errstr_size)
 {
@@ -187,10 +198,18 @@ static bool parse_sink(sink_t *sink, const json_t *obj, const char *team, size_t
             sink->name = NULL;
     }
 
+    /* Whatever the sink, its URL is something to POST to: a file:// or
+     * other scheme would have libcurl read or write where it points. The
+     * URL may be a secret, so the message does not repeat it. */
+    if (sink->url != NULL && !http_url(sink->url)) {
+        err_set(ERR_INVALID, errstr, errstr_size,
+                "%s.url: expected an http:// or https:// URL with a host", where);
+        return false;
+    }
     switch (sink->type) {
     case SINK_WEBHOOK:
     case SINK_ALERTMANAGER:
-        if (sink->url == NULL || strncmp(sink->url, "http", 4) != 0) {
+        if (sink->url == NULL) {
             err_set(ERR_INVALID, errstr, errstr_size, "%s.url: a %s sink needs an http(s) URL",
                     where, type);
             return false;

@@ -5,7 +5,9 @@
 
 # steward_build DIR CMAKE_ARGS...: configure and build with one job per
 # core, quietly: the logs (DIR/configure.log, DIR/build.log) are printed
-# only when a step fails (-Werror makes every warning a failure anyway).
+# only when a step fails. Every scripted build (scripts/test, the fuzz
+# build, scripts/demo) turns STEWARD_WERROR on, so a warning is a failure
+# here; CMAKE_ARGS may turn it off again.
 # Two runs sharing DIR at once (developers in the same tree) take turns
 # through a lock file in DIR rather than corrupting each other's objects.
 steward_build() {
@@ -16,7 +18,7 @@ steward_build() {
     jobs="$(nproc 2>/dev/null || echo 2)"
     (
         flock 9
-        if ! cmake -S "$STEWARD_ROOT" -B "$dir" "$@" >"$dir/configure.log" 2>&1; then
+        if ! cmake -S "$STEWARD_ROOT" -B "$dir" -DSTEWARD_WERROR=ON "$@" >"$dir/configure.log" 2>&1; then
             cat "$dir/configure.log" >&2
             die "build: cmake configure failed (above; also in ${dir#"$STEWARD_ROOT"/}/configure.log)"
         fi

@@ -14,7 +14,11 @@
  *   check      check --database refuses a changed document under a version
  *              the database recorded; the same document passes
  *   run        --batch-ms takes a duration; a port in use is named in the
- *              error; SIGHUP names each changed setting that needs a restart
+ *              error; SIGHUP names each changed setting that needs a restart;
+ *              a signal raised before main() does not kill it
+ *   fifo       check and run refuse a FIFO as a definition, named or in a
+ *              directory, at once
+ *   escapes    the operator verbs' text output escapes control characters
  */
 #include "testlib.h"
 
@@ -27,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* A small valid definition; deadline is the first state's. */
@@ -362,6 +367,117 @@ START_TEST(sighup_names_settings_that_need_a_restart)
 }
 END_TEST
 
+/* check and run refuse a FIFO at once, named or inside a directory,
+ * instead of waiting for a writer that never comes. */
+START_TEST(check_and_run_refuse_a_fifo)
+{
+    const char *dir = tl_tmpdir();
+    char *defs = write_definition(dir, "p.", "1h");
+    char fifo[1024];
+    snprintf(fifo, sizeof fifo, "%s/pipe.json", dir);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+
+    const char *named[] = {NULL, "check", fifo, NULL};
+    tl_output_t o = tl_steward(named, NULL);
+    ck_assert_msg(o.status == 2 && tl_contains(o.err, "is a FIFO, not a regular file"),
+                  "check FIFO: exit %d: %s", o.status, o.err);
+    tl_output_free(&o);
+
+    const char *in_dir[] = {NULL, "check", dir, NULL};
+    o = tl_steward(in_dir, NULL);
+    ck_assert_msg(o.status == 2 && tl_contains(o.err, "pipe.json") &&
+                      tl_contains(o.err, "is a FIFO"),
+                  "check DIR: exit %d: %s", o.status, o.err);
+    tl_output_free(&o);
+
+    const char *run[] = {NULL, "run", "--brokers", "127.0.0.1:1", "--definitions", dir, NULL};
+    o = tl_steward(run, NULL);
+    ck_assert_msg(o.status == 2 && tl_contains(o.err, "is a FIFO"), "run: exit %d: %s", o.status,
+                  o.err);
+    tl_output_free(&o);
+    free(defs);
+}
+END_TEST
+
+/* A signal that arrives while the libraries initialise, before main(),
+ * waits for the daemon instead of killing it with the default action:
+ * here raised from a preloaded constructor, every time. This run stops at
+ * its definitions (exit 2), so a signal that got through shows as 128+N. */
+START_TEST(a_signal_before_main_does_not_kill_run)
+{
+    const char *asan = getenv("ASAN_OPTIONS");
+    char preload[1024], asan_env[1024];
+    snprintf(preload, sizeof preload, "LD_PRELOAD=%s", STEWARD_RAISE_SIGNAL_LIB);
+    /* The sanitizer runtime wants to be first; the preload is first here. */
+    snprintf(asan_env, sizeof asan_env, "ASAN_OPTIONS=%s%sverify_asan_link_order=0",
+             asan != NULL ? asan : "", asan != NULL && *asan != '\0' ? ":" : "");
+    static const char *const names[] = {"STEWARD_TEST_RAISE=HUP", "STEWARD_TEST_RAISE=TERM",
+                                        "STEWARD_TEST_RAISE=INT"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *env[] = {preload, asan_env, names[i], NULL};
+        const char *argv[] = {NULL,          "run",           "--brokers",
+                              "127.0.0.1:1", "--definitions", "/nonexistent/definitions",
+                              NULL};
+        tl_output_t o = tl_steward(argv, env);
+        ck_assert_msg(o.status == 2 && tl_contains(o.err, "/nonexistent/definitions"),
+                      "%s: exit %d: %s", names[i], o.status, o.err);
+        tl_output_free(&o);
+    }
+}
+END_TEST
+
+/* What others typed reaches a terminal escaped in text output; --json
+ * keeps it as JSON escapes it. */
+START_TEST(text_output_escapes_control_characters)
+{
+    const char *url = tl_db_create("cli_escape");
+    tl_migrate(url);
+    const char *sil[] = {NULL,
+                         "silence",
+                         "--process",
+                         "cli_order",
+                         "--for",
+                         "1h",
+                         "--reason",
+                         "\x1b[2Jwiped",
+                         "--actor",
+                         "\x1b]0;owned\x07"
+                         "eve\xc2\x9b",
+                         "--database",
+                         url,
+                         NULL};
+    tl_output_t o = tl_steward(sil, NULL);
+    ck_assert_msg(o.status == 0, "silence: %d %s", o.status, o.err);
+    tl_output_free(&o);
+
+    const char *list[] = {NULL, "silences", "--database", url, NULL};
+    o = tl_steward(list, NULL);
+    ck_assert_msg(o.status == 0, "silences: %d %s", o.status, o.err);
+    ck_assert_msg(strchr(o.out, '\x1b') == NULL && strchr(o.out, '\x07') == NULL &&
+                      strstr(o.out, "\xc2\x9b") == NULL,
+                  "raw control characters in: %s", o.out);
+    ck_assert_msg(tl_contains(o.out, "by \\x1b]0;owned\\x07eve\\u009b: \\x1b[2Jwiped"),
+                  "silences: %s", o.out);
+    tl_output_free(&o);
+
+    const char *json[] = {NULL, "silences", "--json", "--database", url, NULL};
+    o = tl_steward(json, NULL);
+    ck_assert_msg(o.status == 0 && tl_contains(o.out, "\\u001B[2Jwiped"), "silences --json: %s",
+                  o.out);
+    tl_output_free(&o);
+
+    /* A refusal repeats the key it was given: escaped too. */
+    const char *close_argv[] = {NULL,         "close",    "cli_order", "k\x1b[31m", "--as",
+                                "cancelled",  "--reason", "x",         "--actor",   "tester",
+                                "--database", url,        NULL};
+    o = tl_steward(close_argv, NULL);
+    ck_assert_msg(o.status == 1 && strchr(o.err, '\x1b') == NULL &&
+                      tl_contains(o.err, "no instance k\\x1b[31m of cli_order"),
+                  "close: %d %s", o.status, o.err);
+    tl_output_free(&o);
+}
+END_TEST
+
 Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -376,6 +492,9 @@ Suite *cli_suite(void)
     tcase_add_test(tc, check_database_refuses_a_changed_recorded_version);
     tcase_add_test(tc, run_flags_and_messages);
     tcase_add_test(tc, sighup_names_settings_that_need_a_restart);
+    tcase_add_test(tc, text_output_escapes_control_characters);
+    tcase_add_test(tc, a_signal_before_main_does_not_kill_run);
+    tcase_add_test(tc, check_and_run_refuse_a_fifo);
     suite_add_tcase(s, tc);
     return s;
 }

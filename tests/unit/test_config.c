@@ -129,6 +129,19 @@ START_TEST(routes_are_checked)
     REFUSED("\"routes\": {\"default\": [{\"type\": \"log\", \"name\": \"a\"}, {\"type\": \"log\", "
             "\"name\": \"a\", \"severity\": \"info\"}]}",
             "names another sink too");
+    /* Every sink posts over HTTP: no other scheme, even where a URL is optional. */
+    REFUSED("\"routes\": {\"default\": [{\"type\": \"pagerduty\", \"routing_key\": \"k\", "
+            "\"url\": \"file:///etc/passwd\"}]}",
+            "routes.default[0].url: expected an http:// or https:// URL");
+    REFUSED("\"routes\": {\"default\": [{\"type\": \"webhook\", \"url\": \"httpx://h/\"}]}",
+            "routes.default[0].url: expected an http:// or https:// URL");
+    REFUSED("\"routes\": {\"default\": [{\"type\": \"alertmanager\", \"url\": "
+            "\"gopher://h/\"}]}",
+            "routes.default[0].url: expected an http:// or https:// URL");
+    REFUSED("\"routes\": {\"default\": [{\"type\": \"webhook\", \"url\": \"http:///x\"}]}",
+            "routes.default[0].url: expected an http:// or https:// URL");
+    REFUSED("\"routes\": {\"default\": [{\"type\": \"log\", \"url\": \"file:///tmp/x\"}]}",
+            "routes.default[0].url: expected an http:// or https:// URL");
 }
 END_TEST
 
@@ -137,9 +150,56 @@ START_TEST(secrets_and_kafka_properties)
     REFUSED("\"database_file\": \"/nonexistent/secret\"", "database_file: cannot read");
     REFUSED("\"kafka\": {\"no.such.property\": \"1\"}", "kafka.no.such.property:");
     REFUSED("\"kafka\": [1]", "kafka: expected an object");
+    /* What Steward's offsets, reads and delivery rest on is not a property
+     * to override: the message says what to set instead. */
+    REFUSED("\"kafka\": {\"group.id\": \"other\"}",
+            "kafka.group.id: Steward sets this property itself and cannot take it: set the "
+            "consumer group with `group`");
+    REFUSED("\"kafka\": {\"enable.auto.commit\": \"true\"}", "kafka.enable.auto.commit: Steward");
+    REFUSED("\"kafka\": {\"isolation.level\": \"read_uncommitted\"}",
+            "kafka.isolation.level: Steward");
     REFUSED("\"routes\": {\"default\": [{\"type\": \"pagerduty\", \"routing_key_file\": "
             "\"/nonexistent/key\"}]}",
             "routes.default[0].routing_key_file: cannot read /nonexistent/key");
+}
+END_TEST
+
+/* The same from a flag, and for each property Steward owns; the ones
+ * it only defaults stay the user's. */
+START_TEST(owned_kafka_properties_are_refused_from_flags)
+{
+    static const char *const owned[] = {"group.id=other",
+                                        "bootstrap.servers=x:9092",
+                                        "metadata.broker.list=x:9092",
+                                        "enable.auto.commit=true",
+                                        "enable.auto.offset.store=true",
+                                        "auto.offset.reset=latest",
+                                        "isolation.level=read_uncommitted",
+                                        "partition.assignment.strategy=cooperative-sticky",
+                                        "group.protocol=consumer",
+                                        "enable.idempotence=false",
+                                        "acks=1",
+                                        "request.required.acks=1",
+                                        "auto.commit.enable=true"};
+    err_class_t cls;
+    char errstr[512];
+    for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) {
+        config_flag_t flags[] = {{"kafka", owned[i]}};
+        config_t *cfg = config_build(NULL, flags, 1, &cls, errstr, sizeof errstr);
+        ck_assert_msg(cfg == NULL && cls == ERR_INVALID, "%s was taken", owned[i]);
+        ck_assert_msg(tl_contains(errstr, "Steward sets this property itself"), "%s: %s", owned[i],
+                      errstr);
+    }
+    config_flag_t group[] = {{"kafka", "group.id=other"}};
+    ck_assert_ptr_null(config_build(NULL, group, 1, &cls, errstr, sizeof errstr));
+    ck_assert_msg(tl_contains(errstr, "--group"), "%s", errstr);
+
+    config_flag_t tuning[] = {{"kafka", "session.timeout.ms=10000"},
+                              {"kafka", "security.protocol=plaintext"}};
+    config_t *cfg = config_build(NULL, tuning, 2, &cls, errstr, sizeof errstr);
+    ck_assert_msg(cfg != NULL, "%s", errstr);
+    ck_assert_uint_eq(cfg->n_kafka_props, 2);
+    config_free(cfg);
 }
 END_TEST
 
@@ -219,6 +279,7 @@ Suite *config_suite(void)
     tcase_add_test(tc, topic_mapping_keys);
     tcase_add_test(tc, routes_are_checked);
     tcase_add_test(tc, secrets_and_kafka_properties);
+    tcase_add_test(tc, owned_kafka_properties_are_refused_from_flags);
     tcase_add_test(tc, secret_files_are_read_whole_or_refused);
     tcase_add_test(tc, missing_settings_and_environment);
     tcase_add_test(tc, invalid_definitions_refuse_to_start);

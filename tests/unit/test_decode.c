@@ -83,6 +83,16 @@ START_TEST(bad_messages_are_rejected_with_their_reason)
 
     in = input("orders", "[1,2,3]");
     ck_assert_int_eq(judge(&in), DECODE_NOT_OBJECT);
+    /* Valid JSON that is not an object is one reason, whatever it is. */
+    static const char *const scalars[] = {"\"text\"", "null", "42", "-1.5e3", "true", " 7 "};
+    for (size_t i = 0; i < sizeof scalars / sizeof scalars[0]; i++) {
+        in = input("orders", scalars[i]);
+        ck_assert_msg(judge(&in) == DECODE_NOT_OBJECT, "%s: %s", scalars[i], detail);
+    }
+    in = input("orders", "123456789012345678901234567890");
+    ck_assert_int_eq(judge(&in), DECODE_NOT_OBJECT);
+    in = input("orders", "\"unclosed");
+    ck_assert_int_eq(judge(&in), DECODE_INVALID_JSON);
 
     in = input("orders", "{\"a\":[[[[[[[[[1]]]]]]]]]}");
     ck_assert_int_eq(judge(&in), DECODE_TOO_DEEP);
@@ -265,6 +275,16 @@ START_TEST(rfc3339_times)
     ck_assert(!rfc3339_parse("2026-13-01T10:00:00Z", &ms));
     ck_assert(!rfc3339_parse("2026-11-29T10:00:00Zjunk", &ms));
     ck_assert(!rfc3339_parse("2026-11-29T10:00:00.Z", &ms));
+    /* Days per month, leap years included. */
+    ck_assert(!rfc3339_parse("2026-02-31T00:00:00Z", &ms));
+    ck_assert(!rfc3339_parse("2026-02-29T00:00:00Z", &ms));
+    ck_assert(!rfc3339_parse("2026-04-31T00:00:00Z", &ms));
+    ck_assert(!rfc3339_parse("1900-02-29T00:00:00Z", &ms));
+    ck_assert(!rfc3339_parse("2026-01-00T00:00:00Z", &ms));
+    ck_assert(rfc3339_parse("2028-02-29T00:00:00Z", &ms));
+    ck_assert(rfc3339_parse("2000-02-29T00:00:00Z", &ms));
+    ck_assert(rfc3339_parse("2026-12-31T23:59:59Z", &ms));
+    ck_assert(rfc3339_parse("2026-04-30T00:00:00Z", &ms));
 }
 END_TEST
 

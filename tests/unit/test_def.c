@@ -863,11 +863,34 @@ START_TEST(test_templates)
                 "${vars.skus}");
     def_problems_clear(&problems);
 
+    /* With no capture anywhere, a ${vars.X} is still refused, not taken
+     * as "any name". */
+    snprintf(ptr, sizeof ptr, "%s/amount", payload);
+    json_t *bare = base();
+    del(bare, "/start/capture");
+    del(bare, "/events/PaymentCaptured/capture");
+    EXPECT_ONLY(bare, ptr, "${vars.total} names a variable that nothing captures",
+                "add it to the 'capture'");
+    def_problems_clear(&problems);
+
     /* Every built-in and a start capture are fine; so is a lone '$'. (An
      * event's capture counts only on paths through it: test_active_fields.) */
     snprintf(ptr, sizeof ptr, "%s/note", payload);
     def_free(expect_valid(with(ptr, "\"${key} ${process} ${state} ${attempt} ${token} "
                                     "${vars.total} costs $5\"")));
+}
+END_TEST
+
+/* A command on an event topic would come back to Steward as an event. */
+START_TEST(test_command_topic_is_not_an_event_topic)
+{
+    const char *ptr = "/states/awaiting_payment/command/topic";
+    EXPECT_ONLY(with(ptr, "\"payments\""), ptr, "command topic 'payments'",
+                "event 'PaymentCaptured' arrives", "a topic of their own");
+    def_problems_clear(&problems);
+    EXPECT_ONLY(with(ptr, "\"orders\""), ptr, "event 'OrderPlaced'");
+    def_problems_clear(&problems);
+    def_free(expect_valid(with(ptr, "\"payments-commands\"")));
 }
 END_TEST
 
@@ -913,6 +936,34 @@ START_TEST(test_load_file_errors)
     ck_assert_ptr_null(def_load_file(dir, &problems));
     ck_assert_uint_eq(problems.n, 1);
     ck_assert_ptr_nonnull(strstr(problems.items[0].message, "is a directory"));
+    def_problems_clear(&problems);
+
+    /* A FIFO would block open() and read() with no writer: refused at once. */
+    char *fifo = NULL;
+    ck_assert_int_ge(asprintf(&fifo, "%s/pipe.json", dir), 0);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    ck_assert_ptr_null(def_load_file(fifo, &problems));
+    ck_assert_msg(problems.n == 1, "got:%s", listing());
+    ck_assert_str_eq(problems.items[0].file, fifo);
+    ck_assert_ptr_nonnull(strstr(problems.items[0].message, "is a FIFO, not a regular file"));
+    def_problems_clear(&problems);
+
+    ck_assert_ptr_null(def_load_file("/dev/null", &problems));
+    ck_assert_msg(problems.n == 1, "got:%s", listing());
+    ck_assert_ptr_nonnull(strstr(problems.items[0].message, "is a device, not a regular file"));
+    def_problems_clear(&problems);
+
+    /* The same inside a directory of definitions: the others still load
+     * and are checked, the FIFO is named. */
+    free(write_def(dir, "a.json", base()));
+    const char *paths[] = {dir};
+    size_t files = 0;
+    ck_assert_ptr_null(def_set_load(paths, 1, &problems, &files));
+    ck_assert_uint_eq(files, 2);
+    ck_assert_msg(problems.n == 1, "got:%s", listing());
+    ck_assert_str_eq(problems.items[0].file, fifo);
+    ck_assert_ptr_nonnull(strstr(problems.items[0].message, "is a FIFO"));
+    free(fifo);
     free(dir);
 }
 END_TEST
@@ -1283,6 +1334,7 @@ Suite *def_suite(void)
     tcase_add_test(tc, test_undeclared_event);
     tcase_add_test(tc, test_unused_event);
     tcase_add_test(tc, test_templates);
+    tcase_add_test(tc, test_command_topic_is_not_an_event_topic);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("graph");
