@@ -255,7 +255,8 @@ done:
 /* ---- instances ---- */
 
 static const char instance_sql[] =
-    "SELECT i.version, i.state, i.status, coalesce(i.claimed_by, ''), d.document::text "
+    "SELECT i.version, i.state, i.status, coalesce(i.claimed_by, ''), d.document::text, "
+    "  d.topic_mapping::text "
     "FROM steward.instances i "
     "JOIN steward.definitions d ON d.process = i.process AND d.version = i.version "
     "WHERE i.process = $1 AND i.key = $2 FOR UPDATE OF i";
@@ -530,6 +531,15 @@ static action_rc_t instance_action(PGconn *conn, action_verb_t verb, const actio
         def_problems_t problems = {0};
         const char *doc = PQgetvalue(res, 0, 4);
         def = def_load_json(doc, strlen(doc), "steward.definitions", &problems);
+        /* The document keeps the definition's topic names; a command goes
+         * to the broker's, by the mapping the daemon recorded beside it. */
+        json_t *mapping =
+            PQgetisnull(res, 0, 5) ? NULL : json_loads(PQgetvalue(res, 0, 5), 0, NULL);
+        if (def != NULL && !def_map_recorded(def, mapping, &problems)) {
+            def_free(def);
+            def = NULL;
+        }
+        json_decref(mapping);
         if (def == NULL)
             rc = fail(ACTION_REFUSED, errstr, errstr_size,
                       "definition version %s of %s no longer loads (%s); fix it before acting "

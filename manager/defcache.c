@@ -3,6 +3,7 @@
  */
 #include "manager/defcache.h"
 
+#include "common/db.h"
 #include "common/log.h"
 
 #include <stdio.h>
@@ -122,6 +123,10 @@ const def_t *defcache_find(defcache_t *cache, PGconn *conn, const char *process,
     const char *doc = PQgetvalue(res, 0, 0);
     def_t *loaded = def_load_json(doc, strlen(doc), "steward.definitions", &problems);
     PQclear(res);
+    if (loaded != NULL && !def_set_map_like(cache->loaded, loaded, &problems)) {
+        def_free(loaded);
+        loaded = NULL;
+    }
     if (loaded == NULL) {
         const char *problem = problems.n > 0 ? problems.items[0].message : "it does not validate";
         snprintf(reason, sizeof reason, "version %d of %s no longer loads: %s", version, process,
@@ -146,4 +151,43 @@ const def_t *defcache_get(defcache_t *cache, PGconn *conn, const char *process, 
 {
     const char *why;
     return defcache_find(cache, conn, process, version, &why);
+}
+
+/* Versions with open instances; the index instances_open_version answers
+ * each EXISTS, so this reads one row per recorded version. */
+static const char open_versions_sql[] =
+    "SELECT d.process, d.version FROM steward.definitions d "
+    "WHERE EXISTS (SELECT 1 FROM steward.instances i WHERE i.process = d.process "
+    "  AND i.version = d.version AND i.status = 'active') "
+    "ORDER BY 1, 2";
+
+err_class_t defcache_watch_topics(defcache_t *cache, PGconn *conn, def_watch_topics_t *out,
+                                  char *errstr, size_t errstr_size)
+{
+    err_class_t cls;
+    def_watch_topics_clear(out);
+    PGresult *res = db_query(conn, "reading the versions with open instances", open_versions_sql, 0,
+                             NULL, &cls, errstr, errstr_size);
+    if (res == NULL)
+        return cls;
+    int n = PQntuples(res);
+    const def_t **open = calloc((size_t) n + 1, sizeof *open);
+    size_t n_open = 0;
+    if (open == NULL) {
+        PQclear(res);
+        return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    }
+    for (int row = 0; row < n; row++) {
+        const char *why;
+        const def_t *def = defcache_find(cache, conn, PQgetvalue(res, row, 0),
+                                         atoi(PQgetvalue(res, row, 1)), &why);
+        if (def != NULL)
+            open[n_open++] = def;
+    }
+    PQclear(res);
+    cls = def_watch_topics(cache->loaded, open, n_open, out)
+              ? ERR_OK
+              : err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    free(open);
+    return cls;
 }
