@@ -23,6 +23,7 @@ struct defcache {
     size_t n_recorded;
     unloadable_t *failed; /* owned */
     size_t n_failed;
+    bool quiet; /* failures are not logged */
 };
 
 defcache_t *defcache_new(const def_set_t *defs)
@@ -46,6 +47,11 @@ void defcache_free(defcache_t *cache)
     }
     free(cache->failed);
     free(cache);
+}
+
+void defcache_set_quiet(defcache_t *cache, bool quiet)
+{
+    cache->quiet = quiet;
 }
 
 void defcache_set_loaded(defcache_t *cache, const def_set_t *defs)
@@ -114,8 +120,9 @@ const def_t *defcache_find(defcache_t *cache, PGconn *conn, const char *process,
         PQclear(res);
         snprintf(reason, sizeof reason, "version %d of %s is not recorded in steward.definitions",
                  version, process);
-        LOG_ERROR("an instance's definition version is not recorded", "process", process, "version",
-                  vtext);
+        if (!cache->quiet)
+            LOG_ERROR("an instance's definition version is not recorded", "process", process,
+                      "version", vtext);
         *why = remember_failure(cache, process, version, reason);
         return NULL;
     }
@@ -131,8 +138,9 @@ const def_t *defcache_find(defcache_t *cache, PGconn *conn, const char *process,
         const char *problem = problems.n > 0 ? problems.items[0].message : "it does not validate";
         snprintf(reason, sizeof reason, "version %d of %s no longer loads: %s", version, process,
                  problem);
-        LOG_ERROR("a recorded definition version no longer loads", "process", process, "version",
-                  vtext, "problem", problem);
+        if (!cache->quiet)
+            LOG_ERROR("a recorded definition version no longer loads", "process", process,
+                      "version", vtext, "problem", problem);
         def_problems_clear(&problems);
         *why = remember_failure(cache, process, version, reason);
         return NULL;

@@ -26,6 +26,11 @@ typedef struct defcache defcache_t;
 defcache_t *defcache_new(const def_set_t *defs);
 void defcache_free(defcache_t *cache); /* NULL is a no-op */
 
+/* Failures to load are remembered but not logged: for a reader whose
+ * failures someone else reports (intake's subscription; the scheduler
+ * logs and alerts about the same versions). */
+void defcache_set_quiet(defcache_t *cache, bool quiet);
+
 /* Replaces the loaded set (after a reload); versions read back are kept. */
 void defcache_set_loaded(defcache_t *cache, const def_set_t *defs);
 const def_set_t *defcache_loaded(const defcache_t *cache);

@@ -909,6 +909,8 @@ static rd_kafka_topic_partition_list_t *subscription(intake_t *in, const def_set
     def_watch_topics_t watch = {0};
     char errstr[512];
     defcache_t *versions = defcache_new(defs);
+    if (versions != NULL)
+        defcache_set_quiet(versions, true);
     if (versions == NULL || defcache_watch_topics(versions, store_conn(in->lanes[0].store), &watch,
                                                   errstr, sizeof errstr) != ERR_OK) {
         LOG_WARN("cannot read which old definition versions have open instances; reading the "
