@@ -57,6 +57,7 @@ struct sched {
      * two array literals, (process, topic) pairs for topic_watermarks(). */
     def_watch_topics_t watch;
     char *watch_processes, *watch_topics;
+    char *watch_recorded; /* the pairs last written to steward.watched_topics */
     due_worker_t extra[SCHED_MAX_TRANSACTIONS]; /* workers 1..n_workers-1 */
 };
 
@@ -114,6 +115,7 @@ void sched_free(sched_t *s)
     def_watch_topics_clear(&s->watch);
     free(s->watch_processes);
     free(s->watch_topics);
+    free(s->watch_recorded);
     defcache_free(s->versions);
     for (size_t i = 1; i < SCHED_MAX_TRANSACTIONS; i++) {
         if (s->extra[i].conn != NULL)
@@ -1124,7 +1126,33 @@ static err_class_t watch_topics(sched_t *s, char *errstr, size_t errstr_size)
     pgarr_free(&topics);
     if (s->watch_processes == NULL || s->watch_topics == NULL)
         return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
-    return ERR_OK;
+
+    /* For readers in SQL (steward.process_watermarks()): written only when
+     * the pairs change, which is at a start, a reload, or when the last
+     * instance of an old version ends. */
+    char *pairs = NULL;
+    if (asprintf(&pairs, "%s\x1f%s", s->watch_processes, s->watch_topics) < 0)
+        return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    if (s->watch_recorded != NULL && strcmp(s->watch_recorded, pairs) == 0) {
+        free(pairs);
+        return ERR_OK;
+    }
+    const char *params[3] = {s->group, s->watch_processes, s->watch_topics};
+    cls = db_exec(s->conn, "recording the watched topics",
+                  "WITH n AS (SELECT DISTINCT u.p, u.t FROM unnest($2::text[], $3::text[]) "
+                  "    AS u(p, t)), "
+                  "gone AS (DELETE FROM steward.watched_topics w WHERE w.consumer_group = $1 "
+                  "  AND NOT EXISTS (SELECT 1 FROM n WHERE n.p = w.process AND n.t = w.topic)) "
+                  "INSERT INTO steward.watched_topics (consumer_group, process, topic) "
+                  "SELECT $1, p, t FROM n ON CONFLICT DO NOTHING",
+                  3, params, errstr, errstr_size);
+    if (cls == ERR_OK) {
+        free(s->watch_recorded);
+        s->watch_recorded = pairs;
+    } else {
+        free(pairs);
+    }
+    return cls;
 }
 
 err_class_t sched_tick(sched_t *s, sched_stats_t *stats, char *errstr, size_t errstr_size)

@@ -33,8 +33,6 @@ CREATE TRIGGER offsets_watermark_moved
 -- documents here carry the unmapped names. So the watermark is computed
 -- over the (process, topic) pairs given: the least over every partition of
 -- the process's topics, NULL while one of them has no partition read.
-DROP FUNCTION steward.process_watermarks(text);
-
 CREATE FUNCTION steward.topic_watermarks(p_group text, p_process text[], p_topic text[])
 RETURNS TABLE (process text, watermark timestamptz)
 LANGUAGE sql STABLE AS $$
@@ -43,4 +41,27 @@ LANGUAGE sql STABLE AS $$
     FROM (SELECT DISTINCT * FROM unnest(p_process, p_topic) AS u(process, topic)) t
     LEFT JOIN steward.offsets o ON o.consumer_group = p_group AND o.topic = t.topic
     GROUP BY t.process
+$$;
+
+-- The pairs the group's schedulers watch, as their last pass decided them,
+-- for readers in SQL (steward.process_watermarks below, benchmarks, a
+-- person at psql). Rewritten by a scheduler whenever its set changes; one
+-- row per (process, topic) of the loaded definitions and of the versions
+-- with open instances, so it stays as small as the definitions.
+CREATE TABLE steward.watched_topics (
+    consumer_group text NOT NULL,
+    process        text NOT NULL,
+    topic          text NOT NULL,
+    PRIMARY KEY (consumer_group, process, topic)
+);
+
+-- As before, but over the broker's topic names the schedulers watch
+-- rather than over the definitions' own names in their documents.
+CREATE OR REPLACE FUNCTION steward.process_watermarks(p_group text)
+RETURNS TABLE (process text, watermark timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT w.process, w.watermark
+    FROM (SELECT array_agg(process) AS p, array_agg(topic) AS t
+          FROM steward.watched_topics WHERE consumer_group = p_group) a,
+         steward.topic_watermarks(p_group, a.p, a.t) w
 $$;
