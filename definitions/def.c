@@ -1793,6 +1793,8 @@ void def_set_free(def_set_t *set)
     for (size_t i = 0; i < set->n; i++)
         def_free(set->defs[i]);
     free(set->defs);
+    free(set->topics_prefix);
+    json_decref(set->topics_map);
     free(set);
 }
 
@@ -1825,32 +1827,130 @@ static bool map_topic(char **topic, const char *prefix, const json_t *map, const
     return true;
 }
 
+bool def_map_topics(def_t *def, const char *prefix, const json_t *map, def_problems_t *problems)
+{
+    bool ok = true;
+    if ((prefix == NULL || *prefix == '\0') && (map == NULL || json_object_size(map) == 0))
+        return true;
+    char p[PTR_MAX], sub[PTR_MAX];
+    for (size_t e = 0; e < def->n_events; e++) {
+        ptr_join(p, "/events", def->events[e].name);
+        ok = map_topic(&def->events[e].topic, prefix, map, def->source, ptr_join(sub, p, "topic"),
+                       problems) &&
+             ok;
+    }
+    for (size_t i = 0; i < def->n_states; i++) {
+        if (def->states[i].command == NULL)
+            continue;
+        ptr_join(p, "/states", def->states[i].name);
+        ptr_join(sub, p, "command");
+        ok = map_topic(&def->states[i].command->topic, prefix, map, def->source,
+                       ptr_join(p, sub, "topic"), problems) &&
+             ok;
+    }
+    return ok;
+}
+
 bool def_set_map_topics(def_set_t *set, const char *prefix, const json_t *map,
                         def_problems_t *problems)
 {
     bool ok = true;
     if ((prefix == NULL || *prefix == '\0') && (map == NULL || json_object_size(map) == 0))
         return true;
-    for (size_t d = 0; d < set->n; d++) {
-        def_t *def = set->defs[d];
-        char p[PTR_MAX], sub[PTR_MAX];
-        for (size_t e = 0; e < def->n_events; e++) {
-            ptr_join(p, "/events", def->events[e].name);
-            ok = map_topic(&def->events[e].topic, prefix, map, def->source,
-                           ptr_join(sub, p, "topic"), problems) &&
-                 ok;
-        }
-        for (size_t i = 0; i < def->n_states; i++) {
-            if (def->states[i].command == NULL)
-                continue;
-            ptr_join(p, "/states", def->states[i].name);
-            ptr_join(sub, p, "command");
-            ok = map_topic(&def->states[i].command->topic, prefix, map, def->source,
-                           ptr_join(p, sub, "topic"), problems) &&
-                 ok;
+    free(set->topics_prefix);
+    json_decref(set->topics_map);
+    set->topics_prefix = strdup(prefix != NULL ? prefix : "");
+    set->topics_map = map != NULL ? json_deep_copy(map) : json_object();
+    if (set->topics_prefix == NULL || set->topics_map == NULL) {
+        def_problems_add(problems, "", "", "out of memory");
+        return false;
+    }
+    for (size_t d = 0; d < set->n; d++)
+        ok = def_map_topics(set->defs[d], prefix, map, problems) && ok;
+    return ok;
+}
+
+bool def_set_map_like(const def_set_t *set, def_t *def, def_problems_t *problems)
+{
+    if (set == NULL)
+        return true;
+    return def_map_topics(def, set->topics_prefix, set->topics_map, problems);
+}
+
+json_t *def_set_mapping_json(const def_set_t *set)
+{
+    json_t *map = set->topics_map != NULL ? json_deep_copy(set->topics_map) : json_object();
+    if (map == NULL)
+        return NULL;
+    return json_pack("{s:s, s:o}", "prefix", set->topics_prefix != NULL ? set->topics_prefix : "",
+                     "map", map);
+}
+
+bool def_map_recorded(def_t *def, const json_t *mapping, def_problems_t *problems)
+{
+    if (!json_is_object(mapping))
+        return true;
+    json_t *map = json_object_get(mapping, "map");
+    return def_map_topics(def, json_string_value(json_object_get(mapping, "prefix")),
+                          json_is_object(map) ? map : NULL, problems);
+}
+
+/* Adds (process, topic) unless listed; false when out of memory. */
+static bool watch_add(def_watch_topics_t *out, size_t *cap, const char *process, const char *topic,
+                      int old_version)
+{
+    for (size_t i = 0; i < out->n; i++) {
+        def_watch_topic_t *t = &out->items[i];
+        if (strcmp(t->topic, topic) == 0 && strcmp(t->process, process) == 0) {
+            if (t->old_version > 0 && (old_version == 0 || old_version > t->old_version))
+                t->old_version = old_version;
+            return true;
         }
     }
-    return ok;
+    if (out->n == *cap) {
+        size_t grown_cap = *cap ? *cap * 2 : 16;
+        def_watch_topic_t *grown = realloc(out->items, grown_cap * sizeof *grown);
+        if (grown == NULL)
+            return false;
+        out->items = grown;
+        *cap = grown_cap;
+    }
+    out->items[out->n++] = (def_watch_topic_t){process, topic, old_version};
+    return true;
+}
+
+bool def_watch_topics(const def_set_t *loaded, const def_t *const *open, size_t n_open,
+                      def_watch_topics_t *out)
+{
+    size_t cap = 0;
+    def_watch_topics_clear(out);
+    for (size_t d = 0; loaded != NULL && d < loaded->n; d++) {
+        const def_t *def = loaded->defs[d];
+        for (size_t e = 0; e < def->n_events; e++) {
+            if (!watch_add(out, &cap, def->process, def->events[e].topic, 0))
+                goto oom;
+        }
+    }
+    for (size_t d = 0; d < n_open; d++) {
+        const def_t *def = open[d];
+        if (loaded != NULL && def_set_find(loaded, def->process, def->version) == def)
+            continue;
+        for (size_t e = 0; e < def->n_events; e++) {
+            if (!watch_add(out, &cap, def->process, def->events[e].topic, def->version))
+                goto oom;
+        }
+    }
+    return true;
+oom:
+    def_watch_topics_clear(out);
+    return false;
+}
+
+void def_watch_topics_clear(def_watch_topics_t *topics)
+{
+    free(topics->items);
+    topics->items = NULL;
+    topics->n = 0;
 }
 
 const def_t *def_set_latest(const def_set_t *set, const char *process)

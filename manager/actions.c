@@ -260,8 +260,10 @@ done:
 
 /* ---- instances ---- */
 
-/* The instance and its definition's document, the instance's row locked. */
-static const char instance_sql[] = "SELECT version, state, status, claimed_by, document "
+/* The instance, its definition's document and the topic mapping recorded
+ * with it, the instance's row locked. */
+static const char instance_sql[] = "SELECT version, state, status, claimed_by, document, "
+                                   "  topic_mapping "
                                    "FROM steward.action_instance_lock($1, $2)";
 
 static const char claim_sql[] = "SELECT steward.action_claim($1, $2, $3::boolean, $4, $5)";
@@ -515,6 +517,15 @@ static action_rc_t instance_action(PGconn *conn, action_verb_t verb, const actio
         def_problems_t problems = {0};
         const char *doc = PQgetvalue(res, 0, 4);
         def = def_load_json(doc, strlen(doc), "steward.definitions", &problems);
+        /* The document keeps the definition's topic names; a command goes
+         * to the broker's, by the mapping the daemon recorded beside it. */
+        json_t *mapping =
+            PQgetisnull(res, 0, 5) ? NULL : json_loads(PQgetvalue(res, 0, 5), 0, NULL);
+        if (def != NULL && !def_map_recorded(def, mapping, &problems)) {
+            def_free(def);
+            def = NULL;
+        }
+        json_decref(mapping);
         if (def == NULL)
             rc = fail(ACTION_REFUSED, errstr, errstr_size,
                       "definition version %s of %s no longer loads (%s); fix it before acting "

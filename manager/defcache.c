@@ -3,6 +3,7 @@
  */
 #include "manager/defcache.h"
 
+#include "common/db.h"
 #include "common/log.h"
 
 #include <stdio.h>
@@ -22,6 +23,7 @@ struct defcache {
     size_t n_recorded;
     unloadable_t *failed; /* owned */
     size_t n_failed;
+    bool quiet; /* failures are not logged */
 };
 
 defcache_t *defcache_new(const def_set_t *defs)
@@ -45,6 +47,11 @@ void defcache_free(defcache_t *cache)
     }
     free(cache->failed);
     free(cache);
+}
+
+void defcache_set_quiet(defcache_t *cache, bool quiet)
+{
+    cache->quiet = quiet;
 }
 
 void defcache_set_loaded(defcache_t *cache, const def_set_t *defs)
@@ -113,8 +120,9 @@ const def_t *defcache_find(defcache_t *cache, PGconn *conn, const char *process,
         PQclear(res);
         snprintf(reason, sizeof reason, "version %d of %s is not recorded in steward.definitions",
                  version, process);
-        LOG_ERROR("an instance's definition version is not recorded", "process", process, "version",
-                  vtext);
+        if (!cache->quiet)
+            LOG_ERROR("an instance's definition version is not recorded", "process", process,
+                      "version", vtext);
         *why = remember_failure(cache, process, version, reason);
         return NULL;
     }
@@ -122,12 +130,17 @@ const def_t *defcache_find(defcache_t *cache, PGconn *conn, const char *process,
     const char *doc = PQgetvalue(res, 0, 0);
     def_t *loaded = def_load_json(doc, strlen(doc), "steward.definitions", &problems);
     PQclear(res);
+    if (loaded != NULL && !def_set_map_like(cache->loaded, loaded, &problems)) {
+        def_free(loaded);
+        loaded = NULL;
+    }
     if (loaded == NULL) {
         const char *problem = problems.n > 0 ? problems.items[0].message : "it does not validate";
         snprintf(reason, sizeof reason, "version %d of %s no longer loads: %s", version, process,
                  problem);
-        LOG_ERROR("a recorded definition version no longer loads", "process", process, "version",
-                  vtext, "problem", problem);
+        if (!cache->quiet)
+            LOG_ERROR("a recorded definition version no longer loads", "process", process,
+                      "version", vtext, "problem", problem);
         def_problems_clear(&problems);
         *why = remember_failure(cache, process, version, reason);
         return NULL;
@@ -146,4 +159,43 @@ const def_t *defcache_get(defcache_t *cache, PGconn *conn, const char *process, 
 {
     const char *why;
     return defcache_find(cache, conn, process, version, &why);
+}
+
+/* Versions with open instances; the index instances_open_version answers
+ * each EXISTS, so this reads one row per recorded version. */
+static const char open_versions_sql[] =
+    "SELECT d.process, d.version FROM steward.definitions d "
+    "WHERE EXISTS (SELECT 1 FROM steward.instances i WHERE i.process = d.process "
+    "  AND i.version = d.version AND i.status = 'active') "
+    "ORDER BY 1, 2";
+
+err_class_t defcache_watch_topics(defcache_t *cache, PGconn *conn, def_watch_topics_t *out,
+                                  char *errstr, size_t errstr_size)
+{
+    err_class_t cls;
+    def_watch_topics_clear(out);
+    PGresult *res = db_query(conn, "reading the versions with open instances", open_versions_sql, 0,
+                             NULL, &cls, errstr, errstr_size);
+    if (res == NULL)
+        return cls;
+    int n = PQntuples(res);
+    const def_t **open = calloc((size_t) n + 1, sizeof *open);
+    size_t n_open = 0;
+    if (open == NULL) {
+        PQclear(res);
+        return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    }
+    for (int row = 0; row < n; row++) {
+        const char *why;
+        const def_t *def = defcache_find(cache, conn, PQgetvalue(res, row, 0),
+                                         atoi(PQgetvalue(res, row, 1)), &why);
+        if (def != NULL)
+            open[n_open++] = def;
+    }
+    PQclear(res);
+    cls = def_watch_topics(cache->loaded, open, n_open, out)
+              ? ERR_OK
+              : err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    free(open);
+    return cls;
 }

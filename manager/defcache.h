@@ -5,6 +5,9 @@
  * that cannot be loaded (not recorded, or its recorded document no longer
  * validates) is remembered too, with the reason: a recorded document never
  * changes, so asking again would only cost a query per instance.
+ * A version read back is renamed by the loaded set's topic mapping
+ * (def_set_map_like()): its document keeps the definition's names, and
+ * every version must name the broker's.
  *
  * One cache per thread: it is not locked.
  */
@@ -13,6 +16,8 @@
 
 #include "definitions/def.h"
 
+#include "common/err.h"
+
 #include <libpq-fe.h>
 
 typedef struct defcache defcache_t;
@@ -20,6 +25,11 @@ typedef struct defcache defcache_t;
 /* `defs` is borrowed and must outlive the cache (or be replaced first). */
 defcache_t *defcache_new(const def_set_t *defs);
 void defcache_free(defcache_t *cache); /* NULL is a no-op */
+
+/* Failures to load are remembered but not logged: for a reader whose
+ * failures someone else reports (intake's subscription; the scheduler
+ * logs and alerts about the same versions). */
+void defcache_set_quiet(defcache_t *cache, bool quiet);
 
 /* Replaces the loaded set (after a reload); versions read back are kept. */
 void defcache_set_loaded(defcache_t *cache, const def_set_t *defs);
@@ -41,5 +51,16 @@ const def_t *defcache_get(defcache_t *cache, PGconn *conn, const char *process, 
  */
 const def_t *defcache_find(defcache_t *cache, PGconn *conn, const char *process, int version,
                            const char **why);
+
+/*
+ * The topics that hold each process's watermark (def_watch_topics()): those
+ * of the loaded set and of the recorded versions that still have open
+ * instances, read on conn (a version that cannot load is left out: the
+ * scheduler sets its instances aside). Fills *out, whose names are
+ * borrowed until defcache_free() or the next defcache_set_loaded(). On
+ * error, the class with the reason in errstr and *out empty.
+ */
+err_class_t defcache_watch_topics(defcache_t *cache, PGconn *conn, def_watch_topics_t *out,
+                                  char *errstr, size_t errstr_size);
 
 #endif

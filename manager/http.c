@@ -14,6 +14,7 @@
 #include "common/db.h"
 #include "common/log.h"
 #include "common/prom.h"
+#include "common/rfc3339.h"
 #include "common/sha256.h"
 #include "common/utf8.h"
 #include "definitions/duration.h"
@@ -558,8 +559,38 @@ static void write_kafka(prom_t *p)
     free(lags);
 }
 
+/* The scheduler's watch over each process's watermark, as of its last pass. */
+static void write_watermarks(prom_t *p)
+{
+    metrics_watch_t *w;
+    size_t n = metrics_watches(&w);
+    int64_t now = clock_wall_ms();
+
+    prom_family(p, "steward_watermark_lag_seconds", "gauge",
+                "How far each process's watermark trails this steward's clock, as of the "
+                "scheduler's last pass; absent while the process has no watermark.");
+    for (size_t i = 0; i < n; i++) {
+        if (w[i].watermark_ms >= 0)
+            prom_sample(p, "steward_watermark_lag_seconds",
+                        (const char *const[]){"process", w[i].process, NULL},
+                        (double) (now - w[i].watermark_ms) / 1000.0);
+    }
+    prom_family(p, "steward_watermark_blind", "gauge",
+                "1 while a process's watermark cannot judge deadlines for this cause "
+                "(no_watermark, frozen, unread, old_version_topic), as of the scheduler's last "
+                "pass; the blind alert says which topic or partition.");
+    for (size_t i = 0; i < n; i++) {
+        for (int c = 0; c < METRICS_WATCH_N_CAUSES; c++)
+            prom_sample_int(p, "steward_watermark_blind",
+                            (const char *const[]){"process", w[i].process, "cause",
+                                                  metrics_watch_cause_name(c), NULL},
+                            w[i].cause[c]);
+    }
+    free(w);
+}
+
 /* The gauges read from PostgreSQL at scrape time. */
-enum { GAUGE_INSTANCES, GAUGE_ALERTS, GAUGE_WATERMARKS, GAUGE_COMMANDS, GAUGE_OUTBOX, N_GAUGES };
+enum { GAUGE_INSTANCES, GAUGE_ALERTS, GAUGE_COMMANDS, GAUGE_OUTBOX, N_GAUGES };
 
 static const char *const gauge_sql[N_GAUGES] = {
     [GAUGE_INSTANCES] = "SELECT process, state, count(*) FROM steward.instances "
@@ -567,9 +598,6 @@ static const char *const gauge_sql[N_GAUGES] = {
     [GAUGE_ALERTS] = "SELECT coalesce(process, ''), coalesce(state, ''), kind, count(*) "
                      "FROM steward.alerts WHERE resolved_at IS NULL GROUP BY 1, 2, 3 "
                      "ORDER BY 1, 2, 3",
-    [GAUGE_WATERMARKS] = "SELECT process, extract(epoch FROM now() - watermark)::float8 "
-                         "FROM steward.process_watermarks($1) WHERE watermark IS NOT NULL "
-                         "ORDER BY 1",
     [GAUGE_COMMANDS] = "SELECT process, count(*) FROM steward.commands WHERE sent_at IS NULL "
                        "AND cancelled_at IS NULL "
                        "GROUP BY 1 ORDER BY 1",
@@ -583,14 +611,13 @@ static void write_database(http_t *h, prom_t *p)
 {
     PGresult *res[N_GAUGES] = {NULL};
     char errstr[1024];
-    const char *params[1] = {h->group};
     int64_t deadline = clock_monotonic_ms() + METRICS_DB_BUDGET_MS;
     err_class_t cls = db_acquire(h, deadline, errstr, sizeof errstr);
 
     if (cls == ERR_OK) {
         for (int i = 0; i < N_GAUGES && cls == ERR_OK; i++)
-            cls = exec_by(h, "reading gauges", gauge_sql[i], i == GAUGE_WATERMARKS ? 1 : 0, params,
-                          deadline, &res[i], errstr, sizeof errstr);
+            cls = exec_by(h, "reading gauges", gauge_sql[i], 0, NULL, deadline, &res[i], errstr,
+                          sizeof errstr);
         db_release(h);
     }
     if (cls != ERR_OK)
@@ -620,15 +647,6 @@ static void write_database(http_t *h, prom_t *p)
                                                   PQgetvalue(r, i, 1), "kind", PQgetvalue(r, i, 2),
                                                   NULL},
                             atoll(PQgetvalue(r, i, 3)));
-
-        r = res[GAUGE_WATERMARKS];
-        prom_family(p, "steward_watermark_lag_seconds", "gauge",
-                    "How far each process's watermark trails the database's clock; absent while "
-                    "a partition the process reads was never read.");
-        for (int i = 0; i < PQntuples(r); i++)
-            prom_sample(p, "steward_watermark_lag_seconds",
-                        (const char *const[]){"process", PQgetvalue(r, i, 0), NULL},
-                        strtod(PQgetvalue(r, i, 1), NULL));
 
         r = res[GAUGE_COMMANDS];
         prom_family(p, "steward_commands_pending", "gauge",
@@ -666,6 +684,7 @@ static void get_metrics(http_t *h, reply_t *r)
     write_batch_histogram(p);
     write_step_histograms(p);
     write_kafka(p);
+    write_watermarks(p);
     write_database(h, p);
     prom_family(p, "steward_build_info", "gauge", "The running steward's version, as labels.");
     prom_sample_int(p, "steward_build_info",
@@ -688,6 +707,33 @@ static void not_ready(reply_t *r, const char *reason)
 {
     json_t *doc = json_pack("{s:b, s:s}", "ready", 0, "reason", reason);
     reply_json(r, MHD_HTTP_SERVICE_UNAVAILABLE, doc);
+}
+
+/* /readyz's `watermarks`: each watched process's watermark and, when it
+ * cannot judge deadlines, why (the scheduler's last pass). */
+static json_t *watermarks_detail(void)
+{
+    metrics_watch_t *w;
+    size_t n = metrics_watches(&w);
+    json_t *out = json_array();
+    for (size_t i = 0; i < n && out != NULL; i++) {
+        char at[40];
+        json_t *causes = json_array();
+        for (int c = 0; c < METRICS_WATCH_N_CAUSES; c++) {
+            if (w[i].cause[c])
+                json_array_append_new(causes, json_string(metrics_watch_cause_name(c)));
+        }
+        json_t *entry = json_pack(
+            "{s:s, s:o, s:o}", "process", w[i].process, "watermark",
+            w[i].watermark_ms >= 0 ? json_string(rfc3339_format(w[i].watermark_ms, at, sizeof at))
+                                   : json_null(),
+            "blind", causes);
+        if (entry != NULL && json_array_size(causes) > 0)
+            json_object_set_new(entry, "detail", json_string(w[i].detail));
+        json_array_append_new(out, entry);
+    }
+    free(w);
+    return out != NULL ? out : json_array();
 }
 
 static void get_readyz(http_t *h, reply_t *r)
@@ -723,11 +769,13 @@ static void get_readyz(http_t *h, reply_t *r)
         not_ready(r, reason);
         return;
     }
-    /* An unreachable broker does not make the replica unready: it is
-     * shown here, on steward_kafka_reachable and in the log. */
+    /* An unreachable broker, or a blind watermark, does not make the
+     * replica unready (another replica would be as blind): it is shown
+     * here, on /metrics, in the blind alert and in the log. */
     reply_json(r, MHD_HTTP_OK,
-               json_pack("{s:b, s:I, s:b}", "ready", 1, "partitions", (json_int_t) assigned,
-                         "kafka_reachable", (int) metrics_get(&metrics.kafka_reachable)));
+               json_pack("{s:b, s:I, s:b, s:o}", "ready", 1, "partitions", (json_int_t) assigned,
+                         "kafka_reachable", (int) metrics_get(&metrics.kafka_reachable),
+                         "watermarks", watermarks_detail()));
 }
 
 /*

@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "manager/metrics.h"
 #include "manager/batch.h"
+#include "manager/defcache.h"
 #include "manager/store.h"
 
 #include <inttypes.h>
@@ -926,17 +927,35 @@ static bool set_conf(rd_kafka_conf_t *conf, const char *name, const char *value,
     return true;
 }
 
-/* The topics of every loaded definition, each once. */
-static rd_kafka_topic_partition_list_t *subscription(const def_set_t *defs)
+/*
+ * The topics that hold the watermarks (defcache_watch_topics()): those of
+ * every loaded definition and of the versions that still have open
+ * instances, each once. Lane 0's connection, between batches. When the
+ * database cannot say which old versions are open, the loaded topics
+ * alone: the scheduler's blind check names what is not read.
+ */
+static rd_kafka_topic_partition_list_t *subscription(intake_t *in, const def_set_t *defs)
 {
     rd_kafka_topic_partition_list_t *topics = rd_kafka_topic_partition_list_new(8);
-    for (size_t d = 0; d < defs->n; d++) {
-        for (size_t e = 0; e < defs->defs[d]->n_events; e++) {
-            const char *topic = defs->defs[d]->events[e].topic;
-            if (rd_kafka_topic_partition_list_find(topics, topic, RD_KAFKA_PARTITION_UA) == NULL)
-                rd_kafka_topic_partition_list_add(topics, topic, RD_KAFKA_PARTITION_UA);
-        }
+    def_watch_topics_t watch = {0};
+    char errstr[512];
+    defcache_t *versions = defcache_new(defs);
+    if (versions != NULL)
+        defcache_set_quiet(versions, true);
+    if (versions == NULL || defcache_watch_topics(versions, store_conn(in->lanes[0].store), &watch,
+                                                  errstr, sizeof errstr) != ERR_OK) {
+        LOG_WARN("cannot read which old definition versions have open instances; reading the "
+                 "loaded versions' topics only",
+                 "error", versions != NULL ? errstr : "out of memory");
+        def_watch_topics(defs, NULL, 0, &watch);
     }
+    for (size_t i = 0; i < watch.n; i++) {
+        const char *topic = watch.items[i].topic;
+        if (rd_kafka_topic_partition_list_find(topics, topic, RD_KAFKA_PARTITION_UA) == NULL)
+            rd_kafka_topic_partition_list_add(topics, topic, RD_KAFKA_PARTITION_UA);
+    }
+    def_watch_topics_clear(&watch);
+    defcache_free(versions); /* after the list copied the names it borrowed */
     return topics;
 }
 
@@ -1070,7 +1089,7 @@ intake_t *intake_new(const intake_config_t *cfg, const def_set_t *defs, err_clas
     conf = NULL; /* now owned by rk */
     rd_kafka_poll_set_consumer(in->rk);
 
-    rd_kafka_topic_partition_list_t *topics = subscription(defs);
+    rd_kafka_topic_partition_list_t *topics = subscription(in, defs);
     rd_kafka_resp_err_t err = rd_kafka_subscribe(in->rk, topics);
     rd_kafka_topic_partition_list_destroy(topics);
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -1253,7 +1272,7 @@ err_class_t intake_set_definitions(intake_t *in, const def_set_t *defs, route_ta
     in->defs = defs;
     in->routes = routes;
 
-    rd_kafka_topic_partition_list_t *wanted = subscription(defs), *current = NULL;
+    rd_kafka_topic_partition_list_t *wanted = subscription(in, defs), *current = NULL;
     rd_kafka_resp_err_t err = rd_kafka_subscription(in->rk, &current);
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR || !same_topics(wanted, current)) {
         err = rd_kafka_subscribe(in->rk, wanted);

@@ -182,6 +182,48 @@ void metrics_set_partition_lag(const char *topic, int32_t partition, int64_t lag
     pthread_mutex_unlock(&lag_lock);
 }
 
+static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
+static metrics_watch_t *watches; /* guarded by watch_lock */
+static size_t n_watches;
+
+const char *metrics_watch_cause_name(metrics_watch_cause_t c)
+{
+    static const char *const names[METRICS_WATCH_N_CAUSES] = {
+        [METRICS_WATCH_NO_WATERMARK] = "no_watermark",
+        [METRICS_WATCH_FROZEN] = "frozen",
+        [METRICS_WATCH_UNREAD] = "unread",
+        [METRICS_WATCH_OLD_VERSION] = "old_version_topic",
+    };
+    return c < METRICS_WATCH_N_CAUSES ? names[c] : "?";
+}
+
+void metrics_set_watches(const metrics_watch_t *w, size_t n)
+{
+    metrics_watch_t *copy = n > 0 ? malloc(n * sizeof *copy) : NULL;
+    if (n > 0 && copy == NULL)
+        return; /* a metric is not worth failing for: the last table stays */
+    if (n > 0)
+        memcpy(copy, w, n * sizeof *copy);
+    pthread_mutex_lock(&watch_lock);
+    free(watches);
+    watches = copy;
+    n_watches = n;
+    pthread_mutex_unlock(&watch_lock);
+}
+
+size_t metrics_watches(metrics_watch_t **out)
+{
+    size_t n = 0;
+    *out = NULL;
+    pthread_mutex_lock(&watch_lock);
+    if (n_watches > 0 && (*out = malloc(n_watches * sizeof **out)) != NULL) {
+        memcpy(*out, watches, n_watches * sizeof **out);
+        n = n_watches;
+    }
+    pthread_mutex_unlock(&watch_lock);
+    return n;
+}
+
 void metrics_clear_partitions(void)
 {
     pthread_mutex_lock(&lag_lock);

@@ -134,6 +134,39 @@ typedef struct metrics_lag {
  */
 size_t metrics_partition_lags(metrics_lag_t **out);
 
+/*
+ * The scheduler's watch over each process's watermark, one entry per
+ * process whose watermark it computed in its last pass:
+ * steward_watermark_lag_seconds, steward_watermark_blind and /readyz's
+ * `watermarks` read it. A cause is one of the ways a watermark stops
+ * judging deadlines (docs/operations.md, "Blind").
+ */
+typedef enum metrics_watch_cause {
+    METRICS_WATCH_NO_WATERMARK, /* a topic it needs has no partition read */
+    METRICS_WATCH_FROZEN,       /* a partition is read but its watermark stands still */
+    METRICS_WATCH_UNREAD,       /* a partition is not read for scheduler.blind_after */
+    METRICS_WATCH_OLD_VERSION,  /* a topic only a version not loaded reads */
+    METRICS_WATCH_N_CAUSES,
+} metrics_watch_cause_t;
+
+/* The cause's name as the metric's `cause` label and /readyz print it. */
+const char *metrics_watch_cause_name(metrics_watch_cause_t c);
+
+typedef struct metrics_watch {
+    char process[64];     /* names from definitions have at most 63 characters */
+    int64_t watermark_ms; /* -1: none */
+    bool cause[METRICS_WATCH_N_CAUSES];
+    char detail[640]; /* the first cause's wording; "" when none */
+} metrics_watch_t;
+
+/* Replaces the table with n entries (copied). The scheduler's thread,
+ * once per pass; takes a mutex. */
+void metrics_set_watches(const metrics_watch_t *w, size_t n);
+
+/* A copy of the table into *out (free() it; NULL when empty). Returns how
+ * many. Any thread; takes the mutex. */
+size_t metrics_watches(metrics_watch_t **out);
+
 /* How many distinct (topic, type) pairs of undeclared events are counted
  * apart; later ones are counted under topic and type "other". */
 #define METRICS_MAX_UNKNOWN 1000

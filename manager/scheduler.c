@@ -53,6 +53,11 @@ struct sched {
     pthread_mutex_t versions_lock;
     int64_t started_ms; /* topics no one has read count as blind only after blind_after */
     size_t n_workers;   /* transactions of a due pass in flight at once */
+    /* This pass's watched topics (defcache_watch_topics()) and the same as
+     * two array literals, (process, topic) pairs for topic_watermarks(). */
+    def_watch_topics_t watch;
+    char *watch_processes, *watch_topics;
+    char *watch_recorded; /* the pairs last written to steward.watched_topics */
     due_worker_t extra[SCHED_MAX_TRANSACTIONS]; /* workers 1..n_workers-1 */
 };
 
@@ -107,6 +112,10 @@ void sched_free(sched_t *s)
         return;
     if (s->conn != NULL)
         PQfinish(s->conn);
+    def_watch_topics_clear(&s->watch);
+    free(s->watch_processes);
+    free(s->watch_topics);
+    free(s->watch_recorded);
     defcache_free(s->versions);
     for (size_t i = 1; i < SCHED_MAX_TRANSACTIONS; i++) {
         if (s->extra[i].conn != NULL)
@@ -590,7 +599,7 @@ done:
 static const char expiry_candidates_sql[] =
     "WITH wm AS (SELECT process, CASE WHEN $2::bigint IS NULL THEN watermark "
     "    ELSE least(watermark, steward.from_ms($2::bigint)) END AS watermark "
-    "  FROM steward.process_watermarks($1) WHERE watermark IS NOT NULL), "
+    "  FROM steward.topic_watermarks($1, $4::text[], $5::text[]) WHERE watermark IS NOT NULL), "
     "c AS MATERIALIZED (SELECT p.id, p.process, p.key, p.event_id, p.event_type, "
     "    p.expires_at, p.event_time, p.topic, p.partition, wm.watermark "
     "  FROM steward.parked p JOIN wm ON wm.process = p.process "
@@ -630,7 +639,8 @@ static err_class_t expire_parked(sched_t *s, sched_stats_t *stats, char *errstr,
     snprintf(until, sizeof until, "%" PRId64, s->until_ms);
     char limit[24];
     snprintf(limit, sizeof limit, "%d", SCHED_EXPIRY_BATCH);
-    const char *params[3] = {s->group, s->until_ms > 0 ? until : NULL, limit};
+    const char *params[5] = {s->group, s->until_ms > 0 ? until : NULL, limit, s->watch_processes,
+                             s->watch_topics};
     pgarr_t ids = {0}, versions = {0}, states = {0}, details = {0}, epochs = {0};
     alert_batch_t alerts = {0};
     err_class_t cls;
@@ -639,7 +649,7 @@ static err_class_t expire_parked(sched_t *s, sched_stats_t *stats, char *errstr,
     if ((cls = db_exec(s->conn, "starting parked expiry", "BEGIN", 0, NULL, errstr, errstr_size)) !=
         ERR_OK)
         return cls;
-    if ((res = db_query(s->conn, "finding parked events to expire", expiry_candidates_sql, 3,
+    if ((res = db_query(s->conn, "finding parked events to expire", expiry_candidates_sql, 5,
                         params, &cls, errstr, errstr_size)) == NULL)
         goto fail;
     for (int row = 0; row < PQntuples(res); row++) {
@@ -713,21 +723,21 @@ done:
     return cls;
 }
 
-/* Every topic a loaded definition reads, as an array literal. */
-static void loaded_topics(const def_set_t *defs, pgarr_t *topics)
+/* Every topic this pass watches (def_watch_topics()), as an array literal. */
+static void watched_topics(const def_watch_topics_t *watch, pgarr_t *topics)
 {
-    for (size_t d = 0; d < defs->n; d++) {
-        for (size_t e = 0; e < defs->defs[d]->n_events; e++)
-            pgarr_add(topics, defs->defs[d]->events[e].topic);
-    }
+    for (size_t i = 0; i < watch->n; i++)
+        pgarr_add(topics, watch->items[i].topic);
 }
 
 /*
- * The partitions of the loaded topics that no one reads: a topic with no
- * partition claimed, a partition not advanced for blind_after ($3), and one
- * not advanced for unowned_after ($4) whose owner is gone: its latest
- * ownership_log entry gives it up, or the owning replica has not stamped
- * steward.replicas for as long. $4 NULL: the owner is not checked.
+ * The partitions of the watched topics that no one reads: a topic with no
+ * partition claimed, a partition not advanced for blind_after ($3), one
+ * read within blind_after whose watermark has not moved for as long
+ * (frozen), and one not advanced for unowned_after ($4) whose owner is
+ * gone: its latest ownership_log entry gives it up, or the owning replica
+ * has not stamped steward.replicas for as long. $4 NULL: the owner is not
+ * checked.
  */
 static const char stale_sql[] =
     "SELECT t.topic, o.partition, o.owner, "
@@ -738,7 +748,10 @@ static const char stale_sql[] =
     "       OR o.owner IS NULL "
     "       OR NOT EXISTS (SELECT 1 FROM steward.replicas r WHERE r.consumer_group = $1 "
     "                      AND r.replica = o.owner "
-    "                      AND r.seen_at >= now() - steward.ms_interval($4::bigint))) "
+    "                      AND r.seen_at >= now() - steward.ms_interval($4::bigint))), "
+    "  o.watermark IS NOT NULL AND o.updated_at >= now() - steward.ms_interval($3::bigint) "
+    "  AND o.watermark_moved_at < now() - steward.ms_interval($3::bigint), "
+    "  steward.to_ms(now() - o.watermark_moved_at), steward.rfc3339(o.watermark) "
     "FROM (SELECT DISTINCT unnest($2::text[]) AS topic) t "
     "LEFT JOIN steward.offsets o ON o.consumer_group = $1 AND o.topic = t.topic "
     "LEFT JOIN LATERAL (SELECT action FROM steward.ownership_log l "
@@ -747,7 +760,27 @@ static const char stale_sql[] =
     "WHERE o.topic IS NULL "
     "   OR o.updated_at < now() - steward.ms_interval(least($3::bigint, "
     "                                                 coalesce($4::bigint, $3::bigint))) "
+    "   OR o.watermark_moved_at < now() - steward.ms_interval($3::bigint) "
     "ORDER BY 1, 2";
+
+/* Marks `cause` on every watched process that reads `topic` (all topics:
+ * NULL), the first wording a process gets kept as its detail. */
+static void watch_mark(sched_t *s, metrics_watch_t *procs, size_t n_procs, const char *topic,
+                       metrics_watch_cause_t cause, const char *detail)
+{
+    for (size_t i = 0; i < s->watch.n; i++) {
+        const def_watch_topic_t *t = &s->watch.items[i];
+        if (topic != NULL && strcmp(t->topic, topic) != 0)
+            continue;
+        for (size_t p = 0; p < n_procs; p++) {
+            if (strcmp(procs[p].process, t->process) != 0)
+                continue;
+            procs[p].cause[cause] = true;
+            if (procs[p].detail[0] == '\0')
+                snprintf(procs[p].detail, sizeof procs[p].detail, "%s", detail);
+        }
+    }
+}
 
 /* Open `unloadable` alerts whose version has no instance set aside any more. */
 static const char unloadable_done_sql[] =
@@ -763,7 +796,8 @@ static const char unloadable_done_sql[] =
  * versions that no longer have instances set aside; in one transaction, so
  * an alert and its outbox rows commit together.
  */
-static err_class_t check_blind(sched_t *s, sched_stats_t *stats, char *errstr, size_t errstr_size)
+static err_class_t check_blind(sched_t *s, metrics_watch_t *procs, size_t n_procs,
+                               sched_stats_t *stats, char *errstr, size_t errstr_size)
 {
     pgarr_t topics = {0};
     char after[24], unowned_after[24], dedup[300], summary[1024];
@@ -772,13 +806,13 @@ static err_class_t check_blind(sched_t *s, sched_stats_t *stats, char *errstr, s
     json_t *behind = json_array();
     PGresult *res = NULL;
 
-    loaded_topics(s->defs, &topics);
+    watched_topics(&s->watch, &topics);
     snprintf(after, sizeof after, "%" PRId64, s->blind_after_ms);
     snprintf(unowned_after, sizeof unowned_after, "%" PRId64, s->unowned_after_ms);
     snprintf(dedup, sizeof dedup, "steward:blind:%s", s->group);
     const char *params[4] = {s->group, pgarr_text(&topics), after,
                              s->unowned_after_ms > 0 ? unowned_after : NULL};
-    if (params[1] == NULL) {
+    if (params[1] == NULL || behind == NULL) {
         cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
         goto done;
     }
@@ -803,44 +837,100 @@ static err_class_t check_blind(sched_t *s, sched_stats_t *stats, char *errstr, s
     summary[0] = '\0';
     for (int row = 0; row < PQntuples(res); row++) {
         const char *topic = PQgetvalue(res, row, 0);
-        char unread[32], lag[32], part[400];
+        char unread[32], lag[32], part[600];
+        metrics_watch_cause_t cause = METRICS_WATCH_UNREAD;
         if (PQgetisnull(res, row, 1)) {
             if (!settled)
                 continue; /* not claimed yet at start: give the group time */
-            snprintf(part, sizeof part, "%s: no partition read", topic);
+            snprintf(part, sizeof part, "%s: no partition read (no watermark)", topic);
+            cause = METRICS_WATCH_NO_WATERMARK;
         } else {
             int64_t unread_ms = strtoll(PQgetvalue(res, row, 3), NULL, 10);
             bool unowned = strcmp(PQgetvalue(res, row, 5), "t") == 0;
-            if (unread_ms < s->blind_after_ms && !(unowned && owners_settled))
-                continue;
-            duration_format(unread_ms, unread, sizeof unread);
-            if (PQgetisnull(res, row, 4))
-                snprintf(lag, sizeof lag, "never read");
-            else
-                duration_format(strtoll(PQgetvalue(res, row, 4), NULL, 10), lag, sizeof lag);
-            if (unowned && owners_settled)
+            bool frozen = strcmp(PQgetvalue(res, row, 6), "t") == 0;
+            if (frozen) {
+                char still[32];
+                duration_format(strtoll(PQgetvalue(res, row, 7), NULL, 10), still, sizeof still);
                 snprintf(part, sizeof part,
-                         "%s[%s] has no live owner (last %s) and is unread for %s (watermark %s "
-                         "behind)",
-                         topic, PQgetvalue(res, row, 1),
-                         PQgetisnull(res, row, 2) ? "none" : PQgetvalue(res, row, 2), unread, lag);
-            else
-                snprintf(part, sizeof part, "%s[%s] unread for %s (watermark %s behind)", topic,
-                         PQgetvalue(res, row, 1), unread, lag);
+                         "%s[%s] is read but its watermark is frozen at %s for %s "
+                         "(message times do not advance)",
+                         topic, PQgetvalue(res, row, 1), PQgetvalue(res, row, 8), still);
+                cause = METRICS_WATCH_FROZEN;
+            } else {
+                if (unread_ms < s->blind_after_ms && !(unowned && owners_settled))
+                    continue;
+                duration_format(unread_ms, unread, sizeof unread);
+                if (PQgetisnull(res, row, 4))
+                    snprintf(lag, sizeof lag, "never read");
+                else
+                    duration_format(strtoll(PQgetvalue(res, row, 4), NULL, 10), lag, sizeof lag);
+                if (unowned && owners_settled)
+                    snprintf(part, sizeof part,
+                             "%s[%s] has no live owner (last %s) and is unread for %s (watermark "
+                             "%s behind)",
+                             topic, PQgetvalue(res, row, 1),
+                             PQgetisnull(res, row, 2) ? "none" : PQgetvalue(res, row, 2), unread,
+                             lag);
+                else
+                    snprintf(part, sizeof part, "%s[%s] unread for %s (watermark %s behind)", topic,
+                             PQgetvalue(res, row, 1), unread, lag);
+            }
         }
+        watch_mark(s, procs, n_procs, topic, cause, part);
         json_array_append_new(behind, json_string(part));
         if (listed++ < 5)
             len += (size_t) snprintf(summary + len, len < sizeof summary ? sizeof summary - len : 0,
                                      "%s%s", listed > 1 ? ", " : "", part);
     }
     PQclear(res);
+    res = NULL;
+
+    /* An instance of a version no longer loaded still waits for events on
+     * the topics it read, but no loaded definition declares them there, so
+     * intake reads those topics (for the watermark) without judging them. */
+    for (size_t i = 0; i < s->watch.n; i++) {
+        const def_watch_topic_t *t = &s->watch.items[i];
+        if (t->old_version == 0)
+            continue;
+        char part[600];
+        snprintf(part, sizeof part,
+                 "%s is read only by version %d of %s, which has open instances but is not "
+                 "loaded: their events there are not judged",
+                 t->topic, t->old_version, t->process);
+        for (size_t p = 0; p < n_procs; p++) {
+            if (strcmp(procs[p].process, t->process) != 0)
+                continue;
+            procs[p].cause[METRICS_WATCH_OLD_VERSION] = true;
+            if (procs[p].detail[0] == '\0')
+                snprintf(procs[p].detail, sizeof procs[p].detail, "%s", part);
+        }
+        json_array_append_new(behind, json_string(part));
+        if (listed++ < 5)
+            len += (size_t) snprintf(summary + len, len < sizeof summary ? sizeof summary - len : 0,
+                                     "%s%s", listed > 1 ? ", " : "", part);
+    }
 
     if (json_array_size(behind) > 0) {
         char text[1400];
         snprintf(text, sizeof text,
                  "steward group %s is blind: %s%s; deadlines wait until it reads again", s->group,
                  summary, listed > 5 ? ", ..." : "");
-        json_t *details = json_pack("{s:s, s:O}", "group", s->group, "partitions", behind);
+        json_t *watermarks = json_array();
+        for (size_t p = 0; p < n_procs; p++) {
+            json_t *causes = json_array();
+            for (int c = 0; c < METRICS_WATCH_N_CAUSES; c++) {
+                if (procs[p].cause[c])
+                    json_array_append_new(causes, json_string(metrics_watch_cause_name(c)));
+            }
+            if (json_array_size(causes) > 0)
+                json_array_append_new(watermarks,
+                                      json_pack("{s:s, s:o, s:s}", "process", procs[p].process,
+                                                "causes", causes, "detail", procs[p].detail));
+            else
+                json_decref(causes);
+        }
+        json_t *details = json_pack("{s:s, s:O, s:o}", "group", s->group, "partitions", behind,
+                                    "watermarks", watermarks);
         alert_batch_open(&alerts, ALERT_BLIND, NULL, NULL, NULL, s->blind_owner, text, details,
                          dedup, -1);
         json_decref(details);
@@ -871,6 +961,7 @@ static err_class_t check_blind(sched_t *s, sched_stats_t *stats, char *errstr, s
 fail:
     db_rollback(s->conn);
 done:
+    PQclear(res);
     pgarr_free(&topics);
     json_decref(behind);
     alert_batch_clear(&alerts);
@@ -920,6 +1011,23 @@ static err_class_t mark_current(sched_t *s, char *errstr, size_t errstr_size)
                       "WHERE d.process = c.process AND d.version = c.version "
                       "  AND d.current <> c.now_current",
                       2, params, errstr, errstr_size);
+    /* Readers without the running config (an operator's retry or move)
+     * rename a stored document's topics by this. */
+    json_t *mapping = cls == ERR_OK ? def_set_mapping_json(s->defs) : NULL;
+    char *mapping_text =
+        mapping != NULL ? json_dumps(mapping, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    if (cls == ERR_OK && mapping_text == NULL)
+        cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    if (cls == ERR_OK) {
+        const char *mparams[2] = {params[0], mapping_text};
+        cls = db_exec(s->conn, "recording the topic mapping",
+                      "UPDATE steward.definitions SET topic_mapping = $2::jsonb "
+                      "WHERE process = ANY($1::text[]) "
+                      "  AND topic_mapping IS DISTINCT FROM $2::jsonb",
+                      2, mparams, errstr, errstr_size);
+    }
+    free(mapping_text);
+    json_decref(mapping);
     pgarr_free(&processes);
     pgarr_free(&versions);
     return cls;
@@ -1017,10 +1125,65 @@ static err_class_t judge_process(sched_t *s, const char *process, int64_t waterm
     return cls;
 }
 
+/*
+ * The topics this pass watches, as s->watch and the two array literals
+ * topic_watermarks() takes. Under versions_lock: the due workers of the
+ * last pass are done, but the cache is theirs too.
+ */
+static err_class_t watch_topics(sched_t *s, char *errstr, size_t errstr_size)
+{
+    pgarr_t processes = {0}, topics = {0};
+    pthread_mutex_lock(&s->versions_lock);
+    err_class_t cls = defcache_watch_topics(s->versions, s->conn, &s->watch, errstr, errstr_size);
+    pthread_mutex_unlock(&s->versions_lock);
+    if (cls != ERR_OK)
+        return cls;
+    for (size_t i = 0; i < s->watch.n; i++) {
+        pgarr_add(&processes, s->watch.items[i].process);
+        pgarr_add(&topics, s->watch.items[i].topic);
+    }
+    free(s->watch_processes);
+    free(s->watch_topics);
+    s->watch_processes = pgarr_text(&processes) != NULL ? strdup(pgarr_text(&processes)) : NULL;
+    s->watch_topics = pgarr_text(&topics) != NULL ? strdup(pgarr_text(&topics)) : NULL;
+    pgarr_free(&processes);
+    pgarr_free(&topics);
+    if (s->watch_processes == NULL || s->watch_topics == NULL)
+        return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+
+    /* For readers in SQL (steward.process_watermarks()): written only when
+     * the pairs change, which is at a start, a reload, or when the last
+     * instance of an old version ends. */
+    char *pairs = NULL;
+    if (asprintf(&pairs, "%s\x1f%s", s->watch_processes, s->watch_topics) < 0)
+        return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    if (s->watch_recorded != NULL && strcmp(s->watch_recorded, pairs) == 0) {
+        free(pairs);
+        return ERR_OK;
+    }
+    const char *params[3] = {s->group, s->watch_processes, s->watch_topics};
+    cls = db_exec(s->conn, "recording the watched topics",
+                  "WITH n AS (SELECT DISTINCT u.p, u.t FROM unnest($2::text[], $3::text[]) "
+                  "    AS u(p, t)), "
+                  "gone AS (DELETE FROM steward.watched_topics w WHERE w.consumer_group = $1 "
+                  "  AND NOT EXISTS (SELECT 1 FROM n WHERE n.p = w.process AND n.t = w.topic)) "
+                  "INSERT INTO steward.watched_topics (consumer_group, process, topic) "
+                  "SELECT $1, p, t FROM n ON CONFLICT DO NOTHING",
+                  3, params, errstr, errstr_size);
+    if (cls == ERR_OK) {
+        free(s->watch_recorded);
+        s->watch_recorded = pairs;
+    } else {
+        free(pairs);
+    }
+    return cls;
+}
+
 err_class_t sched_tick(sched_t *s, sched_stats_t *stats, char *errstr, size_t errstr_size)
 {
-    const char *params[1] = {s->group};
     err_class_t cls;
+    metrics_watch_t *procs = NULL;
+    size_t n_procs = 0;
 
     memset(stats, 0, sizeof *stats);
     if (PQstatus(s->conn) != CONNECTION_OK) {
@@ -1035,21 +1198,39 @@ err_class_t sched_tick(sched_t *s, sched_stats_t *stats, char *errstr, size_t er
             return cls;
         s->mark_current = false;
     }
+    if ((cls = watch_topics(s, errstr, errstr_size)) != ERR_OK)
+        return cls;
+    const char *params[3] = {s->group, s->watch_processes, s->watch_topics};
     PGresult *res = db_query(s->conn, "reading watermarks",
                              "SELECT process, steward.to_ms(watermark) "
-                             "FROM steward.process_watermarks($1) WHERE watermark IS NOT NULL",
-                             1, params, &cls, errstr, errstr_size);
+                             "FROM steward.topic_watermarks($1, $2::text[], $3::text[]) "
+                             "ORDER BY 1",
+                             3, params, &cls, errstr, errstr_size);
     if (res == NULL)
         return cls;
+    if (PQntuples(res) > 0 && (procs = calloc((size_t) PQntuples(res), sizeof *procs)) == NULL) {
+        PQclear(res);
+        return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    }
+    for (int row = 0; row < PQntuples(res); row++) {
+        metrics_watch_t *w = &procs[n_procs++];
+        snprintf(w->process, sizeof w->process, "%s", PQgetvalue(res, row, 0));
+        w->watermark_ms =
+            PQgetisnull(res, row, 1) ? -1 : strtoll(PQgetvalue(res, row, 1), NULL, 10);
+    }
     for (int row = 0; row < PQntuples(res) && cls == ERR_OK && !stopping(s); row++) {
+        if (PQgetisnull(res, row, 1))
+            continue; /* no watermark: nothing can be judged; check_blind says why */
         int64_t watermark = strtoll(PQgetvalue(res, row, 1), NULL, 10);
         if (s->until_ms > 0 && watermark > s->until_ms)
             watermark = s->until_ms;
         cls = judge_process(s, PQgetvalue(res, row, 0), watermark, stats, errstr, errstr_size);
     }
     PQclear(res);
-    if (cls != ERR_OK || stopping(s))
+    if (cls != ERR_OK || stopping(s)) {
+        free(procs);
         return cls;
+    }
     /* A failed expiry must not stop blind detection: the pass goes on to
      * check every partition, and the failure is logged and returned after. */
     char expiry_err[512] = "";
@@ -1058,11 +1239,29 @@ err_class_t sched_tick(sched_t *s, sched_stats_t *stats, char *errstr, size_t er
         LOG_LIMITED(LOG_LEVEL_WARN, "sched-expiry", 10000,
                     "parked-event expiry failed; checking the partitions anyway", "error",
                     expiry_err, "class", err_class_name(expiry));
-    if ((cls = check_blind(s, stats, errstr, errstr_size)) != ERR_OK)
-        return cls;
-    if (expiry != ERR_OK)
-        return err_set(expiry, errstr, errstr_size, "%s", expiry_err);
-    return ERR_OK;
+    if (!stopping(s)) {
+        cls = check_blind(s, procs, n_procs, stats, errstr, errstr_size);
+        if (cls == ERR_OK) {
+            /* A process without a watermark whose topics all look read is
+             * still blind: say so rather than show it healthy. */
+            for (size_t p = 0; p < n_procs; p++) {
+                bool any = false;
+                for (int c = 0; c < METRICS_WATCH_N_CAUSES; c++)
+                    any = any || procs[p].cause[c];
+                if (procs[p].watermark_ms < 0 && !any) {
+                    procs[p].cause[METRICS_WATCH_NO_WATERMARK] = true;
+                    snprintf(procs[p].detail, sizeof procs[p].detail,
+                             "%s has no watermark yet: a partition it reads was never read",
+                             procs[p].process);
+                }
+            }
+            metrics_set_watches(procs, n_procs);
+        }
+    }
+    free(procs);
+    if (cls == ERR_OK && expiry != ERR_OK)
+        cls = err_set(expiry, errstr, errstr_size, "%s", expiry_err);
+    return cls;
 }
 
 void sched_run(sched_t *s, volatile sig_atomic_t *stop, gen_current_t *cur)

@@ -14,7 +14,7 @@
  * "Due" is measured against the watermark, not the wall clock: a deadline
  * is judged only once intake has read every partition that could still
  * bring the awaited event up to the deadline's time (see
- * steward.process_watermarks). A consumer catching up on a backlog
+ * steward.topic_watermarks). A consumer catching up on a backlog
  * therefore raises no false alerts. If intake stops advancing a partition
  * for longer than blind_after, one `blind` alert says which, and resolves
  * when intake reads again. The same alert names a partition that has had
@@ -29,9 +29,14 @@
  * it resolves once no such instance is left open.
  *
  * Deadlines wait for the watermark of the topics that matter now: those of
- * the versions a replica loaded (marked current in steward.definitions by
- * its scheduler at start and after a reload) and of versions with open
- * instances.
+ * the versions a replica loaded and of versions with open instances, by
+ * their broker names (def_watch_topics(), through defcache_watch_topics()),
+ * decided here each pass and handed to SQL. The same blind alert watches
+ * that watermark: a topic with no partition read (no watermark), a
+ * partition read while its watermark stands still for blind_after
+ * (frozen), and a topic only a version that is not loaded reads. Each
+ * pass publishes each process's watermark and causes (metrics_set_watches())
+ * for /metrics and /readyz.
  *
  * Each pass also expires parked events (moved here from the intake thread,
  * whose tick keeps only consumer work): an event parked past its reorder

@@ -211,11 +211,13 @@ $$;
 
 -- The instance an action judges and its definition's document, locked.
 CREATE FUNCTION steward.action_instance_lock(p_process text, p_key text)
-    RETURNS TABLE (version int, state text, status text, claimed_by text, document text)
+    RETURNS TABLE (version int, state text, status text, claimed_by text, document text,
+                   topic_mapping text)
     LANGUAGE sql SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
     AS $$
-SELECT i.version, i.state, i.status, coalesce(i.claimed_by, ''), d.document::text
+SELECT i.version, i.state, i.status, coalesce(i.claimed_by, ''), d.document::text,
+       d.topic_mapping::text
 FROM steward.instances i
 JOIN steward.definitions d ON d.process = i.process AND d.version = i.version
 WHERE i.process = p_process AND i.key = p_key FOR UPDATE OF i

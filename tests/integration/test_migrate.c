@@ -37,9 +37,9 @@ START_TEST(migrate_creates_schema_then_does_nothing)
     PGconn *conn = tl_db_connect(url);
     char *tables = count_tables(conn);
     /* schema_versions, the nine tables of 0001_init, steward.replicas (0005),
-     * steward.silences (0010), steward.commands (0012) and steward.deferred
-     * (0018) */
-    ck_assert_str_eq(tables, "14");
+     * steward.silences (0010), steward.commands (0012),
+     * steward.watched_topics (0017) and steward.deferred (0018) */
+    ck_assert_str_eq(tables, "15");
     char *versions = tl_db_scalar(conn, "SELECT count(*) FROM steward.schema_versions", 0, NULL);
     ck_assert_int_eq(atoi(versions), (int) migrate_n_scripts);
 

@@ -1291,6 +1291,48 @@ START_TEST(test_set_map_topics)
         "orders");
     json_decref(map);
 
+    /* A version read back from its stored document is renamed alike, by
+     * the set's mapping or by the one recorded beside it. */
+    char *stored = json_dumps(def->document, JSON_COMPACT);
+    def_t *back = def_load_json(stored, strlen(stored), "steward.definitions", &problems);
+    ck_assert_msg(back != NULL, "read back:%s", listing());
+    ck_assert_str_eq(back->events[0].topic, "orders");
+    ck_assert(def_set_map_like(set, back, &problems));
+    ck_assert_str_eq(back->events[0].topic, "staging.orders");
+    ck_assert_str_eq(back->events[1].topic, "prod.payments.v2");
+    ck_assert_str_eq(back->states[0].command->topic, "staging.payment-commands");
+    def_free(back);
+    json_t *recorded = def_set_mapping_json(set);
+    back = def_load_json(stored, strlen(stored), "steward.definitions", &problems);
+    ck_assert(back != NULL && def_map_recorded(back, recorded, &problems));
+    ck_assert_str_eq(back->events[1].topic, "prod.payments.v2");
+    ck_assert_str_eq(back->states[0].command->topic, "staging.payment-commands");
+    json_decref(recorded);
+
+    /* The watermark's topics: the loaded version's, and those only an
+     * open old version reads, marked with that version. */
+    back->version = def->version + 1; /* stands for another version */
+    free(back->events[0].topic);
+    back->events[0].topic = strdup("staging.audits");
+    const def_t *open[1] = {back};
+    def_watch_topics_t watch = {0};
+    ck_assert(def_watch_topics(set, open, 1, &watch));
+    size_t loaded_topics = 0, old_only = 0;
+    for (size_t i = 0; i < watch.n; i++) {
+        if (watch.items[i].old_version == 0)
+            loaded_topics++;
+        else {
+            old_only++;
+            ck_assert_str_eq(watch.items[i].topic, "staging.audits");
+            ck_assert_int_eq(watch.items[i].old_version, back->version);
+        }
+    }
+    ck_assert_uint_eq(old_only, 1);
+    ck_assert_uint_gt(loaded_topics, 0);
+    def_watch_topics_clear(&watch);
+    def_free(back);
+    free(stored);
+
     char long_prefix[260];
     memset(long_prefix, 'p', 245);
     long_prefix[245] = '\0';
