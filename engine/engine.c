@@ -695,6 +695,12 @@ static int tried(const def_t *def, const engine_instance_t *inst, int64_t deadli
 
     if (queued < 0 || sent < 0)
         sent = inst->attempt + 1;
+    else if (sent == 0 && queued > 0 && inst->sends_paused)
+        /* Held on purpose: no alert of the dispatcher's explains it. */
+        return words(buf, size,
+                     "%s queued %d, delivered 0: dispatch is paused (dispatch.paused) (over %s, "
+                     "no %s)",
+                     type, queued, over, none);
     else if (sent == 0)
         /* Nothing left Steward: the dispatcher's alert (or, with nothing
          * queued, the template's) says why. */

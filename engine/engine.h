@@ -159,6 +159,7 @@ typedef struct engine_instance {
      * the words then count the engine's attempts. */
     int sends_queued;
     int sends_delivered;
+    bool sends_paused; /* dispatch.paused holds the process's commands */
 } engine_instance_t;
 
 /*

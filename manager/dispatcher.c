@@ -337,39 +337,33 @@ void dispatcher_set_generation(dispatcher_t *d, const gen_t *gen)
     d->gen = gen;
 }
 
+typedef struct pause_ctx {
+    dispatcher_t *d;
+    bool same;
+} pause_ctx_t;
+
+static void pause_name(const char *name, void *arg)
+{
+    pause_ctx_t *c = arg;
+    pgarr_add(&c->d->paused, name);
+    /* A typo would leave the process it meant sending: say so. */
+    if (!c->same && c->d->gen != NULL && def_set_latest(c->d->gen->defs, name) == NULL)
+        LOG_WARN("dispatch.paused names a process no loaded definition has; check the "
+                 "spelling",
+                 "process", name);
+}
+
 void dispatcher_set_paused(dispatcher_t *d, const char *list)
 {
     if (list == NULL)
         list = "";
-    bool same = d->paused_text != NULL && strcmp(d->paused_text, list) == 0;
+    pause_ctx_t ctx = {d, d->paused_text != NULL && strcmp(d->paused_text, list) == 0};
     free(d->paused_text);
     d->paused_text = strdup(list);
     pgarr_reset(&d->paused);
-    d->paused_all = false;
-    char *copy = strdup(list), *save = NULL;
-    if (copy == NULL) {
-        d->paused_all = true; /* hold everything rather than send what should wait */
-        return;
-    }
-    for (char *name = strtok_r(copy, ",", &save); name != NULL; name = strtok_r(NULL, ",", &save)) {
-        while (*name == ' ' || *name == '\t')
-            name++;
-        size_t len = strlen(name);
-        while (len > 0 && (name[len - 1] == ' ' || name[len - 1] == '\t'))
-            name[--len] = '\0';
-        if (strcmp(name, "*") == 0) {
-            d->paused_all = true;
-        } else if (len > 0) {
-            pgarr_add(&d->paused, name);
-            /* A typo would leave the process it meant sending: say so. */
-            if (!same && d->gen != NULL && def_set_latest(d->gen->defs, name) == NULL)
-                LOG_WARN("dispatch.paused names a process no loaded definition has; check the "
-                         "spelling",
-                         "process", name);
-        }
-    }
-    free(copy);
-    if (same)
+    /* Out of memory holds everything rather than send what should wait. */
+    d->paused_all = gen_pause_each(list, pause_name, &ctx);
+    if (ctx.same)
         return;
     if (*list != '\0')
         LOG_INFO("command dispatch paused", "processes", list);

@@ -127,3 +127,41 @@ char *gen_paused_refresh(gen_current_t *cur, unsigned *seen)
     pthread_mutex_unlock(&cur->lock);
     return copy;
 }
+
+bool gen_pause_each(const char *list, void (*on_name)(const char *name, void *arg), void *arg)
+{
+    bool all = false;
+    char *copy = strdup(list != NULL ? list : ""), *save = NULL;
+    if (copy == NULL)
+        return true;
+    for (char *name = strtok_r(copy, ",", &save); name != NULL; name = strtok_r(NULL, ",", &save)) {
+        while (*name == ' ' || *name == '\t')
+            name++;
+        size_t len = strlen(name);
+        while (len > 0 && (name[len - 1] == ' ' || name[len - 1] == '\t'))
+            name[--len] = '\0';
+        if (strcmp(name, "*") == 0)
+            all = true;
+        else if (len > 0 && on_name != NULL)
+            on_name(name, arg);
+    }
+    free(copy);
+    return all;
+}
+
+typedef struct pause_find {
+    const char *process;
+    bool found;
+} pause_find_t;
+
+static void pause_match(const char *name, void *arg)
+{
+    pause_find_t *f = arg;
+    f->found = f->found || strcmp(name, f->process) == 0;
+}
+
+bool gen_pause_holds(const char *list, const char *process)
+{
+    pause_find_t f = {process, false};
+    return gen_pause_each(list, pause_match, &f) || f.found;
+}

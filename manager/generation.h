@@ -60,4 +60,16 @@ bool gen_set_paused(gen_current_t *cur, const char *list);
  */
 char *gen_paused_refresh(gen_current_t *cur, unsigned *seen);
 
+/*
+ * The pause list's one reading rule: names separated by commas, blanks
+ * around each ignored, "*" for every process. Calls on_name(name, arg) for
+ * each name but "*" (the name is borrowed for the call) and returns whether
+ * "*" is among them. A NULL list is "". On out of memory every process is
+ * held: *all is returned true, so nothing is sent that should wait.
+ */
+bool gen_pause_each(const char *list, void (*on_name)(const char *name, void *arg), void *arg);
+
+/* Whether the pause list holds `process`'s commands. */
+bool gen_pause_holds(const char *list, const char *process);
+
 #endif

@@ -58,6 +58,10 @@ struct sched {
     def_watch_topics_t watch;
     char *watch_processes, *watch_topics;
     char *watch_recorded; /* the pairs last written to steward.watched_topics */
+    /* dispatch.paused as sched_run() last took it up (NULL: none), so a
+     * missed step's page says its commands are held, not failing. Changed
+     * only between passes. */
+    char *paused;
     due_worker_t extra[SCHED_MAX_TRANSACTIONS]; /* workers 1..n_workers-1 */
 };
 
@@ -116,6 +120,7 @@ void sched_free(sched_t *s)
     free(s->watch_processes);
     free(s->watch_topics);
     free(s->watch_recorded);
+    free(s->paused);
     defcache_free(s->versions);
     for (size_t i = 1; i < SCHED_MAX_TRANSACTIONS; i++) {
         if (s->extra[i].conn != NULL)
@@ -428,6 +433,7 @@ static err_class_t judge_batch(sched_t *s, due_worker_t *w, const char *process,
          * engine decided: a command the dispatcher never got out is told. */
         inst.sends_queued = atoi(PQgetvalue(res, row, 18));
         inst.sends_delivered = atoi(PQgetvalue(res, row, 19));
+        inst.sends_paused = s->paused != NULL && gen_pause_holds(s->paused, process);
 
         /* The SQL picked candidates by next_deadline_at; the engine decides,
          * and what it decides is written in this transaction: the history
@@ -1270,10 +1276,16 @@ void sched_run(sched_t *s, volatile sig_atomic_t *stop, gen_current_t *cur)
     gen_t *held = gen_acquire(cur);
     s->stop = stop;
     sched_set_definitions(s, held->defs, held->routes);
+    unsigned paused_seen = 0;
     while (!*stop) {
         sched_stats_t stats;
         if (gen_refresh(cur, &held))
             sched_set_definitions(s, held->defs, held->routes);
+        char *paused = gen_paused_refresh(cur, &paused_seen);
+        if (paused != NULL) {
+            free(s->paused);
+            s->paused = paused;
+        }
         err_class_t cls = sched_tick(s, &stats, errstr, sizeof errstr);
         if (cls != ERR_OK)
             LOG_LIMITED(LOG_LEVEL_WARN, "sched-tick", 10000, "deadline pass failed; retrying",

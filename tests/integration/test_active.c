@@ -216,7 +216,8 @@ START_TEST(retries_backoff_then_on_timeout_into_compensation)
            "AND outcome IN ('retried', 'timeout')",
            "retried retried timeout");
     expect("SELECT count(*) FROM steward.history WHERE key = 'A1' AND outcome = 'timeout' AND "
-           "detail LIKE 'ReserveStock sent 3 times over %, no StockReserved or StockUnavailable; "
+           "detail LIKE 'ReserveStock queued 3, delivered 0: dispatch is paused "
+           "(dispatch.paused) (over %, no StockReserved or StockUnavailable); "
            "took on_timeout%refunding'",
            "1");
     /* Paged only when the compensation step itself timed out. */

@@ -861,6 +861,20 @@ START_TEST(missed_step_words_take_the_queued_and_delivered_counts)
         json_decref(details);
         engine_alert_text_clear(&words);
     }
+    /* Held by dispatch.paused: no dispatcher alert explains it, so the
+     * words say so instead of pointing at dispatch_failed. */
+    engine_instance_t held = inst;
+    held.overdue = false;
+    held.sends_queued = 2;
+    held.sends_delivered = 0;
+    held.sends_paused = true;
+    held.vars = NULL;
+    held.lease_holder = NULL;
+    d = engine_judge_due(def, &held, T0 + 20 * MIN, 0, T0 + 20 * MIN);
+    ck_assert_uint_eq(d.n, 1);
+    ck_assert_str_eq(d.actions[0].detail,
+                     "ReserveStock queued 2, delivered 0: dispatch is paused (dispatch.paused) "
+                     "(over 20m, no StockReserved or StockUnavailable)");
 }
 END_TEST
 
