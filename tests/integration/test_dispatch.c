@@ -53,6 +53,15 @@
  *                          taken back from the producer, and when the
  *                          broker returns none of them is produced; no row
  *                          is both sent and cancelled (mock cluster)
+ *   page_counts_undelivered_commands  active end to end: a step whose
+ *                          command topic is missing misses its last
+ *                          deadline; its page (the alert and the log sink)
+ *                          says "ReserveStock queued 2, delivered 0: see
+ *                          dispatch_failed", 2 being the step's rows, and
+ *                          that dispatch_failed alert is open
+ *   page_counts_delivered_commands  the same with the topic there and no
+ *                          answer: "ReserveStock sent 2 times", both rows
+ *                          on the topic, no dispatch_failed
  */
 #include "testlib.h"
 #include "world.h"
@@ -1194,6 +1203,180 @@ START_TEST(cloudevents_sdk_reads_a_command)
 }
 END_TEST
 
+/* ---- what a page says of a step's commands -------------------------------------------- */
+
+#define PAGED "dp_reserve"
+
+/*
+ * An active definition PAGED whose reserving step commands `topic` with a
+ * deadline of 3 s and one re-send, and no on_timeout: the second missed
+ * deadline pages the step's owner (stock). The scheduler judges every
+ * 200 ms with no grace, so the page comes within seconds.
+ */
+static void setup_paged(const char *name, const char *topic)
+{
+    setup_named(name);
+    char definition[2048];
+    snprintf(definition, sizeof definition,
+             "{\"process\":\"" PAGED
+             "\",\"version\":1,\"mode\":\"active\",\"owner\":\"fulfilment\","
+             "\"key\":\"/order_id\",\"events\":{\"OrderPlaced\":{\"topic\":\"%s\"},"
+             "\"StockReserved\":{\"topic\":\"%s\"}},"
+             "\"start\":{\"on\":\"OrderPlaced\",\"to\":\"reserving\"},"
+             "\"states\":{\"reserving\":{\"owner\":\"stock\",\"deadline\":\"3s\","
+             "\"on\":{\"StockReserved\":\"reserved\"},\"retry\":{\"max\":1},"
+             "\"command\":{\"topic\":\"%s\",\"type\":\"ReserveStock\","
+             "\"payload\":{\"order_id\":\"${key}\"}}},"
+             "\"reserved\":{\"terminal\":\"success\"}}}",
+             events_topic, events_topic, topic);
+    free(tl_write_file(defs_dir, PAGED ".json", definition));
+    config = tl_write_file(w.dir, "steward.json",
+                           "{\"scheduler\": {\"interval\": \"200ms\", \"grace\": \"0s\"}}");
+}
+
+/* Starts steward and places order R1, once. */
+static int start_and_order(void)
+{
+    int pid = start();
+    tl_producer_t *p = tl_producer_new();
+    tl_produce(p, events_topic, 0, "{\"type\":\"OrderPlaced\",\"order_id\":\"R1\"}", -1, NULL, 0);
+    tl_producer_free(p);
+    return pid;
+}
+
+/* The summary of R1's deadline alert once it is open (malloc'd). */
+static char *deadline_summary(void)
+{
+    wait_for("SELECT count(*) FROM steward.alerts WHERE kind = 'deadline' AND process = '" PAGED
+             "' AND key = 'R1' AND resolved_at IS NULL",
+             "1", 60);
+    char *summary = tl_db_scalar(w.conn,
+                                 "SELECT summary FROM steward.alerts WHERE kind = 'deadline' AND "
+                                 "process = '" PAGED "' AND key = 'R1' AND owner = 'stock'",
+                                 0, NULL);
+    ck_assert_ptr_nonnull(summary);
+    return summary;
+}
+
+/* How many commands reserving queued for R1: the rows of its step. */
+static long long step_rows(void)
+{
+    return scalar_ll("SELECT count(*) FROM steward.commands c JOIN steward.instances i "
+                     "ON i.process = c.process AND i.key = c.key AND i.step = c.step "
+                     "WHERE c.process = '" PAGED "' AND c.key = 'R1'");
+}
+
+/*
+ * The summary of the deadline page the log sink wrote (the default route)
+ * for R1, once it is there (malloc'd); aborts after timeout_s.
+ */
+static char *logged_page(int timeout_s)
+{
+    time_t until = time(NULL) + timeout_s;
+    for (;;) {
+        char *log = tl_read_file(w.log), *save = NULL, *found = NULL;
+        for (char *line = log != NULL ? strtok_r(log, "\n", &save) : NULL;
+             line != NULL && found == NULL; line = strtok_r(NULL, "\n", &save)) {
+            json_t *j = json_loads(line, 0, NULL);
+            const char *level = json_string_value(json_object_get(j, "level"));
+            const char *msg = json_string_value(json_object_get(j, "msg"));
+            const char *kind = json_string_value(json_object_get(j, "kind"));
+            const char *key = json_string_value(json_object_get(j, "key"));
+            const char *summary = json_string_value(json_object_get(j, "summary"));
+            if (level != NULL && strcmp(level, "alert") == 0 && msg != NULL &&
+                strcmp(msg, "alert") == 0 && kind != NULL && strcmp(kind, "deadline") == 0 &&
+                key != NULL && strcmp(key, "R1") == 0 && summary != NULL)
+                found = strdup(summary);
+            json_decref(j);
+        }
+        free(log);
+        if (found != NULL)
+            return found;
+        if (time(NULL) >= until) {
+            tl_print_tail(w.log, 4000);
+            ck_abort_msg("the log sink never paged R1's deadline");
+        }
+        usleep(100 * 1000);
+    }
+}
+
+/*
+ * The command topic is missing: nothing left Steward, so the page says
+ * what was queued and that none of it was delivered, pointing at the
+ * dispatcher's alert (which is open), not at the service that never got
+ * the command.
+ */
+START_TEST(page_counts_undelivered_commands)
+{
+    char *topic = tl_unique("dispatch.unreserved.");
+    setup_paged("dispatch_page_missing", topic);
+    int pid = start_and_order();
+
+    char *summary = deadline_summary();
+    long long rows = step_rows();
+    ck_assert_int_eq(rows, 2); /* the first send and its one re-send */
+    ck_assert_int_eq(scalar_ll("SELECT count(*) FROM steward.commands WHERE process = '" PAGED
+                               "' AND sent_at IS NOT NULL"),
+                     0);
+    char want[128];
+    snprintf(want, sizeof want, "ReserveStock queued %lld, delivered 0: see dispatch_failed", rows);
+    ck_assert_msg(tl_contains(summary, want), "the page says: %s", summary);
+    ck_assert_msg(!tl_contains(summary, " sent "), "the page claims a send: %s", summary);
+    tw_wait(&w,
+            "SELECT count(*) FROM steward.alerts WHERE kind = 'dispatch_failed' AND "
+            "process = '" PAGED "' AND strpos(summary || details::text, $1) > 0 AND "
+            "resolved_at IS NULL",
+            TW_LIST(topic), "1", 30, "an open dispatch_failed alert naming the topic");
+    char *page = logged_page(30);
+    ck_assert_msg(tl_contains(page, want), "the logged page says: %s", page);
+    printf("dispatch page: %s\n", page);
+    free(page);
+    free(summary);
+    ck_assert_int_eq(tl_stop(pid, SIGTERM, 30), 0);
+    free(topic);
+}
+END_TEST
+
+/*
+ * The topic exists and the service never answers: every command was
+ * delivered, so the page says how many times it was sent, and no
+ * dispatch_failed alert is raised.
+ */
+START_TEST(page_counts_delivered_commands)
+{
+    char *topic = tl_unique("dispatch.reserve.");
+    const char *topics[1] = {topic};
+    tl_kafka_create_topics(topics, 1, 1);
+    setup_paged("dispatch_page_sent", topic);
+    int pid = start_and_order();
+
+    char *summary = deadline_summary();
+    long long rows = step_rows();
+    ck_assert_int_eq(rows, 2);
+    ck_assert_int_eq(scalar_ll("SELECT count(*) FROM steward.commands WHERE process = '" PAGED
+                               "' AND sent_at IS NOT NULL"),
+                     rows);
+    char want[128];
+    snprintf(want, sizeof want, "ReserveStock sent %lld times over ", rows);
+    ck_assert_msg(tl_contains(summary, want) &&
+                      tl_contains(summary, "no StockReserved; owner stock"),
+                  "the page says: %s", summary);
+    char *page = logged_page(30);
+    ck_assert_msg(tl_contains(page, want), "the logged page says: %s", page);
+    printf("dispatch page: %s\n", page);
+    free(page);
+    free(summary);
+    ck_assert_int_eq(scalar_ll("SELECT count(*) FROM steward.alerts WHERE kind = "
+                               "'dispatch_failed'"),
+                     0);
+    ck_assert_int_eq(tl_stop(pid, SIGTERM, 30), 0);
+    seen_list_t got = read_topic(topic, 1);
+    ck_assert_int_eq((int) got.n, 2);
+    seen_free(&got);
+    free(topic);
+}
+END_TEST
+
 Suite *dispatch_suite(void)
 {
     Suite *s = suite_create("dispatch");
@@ -1213,5 +1396,12 @@ Suite *dispatch_suite(void)
     tcase_add_test(tc, renewed_not_shared);
     tcase_add_test(tc, cloudevents_sdk_reads_a_command);
     suite_add_tcase(s, tc);
+    /* Active end to end: the words of a missed step's page. */
+    TCase *pages = tcase_create("pages");
+    tcase_add_checked_fixture(pages, NULL, teardown);
+    tcase_set_timeout(pages, 120);
+    tcase_add_test(pages, page_counts_undelivered_commands);
+    tcase_add_test(pages, page_counts_delivered_commands);
+    suite_add_tcase(s, pages);
     return s;
 }
