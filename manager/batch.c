@@ -414,8 +414,20 @@ static err_class_t batch_route(batch_t *b, const def_set_t *defs, char *errstr, 
             item->reject = decode_envelope(msg, in, def, (size_t) event, &item->env,
                                            item->reject_detail, sizeof item->reject_detail);
         }
-        if (!listened)
-            b->msg_type[m] = msg->ce_type; /* an undeclared topic: the type if known */
+        if (!listened) {
+            /* Intake reads a topic no loaded definition reads only for an
+             * older version with open instances (intake.c, subscription()):
+             * its events cannot be judged until that version is loaded again,
+             * so each is kept in steward.rejected, never dropped (the
+             * scheduler's blind alert names the topic). */
+            b->msg_type[m] = msg->ce_type;
+            snprintf(b->msg_detail[m], sizeof b->msg_detail[m],
+                     "topic %s is read only by an older version with open instances, which is "
+                     "not loaded: load it again to judge its events",
+                     in->topic);
+            b->msg_reason[m] = DECODE_UNKNOWN_TYPE;
+            decode_message_clear(msg);
+        }
         if (listened && !typed) {
             /* Name the rule of the first process reading the topic: that is
              * the one a person fixes the producer (or the definition) for. */
