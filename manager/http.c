@@ -385,8 +385,6 @@ static void counter(prom_t *p, const char *name, const char *help, atomic_llong 
 
 static void write_counters(prom_t *p)
 {
-    static const char *const verdicts[3] = {"delivered", "retried", "failed"};
-
     counter(p, "steward_events_read_total", "Kafka messages consumed.", &metrics.events_read);
     counter(p, "steward_events_ignored_total",
             "Events of a type no loaded process declares, skipped.", &metrics.events_ignored);
@@ -448,11 +446,12 @@ static void write_counters(prom_t *p)
 
     prom_family(p, "steward_notifications_total", "counter",
                 "Notification delivery attempts, by sink type and result.");
-    for (int t = 0; t < 4; t++) {
-        for (int v = 0; v < 3; v++)
+    for (int t = 0; t < SINK_N_TYPES; t++) {
+        for (int v = 0; v < SINK_N_VERDICTS; v++)
             prom_sample_int(p, "steward_notifications_total",
                             (const char *const[]){"sink_type", sink_type_name((sink_type_t) t),
-                                                  "result", verdicts[v], NULL},
+                                                  "result", sink_verdict_name((sink_verdict_t) v),
+                                                  NULL},
                             metrics_get(&metrics.notifications[t][v]));
     }
 }

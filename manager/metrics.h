@@ -50,7 +50,7 @@ typedef struct metrics {
     atomic_llong deferred_judged;
     atomic_llong alerts_opened; /* by the scheduler */
     /* notifications by sink type and verdict (delivered, retried, failed) */
-    atomic_llong notifications[4][3];
+    atomic_llong notifications[SINK_N_TYPES][SINK_N_VERDICTS];
     atomic_llong commands_sent;     /* command rows the broker acknowledged */
     atomic_llong dispatch_failures; /* command deliveries that failed (each retried) */
 

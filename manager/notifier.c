@@ -7,12 +7,12 @@
 #include "common/db.h"
 #include "common/log.h"
 #include "common/pgarr.h"
-#include "common/rfc3339.h"
 #include "common/utf8.h"
 #include "engine/decode.h"
 #include "manager/alerts.h"
 #include "manager/metrics.h"
 #include "manager/payload.h"
+#include "manager/sink.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -31,6 +31,12 @@ typedef notifier_verdict_t verdict_t;
 #define VERDICT_DELIVERED NOTIFIER_DELIVERED
 #define VERDICT_RETRY     NOTIFIER_RETRY
 #define VERDICT_FAILED    NOTIFIER_FAILED
+
+/* The log sink is written at once; every other type is posted. */
+static bool posted(const sink_t *sink)
+{
+    return sink_ops(sink->type)->judge != NULL;
+}
 
 /* What one HTTP attempt came to. */
 typedef struct attempt {
@@ -329,9 +335,10 @@ static attempt_t post_result(transfer_t *t, CURLcode rc)
         snprintf(a.error, sizeof a.error, "network: %s", curl_easy_strerror(rc));
         return a;
     }
+    const sink_ops_t *ops = sink_ops(t->type);
     curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &a.status);
-    a.retry_after_ms = t->response.retry_after_ms;
-    a.verdict = notifier_verdict(a.status);
+    a.retry_after_ms = ops->retry_after ? t->response.retry_after_ms : -1;
+    a.verdict = ops->judge(a.status);
     if (a.verdict != VERDICT_DELIVERED)
         notifier_response_error(a.status, &t->response, a.error, sizeof a.error);
     return a;
@@ -339,11 +346,7 @@ static attempt_t post_result(transfer_t *t, CURLcode rc)
 
 notifier_verdict_t notifier_verdict(long status)
 {
-    if (status >= 200 && status < 300)
-        return NOTIFIER_DELIVERED;
-    if (status == 0 || status == 429 || status >= 500 || status == 408)
-        return NOTIFIER_RETRY;
-    return NOTIFIER_FAILED;
+    return sink_http_verdict(status);
 }
 
 /* ---- delivery ----------------------------------------------------------------- */
@@ -464,40 +467,14 @@ static payload_alert_t read_alert(const PGresult *res, int row, int first, json_
 }
 
 /*
- * The log sink: one JSON line on stderr, written whatever log_level says
- * (a page is not a diagnostic), with one write(2) so it never interleaves
- * with the logger's lines. Delivered only once the whole line is written.
+ * The log sink: its line (taken; NULL when it could not be built) on
+ * stderr, written whatever log_level says (a page is not a diagnostic),
+ * with one write(2) so it never interleaves with the logger's lines.
+ * Delivered only once the whole line is written.
  */
-static attempt_t deliver_log(const sink_t *sink, const payload_alert_t *a, bool resolve,
-                             int64_t now_ms)
+static attempt_t deliver_log(char *text)
 {
     attempt_t result = {.verdict = VERDICT_DELIVERED, .retry_after_ms = -1};
-    char ts[40];
-    char *summary = payload_summary(a, now_ms);
-    json_t *line = json_object();
-    rfc3339_format(now_ms, ts, sizeof ts);
-    json_object_set_new(line, "ts", json_string(ts));
-    json_object_set_new(line, "level", json_string("alert"));
-    json_object_set_new(line, "msg", json_string(resolve ? "alert resolved" : "alert"));
-    const char *fields[][2] = {
-        {"sink", sink->name},
-        {"kind", a->kind},
-        {"process", a->process},
-        {"key", a->key},
-        {"state", a->state},
-        {"owner", a->owner},
-        {"summary", summary != NULL ? summary : a->summary},
-        {"resolution", resolve ? a->resolution : NULL},
-        {"dedup_key", a->dedup_key},
-    };
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-        if (fields[i][1] != NULL || strcmp(fields[i][0], "resolution") != 0 || resolve)
-            json_object_set_new(line, fields[i][0],
-                                fields[i][1] != NULL ? json_string(fields[i][1]) : json_null());
-    }
-    free(summary);
-    char *text = json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    json_decref(line);
     char *out = NULL;
     if (text == NULL || asprintf(&out, "%s\n", text) < 0)
         out = NULL;
@@ -591,6 +568,8 @@ static err_class_t finish(notifier_t *n, notifier_stats_t *stats, const char *ro
         LOG_ERROR("notification refused; not retried", "sink", destination, "event", event, "alert",
                   alert_id, "error", a->error);
         break;
+    case SINK_N_VERDICTS: /* a count, never a verdict */
+        break;
     }
     metrics_add(&metrics.notifications[type][a->verdict], 1);
     return record(n, row_id, a, attempts, errstr, errstr_size);
@@ -598,8 +577,7 @@ static err_class_t finish(notifier_t *n, notifier_stats_t *stats, const char *ro
 
 static bool sink_groups(const notifier_t *n, const sink_t *sink)
 {
-    /* Alertmanager groups by itself; the log sink writes every alert. */
-    return n->group_window_ms > 0 && (sink->type == SINK_PAGERDUTY || sink->type == SINK_WEBHOOK);
+    return n->group_window_ms > 0 && sink_ops(sink->type)->group != NULL;
 }
 
 /*
@@ -640,6 +618,8 @@ static err_class_t start_row(notifier_t *n, PGresult *res, int row, int64_t now,
     json_t *details;
     payload_alert_t alert = read_alert(res, row, 4, &details);
     const sink_t *sink = route_find_sink(n->routes, destination);
+    const sink_ops_t *ops = sink != NULL ? sink_ops(sink->type) : NULL;
+    sink_event_t ev = resolve ? SINK_RESOLVE : acknowledge ? SINK_ACKNOWLEDGE : SINK_TRIGGER;
     attempt_t a = {.verdict = VERDICT_RETRY, .retry_after_ms = -1};
     char *body = NULL, url[2048], *group_key = NULL;
     err_class_t cls = ERR_OK;
@@ -648,12 +628,11 @@ static err_class_t start_row(notifier_t *n, PGresult *res, int row, int64_t now,
         a.verdict = VERDICT_FAILED;
         snprintf(a.error, sizeof a.error,
                  "no sink named %s in the current routes (the config changed)", destination);
-    } else if (acknowledge && sink->type != SINK_PAGERDUTY && sink->type != SINK_WEBHOOK) {
-        /* The log and Alertmanager have no acknowledge: the alert stays
-         * open there, as it is. */
+    } else if (acknowledge && !ops->acknowledges) {
+        /* The alert stays open there, as it is. */
         a.verdict = VERDICT_DELIVERED;
-    } else if (sink->type == SINK_LOG) {
-        a = deliver_log(sink, &alert, resolve, now);
+    } else if (!posted(sink)) {
+        a = deliver_log(ops->body(sink, &alert, ev, now, n->resend_ms));
     } else {
         long open = 0;
         if (resolve && alert.kind != NULL && strcmp(alert.kind, "sequence") == 0 &&
@@ -672,27 +651,8 @@ static err_class_t start_row(notifier_t *n, PGresult *res, int row, int64_t now,
         }
         if (group_key != NULL)
             alert.dedup_key = group_key;
-        switch (sink->type) {
-        case SINK_WEBHOOK:
-        case SINK_PAGERDUTY:
-            if (acknowledge) {
-                body = payload_acknowledge(sink, &alert, now);
-                snprintf(url, sizeof url, "%s", sink->url);
-                break;
-            }
-            if (sink->type == SINK_PAGERDUTY) {
-                body = payload_pagerduty(sink, &alert, resolve, now);
-                snprintf(url, sizeof url, "%s", sink->url);
-                break;
-            }
-            body = payload_webhook(&alert, resolve, now);
-            snprintf(url, sizeof url, "%s", sink->url);
-            break;
-        default:
-            body = payload_alertmanager(sink, &alert, 1, now, n->resend_ms);
-            snprintf(url, sizeof url, "%s/api/v2/alerts", sink->url);
-            break;
-        }
+        body = ops->body(sink, &alert, ev, now, n->resend_ms);
+        snprintf(url, sizeof url, "%s%s", sink->url, ops->path);
         free(group_key);
         transfer_t *t = body != NULL ? post_start(n, url, body, sink->name, sink->type) : NULL;
         if (t != NULL) {
@@ -791,9 +751,10 @@ static err_class_t claim_group(notifier_t *n, const sink_t *sink, notifier_stats
             identity = NULL;
         if (identity != NULL) {
             alert_dedup_key(ALERT_SEQUENCE, identity, group_key, sizeof group_key);
-            char *body = payload_group(sink, alerts, (size_t) rows, group_key, now);
+            const sink_ops_t *ops = sink_ops(sink->type);
+            char *body = ops->group(sink, alerts, (size_t) rows, group_key, now);
             char url[2048];
-            snprintf(url, sizeof url, "%s", sink->url);
+            snprintf(url, sizeof url, "%s%s", sink->url, ops->path);
             t = body != NULL ? post_start(n, url, body, sink->name, sink->type) : NULL;
         }
     }
@@ -876,7 +837,7 @@ static err_class_t claim_due(notifier_t *n, notifier_stats_t *stats, char *errst
             int busy = 0;
             for (const transfer_t *t = n->in_flight; t != NULL; t = t->next)
                 busy += t->row_id[0] != '\0' && strcmp(t->sink, sink->name) == 0;
-            int room = sink->type == SINK_LOG ? NOTIFIER_BATCH : SINK_IN_FLIGHT - busy;
+            int room = !posted(sink) ? NOTIFIER_BATCH : SINK_IN_FLIGHT - busy;
             if (room <= 0)
                 break;
             if (groups) {
@@ -890,7 +851,7 @@ static err_class_t claim_due(notifier_t *n, notifier_stats_t *stats, char *errst
                                   groups ? n->group_window_ms : 0, stats, &claimed, errstr,
                                   errstr_size);
             pgarr_free(&one);
-            if (sink->type != SINK_LOG)
+            if (posted(sink))
                 break;
         } while (cls == ERR_OK && claimed > 0 && ++passes < 10);
     }
@@ -983,7 +944,7 @@ static err_class_t resend_open(notifier_t *n, char *errstr, size_t errstr_size)
     size_t n_sinks = route_sink_count(n->routes);
     bool any = false;
     for (size_t s = 0; s < n_sinks; s++)
-        any = any || route_sink_at(n->routes, s)->type == SINK_ALERTMANAGER;
+        any = any || sink_ops(route_sink_at(n->routes, s)->type)->refresh != NULL;
     if (!any)
         return ERR_OK;
 
@@ -1000,7 +961,8 @@ static err_class_t resend_open(notifier_t *n, char *errstr, size_t errstr_size)
     for (size_t s = 0; s < n_sinks && alerts != NULL && details != NULL; s++) {
         const sink_t *sink = route_sink_at(n->routes, s);
         size_t count = 0;
-        if (sink->type != SINK_ALERTMANAGER)
+        const sink_ops_t *ops = sink_ops(sink->type);
+        if (ops->refresh == NULL)
             continue;
         for (int row = 0; row < rows; row++) {
             size_t k;
@@ -1017,8 +979,8 @@ static err_class_t resend_open(notifier_t *n, char *errstr, size_t errstr_size)
         if (count == 0)
             continue;
         char url[2048];
-        char *body = payload_alertmanager(sink, alerts, count, clock_wall_ms(), n->resend_ms);
-        snprintf(url, sizeof url, "%s/api/v2/alerts", sink->url);
+        char *body = ops->refresh(sink, alerts, count, clock_wall_ms(), n->resend_ms);
+        snprintf(url, sizeof url, "%s%s", sink->url, ops->path);
         /* A transfer like any other: an Alertmanager that hangs holds no page. */
         if (body == NULL || post_start(n, url, body, sink->name, sink->type) == NULL)
             LOG_LIMITED(LOG_LEVEL_WARN, "am-resend", 60000,

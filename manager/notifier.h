@@ -92,14 +92,14 @@ int64_t notifier_parse_retry_after(const char *value, int64_t now_ms, int64_t ca
  * them without a sink (tests/unit/test_notifier.c).
  */
 
-/* What one delivery attempt came to. */
-typedef enum notifier_verdict {
-    NOTIFIER_DELIVERED, /* 2xx */
-    NOTIFIER_RETRY,     /* no response, 408, 429 or 5xx: try again after a backoff */
-    NOTIFIER_FAILED,    /* any other status: the sink refuses it for good */
-} notifier_verdict_t;
+/* What one delivery attempt came to: a sink's verdict (sink.h). */
+typedef sink_verdict_t notifier_verdict_t;
+#define NOTIFIER_DELIVERED SINK_DELIVERED /* 2xx */
+#define NOTIFIER_RETRY     SINK_RETRY     /* no response, 408, 429 or 5xx: after a backoff */
+#define NOTIFIER_FAILED    SINK_FAILED    /* any other status: refused for good */
 
-/* The verdict on an HTTP response with `status`; 0: no response at all. */
+/* The verdict on an HTTP response with `status` (0: no response at all),
+ * by the rule every posted sink type uses, sink_http_verdict(). */
 notifier_verdict_t notifier_verdict(long status);
 
 /*

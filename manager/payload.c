@@ -205,6 +205,35 @@ char *payload_group(const sink_t *sink, const payload_alert_t *alerts, size_t n,
     return dump(doc);
 }
 
+char *payload_log(const sink_t *sink, const payload_alert_t *a, bool resolve, int64_t now_ms)
+{
+    char ts[40];
+    char *summary = payload_summary(a, now_ms);
+    json_t *line = json_object();
+    rfc3339_format(now_ms, ts, sizeof ts);
+    json_object_set_new(line, "ts", json_string(ts));
+    json_object_set_new(line, "level", json_string("alert"));
+    json_object_set_new(line, "msg", json_string(resolve ? "alert resolved" : "alert"));
+    const char *fields[][2] = {
+        {"sink", sink->name},
+        {"kind", a->kind},
+        {"process", a->process},
+        {"key", a->key},
+        {"state", a->state},
+        {"owner", a->owner},
+        {"summary", summary != NULL ? summary : a->summary},
+        {"resolution", resolve ? a->resolution : NULL},
+        {"dedup_key", a->dedup_key},
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        if (fields[i][1] != NULL || strcmp(fields[i][0], "resolution") != 0 || resolve)
+            json_object_set_new(line, fields[i][0],
+                                fields[i][1] != NULL ? json_string(fields[i][1]) : json_null());
+    }
+    free(summary);
+    return dump(line);
+}
+
 const char *payload_alertname(const char *kind)
 {
     if (kind == NULL)

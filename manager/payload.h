@@ -9,6 +9,8 @@
  *                 custom_details; resolve by the same dedup_key
  *   alertmanager  API v2: a list of alerts with labels, annotations,
  *                 startsAt and endsAt
+ *   log           one JSON line (without its newline) as the log sink
+ *                 writes it
  *
  * The summary a sink gets is payload_summary(): the stored text with the
  * time the step has been stalled, recomputed at `now_ms`, so a page sent
@@ -20,7 +22,7 @@
 #ifndef STEWARD_PAYLOAD_H
 #define STEWARD_PAYLOAD_H
 
-#include "manager/routes.h"
+#include "manager/sink.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -89,6 +91,13 @@ char *payload_group(const sink_t *sink, const payload_alert_t *alerts, size_t n,
  */
 char *payload_alertmanager(const sink_t *sink, const payload_alert_t *alerts, size_t n,
                            int64_t now_ms, int64_t resend_ms);
+
+/*
+ * The log sink's line for an alert: ts (now_ms), level "alert", msg, the
+ * sink's name, and the alert's kind, process, key, state, owner, summary
+ * and dedup_key; a resolve adds its resolution.
+ */
+char *payload_log(const sink_t *sink, const payload_alert_t *alert, bool resolve, int64_t now_ms);
 
 /* The alertname label for a kind ("StewardStalledStep", ...). */
 const char *payload_alertname(const char *kind);

@@ -15,8 +15,6 @@
 #include <string.h>
 #include <strings.h>
 
-#define PAGERDUTY_DEFAULT_URL "https://events.pagerduty.com/v2/enqueue"
-
 typedef struct route {
     char *team;
     const sink_t **sinks; /* borrowed from the table's sink list */
@@ -34,13 +32,6 @@ struct route_table {
     char **warned;        /* teams whose fallback was logged */
     size_t n_warned;
 };
-
-static const char *const type_names[] = {"log", "webhook", "pagerduty", "alertmanager"};
-
-const char *sink_type_name(sink_type_t type)
-{
-    return (size_t) type < sizeof type_names / sizeof type_names[0] ? type_names[type] : "?";
-}
 
 static void sink_clear(sink_t *sink)
 {
@@ -149,18 +140,14 @@ static bool parse_sink(sink_t *sink, const json_t *obj, const char *team, size_t
         }
     }
     const char *type = json_string_value(json_object_get(obj, "type"));
-    size_t t;
-    for (t = 0; type != NULL && t < sizeof type_names / sizeof type_names[0]; t++) {
-        if (strcmp(type, type_names[t]) == 0)
-            break;
-    }
-    if (type == NULL || t == sizeof type_names / sizeof type_names[0]) {
-        err_set(ERR_INVALID, errstr, errstr_size,
-                "%s.type: %s%s%s: expected log, webhook, pagerduty or alertmanager", where,
-                type ? "'" : "missing", type ? type : "", type ? "'" : "");
+    sink->type = sink_type_from_name(type);
+    if (sink->type == SINK_N_TYPES) {
+        char types[256];
+        err_set(ERR_INVALID, errstr, errstr_size, "%s.type: %s%s%s: expected %s", where,
+                type ? "'" : "missing", type ? type : "", type ? "'" : "",
+                sink_type_list(types, sizeof types));
         return false;
     }
-    sink->type = (sink_type_t) t;
 
     json_t *name_value = json_object_get(obj, "name");
     const char *name = json_string_value(name_value);
@@ -206,32 +193,11 @@ static bool parse_sink(sink_t *sink, const json_t *obj, const char *team, size_t
                 "%s.url: expected an http:// or https:// URL with a host", where);
         return false;
     }
-    switch (sink->type) {
-    case SINK_WEBHOOK:
-    case SINK_ALERTMANAGER:
-        if (sink->url == NULL) {
-            err_set(ERR_INVALID, errstr, errstr_size, "%s.url: a %s sink needs an http(s) URL",
-                    where, type);
-            return false;
-        }
-        break;
-    case SINK_PAGERDUTY:
-        if (sink->routing_key == NULL || *sink->routing_key == '\0') {
-            err_set(ERR_INVALID, errstr, errstr_size,
-                    "%s.routing_key: a pagerduty sink needs the integration's routing key "
-                    "(routing_key or routing_key_file)",
-                    where);
-            return false;
-        }
-        if (sink->url == NULL)
-            sink->url = strdup(PAGERDUTY_DEFAULT_URL);
-        break;
-    case SINK_LOG:
-        break;
-    }
+    if (!sink_ops(sink->type)->validate(sink, where, errstr, errstr_size))
+        return false;
     static const char *const severities[] = {"critical", "error", "warning", "info"};
     bool known_severity = false;
-    for (size_t i = 0; i < 4; i++)
+    for (size_t i = 0; i < sizeof severities / sizeof severities[0]; i++)
         known_severity = known_severity || strcmp(sink->severity, severities[i]) == 0;
     if (!known_severity) {
         err_set(ERR_INVALID, errstr, errstr_size,

@@ -3,8 +3,9 @@
  * mapping a team to a list of sinks.
  *
  * Definitions say who owns what (teams); the config says how to reach
- * them. A sink is one destination of one kind: log (JSON lines), webhook
- * (a JSON POST), pagerduty (Events API v2) or alertmanager (API v2). A team
+ * them. A sink is one destination of one kind (sink.h: log, webhook,
+ * pagerduty, alertmanager); what each kind needs of its config is checked
+ * by that kind's row of the sink table. A team
  * with no route of its own falls back to the `default` route, which must
  * exist, and the fallback is logged once per team.
  *
@@ -25,28 +26,13 @@
 #define STEWARD_ROUTES_H
 
 #include "common/err.h"
+#include "manager/sink.h"
 
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 
-typedef enum sink_type {
-    SINK_LOG,
-    SINK_WEBHOOK,
-    SINK_PAGERDUTY,
-    SINK_ALERTMANAGER,
-} sink_type_t;
-
 #define ROUTE_NAME_MAX 64 /* characters of a sink's name */
-
-typedef struct sink {
-    char *name; /* unique; what the outbox and logs name it by; stable across reloads */
-    sink_type_t type;
-    char *url;         /* webhook: required; pagerduty: the Events API endpoint;
-                          alertmanager: its base URL */
-    char *routing_key; /* pagerduty only; secret */
-    char *severity;    /* pagerduty's and alertmanager's severity; default "error" */
-} sink_t;
 
 typedef struct route_table route_table_t;
 
@@ -75,7 +61,5 @@ const sink_t *route_find_sink(const route_table_t *table, const char *name);
 /* Every sink of the table, for walks (the Alertmanager refresh). */
 const sink_t *route_sink_at(const route_table_t *table, size_t i);
 size_t route_sink_count(const route_table_t *table);
-
-const char *sink_type_name(sink_type_t type);
 
 #endif

@@ -282,6 +282,30 @@ START_TEST(acknowledge_by_the_same_dedup_key)
 }
 END_TEST
 
+/* The log sink's line: the alert's fields, the resolution only on a resolve. */
+START_TEST(log_line_shape)
+{
+    payload_alert_t a = alert(NULL);
+    sink_t log = {.name = "ops-log", .type = SINK_LOG};
+    json_t *t = parse(payload_log(&log, &a, false, NOW));
+    ck_assert_str_eq(str(t, "ts"), "2026-11-29T12:00:00.000Z");
+    ck_assert_str_eq(str(t, "level"), "alert");
+    ck_assert_str_eq(str(t, "msg"), "alert");
+    ck_assert_str_eq(str(t, "sink"), "ops-log");
+    ck_assert_str_eq(str(t, "key"), "ORD-1042");
+    ck_assert_str_eq(str(t, "owner"), "shipping");
+    ck_assert_str_eq(str(t, "dedup_key"), a.dedup_key);
+    ck_assert_ptr_null(json_object_get(t, "resolution"));
+    json_decref(t);
+
+    a.resolution = "event";
+    json_t *r = parse(payload_log(&log, &a, true, NOW));
+    ck_assert_str_eq(str(r, "msg"), "alert resolved");
+    ck_assert_str_eq(str(r, "resolution"), "event");
+    json_decref(r);
+}
+END_TEST
+
 Suite *payload_suite(void)
 {
     Suite *s = suite_create("payload");
@@ -294,6 +318,7 @@ Suite *payload_suite(void)
     tcase_add_test(tc, alertmanager_open_and_resolved);
     tcase_add_test(tc, webhook_shape);
     tcase_add_test(tc, acknowledge_by_the_same_dedup_key);
+    tcase_add_test(tc, log_line_shape);
     suite_add_tcase(s, tc);
     return s;
 }
