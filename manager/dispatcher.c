@@ -3,6 +3,7 @@
  */
 #include "manager/dispatcher.h"
 
+#include "common/backoff.h"
 #include "common/clock.h"
 #include "common/db.h"
 #include "common/log.h"
@@ -120,10 +121,7 @@ void dispatcher_headers(const dispatcher_command_t *c, const char *source, dispa
 
 int64_t dispatcher_backoff_ms(int attempts, int64_t max_backoff_ms)
 {
-    int64_t wait = 1000;
-    for (int i = 1; i < attempts && wait < max_backoff_ms; i++)
-        wait *= 2;
-    return wait < max_backoff_ms ? wait : max_backoff_ms;
+    return backoff_doubling_ms(attempts, 1000, max_backoff_ms);
 }
 
 /* ---- the producer ------------------------------------------------------------ */
