@@ -17,6 +17,7 @@
 #include "definitions/duration.h"
 #include "engine/decode.h"
 #include "manager/config.h"
+#include "manager/kafka_conf.h"
 #include "shadow/discover.h"
 
 #include <getopt.h>
@@ -524,44 +525,26 @@ int cli_discover(int argc, char **argv)
     reader_t r = {0};
     json_t *report = NULL;
     rd_kafka_t *rk = NULL;
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    /* librdkafka wants a group.id for a consumer handle; with assign() and
-     * nothing committed, no group is ever joined under it. */
-    snprintf(group, sizeof group, "steward-discover-%ld", (long) getpid());
-    const char *fixed[][2] = {{"bootstrap.servers", brokers},
-                              {"group.id", group},
-                              {"enable.auto.commit", "false"},
-                              {"enable.auto.offset.store", "false"},
-                              {"enable.partition.eof", "true"}};
-    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
-        if (rd_kafka_conf_set(conf, fixed[i][0], fixed[i][1], errstr, sizeof errstr) !=
-            RD_KAFKA_CONF_OK) {
-            fprintf(stderr, "steward discover: %s\n", errstr);
-            rc = EXIT_USAGE;
-            goto out;
-        }
-    }
+    rd_kafka_conf_t *conf = NULL;
     /* The config's properties first, so that --kafka overrides them. */
     size_t n_cfg_props = cfg != NULL ? cfg->n_kafka_props : 0;
-    for (size_t i = 0; i < n_cfg_props + n_props; i++) {
-        const char *prop = i < n_cfg_props ? cfg->kafka_props[i] : props[i - n_cfg_props];
-        const char *eq = strchr(prop, '=');
-        if (eq == NULL) {
-            fprintf(stderr, "steward discover: --kafka %s: expected NAME=VALUE\n", prop);
-            rc = EXIT_USAGE;
-            goto out;
-        }
-        char *name = strndup(prop, (size_t) (eq - prop));
-        rd_kafka_conf_res_t res = name != NULL
-                                      ? rd_kafka_conf_set(conf, name, eq + 1, errstr, sizeof errstr)
-                                      : RD_KAFKA_CONF_INVALID;
-        free(name);
-        if (res != RD_KAFKA_CONF_OK) {
-            fprintf(stderr, "steward discover: %s %s: %s\n", i < n_cfg_props ? "kafka" : "--kafka",
-                    prop, errstr);
-            rc = EXIT_USAGE;
-            goto out;
-        }
+    const char **all_props = calloc(n_cfg_props + n_props + 1, sizeof *all_props);
+    if (all_props == NULL) {
+        fprintf(stderr, "steward discover: out of memory\n");
+        rc = EXIT_RUNTIME;
+        goto out;
+    }
+    for (size_t i = 0; i < n_cfg_props + n_props; i++)
+        all_props[i] = i < n_cfg_props ? cfg->kafka_props[i] : props[i - n_cfg_props];
+    snprintf(group, sizeof group, "steward-discover-%ld", (long) getpid());
+    kconf_params_t kp = {
+        .brokers = brokers, .props = all_props, .n_props = n_cfg_props + n_props, .group = group};
+    conf = kconf_new(KCONF_DISCOVER, &kp, errstr, sizeof errstr);
+    free(all_props);
+    if (conf == NULL) {
+        fprintf(stderr, "steward discover: %s\n", errstr);
+        rc = EXIT_USAGE;
+        goto out;
     }
     rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof errstr);
     if (rk == NULL) {

@@ -3,6 +3,7 @@
  */
 #include "engine/engine.h"
 
+#include "common/backoff.h"
 #include "common/rfc3339.h"
 #include "common/sha256.h"
 #include "common/utf8.h"
@@ -552,19 +553,13 @@ int64_t engine_due_bound(int64_t watermark_ms, int64_t grace_ms)
 int64_t engine_retry_backoff(const def_t *def, long state, int attempt)
 {
     const def_state_t *st = &def->states[state];
-    int64_t wait = st->retry_backoff_ms;
-    if (wait <= 0 || attempt < 1)
+    if (st->retry_backoff_ms <= 0 || attempt < 1)
         return 0;
-    for (int i = 1; i < attempt; i++) {
-        if (st->retry_max_backoff_ms > 0 && wait >= st->retry_max_backoff_ms)
-            break;
-        if (wait > DEF_MAX_DURATION_MS)
-            break;
-        wait *= 2;
-    }
-    if (st->retry_max_backoff_ms > 0 && wait > st->retry_max_backoff_ms)
-        wait = st->retry_max_backoff_ms;
-    return wait;
+    /* Without retry.max_backoff, no wait outlasts the longest duration a
+     * definition may state. */
+    return backoff_doubling_ms(attempt, st->retry_backoff_ms,
+                               st->retry_max_backoff_ms > 0 ? st->retry_max_backoff_ms
+                                                            : DEF_MAX_DURATION_MS);
 }
 
 void engine_command_id(const char *process, const char *key, int step, int attempt, char out[65])

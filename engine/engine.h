@@ -334,8 +334,9 @@ engine_due_t engine_judge_due(const def_t *def, engine_instance_t *inst, int64_t
 
 /*
  * The wait before re-send `attempt` (1 for the first re-send) of `state`:
- * retry.backoff doubled per attempt after the first, capped by
- * retry.max_backoff; 0 without a backoff.
+ * retry.backoff doubled per attempt after the first (backoff_doubling_ms()),
+ * capped by retry.max_backoff, or without it by the longest duration a
+ * definition may state (DEF_MAX_DURATION_MS); 0 without a backoff.
  */
 int64_t engine_retry_backoff(const def_t *def, long state, int attempt);
 

@@ -3,12 +3,14 @@
  */
 #include "manager/dispatcher.h"
 
+#include "common/backoff.h"
 #include "common/clock.h"
 #include "common/db.h"
 #include "common/log.h"
 #include "common/pgarr.h"
 #include "manager/alerts.h"
 #include "manager/cmdqueue.h"
+#include "manager/kafka_conf.h"
 #include "manager/metrics.h"
 
 #include <inttypes.h>
@@ -120,10 +122,7 @@ void dispatcher_headers(const dispatcher_command_t *c, const char *source, dispa
 
 int64_t dispatcher_backoff_ms(int attempts, int64_t max_backoff_ms)
 {
-    int64_t wait = 1000;
-    for (int i = 1; i < attempts && wait < max_backoff_ms; i++)
-        wait *= 2;
-    return wait < max_backoff_ms ? wait : max_backoff_ms;
+    return backoff_doubling_ms(attempts, 1000, max_backoff_ms);
 }
 
 /* ---- the producer ------------------------------------------------------------ */
@@ -174,45 +173,16 @@ static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char 
                     "facility", fac, "message", buf);
 }
 
-static bool set_conf(rd_kafka_conf_t *conf, const char *name, const char *value, char *errstr,
-                     size_t errstr_size)
-{
-    char kerr[256];
-    if (rd_kafka_conf_set(conf, name, value, kerr, sizeof kerr) != RD_KAFKA_CONF_OK) {
-        err_set(ERR_INVALID, errstr, errstr_size, "kafka property %s: %s", name, kerr);
-        return false;
-    }
-    return true;
-}
-
 static rd_kafka_t *producer_new(dispatcher_t *d, char *errstr, size_t errstr_size)
 {
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    char timeout[24], kerr[512];
-    snprintf(timeout, sizeof timeout, "%" PRId64, d->cfg.timeout_ms);
-    /* A command topic that does not exist is a mistake to report, not a
-     * topic to create with the broker's defaults. */
-    bool ok = set_conf(conf, "bootstrap.servers", d->brokers, errstr, errstr_size) &&
-              set_conf(conf, "allow.auto.create.topics", "false", errstr, errstr_size) &&
-              set_conf(conf, "message.timeout.ms", timeout, errstr, errstr_size) &&
-              set_conf(conf, "linger.ms", "5", errstr, errstr_size);
-    for (size_t i = 0; ok && i < d->n_kafka_props; i++) {
-        const char *eq = strchr(d->kafka_props[i], '=');
-        char *name =
-            eq != NULL ? strndup(d->kafka_props[i], (size_t) (eq - d->kafka_props[i])) : NULL;
-        /* The consumer's security settings apply here too; a property a
-         * producer cannot take is skipped, not fatal. */
-        if (name != NULL)
-            (void) rd_kafka_conf_set(conf, name, eq + 1, kerr, sizeof kerr);
-        free(name);
-    }
-    /* Set last: what the delivery guarantee rests on is not a preference. */
-    ok = ok && set_conf(conf, "enable.idempotence", "true", errstr, errstr_size) &&
-         set_conf(conf, "acks", "all", errstr, errstr_size);
-    if (!ok) {
-        rd_kafka_conf_destroy(conf);
+    kconf_params_t kp = {.brokers = d->brokers,
+                         .props = (const char *const *) d->kafka_props,
+                         .n_props = d->n_kafka_props,
+                         .message_timeout_ms = d->cfg.timeout_ms};
+    rd_kafka_conf_t *conf = kconf_new(KCONF_COMMAND_PRODUCER, &kp, errstr, errstr_size);
+    char kerr[512];
+    if (conf == NULL)
         return NULL;
-    }
     rd_kafka_conf_set_opaque(conf, d);
     rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
     rd_kafka_conf_set_error_cb(conf, on_error);

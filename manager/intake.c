@@ -8,6 +8,7 @@
 #include "manager/metrics.h"
 #include "manager/batch.h"
 #include "manager/defcache.h"
+#include "manager/kafka_conf.h"
 #include "manager/store.h"
 
 #include <inttypes.h>
@@ -815,9 +816,6 @@ static err_class_t flush_all(intake_t *in, char *errstr, size_t errstr_size)
 
 /* ---- the dead-letter topic -------------------------------------------------- */
 
-static bool set_conf(rd_kafka_conf_t *conf, const char *name, const char *value, char *errstr,
-                     size_t errstr_size);
-
 static void on_dlq_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
     (void) rk;
@@ -881,24 +879,13 @@ static void to_dead_letter(void *arg, const decode_input_t *msg, const char *pro
  * properties. Returns false with the reason in errstr. */
 static bool dlq_new(intake_t *in, const intake_config_t *cfg, char *errstr, size_t errstr_size)
 {
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    kconf_params_t kp = {
+        .brokers = cfg->brokers, .props = cfg->kafka_props, .n_props = cfg->n_kafka_props};
+    rd_kafka_conf_t *conf = kconf_new(KCONF_DEAD_LETTER_PRODUCER, &kp, errstr, errstr_size);
     char kerr[512];
 
-    if (!set_conf(conf, "bootstrap.servers", cfg->brokers, errstr, errstr_size) ||
-        !set_conf(conf, "acks", "all", errstr, errstr_size)) {
-        rd_kafka_conf_destroy(conf);
+    if (conf == NULL)
         return false;
-    }
-    for (size_t i = 0; i < cfg->n_kafka_props; i++) {
-        const char *eq = strchr(cfg->kafka_props[i], '=');
-        char *name =
-            eq != NULL ? strndup(cfg->kafka_props[i], (size_t) (eq - cfg->kafka_props[i])) : NULL;
-        /* The consumer's security settings apply here too; a property a
-         * producer cannot take is skipped, not fatal. */
-        if (name != NULL)
-            (void) rd_kafka_conf_set(conf, name, eq + 1, kerr, sizeof kerr);
-        free(name);
-    }
     rd_kafka_conf_set_log_cb(conf, on_log);
     rd_kafka_conf_set_dr_msg_cb(conf, on_dlq_delivery);
     in->dlq = rd_kafka_new(RD_KAFKA_PRODUCER, conf, kerr, sizeof kerr);
@@ -915,17 +902,6 @@ static bool dlq_new(intake_t *in, const intake_config_t *cfg, char *errstr, size
 }
 
 /* ---- setup and the loop ----------------------------------------------------- */
-
-static bool set_conf(rd_kafka_conf_t *conf, const char *name, const char *value, char *errstr,
-                     size_t errstr_size)
-{
-    char kerr[256];
-    if (rd_kafka_conf_set(conf, name, value, kerr, sizeof kerr) != RD_KAFKA_CONF_OK) {
-        err_set(ERR_INVALID, errstr, errstr_size, "kafka property %s: %s", name, kerr);
-        return false;
-    }
-    return true;
-}
 
 /*
  * The topics that hold the watermarks (defcache_watch_topics()): those of
@@ -1023,55 +999,14 @@ intake_t *intake_new(const intake_config_t *cfg, const def_set_t *defs, err_clas
         goto fail;
     }
 
-    conf = rd_kafka_conf_new();
     char client_id[128];
     snprintf(client_id, sizeof client_id, "steward-%s", cfg->replica);
-    if (!set_conf(conf, "client.id", client_id, errstr, errstr_size) ||
-        !set_conf(conf, "topic.metadata.refresh.interval.ms", "10000", errstr, errstr_size) ||
-        /* A replica that dies is noticed in 6 s (librdkafka's default is
-         * 45 s), and its partitions taken over within about 10 s: until
-         * then the process watermark, and every deadline, waits for them.
-         * `kafka` properties in the config override both. */
-        !set_conf(conf, "session.timeout.ms", "6000", errstr, errstr_size) ||
-        !set_conf(conf, "heartbeat.interval.ms", "2000", errstr, errstr_size) ||
-        /* The read-ahead. librdkafka's defaults (100,000 messages, 64 MiB,
-         * 50 MB fetches) make it most of the process's memory with a
-         * backlog; but a queue over its bound stops fetching for a whole
-         * second, so one much smaller than a second of consumption starves
-         * intake (5,000 messages did). These hold about a second at 20,000
-         * events/s in bounded memory (docs/performance.md, "The batch pipeline"). */
-        !set_conf(conf, "queued.min.messages", "20000", errstr, errstr_size) ||
-        !set_conf(conf, "queued.max.messages.kbytes", "8192", errstr, errstr_size) ||
-        !set_conf(conf, "fetch.max.bytes", "4194304", errstr, errstr_size)) {
-        *cls = ERR_INVALID;
-        goto fail;
-    }
-    for (size_t i = 0; i < cfg->n_kafka_props; i++) {
-        const char *eq = strchr(cfg->kafka_props[i], '=');
-        if (eq == NULL) {
-            *cls = err_set(ERR_INVALID, errstr, errstr_size,
-                           "kafka property '%s' must be name=value", cfg->kafka_props[i]);
-            goto fail;
-        }
-        char *name = strndup(cfg->kafka_props[i], (size_t) (eq - cfg->kafka_props[i]));
-        bool ok = set_conf(conf, name, eq + 1, errstr, errstr_size);
-        free(name);
-        if (!ok) {
-            *cls = ERR_INVALID;
-            goto fail;
-        }
-    }
-    /* Set last, over any property given (config_set_kafka refuses these):
-     * offsets are Steward's own (PostgreSQL), keyed by the group; only
-     * committed messages are events; and the eager range assignor is the
-     * one librdkafka 2.0 gets right alongside a rebalance callback. */
-    if (!set_conf(conf, "bootstrap.servers", cfg->brokers, errstr, errstr_size) ||
-        !set_conf(conf, "group.id", cfg->group, errstr, errstr_size) ||
-        !set_conf(conf, "enable.auto.commit", "false", errstr, errstr_size) ||
-        !set_conf(conf, "enable.auto.offset.store", "false", errstr, errstr_size) ||
-        !set_conf(conf, "auto.offset.reset", "earliest", errstr, errstr_size) ||
-        !set_conf(conf, "isolation.level", "read_committed", errstr, errstr_size) ||
-        !set_conf(conf, "partition.assignment.strategy", "range", errstr, errstr_size)) {
+    kconf_params_t kp = {.brokers = cfg->brokers,
+                         .props = cfg->kafka_props,
+                         .n_props = cfg->n_kafka_props,
+                         .client_id = client_id,
+                         .group = cfg->group};
+    if ((conf = kconf_new(KCONF_CONSUMER, &kp, errstr, errstr_size)) == NULL) {
         *cls = ERR_INVALID;
         goto fail;
     }

@@ -3,6 +3,7 @@
  */
 #include "manager/notifier.h"
 
+#include "common/backoff.h"
 #include "common/clock.h"
 #include "common/db.h"
 #include "common/log.h"
@@ -503,11 +504,7 @@ static attempt_t deliver_log(char *text)
 
 int64_t notifier_backoff_ms(int attempts, int64_t max_backoff_ms, unsigned int *seed)
 {
-    int64_t step = 1000;
-    for (int i = 1; i < attempts && step < max_backoff_ms; i++)
-        step *= 2;
-    if (step > max_backoff_ms)
-        step = max_backoff_ms;
+    int64_t step = backoff_doubling_ms(attempts, 1000, max_backoff_ms);
     return step / 2 + (int64_t) (rand_r(seed) % (unsigned int) (step / 2 + 1));
 }
 

@@ -115,7 +115,16 @@ START_TEST(backoff_doubles_and_is_capped)
     ck_assert_int_eq(engine_retry_backoff(def, s, 3), 4 * MIN);
     ck_assert_int_eq(engine_retry_backoff(def, s, 4), 5 * MIN);
     ck_assert_int_eq(engine_retry_backoff(def, s, 40), 5 * MIN);
+    ck_assert_int_eq(engine_retry_backoff(def, s, 0), 0);
     ck_assert_int_eq(engine_retry_backoff(def, def_find_state(def, "picking"), 1), 0);
+    /* Without retry.max_backoff the doubling stops at the longest duration
+     * a definition may state, however many attempts. */
+    int64_t cap = def->states[s].retry_max_backoff_ms;
+    def->states[s].retry_max_backoff_ms = 0;
+    ck_assert_int_eq(engine_retry_backoff(def, s, 10), 512 * MIN);
+    ck_assert_int_eq(engine_retry_backoff(def, s, 1000), DEF_MAX_DURATION_MS);
+    ck_assert_int_eq(engine_retry_backoff(def, s, 2147483647), DEF_MAX_DURATION_MS);
+    def->states[s].retry_max_backoff_ms = cap;
 }
 END_TEST
 
