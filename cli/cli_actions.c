@@ -1,11 +1,12 @@
 /*
  * cli_actions - the operator verbs: `steward ack|resolve ALERT_ID` and
  * `steward close|move|retry|claim|release PROCESS KEY`, and the silences:
- * `steward silence`, `silences`, `unsilence ID`. Each parses its
- * options (its own, and the shared ones through cli/options, so the
- * config file and its database_file secret reach it like every verb),
- * checks the schema, names the actor and hands the action to
- * manager/actions, which the HTTP API shares.
+ * `steward silence`, `silences`, `unsilence ID`. Each is a row of
+ * manager/actions.h's verb table, and one parser reads every verb's line
+ * from its row: its usage, operands and own options, and the shared ones
+ * through cli/options, so the config file and its database_file secret
+ * reach it like every verb. Then it checks the schema, names the actor and
+ * hands the action to manager/actions, which the HTTP API shares.
  *
  * The actor is --actor, else $STEWARD_ACTOR, else the OS user name.
  */

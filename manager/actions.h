@@ -96,7 +96,9 @@ typedef struct action_verb_def {
     const char *path;         /* HTTP: "/v1/alerts/{id}/ack"; {id}, {process}, {key} are captures */
     const char *summary;      /* one line: steward --help */
     const char *about;        /* steward NAME --help's paragraph */
-    const char *console;      /* the console views that offer it ("stuck instance"); NULL: none */
+    const char *console;      /* the console views that offer it, space-separated: "overdue"
+                               (the stuck page's overdue rows), "alerts" (its alert rows),
+                               "instance" (the instance page); NULL: none */
     const char *console_body; /* JSON object the console sends besides the reason; NULL: none */
 } action_verb_def_t;
 
