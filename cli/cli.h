@@ -6,6 +6,8 @@
 #ifndef STEWARD_CLI_H
 #define STEWARD_CLI_H
 
+#include "manager/actions.h"
+
 #include <jansson.h>
 #include <libpq-fe.h>
 #include <stdbool.h>
@@ -22,17 +24,10 @@ int cli_prune(int argc, char **argv);
 int cli_discover(int argc, char **argv);
 int cli_graph(int argc, char **argv);
 
-/* Operator actions (cli_actions.c); see manager/actions.h. */
-int cli_ack(int argc, char **argv);
-int cli_resolve(int argc, char **argv);
-int cli_close(int argc, char **argv);
-int cli_move(int argc, char **argv);
-int cli_retry(int argc, char **argv);
-int cli_claim(int argc, char **argv);
-int cli_release(int argc, char **argv);
-int cli_silence(int argc, char **argv);
-int cli_silences(int argc, char **argv);
-int cli_unsilence(int argc, char **argv);
+/* Runs the operator verb of `def`, a row of action_verbs[] (borrowed), as
+ * `steward NAME` with argv[0] its name (cli_actions.c); see
+ * manager/actions.h. Returns the exit code. */
+int cli_verb(const action_verb_def_t *def, int argc, char **argv);
 
 /* The database connection string: --database, else STEWARD_DATABASE_URL,
  * else "" (libpq then follows the PG* variables). Borrowed. */

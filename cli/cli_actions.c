@@ -1,11 +1,12 @@
 /*
  * cli_actions - the operator verbs: `steward ack|resolve ALERT_ID` and
  * `steward close|move|retry|claim|release PROCESS KEY`, and the silences:
- * `steward silence`, `silences`, `unsilence ID`. Each parses its
- * options (its own, and the shared ones through cli/options, so the
- * config file and its database_file secret reach it like every verb),
- * checks the schema, names the actor and hands the action to
- * manager/actions, which the HTTP API shares.
+ * `steward silence`, `silences`, `unsilence ID`. Each is a row of
+ * manager/actions.h's verb table, and one parser reads every verb's line
+ * from its row: its usage, operands and own options, and the shared ones
+ * through cli/options, so the config file and its database_file secret
+ * reach it like every verb. Then it checks the schema, names the actor and
+ * hands the action to manager/actions, which the HTTP API shares.
  *
  * The actor is --actor, else $STEWARD_ACTOR, else the OS user name.
  */
@@ -16,7 +17,9 @@
 #include "manager/actions.h"
 
 #include <getopt.h>
+#include <stdbool.h>
 #include <pwd.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,65 +69,6 @@ static const char *shown(const char *s)
     return out;
 }
 
-typedef struct verb_spec {
-    action_verb_t verb;
-    const char *usage;
-} verb_spec_t;
-
-#define ACTION_USAGE                                                                               \
-    "  --reason TEXT         why (required; recorded in the audit trail)\n"                        \
-    "  --actor NAME          who ($STEWARD_ACTOR, else the OS user name)\n" CLI_COMMON_USAGE "\n"  \
-    "Exits 0 when done; 1 when there is no such alert or instance, when it\n"                      \
-    "changed meanwhile (already resolved, already finished, claimed by\n"                          \
-    "someone else) or the database failed, and nothing was changed; 2 on a\n"                      \
-    "usage error (no --reason, an unknown state or outcome).\n"
-
-static const verb_spec_t verbs[] = {
-    {ACTION_ACK, "usage: steward ack ALERT_ID --reason TEXT [OPTIONS]\n"
-                 "\n"
-                 "Acknowledges an open alert: somebody is on it. It stays open; PagerDuty and\n"
-                 "webhook sinks that got its trigger get an acknowledge.\n"
-                 "\n" ACTION_USAGE},
-    {ACTION_RESOLVE, "usage: steward resolve ALERT_ID --reason TEXT [OPTIONS]\n"
-                     "\n"
-                     "Resolves an open alert by hand; every sink that got its trigger gets the\n"
-                     "resolve (Alertmanager: endsAt).\n"
-                     "\n" ACTION_USAGE},
-    {ACTION_CLOSE, "usage: steward close PROCESS KEY --as OUTCOME --reason TEXT [OPTIONS]\n"
-                   "\n"
-                   "Finishes an active instance in the terminal state of OUTCOME (or the\n"
-                   "terminal state so named) and resolves its open alerts.\n"
-                   "\n"
-                   "  --as OUTCOME          the outcome, e.g. cancelled\n" ACTION_USAGE},
-    {ACTION_MOVE, "usage: steward move PROCESS KEY --to STATE --reason TEXT [OPTIONS]\n"
-                  "\n"
-                  "Puts an active instance in another non-terminal state, as an event\n"
-                  "would: that state's deadline starts now, the alert of the old state's\n"
-                  "missed deadline is resolved, and the old step's unsent commands are\n"
-                  "cancelled. On an active definition version the state's command is\n"
-                  "queued (refused, nothing changed, when its template lacks a variable).\n"
-                  "\n"
-                  "  --to STATE            the state to put it in\n" ACTION_USAGE},
-    {ACTION_RETRY, "usage: steward retry PROCESS KEY --reason TEXT [OPTIONS]\n"
-                   "\n"
-                   "Sends the current step's command again now, as a new attempt with a new\n"
-                   "fencing token (replies carrying an older token are stale from then on);\n"
-                   "the step's deadline counts from now and its lease is over. Only for an\n"
-                   "instance of an active definition version in a state with a command:\n"
-                   "in shadow mode, in a state without a command or for a finished\n"
-                   "instance it is refused (exit 1) and nothing is sent.\n"
-                   "\n" ACTION_USAGE},
-    {ACTION_CLAIM, "usage: steward claim PROCESS KEY --reason TEXT [OPTIONS]\n"
-                   "\n"
-                   "Takes ownership of an instance's investigation. While claimed, only the\n"
-                   "claimant can close, move or release it; inspect shows who.\n"
-                   "\n" ACTION_USAGE},
-    {ACTION_RELEASE, "usage: steward release PROCESS KEY --reason TEXT [OPTIONS]\n"
-                     "\n"
-                     "Gives back an instance you claimed.\n"
-                     "\n" ACTION_USAGE},
-};
-
 static const char *default_actor(void)
 {
     const char *env = getenv("STEWARD_ACTOR");
@@ -134,125 +78,203 @@ static const char *default_actor(void)
     return pw != NULL ? pw->pw_name : NULL;
 }
 
-/*
- * Parses the options getopt returns until the end: the verb's own through
- * `own` (which returns -1 when it took the option, -2 when it is not the
- * verb's own, else an exit code), the rest through cli_opts_take(). -1
- * when all were taken, else the exit code to return at once.
- */
-typedef int (*own_option_fn)(int opt, const char *arg, void *state);
+#define ACTION_USAGE                                                                               \
+    "  --reason TEXT         why (required; recorded in the audit trail)\n"                        \
+    "  --actor NAME          who ($STEWARD_ACTOR, else the OS user name)\n" CLI_COMMON_USAGE "\n"  \
+    "Exits 0 when done; 1 when there is no such alert or instance, when it\n"                      \
+    "changed meanwhile (already resolved, already finished, claimed by\n"                          \
+    "someone else) or the database failed, and nothing was changed; 2 on a\n"                      \
+    "usage error (no --reason, an unknown state or outcome).\n"
 
-static int parse_options(cli_opts_t *o, int argc, char **argv, const struct option *options,
-                         own_option_fn own, void *state)
+/* Appends to buf (of size, holding a string) what fmt says; cut short
+ * when full, which a usage text of the table's never is. */
+static void append(char *buf, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void append(char *buf, size_t size, const char *fmt, ...)
 {
+    size_t used = strlen(buf);
+    va_list ap;
+    va_start(ap, fmt);
+    if (used < size)
+        vsnprintf(buf + used, size - used, fmt, ap);
+    va_end(ap);
+}
+
+/* A verb's usage, written from its row: the synopsis, the paragraph, its
+ * own options, then the shared ones. */
+static void verb_usage(const action_verb_def_t *def, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    append(buf, size, "usage: steward %s", def->name);
+    if (def->operands != NULL)
+        append(buf, size, " %s", def->operands);
+    for (const action_option_t *op = def->options; op->name != NULL; op++) {
+        if (!op->in_synopsis)
+            continue;
+        append(buf, size, op->required ? " --%s%s%s" : " [--%s%s%s]", op->name,
+               op->arg != NULL ? " " : "", op->arg != NULL ? op->arg : "");
+    }
+    append(buf, size, "%s [OPTIONS]\n\n%s\n\n", def->audited ? " --reason TEXT" : "", def->about);
+    for (const action_option_t *op = def->options; op->name != NULL; op++) {
+        char flag[64];
+        snprintf(flag, sizeof flag, "--%s%s%s", op->name, op->arg != NULL ? " " : "",
+                 op->arg != NULL ? op->arg : "");
+        append(buf, size, "  %-20s  %s\n", flag, op->help);
+    }
+    append(buf, size, "%s", def->audited ? ACTION_USAGE : CLI_COMMON_USAGE);
+}
+
+/* Codes for the verbs' long options, below CLI_OPT_CONFIG: every verb's
+ * own option is OPT_OWN plus its index in the union of all of them. */
+enum {
+    OPT_REASON = 0x800,
+    OPT_ACTOR,
+    OPT_OWN,
+};
+
+#define OWN_OPTIONS_MAX 32
+
+/* What a verb's command line said. */
+typedef struct verb_line {
+    const char *reason, *actor;
+    const char *value[ACTION_VERB_OPTIONS_MAX]; /* by the row's option index; a flag given: "" */
+    char **operands;
+    int n_operands;
+} verb_line_t;
+
+/* The row's value of option `name`; NULL when not given. */
+static const char *option_value(const action_verb_def_t *def, const verb_line_t *line,
+                                const char *name)
+{
+    for (int i = 0; def->options[i].name != NULL; i++)
+        if (strcmp(def->options[i].name, name) == 0)
+            return line->value[i];
+    return NULL;
+}
+
+/*
+ * Parses a verb's command line by its row: --reason and --actor when it is
+ * audited, its own options, the shared ones through cli_opts_take(), its
+ * operands, and what is required. Every verb's own option is known to
+ * getopt, so one that belongs to another verb is named as such. -1 when
+ * the line is good, else the exit code to return at once (the problem
+ * printed).
+ */
+static int verb_parse(const action_verb_def_t *def, cli_opts_t *o, int argc, char **argv,
+                      verb_line_t *line)
+{
+    static const struct option common[] = {CLI_COMMON_OPTIONS};
+    struct option options[OWN_OPTIONS_MAX + sizeof common / sizeof common[0] + 3];
+    const char *own[OWN_OPTIONS_MAX];
+    size_t n = 0, n_own = 0;
+    options[n++] = (struct option){"reason", required_argument, NULL, OPT_REASON};
+    options[n++] = (struct option){"actor", required_argument, NULL, OPT_ACTOR};
+    for (size_t v = 0; v < action_verb_count; v++) {
+        for (const action_option_t *op = action_verbs[v].options; op->name != NULL; op++) {
+            bool seen = false;
+            for (size_t i = 0; i < n_own; i++)
+                seen = seen || strcmp(own[i], op->name) == 0;
+            if (seen || n_own == OWN_OPTIONS_MAX)
+                continue;
+            options[n++] =
+                (struct option){op->name, op->arg != NULL ? required_argument : no_argument, NULL,
+                                OPT_OWN + (int) n_own};
+            own[n_own++] = op->name;
+        }
+    }
+    for (size_t i = 0; i < sizeof common / sizeof common[0]; i++)
+        options[n++] = common[i];
+    options[n] = (struct option){NULL, 0, NULL, 0};
+
     int opt, rc;
     while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTIONS, options, NULL)) != -1) {
-        if ((rc = own(opt, optarg, state)) == -1)
-            continue;
-        if (rc != -2 || (rc = cli_opts_take(o, opt, optarg)) >= 0)
+        const char *other = opt == OPT_REASON                               ? "reason"
+                            : opt == OPT_ACTOR                              ? "actor"
+                            : opt >= OPT_OWN && opt < OPT_OWN + (int) n_own ? own[opt - OPT_OWN]
+                                                                            : NULL;
+        int index = -1;
+        for (int i = 0; other != NULL && opt >= OPT_OWN && def->options[i].name != NULL; i++)
+            if (strcmp(def->options[i].name, other) == 0)
+                index = i;
+        if (other != NULL && (opt >= OPT_OWN ? index < 0 : !def->audited)) {
+            fprintf(stderr, "%s: --%s is not an option of %s\n", o->cmd, other, def->name);
+            fputs(o->usage, stderr);
+            return EXIT_USAGE;
+        }
+        if (opt == OPT_REASON)
+            line->reason = optarg;
+        else if (opt == OPT_ACTOR)
+            line->actor = optarg;
+        else if (index >= 0)
+            line->value[index] = optarg != NULL ? optarg : "";
+        else if ((rc = cli_opts_take(o, opt, optarg)) >= 0)
             return rc;
+    }
+
+    int expected = 0;
+    for (const char *p = def->operands; p != NULL && *p != '\0';
+         p += strcspn(p, " "), p += *p == ' ')
+        expected++;
+    line->operands = argv + optind;
+    line->n_operands = argc - optind;
+    if (expected == 0 && cli_extra_args(argc, argv, o->cmd, o->usage))
+        return EXIT_USAGE;
+    if (line->n_operands != expected) {
+        fprintf(stderr, "%s: expected %s\n", o->cmd, def->operands);
+        fputs(o->usage, stderr);
+        return EXIT_USAGE;
+    }
+    if (def->audited && (line->reason == NULL || *line->reason == '\0')) {
+        fprintf(stderr, "%s: --reason is required: say why, for the audit trail\n", o->cmd);
+        return EXIT_USAGE;
+    }
+    for (int i = 0; def->options[i].name != NULL; i++) {
+        if (def->options[i].required && line->value[i] == NULL) {
+            fprintf(stderr, "%s: --%s %s is required\n", o->cmd, def->options[i].name,
+                    def->options[i].arg != NULL ? def->options[i].arg : "");
+            return EXIT_USAGE;
+        }
+    }
+    if (def->audited && line->actor == NULL)
+        line->actor = default_actor();
+    if (def->audited && line->actor == NULL) {
+        fprintf(stderr, "%s: no actor: pass --actor or set STEWARD_ACTOR\n", o->cmd);
+        return EXIT_USAGE;
     }
     return -1;
 }
 
-/* Codes for the verbs' own long options, below CLI_OPT_CONFIG. */
-enum {
-    OPT_REASON = 0x800,
-    OPT_ACTOR,
-    OPT_AS,
-    OPT_TO,
-    OPT_PROCESS,
-    OPT_STATE,
-    OPT_TEAM,
-    OPT_FOR,
-    OPT_ALL,
-};
-
-typedef struct verb_args {
-    action_verb_t verb;
-    const char *cmd, *usage, *target;
-    action_request_t *req;
-} verb_args_t;
-
-/* -1: taken; -2: not the verb's own; else an exit code. */
-static int verb_option(int opt, const char *arg, void *state)
+/* A positive id operand, or 0. */
+static long long operand_id(const char *text)
 {
-    verb_args_t *v = state;
-    switch (opt) {
-    case OPT_REASON:
-        v->req->reason = arg;
-        return -1;
-    case OPT_ACTOR:
-        v->req->actor = arg;
-        return -1;
-    case OPT_AS:
-    case OPT_TO:
-        if ((opt == OPT_AS) != (v->verb == ACTION_CLOSE) ||
-            (opt == OPT_TO) != (v->verb == ACTION_MOVE)) {
-            fprintf(stderr, "%s: --%s is not an option of %s\n", v->cmd,
-                    opt == OPT_AS ? "as" : "to", action_verb_name(v->verb));
-            fputs(v->usage, stderr);
-            return EXIT_USAGE;
-        }
-        v->target = arg;
-        return -1;
-    default:
-        return -2;
-    }
+    char *end;
+    long long id = strtoll(text, &end, 10);
+    return *text == '\0' || *end != '\0' || id <= 0 ? 0 : id;
 }
 
-static int run_verb_with(cli_opts_t *o, verb_args_t *v, int argc, char **argv)
+/* An alert or instance verb: action_run(). */
+static int run_action(const action_verb_def_t *def, cli_opts_t *o, const verb_line_t *line)
 {
-    static const struct option options[] = {
-        {"reason", required_argument, NULL, OPT_REASON},
-        {"actor", required_argument, NULL, OPT_ACTOR},
-        {"as", required_argument, NULL, OPT_AS},
-        {"to", required_argument, NULL, OPT_TO},
-        CLI_COMMON_OPTIONS,
-        {NULL, 0, NULL, 0},
-    };
-    action_verb_t verb = v->verb;
-    const char *cmd = v->cmd, *usage = v->usage;
-    action_request_t *req = v->req;
+    action_verb_t verb = def->verb;
+    const char *cmd = o->cmd;
+    action_request_t r = {.actor = line->actor, .reason = line->reason}, *req = &r;
     char errstr[1024];
-    int rc = parse_options(o, argc, argv, options, verb_option, v);
-    if (rc >= 0)
-        return rc;
+    int rc;
 
-    bool on_alert = verb == ACTION_ACK || verb == ACTION_RESOLVE;
-    if (argc - optind != (on_alert ? 1 : 2)) {
-        fprintf(stderr, "%s: expected %s\n", cmd, on_alert ? "ALERT_ID" : "PROCESS KEY");
-        fputs(usage, stderr);
-        return EXIT_USAGE;
-    }
+    bool on_alert = def->on == ACTION_ON_ALERT;
     if (on_alert) {
-        char *end;
-        req->alert_id = strtoll(argv[optind], &end, 10);
-        if (*argv[optind] == '\0' || *end != '\0' || req->alert_id <= 0) {
+        if ((req->alert_id = operand_id(line->operands[0])) == 0) {
             fprintf(stderr, "%s: %s is not an alert id (steward stuck lists them)\n", cmd,
-                    argv[optind]);
+                    line->operands[0]);
             return EXIT_USAGE;
         }
     } else {
-        req->process = argv[optind];
-        req->key = argv[optind + 1];
+        req->process = line->operands[0];
+        req->key = line->operands[1];
     }
-    if (req->reason == NULL || *req->reason == '\0') {
-        fprintf(stderr, "%s: --reason is required: say why, for the audit trail\n", cmd);
-        return EXIT_USAGE;
-    }
-    if ((verb == ACTION_CLOSE || verb == ACTION_MOVE) && v->target == NULL) {
-        fprintf(stderr, "%s: %s is required\n", cmd,
-                verb == ACTION_CLOSE ? "--as OUTCOME" : "--to STATE");
-        return EXIT_USAGE;
-    }
-    req->target = v->target;
-    if (req->actor == NULL)
-        req->actor = default_actor();
-    if (req->actor == NULL) {
-        fprintf(stderr, "%s: no actor: pass --actor or set STEWARD_ACTOR\n", cmd);
-        return EXIT_USAGE;
-    }
+    /* An instance verb's one option, if any, is what it acts towards. */
+    req->target = def->options[0].name != NULL ? line->value[0] : NULL;
 
     PGconn *conn = cli_opts_connect(o, true, &rc);
     if (conn == NULL)
@@ -267,7 +289,7 @@ static int run_verb_with(cli_opts_t *o, verb_args_t *v, int argc, char **argv)
     if (o->json) {
         cli_print_json(result);
     } else if (on_alert) {
-        printf("alert %s %s by %s\n", shown(argv[optind]),
+        printf("alert %s %s by %s\n", shown(line->operands[0]),
                verb == ACTION_ACK ? "acknowledged" : "resolved", shown(req->actor));
     } else {
         json_t *before = json_object_get(result, "before"),
@@ -290,142 +312,23 @@ static int run_verb_with(cli_opts_t *o, verb_args_t *v, int argc, char **argv)
     return EXIT_OK;
 }
 
-static int run_verb(action_verb_t verb, int argc, char **argv)
-{
-    char cmd[32];
-    action_request_t req = {0};
-    verb_args_t v = {.verb = verb, .cmd = cmd, .usage = verbs[verb].usage, .req = &req};
-    cli_opts_t o;
-    snprintf(cmd, sizeof cmd, "steward %s", action_verb_name(verb));
-    if (!cli_opts_init(&o, cmd, v.usage, argc, argv))
-        return EXIT_RUNTIME;
-    int rc = run_verb_with(&o, &v, argc, argv);
-    cli_opts_free(&o);
-    return rc;
-}
-
-int cli_ack(int argc, char **argv)
-{
-    return run_verb(ACTION_ACK, argc, argv);
-}
-int cli_resolve(int argc, char **argv)
-{
-    return run_verb(ACTION_RESOLVE, argc, argv);
-}
-int cli_close(int argc, char **argv)
-{
-    return run_verb(ACTION_CLOSE, argc, argv);
-}
-int cli_move(int argc, char **argv)
-{
-    return run_verb(ACTION_MOVE, argc, argv);
-}
-int cli_retry(int argc, char **argv)
-{
-    return run_verb(ACTION_RETRY, argc, argv);
-}
-int cli_claim(int argc, char **argv)
-{
-    return run_verb(ACTION_CLAIM, argc, argv);
-}
-int cli_release(int argc, char **argv)
-{
-    return run_verb(ACTION_RELEASE, argc, argv);
-}
-
 /* ---- silences ---- */
 
-static const char silence_usage[] =
-    "usage: steward silence --process P [--state S] [--team T] --for DURATION --reason TEXT\n"
-    "                       [OPTIONS]\n"
-    "\n"
-    "No pages for the open alerts of process P (only those in state S, only\n"
-    "those owned by team T) for DURATION (1s to 14d), e.g. a maintenance\n"
-    "window. The alerts stay open and steward stuck shows them silenced; what\n"
-    "is still open when the silence ends is paged then. Prints the silence's\n"
-    "id, for steward unsilence.\n"
-    "\n"
-    "  --for DURATION        how long, e.g. 2h\n" ACTION_USAGE;
-
-static const char unsilence_usage[] = "usage: steward unsilence ID --reason TEXT [OPTIONS]\n"
-                                      "\n"
-                                      "Ends a silence now; held pages go out at once.\n"
-                                      "\n" ACTION_USAGE;
-
-static const char silences_usage[] =
-    "usage: steward silences [--all] [OPTIONS]\n"
-    "\n"
-    "Lists the silences in force (with --all, ended ones too), newest first.\n"
-    "\n"
-    "  --all                 ended silences too\n" CLI_COMMON_USAGE;
-
-typedef struct silence_args {
-    silence_request_t *req;
-    const char *for_text;
-    bool all;
-} silence_args_t;
-
-/* The options of silence, unsilence and silences; see own_option_fn. */
-static int silence_option(int opt, const char *arg, void *state)
+static int run_silence(const action_verb_def_t *def, cli_opts_t *o, const verb_line_t *line)
 {
-    silence_args_t *a = state;
-    switch (opt) {
-    case OPT_PROCESS:
-        a->req->process = arg;
-        return -1;
-    case OPT_STATE:
-        a->req->state = arg;
-        return -1;
-    case OPT_TEAM:
-        a->req->team = arg;
-        return -1;
-    case OPT_FOR:
-        a->for_text = arg;
-        return -1;
-    case OPT_REASON:
-        a->req->reason = arg;
-        return -1;
-    case OPT_ACTOR:
-        a->req->actor = arg;
-        return -1;
-    case OPT_ALL:
-        a->all = true;
-        return -1;
-    default:
-        return -2;
-    }
-}
-
-static int silence_with(cli_opts_t *o, int argc, char **argv)
-{
-    static const struct option options[] = {
-        {"process", required_argument, NULL, OPT_PROCESS},
-        {"state", required_argument, NULL, OPT_STATE},
-        {"team", required_argument, NULL, OPT_TEAM},
-        {"for", required_argument, NULL, OPT_FOR},
-        {"reason", required_argument, NULL, OPT_REASON},
-        {"actor", required_argument, NULL, OPT_ACTOR},
-        CLI_COMMON_OPTIONS,
-        {NULL, 0, NULL, 0},
+    silence_request_t req = {
+        .actor = line->actor,
+        .reason = line->reason,
+        .process = option_value(def, line, "process"),
+        .state = option_value(def, line, "state"),
+        .team = option_value(def, line, "team"),
     };
-    silence_request_t req = {0};
-    silence_args_t a = {.req = &req};
     char errstr[1024];
-    int rc = parse_options(o, argc, argv, options, silence_option, &a);
-    if (rc >= 0)
-        return rc;
-    if (cli_extra_args(argc, argv, o->cmd, silence_usage))
-        return EXIT_USAGE;
-    if (req.process == NULL || a.for_text == NULL || req.reason == NULL) {
-        fprintf(stderr, "steward silence: --process, --for and --reason are required\n");
+    int rc;
+    if (!duration_parse(option_value(def, line, "for"), &req.for_ms, errstr, sizeof errstr)) {
+        fprintf(stderr, "%s: --for: %s\n", o->cmd, errstr);
         return EXIT_USAGE;
     }
-    if (!duration_parse(a.for_text, &req.for_ms, errstr, sizeof errstr)) {
-        fprintf(stderr, "steward silence: --for: %s\n", errstr);
-        return EXIT_USAGE;
-    }
-    if (req.actor == NULL)
-        req.actor = default_actor();
     PGconn *conn = cli_opts_connect(o, true, &rc);
     if (conn == NULL)
         return rc;
@@ -433,7 +336,7 @@ static int silence_with(cli_opts_t *o, int argc, char **argv)
     action_rc_t arc = action_silence(conn, &req, &result, errstr, sizeof errstr);
     PQfinish(conn);
     if (arc != ACTION_OK) {
-        fprintf(stderr, "steward silence: %s\n", shown(errstr));
+        fprintf(stderr, "%s: %s\n", o->cmd, shown(errstr));
         return arc == ACTION_BAD_REQUEST ? EXIT_USAGE : EXIT_RUNTIME;
     }
     if (o->json)
@@ -446,42 +349,26 @@ static int silence_with(cli_opts_t *o, int argc, char **argv)
     return EXIT_OK;
 }
 
-static int unsilence_with(cli_opts_t *o, int argc, char **argv)
+static int run_unsilence(const action_verb_def_t *def, cli_opts_t *o, const verb_line_t *line)
 {
-    static const struct option options[] = {
-        {"reason", required_argument, NULL, OPT_REASON},
-        {"actor", required_argument, NULL, OPT_ACTOR},
-        CLI_COMMON_OPTIONS,
-        {NULL, 0, NULL, 0},
-    };
-    silence_request_t req = {0};
-    silence_args_t a = {.req = &req};
     char errstr[1024];
-    int rc = parse_options(o, argc, argv, options, silence_option, &a);
-    if (rc >= 0)
-        return rc;
-    char *end = NULL;
-    long long id = argc - optind == 1 ? strtoll(argv[optind], &end, 10) : 0;
-    if (argc - optind != 1 || *end != '\0' || id <= 0) {
-        fprintf(stderr, "steward unsilence: expected one silence ID (steward silences)\n");
-        fputs(unsilence_usage, stderr);
+    int rc;
+    long long id = operand_id(line->operands[0]);
+    if (id == 0) {
+        fprintf(stderr, "%s: expected one silence ID (steward silences)\n", o->cmd);
+        fputs(o->usage, stderr);
         return EXIT_USAGE;
     }
-    if (req.reason == NULL) {
-        fprintf(stderr, "steward unsilence: --reason is required\n");
-        return EXIT_USAGE;
-    }
-    if (req.actor == NULL)
-        req.actor = default_actor();
+    (void) def;
     PGconn *conn = cli_opts_connect(o, true, &rc);
     if (conn == NULL)
         return rc;
     json_t *result = NULL;
     action_rc_t arc =
-        action_unsilence(conn, id, req.actor, req.reason, &result, errstr, sizeof errstr);
+        action_unsilence(conn, id, line->actor, line->reason, &result, errstr, sizeof errstr);
     PQfinish(conn);
     if (arc != ACTION_OK) {
-        fprintf(stderr, "steward unsilence: %s\n", shown(errstr));
+        fprintf(stderr, "%s: %s\n", o->cmd, shown(errstr));
         return arc == ACTION_BAD_REQUEST ? EXIT_USAGE : EXIT_RUNTIME;
     }
     if (o->json)
@@ -492,22 +379,11 @@ static int unsilence_with(cli_opts_t *o, int argc, char **argv)
     return EXIT_OK;
 }
 
-static int silences_with(cli_opts_t *o, int argc, char **argv)
+static int run_silences(const action_verb_def_t *def, cli_opts_t *o, const verb_line_t *line)
 {
-    static const struct option options[] = {
-        {"all", no_argument, NULL, OPT_ALL},
-        CLI_COMMON_OPTIONS,
-        {NULL, 0, NULL, 0},
-    };
-    silence_request_t req = {0};
-    silence_args_t a = {.req = &req};
     char errstr[1024];
-    int rc = parse_options(o, argc, argv, options, silence_option, &a);
-    if (rc >= 0)
-        return rc;
-    bool all = a.all;
-    if (cli_extra_args(argc, argv, o->cmd, silences_usage))
-        return EXIT_USAGE;
+    int rc;
+    bool all = option_value(def, line, "all") != NULL;
     PGconn *conn = cli_opts_connect(o, true, &rc);
     if (conn == NULL)
         return rc;
@@ -515,7 +391,7 @@ static int silences_with(cli_opts_t *o, int argc, char **argv)
     action_rc_t arc = action_silences(conn, all, &doc, errstr, sizeof errstr);
     PQfinish(conn);
     if (arc != ACTION_OK) {
-        fprintf(stderr, "steward silences: %s\n", shown(errstr));
+        fprintf(stderr, "%s: %s\n", o->cmd, shown(errstr));
         return EXIT_RUNTIME;
     }
     if (o->json) {
@@ -543,29 +419,41 @@ static int silences_with(cli_opts_t *o, int argc, char **argv)
     return EXIT_OK;
 }
 
-/* Runs one silence verb with the shared options, which it then releases. */
-static int with_opts(const char *cmd, const char *usage, int (*body)(cli_opts_t *, int, char **),
-                     int argc, char **argv)
+/* The silence rows' functions; alert and instance rows all go to
+ * run_action(). */
+static const struct {
+    const char *name;
+    int (*run)(const action_verb_def_t *, cli_opts_t *, const verb_line_t *);
+} silence_runs[] = {
+    {"silence", run_silence},
+    {"unsilence", run_unsilence},
+    {"silences", run_silences},
+};
+
+int cli_verb(const action_verb_def_t *def, int argc, char **argv)
 {
+    int (*run)(const action_verb_def_t *, cli_opts_t *, const verb_line_t *) = run_action;
+    if (def->on == ACTION_ON_SILENCE) {
+        run = NULL;
+        for (size_t i = 0; i < sizeof silence_runs / sizeof silence_runs[0]; i++)
+            if (strcmp(silence_runs[i].name, def->name) == 0)
+                run = silence_runs[i].run;
+        if (run == NULL) {
+            fprintf(stderr, "steward %s: not available from the command line\n", def->name);
+            return EXIT_RUNTIME;
+        }
+    }
+    static char usage[4096];
+    char cmd[64];
     cli_opts_t o;
+    verb_line_t line = {0};
+    snprintf(cmd, sizeof cmd, "steward %s", def->name);
+    verb_usage(def, usage, sizeof usage);
     if (!cli_opts_init(&o, cmd, usage, argc, argv))
         return EXIT_RUNTIME;
-    int rc = body(&o, argc, argv);
+    int rc = verb_parse(def, &o, argc, argv, &line);
+    if (rc < 0)
+        rc = run(def, &o, &line);
     cli_opts_free(&o);
     return rc;
-}
-
-int cli_silence(int argc, char **argv)
-{
-    return with_opts("steward silence", silence_usage, silence_with, argc, argv);
-}
-
-int cli_unsilence(int argc, char **argv)
-{
-    return with_opts("steward unsilence", unsilence_usage, unsilence_with, argc, argv);
-}
-
-int cli_silences(int argc, char **argv)
-{
-    return with_opts("steward silences", silences_usage, silences_with, argc, argv);
 }

@@ -1,7 +1,9 @@
 /*
  * steward - a process manager for workflows that run across many services.
  *
- * main() only picks the subcommand; each lives in cli/cli_*.c and
+ * main() only picks the subcommand; the operator verbs are the rows of
+ * manager/actions.h's verb table, run by cli_verb(); the others are
+ * listed here. Each lives in cli/cli_*.c and
  * returns the exit code (0 ok, 1 runtime failure, 2 usage, config or
  * definition error).
  *
@@ -19,6 +21,7 @@
  */
 #include "cli/cli.h"
 #include "common/err.h"
+#include "manager/actions.h"
 
 #include <curl/curl.h>
 #include <pthread.h>
@@ -46,16 +49,6 @@ static const command_t commands[] = {
     {"discover", cli_discover, "draft a definition from the traffic on some topics", false},
     {"graph", cli_graph, "draw a process definition (dot, mermaid, svg)", false},
     {"prune", cli_prune, "remove what the retention settings say is old", false},
-    {"ack", cli_ack, "acknowledge an alert (it stays open)", false},
-    {"resolve", cli_resolve, "resolve an alert by hand", false},
-    {"close", cli_close, "finish an instance in one of its outcomes", false},
-    {"move", cli_move, "put an instance in another state", false},
-    {"retry", cli_retry, "send the current step's command again (active mode)", false},
-    {"claim", cli_claim, "take ownership of an instance's investigation", false},
-    {"release", cli_release, "give back an instance you claimed", false},
-    {"silence", cli_silence, "no pages for a process's alerts for a while", false},
-    {"silences", cli_silences, "list the silences in force", false},
-    {"unsilence", cli_unsilence, "end a silence now", false},
 };
 
 static sigset_t started_mask; /* the mask at exec, before block_handled() */
@@ -90,6 +83,9 @@ static void usage(FILE *out)
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "  %-10s %s\n", "version", "print the version");
+    fprintf(out, "\noperator verbs:\n");
+    for (size_t i = 0; i < action_verb_count; i++)
+        fprintf(out, "  %-10s %s\n", action_verbs[i].name, action_verbs[i].summary);
     fprintf(out, "\n'steward COMMAND --help' describes a command.\n");
 }
 
@@ -127,6 +123,14 @@ int main(int argc, char **argv)
             curl_global_cleanup();
             return rc;
         }
+    }
+    const action_verb_def_t *verb = action_verb_find(name);
+    if (verb != NULL) {
+        pthread_sigmask(SIG_SETMASK, &saved, NULL);
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        int rc = cli_verb(verb, argc - 1, argv + 1);
+        curl_global_cleanup();
+        return rc;
     }
     fprintf(stderr, "steward: unknown command '%s'\n", name);
     usage(stderr);

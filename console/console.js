@@ -93,6 +93,25 @@ function actionButton(label, path, body) {
   return el("button", { class: "action", "data-action": label, onclick: () => act(path, body, label) }, label);
 }
 
+/* The verbs come from the server's table (GET /v1/verbs), read once: a
+ * verb the server gains gets its button where its row says, with no
+ * change here. */
+let verbTable = null;
+async function verbs() {
+  if (!verbTable) verbTable = api("/v1/verbs").then(doc => doc.verbs, e => { verbTable = null; throw e; });
+  return verbTable;
+}
+
+/* The buttons of the verbs the table offers in `view`, for the thing
+ * whose path captures are `captures` ({id} or {process, key}). */
+function verbButtons(table, view, captures, skip) {
+  if (!token()) return [];
+  return table.filter(v => (v.console || []).includes(view) && !(skip && skip(v)))
+    .map(v => actionButton(v.name,
+      v.path.replace(/\{(\w+)\}/g, (_, name) => encodeURIComponent(captures[name])),
+      v.console_body));
+}
+
 /* ---- processes: each definition as a graph -------------------------------- */
 
 /* Layers by BFS depth from the start state; terminal states in the last
@@ -204,9 +223,10 @@ async function pageStuck(args) {
   const q = new URLSearchParams({ overdue: "true", limit: "500" });
   if (f.process) q.set("process", f.process);
   if (f.state) q.set("state", f.state);
-  const [stuck, overdue] = await Promise.all([
+  const [stuck, overdue, table] = await Promise.all([
     api("/v1/stuck" + (f.process ? "?process=" + encodeURIComponent(f.process) : "")),
     api("/v1/instances?" + q.toString()),
+    token() ? verbs() : [],
   ]);
   const minAge = f.age ? parseAge(f.age) : 0;
   const rows = overdue.instances
@@ -245,7 +265,7 @@ async function pageStuck(args) {
           el("td", {}, i.state), el("td", {}, i.owner || ""),
           el("td", { class: "error" }, duration(i.overdue_ms)), el("td", {}, duration(i.ms_in_state)),
           el("td", {}, i.claimed_by || ""),
-          el("td", {}, actionButton("retry", instPath(i, "retry")), actionButton("close", instPath(i, "close"), { as: "cancelled" })))))
+          el("td", {}, verbButtons(table, "overdue", i)))))
         : el("p", { class: "muted" }, "Nothing overdue.")),
     el("section", { class: "card" },
       el("h3", {}, `Open alerts (${shownAlerts.length})`),
@@ -255,8 +275,9 @@ async function pageStuck(args) {
           el("td", {}, a.kind), el("td", {}, a.process), el("td", {}, a.state),
           el("td", {}, a.key ? el("a", { href: "#/instance?" + new URLSearchParams({ process: a.process, key: a.key }) }, a.key) : ""),
           el("td", {}, a.owner), el("td", {}, duration(a.age_ms)), el("td", {}, a.summary),
-          el("td", {}, a.acked_by ? "acked by " + a.acked_by : actionButton("ack", "/v1/alerts/" + a.id + "/ack"),
-             actionButton("resolve", "/v1/alerts/" + a.id + "/resolve")))))
+          el("td", {}, a.acked_by ? "acked by " + a.acked_by : null,
+             /* an acknowledged alert is not offered another acknowledge */
+             verbButtons(table, "alerts", a, v => a.acked_by && v.name === "ack")))))
         : el("p", { class: "muted" }, "No open alert.")));
 }
 
@@ -264,10 +285,6 @@ function parseAge(text) {
   const m = /^(\d+)(ms|s|m|h|d)$/.exec(text.trim());
   if (!m) return 0;
   return Number(m[1]) * { ms: 1, s: 1e3, m: 6e4, h: 36e5, d: 864e5 }[m[2]];
-}
-
-function instPath(i, verb) {
-  return "/v1/instances/" + encodeURIComponent(i.process) + "/" + encodeURIComponent(i.key) + "/" + verb;
 }
 
 /* ---- instance: search by key, then its timeline ---------------------------- */
@@ -305,6 +322,7 @@ async function pageInstance(args) {
     show(el("h2", {}, "Instance"), form, el("p", { class: "error" }, e.message));
     return;
   }
+  const table = token() ? await verbs() : [];
   const events = inst.history.map(h => ({ at: h.event_time, kind: "event", h }));
   for (const a of inst.alerts) {
     events.push({ at: a.opened_at, kind: "alert-open", a });
@@ -343,8 +361,7 @@ async function pageInstance(args) {
         el("tr", {}, el("th", {}, "started"), el("td", {}, i.started_at),
            el("th", {}, "lease"), el("td", {}, i.claimed_by ? i.claimed_by + " since " + i.claimed_at : "none"))),
       i.status === "active" && token() ? el("p", {},
-        actionButton("retry", instPath(i, "retry")), actionButton("claim", instPath(i, "claim")),
-        actionButton("release", instPath(i, "release")), actionButton("close", instPath(i, "close"), { as: "cancelled" })) : null),
+        verbButtons(table, "instance", i)) : null),
     el("section", { class: "card" }, el("h3", {}, "Timeline"), el("ol", { class: "timeline", id: "timeline" }, events.map(item))));
 }
 

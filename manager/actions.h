@@ -5,8 +5,9 @@
  * the state's command goes as on an event's entry), send its current
  * step's command again (retry: decided by engine_operator_resend()), both
  * queued in the action's transaction, claim or release
- * its investigation. Shared by the
- * CLI verbs (cli/cli_actions.c) and meant for the HTTP API.
+ * its investigation; silence a process's alerts for a while. Shared by
+ * the CLI verbs (cli/cli_actions.c) and the HTTP API (manager/http.c),
+ * which both read the verb table below.
  *
  * Each action is one transaction on the caller's connection. It first
  * takes the instance's advisory lock, steward.lock_instance(process,
@@ -56,6 +57,66 @@ typedef enum action_verb {
 
 /* The verb's name ("ack", "close"...); never NULL. */
 const char *action_verb_name(action_verb_t verb);
+
+/* ---- the verb table ----
+ *
+ * Every operator verb is one row of action_verbs[]: the CLI's commands,
+ * usage and option parsing (cli/cli_actions.c, cli/main.c), the HTTP
+ * router's action routes (manager/http.c), GET /v1/verbs and so the
+ * console's buttons, and the man page's check (tests/deploy_check.sh) all
+ * read it. A new verb is its row here, its function in actions.c and its
+ * test. */
+
+typedef enum action_subject {
+    ACTION_ON_ALERT,    /* path {id}: an alert id */
+    ACTION_ON_INSTANCE, /* path {process}/{key} */
+    ACTION_ON_SILENCE,  /* the silences; path {id}: a silence id */
+} action_subject_t;
+
+/* One option of a verb's own: `--NAME ARG` on the command line, "NAME" in
+ * the HTTP body. */
+typedef struct action_option {
+    const char *name; /* NULL ends a row's list */
+    const char *arg;  /* its value's name in usage ("OUTCOME"); NULL: a flag */
+    const char *help; /* one line */
+    bool required;
+    bool in_synopsis; /* written in the usage line */
+} action_option_t;
+
+#define ACTION_VERB_OPTIONS_MAX 5
+
+typedef struct action_verb_def {
+    const char *name;     /* the command (steward NAME) and, for actions, the path's last segment */
+    action_subject_t on;  /* what it acts on */
+    action_verb_t verb;   /* alert and instance rows: what action_run() does */
+    const char *operands; /* the command's positional arguments: "ALERT_ID", "PROCESS KEY" */
+    bool audited;         /* changes something: takes --reason (required) and --actor */
+    action_option_t options[ACTION_VERB_OPTIONS_MAX]; /* its own, in usage order */
+    const char *method;       /* HTTP: "POST" for what changes state, "GET" for a read */
+    const char *path;         /* HTTP: "/v1/alerts/{id}/ack"; {id}, {process}, {key} are captures */
+    const char *summary;      /* one line: steward --help */
+    const char *about;        /* steward NAME --help's paragraph */
+    const char *console;      /* the console views that offer it, space-separated: "overdue"
+                               (the stuck page's overdue rows), "alerts" (its alert rows),
+                               "instance" (the instance page); NULL: none */
+    const char *console_body; /* JSON object the console sends besides the reason; NULL: none */
+} action_verb_def_t;
+
+/* The table, in the order help lists it. */
+extern const action_verb_def_t action_verbs[];
+extern const size_t action_verb_count;
+
+/* The row named `name`, borrowed from the table (static); NULL when none. */
+const action_verb_def_t *action_verb_find(const char *name);
+
+/* The row of an alert or instance verb; never NULL. */
+const action_verb_def_t *action_verb_def(action_verb_t verb);
+
+/* The table as {"verbs": [{"name", "on", "operands", "options": [{"name",
+ * "arg", "help", "required"}], "method", "path", "summary", "console":
+ * [VIEW...], "console_body"?}]}: GET /v1/verbs. New reference; NULL when
+ * out of memory. */
+json_t *action_verbs_json(void);
 
 typedef enum action_rc {
     ACTION_OK = 0,

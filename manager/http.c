@@ -1303,19 +1303,6 @@ static bool authorize(http_t *h, struct MHD_Connection *conn, access_t need, cha
 
 /* ---- actions ------------------------------------------------------------------ */
 
-static bool verb_named(const char *name, action_verb_t *verb)
-{
-    static const action_verb_t all[] = {ACTION_ACK,   ACTION_RESOLVE, ACTION_CLOSE,  ACTION_MOVE,
-                                        ACTION_RETRY, ACTION_CLAIM,   ACTION_RELEASE};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
-        if (strcmp(name, action_verb_name(all[i])) == 0) {
-            *verb = all[i];
-            return true;
-        }
-    }
-    return false;
-}
-
 static void reply_action(reply_t *r, action_rc_t rc, json_t *result, const char *errstr);
 
 /* One action, by the token named actor, with the JSON body {"reason", "as"|"to"}. */
@@ -1325,18 +1312,19 @@ static void post_action(http_t *h, action_verb_t verb, action_request_t *req, co
     char errstr[1024];
     json_error_t jerr;
     json_t *doc = body != NULL ? json_loads(body, 0, &jerr) : NULL;
+    /* An action's one option, if any, is what it acts towards (its target). */
+    const action_option_t *target = &action_verb_def(verb)->options[0];
     if (!json_is_object(doc)) {
         json_decref(doc);
-        reply_error(r, MHD_HTTP_BAD_REQUEST, "expected a JSON object body: {\"reason\": \"why\"%s}",
-                    verb == ACTION_CLOSE  ? ", \"as\": \"OUTCOME\""
-                    : verb == ACTION_MOVE ? ", \"to\": \"STATE\""
-                                          : "");
+        reply_error(r, MHD_HTTP_BAD_REQUEST,
+                    "expected a JSON object body: {\"reason\": \"why\"%s%s%s%s}",
+                    target->name != NULL ? ", \"" : "", target->name != NULL ? target->name : "",
+                    target->name != NULL ? "\": \"" : "", target->name != NULL ? target->arg : "");
         return;
     }
     req->reason = json_string_value(json_object_get(doc, "reason"));
-    req->target = json_string_value(json_object_get(doc, verb == ACTION_CLOSE  ? "as"
-                                                         : verb == ACTION_MOVE ? "to"
-                                                                               : ""));
+    req->target =
+        target->name != NULL ? json_string_value(json_object_get(doc, target->name)) : NULL;
 
     json_t *result = NULL;
     action_rc_t rc = ACTION_FAILED;
@@ -1483,11 +1471,56 @@ static void refuse_method(http_route_t *out, const char *url, const char *what)
 /* One more than the longest route, to tell them apart. */
 #define MAX_SEGMENTS 6
 
+/* Whether the n segments are the verb table's `pattern` ("/v1/alerts/{id}/ack"):
+ * its literal segments equal, each {capture} not empty. */
+static bool path_matches(const char *pattern, char *const *seg, size_t n)
+{
+    size_t i = 0;
+    for (const char *p = pattern + 1;; i++) {
+        size_t len = strcspn(p, "/");
+        if (i >= n || i >= MAX_SEGMENTS)
+            return false;
+        if (p[0] == '{' ? seg[i][0] == '\0' : strlen(seg[i]) != len || memcmp(seg[i], p, len) != 0)
+            return false;
+        if (p[len] == '\0')
+            break;
+        p += len + 1;
+    }
+    return i + 1 == n;
+}
+
+/* The segment `pattern` captures as {name}; NULL when it has no such capture. */
+static const char *path_capture(const char *pattern, char *const *seg, const char *name)
+{
+    size_t i = 0, len = strlen(name);
+    for (const char *p = pattern + 1;; i++) {
+        size_t seg_len = strcspn(p, "/");
+        if (p[0] == '{' && seg_len == len + 2 && memcmp(p + 1, name, len) == 0)
+            return seg[i];
+        if (p[seg_len] == '\0')
+            return NULL;
+        p += seg_len + 1;
+    }
+}
+
+/* The endpoint that serves a row of the verb table. */
+static http_endpoint_t verb_endpoint(const action_verb_def_t *v)
+{
+    switch (v->on) {
+    case ACTION_ON_ALERT:
+        return HTTP_EP_ALERT_ACTION;
+    case ACTION_ON_INSTANCE:
+        return HTTP_EP_INSTANCE_ACTION;
+    case ACTION_ON_SILENCE:
+        break;
+    }
+    return strstr(v->path, "{id}") != NULL ? HTTP_EP_UNSILENCE : HTTP_EP_SILENCES;
+}
+
 void http_route(const char *method, const char *url, http_route_t *out)
 {
     char *seg[MAX_SEGMENTS];
     size_t n = 0, len = strlen(url);
-    action_verb_t verb = ACTION_ACK;
     http_endpoint_t ep = HTTP_EP_NONE;
 
     out->endpoint = HTTP_EP_NONE;
@@ -1534,7 +1567,26 @@ void http_route(const char *method, const char *url, http_route_t *out)
         p = slash + 1;
     }
 
-    if (n == 1 && strcmp(seg[0], "metrics") == 0)
+    /* The verbs' routes, from the table: the row whose path and method
+     * match, else (a 405) what the path answers. */
+    const action_verb_def_t *row = NULL, *at_path = NULL;
+    bool path_reads = false;
+    bool reading =
+        strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+    for (size_t i = 0; i < action_verb_count; i++) {
+        const action_verb_def_t *v = &action_verbs[i];
+        if (!path_matches(v->path, seg, n))
+            continue;
+        bool reads = strcmp(v->method, MHD_HTTP_METHOD_GET) == 0;
+        at_path = at_path != NULL ? at_path : v;
+        path_reads = path_reads || reads;
+        if (row == NULL && (reads ? reading : strcmp(method, v->method) == 0))
+            row = v;
+    }
+
+    if (at_path != NULL)
+        ep = verb_endpoint(at_path);
+    else if (n == 1 && strcmp(seg[0], "metrics") == 0)
         ep = HTTP_EP_METRICS;
     else if (n == 1 && strcmp(seg[0], "healthz") == 0)
         ep = HTTP_EP_HEALTHZ;
@@ -1545,16 +1597,6 @@ void http_route(const char *method, const char *url, http_route_t *out)
     else if (n == 4 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "instances") == 0 &&
              seg[2][0] != '\0' && seg[3][0] != '\0')
         ep = HTTP_EP_INSTANCE;
-    else if (n == 4 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "alerts") == 0 &&
-             seg[2][0] != '\0' && verb_named(seg[3], &verb) &&
-             (verb == ACTION_ACK || verb == ACTION_RESOLVE))
-        ep = HTTP_EP_ALERT_ACTION;
-    else if (n == 5 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "instances") == 0 &&
-             seg[2][0] != '\0' && seg[3][0] != '\0' && verb_named(seg[4], &verb) &&
-             verb != ACTION_ACK && verb != ACTION_RESOLVE)
-        ep = HTTP_EP_INSTANCE_ACTION;
-    else if (n == 2 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "silences") == 0)
-        ep = HTTP_EP_SILENCES;
     else if (n == 2 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "instances") == 0)
         ep = HTTP_EP_INSTANCES;
     else if (n == 2 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "processes") == 0)
@@ -1566,9 +1608,8 @@ void http_route(const char *method, const char *url, http_route_t *out)
         ep = HTTP_EP_REPORT;
     else if ((n == 1 && seg[0][0] == '\0') || (n == 2 && strcmp(seg[0], "console") == 0))
         ep = HTTP_EP_ASSET;
-    else if (n == 4 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "silences") == 0 &&
-             strcmp(seg[3], "unsilence") == 0)
-        ep = HTTP_EP_UNSILENCE;
+    else if (n == 2 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "verbs") == 0)
+        ep = HTTP_EP_VERBS;
 
     if (ep == HTTP_EP_NONE) {
         out->status = MHD_HTTP_NOT_FOUND;
@@ -1580,26 +1621,24 @@ void http_route(const char *method, const char *url, http_route_t *out)
         return;
     }
     out->endpoint = ep; /* a 405 names it too */
-    bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
-    bool action = ep == HTTP_EP_ALERT_ACTION || ep == HTTP_EP_INSTANCE_ACTION ||
-                  ep == HTTP_EP_UNSILENCE || (ep == HTTP_EP_SILENCES && post);
-    if (action && !post) {
-        refuse_method(out, url, "POST only");
-        out->allow_post = true;
+    if (at_path != NULL && row == NULL) {
+        refuse_method(out, url, path_reads ? "GET and HEAD only" : "POST only");
+        out->allow_post = !path_reads;
         return;
     }
-    if (!action && strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
-        strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
+    if (at_path == NULL && !reading) {
         refuse_method(out, url, "GET and HEAD only");
         return;
     }
-    out->action = action;
-    out->verb = verb;
-    if (ep == HTTP_EP_INSTANCE || ep == HTTP_EP_INSTANCE_ACTION) {
+    out->action = row != NULL && strcmp(row->method, MHD_HTTP_METHOD_GET) != 0;
+    out->verb = row != NULL && row->on != ACTION_ON_SILENCE ? row->verb : ACTION_ACK;
+    if (row != NULL) {
+        out->process = path_capture(row->path, seg, "process");
+        out->key = path_capture(row->path, seg, "key");
+        out->id = path_capture(row->path, seg, "id");
+    } else if (ep == HTTP_EP_INSTANCE) {
         out->process = seg[2];
         out->key = seg[3];
-    } else if (ep == HTTP_EP_ALERT_ACTION || ep == HTTP_EP_UNSILENCE) {
-        out->id = seg[2];
     } else if (ep == HTTP_EP_GRAPH) {
         out->process = seg[2];
     } else if (ep == HTTP_EP_ASSET) {
@@ -1833,6 +1872,14 @@ static void route(http_t *h, struct MHD_Connection *conn, const char *url, const
     case HTTP_EP_ASSET:
         get_asset(rt.asset, r);
         break;
+    case HTTP_EP_VERBS: {
+        json_t *doc = action_verbs_json();
+        if (doc != NULL)
+            reply_json(r, MHD_HTTP_OK, doc);
+        else
+            reply_error(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+        break;
+    }
     case HTTP_EP_NONE:
         break;
     }

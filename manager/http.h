@@ -32,9 +32,14 @@
  *                                     was never recorded
  *   GET / and /console/{file}         the web console (manager/console.h),
  *                                     open to all: it holds no data
+ *   GET /v1/verbs                     the verb table (action_verbs_json()):
+ *                                     each operator verb, its options,
+ *                                     method and path; the console's
+ *                                     buttons are drawn from it
  *   POST /v1/alerts/{id}/{ack|resolve}
  *   POST /v1/instances/{process}/{key}/{close|move|retry|claim|release}
- *                                     the actions of manager/actions.h;
+ *                                     the actions of manager/actions.h,
+ *                                     routed by its verb table;
  *                                     body {"reason": "...", "as": OUTCOME
  *                                     (close), "to": STATE (move)}; the
  *                                     token's name is the actor. 200 with
@@ -142,8 +147,9 @@ typedef enum http_endpoint {
     HTTP_EP_READYZ,
     HTTP_EP_STUCK,
     HTTP_EP_INSTANCE,
-    HTTP_EP_ALERT_ACTION,    /* POST /v1/alerts/{id}/{ack|resolve} */
-    HTTP_EP_INSTANCE_ACTION, /* POST /v1/instances/{process}/{key}/{verb} */
+    /* The verb table's routes (manager/actions.h): */
+    HTTP_EP_ALERT_ACTION,    /* an alert verb's, POST /v1/alerts/{id}/VERB */
+    HTTP_EP_INSTANCE_ACTION, /* an instance verb's, POST /v1/instances/{process}/{key}/VERB */
     HTTP_EP_SILENCES,        /* GET, POST /v1/silences */
     HTTP_EP_UNSILENCE,       /* POST /v1/silences/{id}/unsilence */
     HTTP_EP_INSTANCES,       /* GET /v1/instances?process=&state=&key=&... */
@@ -151,6 +157,7 @@ typedef enum http_endpoint {
     HTTP_EP_GRAPH,           /* GET /v1/processes/{process}/graph */
     HTTP_EP_REPORT,          /* GET /v1/report?process=&since= */
     HTTP_EP_ASSET,           /* GET / and /console/{file}: the console's files */
+    HTTP_EP_VERBS,           /* GET /v1/verbs: the verb table (action_verbs_json()) */
 } http_endpoint_t;
 
 typedef struct http_route {

@@ -7,7 +7,9 @@
 #     exposes (a name written in manager/http.c's metrics writer), besides
 #     Prometheus's own `up`;
 #   - the man page lists every command `steward --help` prints
-#     (STEWARD, the binary, as the second argument).
+#     (STEWARD, the binary, as the second argument), and its OPERATOR
+#     VERBS section exactly the verbs of the verb table (manager/actions.h),
+#     which `steward --help` prints under "operator verbs:".
 set -eu
 src=$1
 steward=$2
@@ -46,4 +48,17 @@ absent = [c for c in cmds if not re.search(r"^\.B[R]? .*\b%s\b" % c, man, re.M)]
 if absent:
     sys.exit("deploy_check: steward.1 does not describe: " + ", ".join(absent))
 print("deploy_check: steward.1 lists all %d commands" % len(cmds))
+
+verbs_help = out.split("\noperator verbs:\n", 1)
+if len(verbs_help) != 2:
+    sys.exit("deploy_check: steward --help lists no operator verbs")
+verbs = re.findall(r"^  ([a-z]+) ", verbs_help[1].split("\n\n", 1)[0], re.M)
+section = re.search(r"^\.SH OPERATOR VERBS\n(.*?)(?=^\.SH |\Z)", man, re.M | re.S)
+if section is None:
+    sys.exit("deploy_check: steward.1 has no OPERATOR VERBS section")
+listed = re.findall(r"^\.TP\n\.B ([a-z]+)$", section.group(1), re.M)
+if sorted(listed) != sorted(verbs) or len(set(listed)) != len(listed):
+    sys.exit("deploy_check: steward.1's OPERATOR VERBS list %s; the verb table has %s"
+             % (", ".join(listed), ", ".join(verbs)))
+print("deploy_check: steward.1 lists the table's %d verbs" % len(verbs))
 PY

@@ -11,6 +11,7 @@
  *   race          an action waits for the instance's lock like a batch,
  *                 and the result is consistent with the event that raced it
  */
+#include "manager/actions.h"
 #include "receiver.h"
 #include "testlib.h"
 #include "world.h"
@@ -905,6 +906,89 @@ START_TEST(silence_holds_pages_until_it_ends)
 }
 END_TEST
 
+/* Every verb's command line is read from its row of the verb table: its
+ * usage, its operands, its own options (another verb's named as such) and
+ * what it requires; steward --help lists the table. No database: each is
+ * refused before connecting. */
+START_TEST(verbs_read_their_rows)
+{
+    const char *help[] = {NULL, "--help", NULL};
+    tl_output_t o = tl_steward(help, NULL);
+    ck_assert_int_eq(o.status, 0);
+    const char *verbs = strstr(o.out, "\noperator verbs:\n");
+    ck_assert_msg(verbs != NULL, "steward --help: %s", o.out);
+    for (size_t i = 0; i < action_verb_count; i++) {
+        char line[256];
+        snprintf(line, sizeof line, "\n  %-10s %s\n", action_verbs[i].name,
+                 action_verbs[i].summary);
+        ck_assert_msg(strstr(verbs, line) != NULL, "steward --help lacks %s: %s",
+                      action_verbs[i].name, o.out);
+    }
+    tl_output_free(&o);
+
+    for (size_t i = 0; i < action_verb_count; i++) {
+        const action_verb_def_t *v = &action_verbs[i];
+        const char *argv[] = {NULL, v->name, "--help", NULL};
+        o = tl_steward(argv, NULL);
+        char synopsis[256];
+        snprintf(synopsis, sizeof synopsis, "usage: steward %s%s%s", v->name,
+                 v->operands != NULL ? " " : "", v->operands != NULL ? v->operands : "");
+        ck_assert_msg(o.status == 0 && strncmp(o.out, synopsis, strlen(synopsis)) == 0,
+                      "steward %s --help: %d %s", v->name, o.status, o.out);
+        ck_assert_msg(strstr(o.out, v->about) != NULL, "steward %s --help: %s", v->name, o.out);
+        for (const action_option_t *op = v->options; op->name != NULL; op++) {
+            char flag[64];
+            snprintf(flag, sizeof flag, "--%s", op->name);
+            ck_assert_msg(strstr(o.out, flag) != NULL && strstr(o.out, op->help) != NULL,
+                          "steward %s --help lacks %s: %s", v->name, flag, o.out);
+        }
+        ck_assert(tl_contains(o.out, "--reason TEXT") == v->audited);
+        tl_output_free(&o);
+    }
+
+    const char *close_usage[] = {NULL, "close", "--help", NULL};
+    o = tl_steward(close_usage, NULL);
+    ck_assert_msg(tl_contains(o.out, "usage: steward close PROCESS KEY --as OUTCOME --reason TEXT "
+                                     "[OPTIONS]\n"),
+                  "%s", o.out);
+    ck_assert_msg(tl_contains(o.out, "  --as OUTCOME          the outcome, e.g. cancelled\n"), "%s",
+                  o.out);
+    tl_output_free(&o);
+
+    /* Another verb's option, a missing operand or required option. */
+    const char *retry_to[] = {NULL, "retry", "order", "K1", "--to", "x", "--reason", "r", NULL};
+    o = tl_steward(retry_to, NULL);
+    ck_assert_int_eq(o.status, 2);
+    ck_assert_msg(tl_contains(o.err, "steward retry: --to is not an option of retry"), "%s", o.err);
+    tl_output_free(&o);
+    const char *silences_reason[] = {NULL, "silences", "--reason", "r", NULL};
+    o = tl_steward(silences_reason, NULL);
+    ck_assert_int_eq(o.status, 2);
+    ck_assert_msg(tl_contains(o.err, "--reason is not an option of silences"), "%s", o.err);
+    tl_output_free(&o);
+    const char *close_no_key[] = {NULL, "close", "order", "--as", "cancelled", NULL};
+    o = tl_steward(close_no_key, NULL);
+    ck_assert_int_eq(o.status, 2);
+    ck_assert_msg(tl_contains(o.err, "steward close: expected PROCESS KEY"), "%s", o.err);
+    tl_output_free(&o);
+    const char *close_no_as[] = {NULL, "close", "order", "K1", "--reason", "r", NULL};
+    o = tl_steward(close_no_as, NULL);
+    ck_assert_int_eq(o.status, 2);
+    ck_assert_msg(tl_contains(o.err, "steward close: --as OUTCOME is required"), "%s", o.err);
+    tl_output_free(&o);
+    const char *silence_no_for[] = {NULL, "silence", "--process", "p", "--reason", "r", NULL};
+    o = tl_steward(silence_no_for, NULL);
+    ck_assert_int_eq(o.status, 2);
+    ck_assert_msg(tl_contains(o.err, "steward silence: --for DURATION is required"), "%s", o.err);
+    tl_output_free(&o);
+    const char *ack_no_reason[] = {NULL, "ack", "12", NULL};
+    o = tl_steward(ack_no_reason, NULL);
+    ck_assert_int_eq(o.status, 2);
+    ck_assert_msg(tl_contains(o.err, "steward ack: --reason is required"), "%s", o.err);
+    tl_output_free(&o);
+}
+END_TEST
+
 Suite *actions_suite(void)
 {
     Suite *s = suite_create("actions");
@@ -917,6 +1001,7 @@ Suite *actions_suite(void)
     tcase_add_test(tc, http_actions_need_an_operate_token);
     tcase_add_test(tc, a_listener_off_the_loopback_needs_tokens);
     tcase_add_test(tc, silence_holds_pages_until_it_ends);
+    tcase_add_test(tc, verbs_read_their_rows);
     suite_add_tcase(s, tc);
     return s;
 }

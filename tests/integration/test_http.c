@@ -19,7 +19,11 @@
  *             over HTTP (404) and by steward silence (exit 1), on a
  *             listener beyond the loopback that answers any Host with a token
  *   startup   a malformed http.listen exits 2; a port in use exits 1
+ *   verbs     the router's action routes are the verb table's rows, and
+ *             GET /v1/verbs serves that table
  */
+#include "manager/actions.h"
+#include "manager/http.h"
 #include "testlib.h"
 #include "world.h"
 
@@ -386,6 +390,25 @@ START_TEST(serves_probes_metrics_and_views)
     ck_assert_msg(status == 0, "promtool check metrics: exit %d: %s\n%s", status, output, text);
     free(output);
     free(text);
+
+    /* The verb table, as the console reads it. */
+    doc = get_json("/v1/verbs", 200);
+    json_t *verbs = json_object_get(doc, "verbs");
+    ck_assert_int_eq(json_array_size(verbs), action_verb_count);
+    for (size_t i = 0; i < action_verb_count; i++) {
+        json_t *v = json_array_get(verbs, i);
+        ck_assert_str_eq(str(v, "name"), action_verbs[i].name);
+        ck_assert_str_eq(str(v, "method"), action_verbs[i].method);
+        ck_assert_str_eq(str(v, "path"), action_verbs[i].path);
+    }
+    json_t *close = json_array_get(verbs, 2);
+    ck_assert_str_eq(str(close, "name"), "close");
+    ck_assert_str_eq(str(close, "on"), "instance");
+    ck_assert_str_eq(str(json_array_get(json_object_get(close, "options"), 0), "name"), "as");
+    ck_assert_str_eq(str(json_object_get(close, "console_body"), "as"), "cancelled");
+    ck_assert_str_eq(json_string_value(json_array_get(json_object_get(close, "console"), 0)),
+                     "overdue");
+    json_decref(doc);
 
     /* The instance views, a '/' in the key sent as %2F. */
     doc = get_json("/v1/instances/alert_order/A%2F1", 200);
@@ -791,6 +814,72 @@ static void teardown(void)
     tw_teardown(&w);
 }
 
+/* Writes the table's path with its captures filled: {id} 7, {process}
+ * order, {key} K/1 (sent as K%2F1). */
+static void fill_path(const char *pattern, char *buf, size_t size)
+{
+    size_t o = 0;
+    for (const char *p = pattern; *p != '\0' && o + 8 < size;) {
+        const char *with = strncmp(p, "{id}", 4) == 0        ? "7"
+                           : strncmp(p, "{process}", 9) == 0 ? "order"
+                           : strncmp(p, "{key}", 5) == 0     ? "K%2F1"
+                                                             : NULL;
+        if (with == NULL) {
+            buf[o++] = *p++;
+            continue;
+        }
+        o += (size_t) snprintf(buf + o, size - o, "%s", with);
+        p = strchr(p, '}') + 1;
+    }
+    buf[o] = '\0';
+}
+
+/* The router reads the verb table: each row's path and method reach its
+ * endpoint, verb and captures; a method no row at that path has is a 405
+ * naming what the path answers; GET /v1/verbs is the table. */
+START_TEST(routes_every_verb_of_the_table)
+{
+    http_route_t rt;
+    for (size_t i = 0; i < action_verb_count; i++) {
+        const action_verb_def_t *v = &action_verbs[i];
+        char path[256];
+        fill_path(v->path, path, sizeof path);
+        http_route(v->method, path, &rt);
+        ck_assert_msg(rt.status == 0, "%s %s: %u %s", v->method, path, rt.status, rt.error);
+        ck_assert_int_eq(rt.action, strcmp(v->method, "POST") == 0);
+        if (v->on == ACTION_ON_ALERT || v->on == ACTION_ON_INSTANCE) {
+            ck_assert_int_eq(rt.endpoint, v->on == ACTION_ON_ALERT ? HTTP_EP_ALERT_ACTION
+                                                                   : HTTP_EP_INSTANCE_ACTION);
+            ck_assert_str_eq(action_verb_name(rt.verb), v->name);
+        }
+        if (strstr(v->path, "{id}") != NULL)
+            ck_assert_str_eq(rt.id, "7");
+        if (strstr(v->path, "{key}") != NULL) {
+            ck_assert_str_eq(rt.process, "order");
+            ck_assert_str_eq(rt.key, "K/1");
+        }
+        bool reads = false;
+        for (size_t j = 0; j < action_verb_count; j++)
+            reads = reads || (strcmp(action_verbs[j].path, v->path) == 0 &&
+                              strcmp(action_verbs[j].method, "GET") == 0);
+        http_route("DELETE", path, &rt);
+        ck_assert_int_eq(rt.status, 405);
+        ck_assert_int_eq(rt.allow_post, !reads);
+        ck_assert_msg(
+            tl_contains(rt.error, reads ? "answers GET and HEAD only" : "answers POST only"), "%s",
+            rt.error);
+    }
+    http_route("POST", "/v1/instances/order/K1/frobnicate", &rt);
+    ck_assert_int_eq(rt.status, 404);
+    http_route("POST", "/v1/alerts/7/close", &rt);
+    ck_assert_int_eq(rt.status, 404);
+    http_route("GET", "/v1/verbs", &rt);
+    ck_assert_int_eq(rt.status, 0);
+    ck_assert_int_eq(rt.endpoint, HTTP_EP_VERBS);
+    ck_assert(!rt.action);
+}
+END_TEST
+
 Suite *http_suite(void)
 {
     Suite *s = suite_create("http");
@@ -802,6 +891,7 @@ Suite *http_suite(void)
     tcase_add_test(tc, silences_only_what_exists);
     tcase_add_test(tc, bad_listen_addresses_stop_the_start);
     tcase_add_test(tc, tells_systemd);
+    tcase_add_test(tc, routes_every_verb_of_the_table);
     suite_add_tcase(s, tc);
     return s;
 }
