@@ -432,6 +432,19 @@ START_TEST(text_output_escapes_control_characters)
 {
     const char *url = tl_db_create("cli_escape");
     tl_migrate(url);
+    /* A silence is only taken for a process with a recorded definition. */
+    char *recorded = write_definition(tl_tmpdir(), "p.", "1h");
+    char *text = tl_read_file(recorded);
+    PGconn *conn = tl_db_connect(url);
+    const char *params[1] = {text};
+    free(tl_db_scalar(conn,
+                      "INSERT INTO steward.definitions (process, version, mode, document, "
+                      "checksum) VALUES ('cli_order', 1, 'shadow', $1::jsonb, "
+                      "md5(($1::jsonb)::text)) RETURNING 1",
+                      1, params));
+    PQfinish(conn);
+    free(text);
+    free(recorded);
     const char *sil[] = {NULL,
                          "silence",
                          "--process",
