@@ -422,4 +422,34 @@ int64_t engine_park_expires_at(const def_t *def, int64_t event_ms);
 engine_result_t engine_judge_parked(const char *event_type, const char *state, int64_t expires_ms,
                                     int64_t watermark_ms);
 
+/* ---- the watermark's topics ---------------------------------------------- */
+
+/*
+ * Which topics hold a process's watermark, and so which intake must read
+ * and the scheduler watch: every topic an event of a loaded version reads,
+ * and every topic an event of a version with open instances reads (those
+ * `open`, borrowed; loaded versions among them are skipped). An instance
+ * of an old version still waits for its events, so its deadlines, and
+ * with them the process's, may only be judged once those topics are read
+ * past them too.
+ */
+typedef struct engine_watch_topic {
+    const char *process; /* borrowed from the definitions given */
+    const char *topic;   /* the broker's name, when the definitions are mapped */
+    /* 0 when a loaded version reads the topic; else the (newest) version
+     * with open instances that alone reads it: no loaded definition
+     * declares its events, so intake cannot judge them. */
+    int old_version;
+} engine_watch_topic_t;
+
+typedef struct engine_watch_topics {
+    engine_watch_topic_t *items; /* distinct (process, topic), in definition order */
+    size_t n;
+} engine_watch_topics_t;
+
+/* Fills *out (cleared first); false when out of memory (*out then empty). */
+bool engine_watch_topics(const def_set_t *loaded, const def_t *const *open, size_t n_open,
+                         engine_watch_topics_t *out);
+void engine_watch_topics_clear(engine_watch_topics_t *topics);
+
 #endif
