@@ -196,6 +196,7 @@ static engine_result_t result_of(engine_outcome_t outcome, long from, long to)
     r.from_state = from;
     r.to_state = to;
     r.late_by_ms = 0;
+    r.deadline_late_by_ms = 0;
     r.entered_ms = ENGINE_NO_DEADLINE;
     r.time_in_state_ms = -1;
     r.detail[0] = '\0';
@@ -431,6 +432,7 @@ static engine_result_t judge(const def_t *def, engine_instance_t *inst, const en
          * deadline pass or not (in a catch-up it usually has not). */
         int64_t late = late_by(ev->time_ms, inst->deadline_ms);
         const char *missed = st->name;
+        r.deadline_late_by_ms = late;
         if (def->states[t->to].terminal != NULL) {
             int64_t process_late = late_by(ev->time_ms, inst->process_deadline_ms);
             if (process_late > late) {

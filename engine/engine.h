@@ -46,7 +46,9 @@
  *
  *   judging an event        engine_apply(), engine_replay()
  *   an undeclared event     engine_undeclared()
- *   lateness                engine_result_t.late_by_ms (from the event's time)
+ *   lateness                engine_result_t.late_by_ms (from the event's time);
+ *                           deadline_late_by_ms, the part past the state's
+ *                           own deadline, stored on its open deadline alert
  *   time in a state         engine_entered_at(): entry never runs back;
  *                           engine_time_in_state(); stored per history row
  *                           (engine_result_t.entered_ms, time_in_state_ms)
@@ -194,6 +196,10 @@ typedef struct engine_result {
      * the larger); 0 when on time or there was none. Judged from the event's
      * time alone, whether or not the scheduler got there first. */
     int64_t late_by_ms;
+    /* advanced: how long after the state's own deadline, the one a
+     * `deadline` alert of from_state pages, the event's time lies; 0 when
+     * on time or there was none. The store records it on that alert. */
+    int64_t deadline_late_by_ms;
     /* started, advanced: when the instance entered to_state, by the rule of
      * engine_entered_at(); ENGINE_NO_DEADLINE otherwise. */
     int64_t entered_ms;
