@@ -653,6 +653,33 @@ bool engine_operator_move(const def_t *def, engine_instance_t *inst, long state,
     return true;
 }
 
+bool engine_operator_close(const def_t *def, engine_instance_t *inst, long state, int64_t now_ms,
+                           const char **status, char *detail, size_t detail_size)
+{
+    *status = NULL;
+    if (operable_state(def, inst, detail, detail_size) == NULL)
+        return false;
+    if (state < 0 || (size_t) state >= def->n_states || def->states[state].terminal == NULL) {
+        snprintf(detail, detail_size, "not a terminal state of %s version %d", def->process,
+                 def->version);
+        return false;
+    }
+    enter(def, inst, state, now_ms);
+    *status = def->states[state].terminal;
+    detail[0] = '\0';
+    return true;
+}
+
+engine_standing_t engine_standing(int64_t deadline_ms, bool overdue, int64_t watermark_ms)
+{
+    engine_standing_t s = {ENGINE_NO_DEADLINE, ENGINE_NO_DEADLINE};
+    if (deadline_ms == ENGINE_NO_DEADLINE || watermark_ms == ENGINE_NO_DEADLINE)
+        return s;
+    s.to_deadline_ms = time_sub(deadline_ms, watermark_ms);
+    s.overdue_ms = overdue ? late_by(watermark_ms, deadline_ms) : 0;
+    return s;
+}
+
 static int64_t later(int64_t a, int64_t b)
 {
     return a > b ? a : b;

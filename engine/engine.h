@@ -82,6 +82,15 @@
  *   an operator's move      engine_operator_move() (steward move): entry
  *                           into the state as an event's, now, with its
  *                           command in active mode
+ *   an operator's close     engine_operator_close() (steward close): entry
+ *                           into the terminal state as an event's, now; the
+ *                           step's unsent commands cancelled, every open
+ *                           alert resolved
+ *   overdue and time left   engine_standing(): against the process's
+ *                           watermark, as engine_judge_due() judges, for
+ *                           the API's overdue_ms and ms_to_deadline
+ *   the watermark's topics  engine_watch_topics(): which topics hold a
+ *                           process's watermark
  *   fencing                 in an active version every step entry
  *                           (an event's, on_timeout, an operator's move)
  *                           and every re-send or hand-off takes the next
@@ -372,6 +381,36 @@ bool engine_operator_resend(const def_t *def, engine_instance_t *inst, int64_t n
  */
 bool engine_operator_move(const def_t *def, engine_instance_t *inst, long state, int64_t now_ms,
                           engine_command_t *cmd, char *detail, size_t detail_size);
+
+/*
+ * An operator's close (steward close) into terminal `state` at wall-clock
+ * `now_ms`: a step entered as an event enters it (no deadline, attempt 0,
+ * the lease and any pending re-send over, and in an active version the
+ * next token, so a reply to the closed step is stale). The step's unsent
+ * commands are cancelled and every open alert of the instance resolved
+ * (the caller stores both). *status gets the outcome (borrowed from def).
+ * Returns false with the reason in detail and *inst untouched when the
+ * instance does not exist or has finished, or `state` is not a terminal
+ * state of def.
+ */
+bool engine_operator_close(const def_t *def, engine_instance_t *inst, long state, int64_t now_ms,
+                           const char **status, char *detail, size_t detail_size);
+
+/*
+ * How the instance stands against its current state's deadline at the
+ * process's `watermark_ms`, as engine_judge_due() judges it: overdue_ms is
+ * how far the watermark is past a deadline judged missed (inst->overdue),
+ * else 0; to_deadline_ms is how long the watermark has until the deadline
+ * (negative once past it, before or after the verdict). Both
+ * ENGINE_NO_DEADLINE when the state has no deadline or the watermark is
+ * unknown (ENGINE_NO_DEADLINE).
+ */
+typedef struct engine_standing {
+    int64_t overdue_ms;
+    int64_t to_deadline_ms;
+} engine_standing_t;
+
+engine_standing_t engine_standing(int64_t deadline_ms, bool overdue, int64_t watermark_ms);
 
 /*
  * The command's id, the same however often it is produced: lowercase hex
