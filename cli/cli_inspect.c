@@ -52,7 +52,7 @@ static void print_text(json_t *inst)
         long long ms = json_integer_value(ms_to_deadline);
         duration_format(ms < 0 ? -ms : ms, to_deadline, sizeof to_deadline);
         printf("  deadline          %s (%s %s)\n", str(inst, "deadline_at"), to_deadline,
-               ms < 0 ? "ago" : "from now");
+               ms < 0 ? "past, at the watermark" : "left, at the watermark");
     } else {
         printf("  deadline          none\n");
     }

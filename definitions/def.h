@@ -319,34 +319,6 @@ json_t *def_set_mapping_json(const def_set_t *set);
  * recorded) changes nothing. Same failure contract as def_set_map_topics(). */
 bool def_map_recorded(def_t *def, const json_t *mapping, def_problems_t *problems);
 
-/*
- * Which topics hold a process's watermark, and so which intake must read
- * and the scheduler watch: every topic an event of a loaded version reads,
- * and every topic an event of a version with open instances reads (those
- * `open`, borrowed; loaded versions among them are skipped). An instance
- * of an old version still waits for its events, so its deadlines, and
- * with them the process's, may only be judged once those topics are read
- * past them too.
- */
-typedef struct def_watch_topic {
-    const char *process; /* borrowed from the definitions given */
-    const char *topic;   /* the broker's name, when the definitions are mapped */
-    /* 0 when a loaded version reads the topic; else the (newest) version
-     * with open instances that alone reads it: no loaded definition
-     * declares its events, so intake cannot judge them. */
-    int old_version;
-} def_watch_topic_t;
-
-typedef struct def_watch_topics {
-    def_watch_topic_t *items; /* distinct (process, topic), in definition order */
-    size_t n;
-} def_watch_topics_t;
-
-/* Fills *out (cleared first); false when out of memory (*out then empty). */
-bool def_watch_topics(const def_set_t *loaded, const def_t *const *open, size_t n_open,
-                      def_watch_topics_t *out);
-void def_watch_topics_clear(def_watch_topics_t *topics);
-
 /* The newest version of `process` in the set, borrowed; NULL if absent. */
 const def_t *def_set_latest(const def_set_t *set, const char *process);
 

@@ -197,6 +197,7 @@ static engine_result_t result_of(engine_outcome_t outcome, long from, long to)
     r.from_state = from;
     r.to_state = to;
     r.late_by_ms = 0;
+    r.deadline_late_by_ms = 0;
     r.entered_ms = ENGINE_NO_DEADLINE;
     r.time_in_state_ms = -1;
     r.detail[0] = '\0';
@@ -432,6 +433,7 @@ static engine_result_t judge(const def_t *def, engine_instance_t *inst, const en
          * deadline pass or not (in a catch-up it usually has not). */
         int64_t late = late_by(ev->time_ms, inst->deadline_ms);
         const char *missed = st->name;
+        r.deadline_late_by_ms = late;
         if (def->states[t->to].terminal != NULL) {
             int64_t process_late = late_by(ev->time_ms, inst->process_deadline_ms);
             if (process_late > late) {
@@ -644,6 +646,33 @@ bool engine_operator_move(const def_t *def, engine_instance_t *inst, long state,
     else
         detail[0] = '\0';
     return true;
+}
+
+bool engine_operator_close(const def_t *def, engine_instance_t *inst, long state, int64_t now_ms,
+                           const char **status, char *detail, size_t detail_size)
+{
+    *status = NULL;
+    if (operable_state(def, inst, detail, detail_size) == NULL)
+        return false;
+    if (state < 0 || (size_t) state >= def->n_states || def->states[state].terminal == NULL) {
+        snprintf(detail, detail_size, "not a terminal state of %s version %d", def->process,
+                 def->version);
+        return false;
+    }
+    enter(def, inst, state, now_ms);
+    *status = def->states[state].terminal;
+    detail[0] = '\0';
+    return true;
+}
+
+engine_standing_t engine_standing(int64_t deadline_ms, bool overdue, int64_t watermark_ms)
+{
+    engine_standing_t s = {ENGINE_NO_DEADLINE, ENGINE_NO_DEADLINE};
+    if (deadline_ms == ENGINE_NO_DEADLINE || watermark_ms == ENGINE_NO_DEADLINE)
+        return s;
+    s.to_deadline_ms = time_sub(deadline_ms, watermark_ms);
+    s.overdue_ms = overdue ? late_by(watermark_ms, deadline_ms) : 0;
+    return s;
 }
 
 static int64_t later(int64_t a, int64_t b)
@@ -998,4 +1027,64 @@ engine_result_t engine_judge_parked(const char *event_type, const char *state, i
         snprintf(r.detail, sizeof r.detail, "%s waited past its reorder window in %s", event_type,
                  state);
     return r;
+}
+
+/* ---- the watermark's topics ---------------------------------------------- */
+
+/* Adds (process, topic) unless listed; false when out of memory. */
+static bool watch_add(engine_watch_topics_t *out, size_t *cap, const char *process,
+                      const char *topic, int old_version)
+{
+    for (size_t i = 0; i < out->n; i++) {
+        engine_watch_topic_t *t = &out->items[i];
+        if (strcmp(t->topic, topic) == 0 && strcmp(t->process, process) == 0) {
+            if (t->old_version > 0 && (old_version == 0 || old_version > t->old_version))
+                t->old_version = old_version;
+            return true;
+        }
+    }
+    if (out->n == *cap) {
+        size_t grown_cap = *cap ? *cap * 2 : 16;
+        engine_watch_topic_t *grown = realloc(out->items, grown_cap * sizeof *grown);
+        if (grown == NULL)
+            return false;
+        out->items = grown;
+        *cap = grown_cap;
+    }
+    out->items[out->n++] = (engine_watch_topic_t){process, topic, old_version};
+    return true;
+}
+
+bool engine_watch_topics(const def_set_t *loaded, const def_t *const *open, size_t n_open,
+                         engine_watch_topics_t *out)
+{
+    size_t cap = 0;
+    engine_watch_topics_clear(out);
+    for (size_t d = 0; loaded != NULL && d < loaded->n; d++) {
+        const def_t *def = loaded->defs[d];
+        for (size_t e = 0; e < def->n_events; e++) {
+            if (!watch_add(out, &cap, def->process, def->events[e].topic, 0))
+                goto oom;
+        }
+    }
+    for (size_t d = 0; d < n_open; d++) {
+        const def_t *def = open[d];
+        if (loaded != NULL && def_set_find(loaded, def->process, def->version) == def)
+            continue;
+        for (size_t e = 0; e < def->n_events; e++) {
+            if (!watch_add(out, &cap, def->process, def->events[e].topic, def->version))
+                goto oom;
+        }
+    }
+    return true;
+oom:
+    engine_watch_topics_clear(out);
+    return false;
+}
+
+void engine_watch_topics_clear(engine_watch_topics_t *topics)
+{
+    free(topics->items);
+    topics->items = NULL;
+    topics->n = 0;
 }

@@ -46,7 +46,9 @@
  *
  *   judging an event        engine_apply(), engine_replay()
  *   an undeclared event     engine_undeclared()
- *   lateness                engine_result_t.late_by_ms (from the event's time)
+ *   lateness                engine_result_t.late_by_ms (from the event's time);
+ *                           deadline_late_by_ms, the part past the state's
+ *                           own deadline, stored on its open deadline alert
  *   time in a state         engine_entered_at(): entry never runs back;
  *                           engine_time_in_state(); stored per history row
  *                           (engine_result_t.entered_ms, time_in_state_ms)
@@ -80,6 +82,15 @@
  *   an operator's move      engine_operator_move() (steward move): entry
  *                           into the state as an event's, now, with its
  *                           command in active mode
+ *   an operator's close     engine_operator_close() (steward close): entry
+ *                           into the terminal state as an event's, now; the
+ *                           step's unsent commands cancelled, every open
+ *                           alert resolved
+ *   overdue and time left   engine_standing(): against the process's
+ *                           watermark, as engine_judge_due() judges, for
+ *                           the API's overdue_ms and ms_to_deadline
+ *   the watermark's topics  engine_watch_topics(): which topics hold a
+ *                           process's watermark
  *   fencing                 in an active version every step entry
  *                           (an event's, on_timeout, an operator's move)
  *                           and every re-send or hand-off takes the next
@@ -195,6 +206,10 @@ typedef struct engine_result {
      * the larger); 0 when on time or there was none. Judged from the event's
      * time alone, whether or not the scheduler got there first. */
     int64_t late_by_ms;
+    /* advanced: how long after the state's own deadline, the one a
+     * `deadline` alert of from_state pages, the event's time lies; 0 when
+     * on time or there was none. The store records it on that alert. */
+    int64_t deadline_late_by_ms;
     /* started, advanced: when the instance entered to_state, by the rule of
      * engine_entered_at(); ENGINE_NO_DEADLINE otherwise. */
     int64_t entered_ms;
@@ -370,6 +385,36 @@ bool engine_operator_move(const def_t *def, engine_instance_t *inst, long state,
                           engine_command_t *cmd, char *detail, size_t detail_size);
 
 /*
+ * An operator's close (steward close) into terminal `state` at wall-clock
+ * `now_ms`: a step entered as an event enters it (no deadline, attempt 0,
+ * the lease and any pending re-send over, and in an active version the
+ * next token, so a reply to the closed step is stale). The step's unsent
+ * commands are cancelled and every open alert of the instance resolved
+ * (the caller stores both). *status gets the outcome (borrowed from def).
+ * Returns false with the reason in detail and *inst untouched when the
+ * instance does not exist or has finished, or `state` is not a terminal
+ * state of def.
+ */
+bool engine_operator_close(const def_t *def, engine_instance_t *inst, long state, int64_t now_ms,
+                           const char **status, char *detail, size_t detail_size);
+
+/*
+ * How the instance stands against its current state's deadline at the
+ * process's `watermark_ms`, as engine_judge_due() judges it: overdue_ms is
+ * how far the watermark is past a deadline judged missed (inst->overdue),
+ * else 0; to_deadline_ms is how long the watermark has until the deadline
+ * (negative once past it, before or after the verdict). Both
+ * ENGINE_NO_DEADLINE when the state has no deadline or the watermark is
+ * unknown (ENGINE_NO_DEADLINE).
+ */
+typedef struct engine_standing {
+    int64_t overdue_ms;
+    int64_t to_deadline_ms;
+} engine_standing_t;
+
+engine_standing_t engine_standing(int64_t deadline_ms, bool overdue, int64_t watermark_ms);
+
+/*
  * The command's id, the same however often it is produced: lowercase hex
  * SHA-256 of "process \x1f key \x1f step \x1f attempt" (65 bytes with the NUL).
  */
@@ -423,5 +468,35 @@ int64_t engine_park_expires_at(const def_t *def, int64_t event_ms);
  */
 engine_result_t engine_judge_parked(const char *event_type, const char *state, int64_t expires_ms,
                                     int64_t watermark_ms);
+
+/* ---- the watermark's topics ---------------------------------------------- */
+
+/*
+ * Which topics hold a process's watermark, and so which intake must read
+ * and the scheduler watch: every topic an event of a loaded version reads,
+ * and every topic an event of a version with open instances reads (those
+ * `open`, borrowed; loaded versions among them are skipped). An instance
+ * of an old version still waits for its events, so its deadlines, and
+ * with them the process's, may only be judged once those topics are read
+ * past them too.
+ */
+typedef struct engine_watch_topic {
+    const char *process; /* borrowed from the definitions given */
+    const char *topic;   /* the broker's name, when the definitions are mapped */
+    /* 0 when a loaded version reads the topic; else the (newest) version
+     * with open instances that alone reads it: no loaded definition
+     * declares its events, so intake cannot judge them. */
+    int old_version;
+} engine_watch_topic_t;
+
+typedef struct engine_watch_topics {
+    engine_watch_topic_t *items; /* distinct (process, topic), in definition order */
+    size_t n;
+} engine_watch_topics_t;
+
+/* Fills *out (cleared first); false when out of memory (*out then empty). */
+bool engine_watch_topics(const def_set_t *loaded, const def_t *const *open, size_t n_open,
+                         engine_watch_topics_t *out);
+void engine_watch_topics_clear(engine_watch_topics_t *topics);
 
 #endif

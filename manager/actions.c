@@ -624,6 +624,55 @@ done:
     return rc;
 }
 
+/*
+ * Closes the instance (in state `from`) into terminal state `to` as the
+ * engine decides (engine_operator_close()), and stores that: the step's
+ * unsent commands cancelled and every open alert resolved, their count in
+ * *resolved. Runs in instance_action()'s transaction.
+ */
+static const char close_sql[] = "SELECT steward.action_close($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+
+static action_rc_t close_action(PGconn *conn, const def_t *def, const action_request_t *req,
+                                long from, long to, long *resolved, char *errstr,
+                                size_t errstr_size)
+{
+    engine_instance_t inst;
+    int64_t now_ms;
+    if (!read_engine_instance(conn, def, from, req->key, &inst, &now_ms, errstr, errstr_size))
+        return ACTION_FAILED;
+    action_rc_t rc = ACTION_FAILED;
+    char detail[512] = "";
+    const char *status = NULL;
+    if (!engine_operator_close(def, &inst, to, now_ms, &status, detail, sizeof detail)) {
+        rc = fail(ACTION_REFUSED, errstr, errstr_size, "%s; nothing was changed", detail);
+        goto done;
+    }
+    char entered[32], step[16], token[32];
+    snprintf(step, sizeof step, "%d", inst.step);
+    snprintf(token, sizeof token, "%" PRId64, inst.token);
+    const char *params[9] = {
+        def->process,
+        req->key,
+        def->states[inst.state].name,
+        status,
+        ms_param(inst.state_entered_ms, entered, sizeof entered),
+        step,
+        token,
+        req->actor,
+        req->reason,
+    };
+    PGresult *res =
+        call(conn, "closing the instance", close_sql, 9, params, &rc, errstr, errstr_size);
+    if (res != NULL) {
+        *resolved = atol(PQgetvalue(res, 0, 0));
+        PQclear(res);
+        rc = ACTION_OK;
+    }
+done:
+    engine_instance_clear(&inst);
+    return rc;
+}
+
 /* The terminal state for `target`, an outcome or a terminal state's name. */
 static long terminal_state(const def_t *def, const char *target)
 {
@@ -795,15 +844,16 @@ static action_rc_t instance_action(PGconn *conn, action_verb_t verb, const actio
                       version, outcomes);
             goto done;
         }
-        /* Close leaves the step: its unsent commands are cancelled, as
-         * when an event moves it, and every open alert is resolved. */
-        params[2] = def->states[s].name;
-        params[3] = def->states[s].terminal;
-        if ((res = call(conn, "closing the instance",
-                        "SELECT steward.action_close($1, $2, $3, $4, $5, $6)", 6, params, &rc,
-                        errstr, errstr_size)) == NULL)
+        long f = def_find_state(def, from);
+        if (f < 0) {
+            rc = fail(ACTION_REFUSED, errstr, errstr_size,
+                      "state %s is not declared by version %s of %s; nothing was changed", from,
+                      version, process);
             goto done;
-        resolved = atol(PQgetvalue(res, 0, 0));
+        }
+        if ((rc = close_action(conn, def, req, f, s, &resolved, errstr, errstr_size)) != ACTION_OK)
+            goto done;
+        rc = ACTION_FAILED; /* until committed */
         snprintf(to, sizeof to, "%s", def->states[s].name);
         snprintf(to_status, sizeof to_status, "%s", def->states[s].terminal);
         break;

@@ -894,6 +894,7 @@ static void add_history(batch_t *b, const slot_t *slot, const char *event_id,
             .late_by_ms = r->late_by_ms > 0 ? r->late_by_ms : ROWS_NULL,
             .entered_ms = nullable_ms(r->entered_ms),
             .time_in_state_ms = r->time_in_state_ms >= 0 ? r->time_in_state_ms : ROWS_NULL,
+            .deadline_late_by_ms = r->deadline_late_by_ms,
         });
     if (r->late_by_ms > 0)
         b->n_late++;
@@ -977,6 +978,7 @@ static void add_released(batch_t *b, const slot_t *slot, const char *event_id,
     rel.outcome = ENGINE_RELEASED;
     rel.to_state = r->from_state;
     rel.late_by_ms = 0;
+    rel.deadline_late_by_ms = 0;
     rel.entered_ms = ENGINE_NO_DEADLINE;
     rel.time_in_state_ms = -1;
     snprintf(rel.detail, sizeof rel.detail, "%s", r->released);

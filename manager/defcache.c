@@ -169,11 +169,11 @@ static const char open_versions_sql[] =
     "  AND i.version = d.version AND i.status = 'active') "
     "ORDER BY 1, 2";
 
-err_class_t defcache_watch_topics(defcache_t *cache, PGconn *conn, def_watch_topics_t *out,
+err_class_t defcache_watch_topics(defcache_t *cache, PGconn *conn, engine_watch_topics_t *out,
                                   char *errstr, size_t errstr_size)
 {
     err_class_t cls;
-    def_watch_topics_clear(out);
+    engine_watch_topics_clear(out);
     PGresult *res = db_query(conn, "reading the versions with open instances", open_versions_sql, 0,
                              NULL, &cls, errstr, errstr_size);
     if (res == NULL)
@@ -193,7 +193,7 @@ err_class_t defcache_watch_topics(defcache_t *cache, PGconn *conn, def_watch_top
             open[n_open++] = def;
     }
     PQclear(res);
-    cls = def_watch_topics(cache->loaded, open, n_open, out)
+    cls = engine_watch_topics(cache->loaded, open, n_open, out)
               ? ERR_OK
               : err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
     free(open);

@@ -15,6 +15,7 @@
 #define STEWARD_DEFCACHE_H
 
 #include "definitions/def.h"
+#include "engine/engine.h"
 
 #include "common/err.h"
 
@@ -53,14 +54,14 @@ const def_t *defcache_find(defcache_t *cache, PGconn *conn, const char *process,
                            const char **why);
 
 /*
- * The topics that hold each process's watermark (def_watch_topics()): those
+ * The topics that hold each process's watermark (engine_watch_topics()): those
  * of the loaded set and of the recorded versions that still have open
  * instances, read on conn (a version that cannot load is left out: the
  * scheduler sets its instances aside). Fills *out, whose names are
  * borrowed until defcache_free() or the next defcache_set_loaded(). On
  * error, the class with the reason in errstr and *out empty.
  */
-err_class_t defcache_watch_topics(defcache_t *cache, PGconn *conn, def_watch_topics_t *out,
+err_class_t defcache_watch_topics(defcache_t *cache, PGconn *conn, engine_watch_topics_t *out,
                                   char *errstr, size_t errstr_size);
 
 #endif

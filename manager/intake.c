@@ -913,7 +913,7 @@ static bool dlq_new(intake_t *in, const intake_config_t *cfg, char *errstr, size
 static rd_kafka_topic_partition_list_t *subscription(intake_t *in, const def_set_t *defs)
 {
     rd_kafka_topic_partition_list_t *topics = rd_kafka_topic_partition_list_new(8);
-    def_watch_topics_t watch = {0};
+    engine_watch_topics_t watch = {0};
     char errstr[512];
     defcache_t *versions = defcache_new(defs);
     if (versions != NULL)
@@ -923,14 +923,14 @@ static rd_kafka_topic_partition_list_t *subscription(intake_t *in, const def_set
         LOG_WARN("cannot read which old definition versions have open instances; reading the "
                  "loaded versions' topics only",
                  "error", versions != NULL ? errstr : "out of memory");
-        def_watch_topics(defs, NULL, 0, &watch);
+        engine_watch_topics(defs, NULL, 0, &watch);
     }
     for (size_t i = 0; i < watch.n; i++) {
         const char *topic = watch.items[i].topic;
         if (rd_kafka_topic_partition_list_find(topics, topic, RD_KAFKA_PARTITION_UA) == NULL)
             rd_kafka_topic_partition_list_add(topics, topic, RD_KAFKA_PARTITION_UA);
     }
-    def_watch_topics_clear(&watch);
+    engine_watch_topics_clear(&watch);
     defcache_free(versions); /* after the list copied the names it borrowed */
     return topics;
 }

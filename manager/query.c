@@ -4,6 +4,7 @@
 #include "manager/query.h"
 
 #include "common/db.h"
+#include "engine/engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,10 +12,22 @@
 
 #define QUERY_COMMANDS_STR "20"
 
+/*
+ * The watermark of each process, as the schedulers watch it (the least over
+ * the consumer groups that recorded their topics, unknown while any topic
+ * is unread): deadlines are judged against it, not against the clock, so
+ * the figures derived from it (engine_standing()) agree with `overdue`.
+ */
+#define WATERMARKS_CTE                                                                             \
+    "wm AS (SELECT w.process, CASE WHEN bool_or(w.watermark IS NULL) THEN NULL "                   \
+    "  ELSE min(w.watermark) END AS watermark "                                                    \
+    "  FROM (SELECT DISTINCT consumer_group FROM steward.watched_topics) g "                       \
+    "  CROSS JOIN LATERAL steward.process_watermarks(g.consumer_group) w GROUP BY w.process) "
+
 /* The JSON is built by PostgreSQL: one round trip, and timestamps come out
- * in one format. */
+ * in one format. The engine's figures are added after (standing()). */
 static const char instance_sql[] =
-    "SELECT json_build_object("
+    "WITH " WATERMARKS_CTE "SELECT json_build_object("
     "  'process', i.process, 'key', i.key, 'version', i.version, 'state', i.state, "
     "  'status', i.status, "
     "  'started_at', steward.rfc3339(i.started_at), "
@@ -41,7 +54,9 @@ static const char instance_sql[] =
     "     FROM (SELECT * FROM steward.commands WHERE process = i.process AND key = i.key "
     "       ORDER BY id DESC LIMIT " QUERY_COMMANDS_STR ") c), '[]'), "
     "  'ms_in_state', steward.to_ms(now() - i.state_entered_at), "
-    "  'ms_to_deadline', steward.to_ms(i.deadline_at - now()), "
+    "  'watermark_at', steward.rfc3339((SELECT watermark FROM wm WHERE wm.process = i.process)), "
+    "  '.watermark_ms', steward.to_ms((SELECT watermark FROM wm WHERE wm.process = i.process)), "
+    "  '.deadline_ms', CASE WHEN i.status = 'active' THEN steward.to_ms(i.deadline_at) END, "
     "  'history', coalesce((SELECT json_agg(json_build_object("
     "       'event_id', h.event_id, 'event_type', h.event_type, 'topic', h.topic, "
     "       'partition', h.partition, 'offset', h.\"offset\", "
@@ -58,6 +73,37 @@ static const char instance_sql[] =
     "     FROM steward.alerts a WHERE a.process = i.process AND a.key = i.key), '[]')"
     ")::text "
     "FROM steward.instances i WHERE i.process = $1 AND i.key = $2";
+
+/* The int field `name` of `doc` in ms, ENGINE_NO_DEADLINE when null. */
+static int64_t ms_field(const json_t *doc, const char *name)
+{
+    const json_t *v = json_object_get(doc, name);
+    return json_is_integer(v) ? (int64_t) json_integer_value(v) : ENGINE_NO_DEADLINE;
+}
+
+static json_t *ms_json(int64_t ms)
+{
+    return ms == ENGINE_NO_DEADLINE ? json_null() : json_integer((json_int_t) ms);
+}
+
+/*
+ * Replaces the helper fields of one instance (".deadline_ms", its state's
+ * deadline while active, and ".watermark_ms") with the engine's figures:
+ * overdue_ms (`overdue_field`, NULL: not wanted) and ms_to_deadline
+ * (`to_field`, likewise).
+ */
+static void standing(json_t *inst, const char *overdue_field, const char *to_field)
+{
+    engine_standing_t s = engine_standing(ms_field(inst, ".deadline_ms"),
+                                          json_is_true(json_object_get(inst, "overdue")),
+                                          ms_field(inst, ".watermark_ms"));
+    if (overdue_field != NULL)
+        json_object_set_new(inst, overdue_field, ms_json(s.overdue_ms));
+    if (to_field != NULL)
+        json_object_set_new(inst, to_field, ms_json(s.to_deadline_ms));
+    json_object_del(inst, ".deadline_ms");
+    json_object_del(inst, ".watermark_ms");
+}
 
 err_class_t query_instance(PGconn *conn, const char *process, const char *key, json_t **out,
                            query_absent_t *absent, char *errstr, size_t errstr_size)
@@ -80,6 +126,7 @@ err_class_t query_instance(PGconn *conn, const char *process, const char *key, j
         if (*out == NULL)
             return err_set(ERR_FATAL, errstr, errstr_size, "reading instance %s/%s: %s", process,
                            key, jerr.text);
+        standing(*out, NULL, "ms_to_deadline");
         return ERR_OK;
     }
     PQclear(res);
@@ -158,7 +205,7 @@ static err_class_t json_query(PGconn *conn, const char *what, const char *sql, i
 
 /* One more row than the page: whether there is a page after. */
 static const char instances_sql[] =
-    "WITH page AS ("
+    "WITH " WATERMARKS_CTE ", page AS ("
     "  SELECT i.*, coalesce(d.document->'states'->i.state->>'owner', d.document->>'owner') "
     "    AS owner FROM steward.instances i "
     "  LEFT JOIN steward.definitions d ON d.process = i.process AND d.version = i.version "
@@ -175,10 +222,12 @@ static const char instances_sql[] =
     "  'started_at', steward.rfc3339(s.started_at), "
     "  'state_entered_at', steward.rfc3339(s.state_entered_at), "
     "  'deadline_at', steward.rfc3339(s.deadline_at), 'overdue', s.overdue, "
-    "  'overdue_ms', CASE WHEN s.status = 'active' AND s.deadline_at < now() "
-    "    THEN steward.to_ms(now() - s.deadline_at) END, "
+    "  'watermark_at', steward.rfc3339(wm.watermark), "
+    "  '.watermark_ms', steward.to_ms(wm.watermark), "
+    "  '.deadline_ms', CASE WHEN s.status = 'active' THEN steward.to_ms(s.deadline_at) END, "
     "  'ms_in_state', steward.to_ms(now() - s.state_entered_at), "
-    "  'claimed_by', s.claimed_by) ORDER BY s.process, s.key) FROM shown s), '[]'), "
+    "  'claimed_by', s.claimed_by) ORDER BY s.process, s.key) "
+    "  FROM shown s LEFT JOIN wm ON wm.process = s.process), '[]'), "
     "  'next', CASE WHEN (SELECT count(*) FROM page) > $8::int THEN "
     "    (SELECT json_build_object('process', s.process, 'key', s.key) FROM shown s "
     "     ORDER BY s.process DESC, s.key DESC LIMIT 1) END)::text";
@@ -196,8 +245,14 @@ err_class_t query_instances(PGconn *conn, const query_filter_t *f, json_t **out,
                              f->overdue_only ? "true" : "false",
                              f->active_only ? "true" : "false",
                              limit};
-    return json_query(conn, "listing instances", instances_sql, 8, params, out, errstr,
-                      errstr_size);
+    err_class_t cls =
+        json_query(conn, "listing instances", instances_sql, 8, params, out, errstr, errstr_size);
+    size_t i;
+    json_t *inst;
+    if (*out != NULL)
+        json_array_foreach(json_object_get(*out, "instances"), i, inst)
+            standing(inst, "overdue_ms", NULL);
+    return cls;
 }
 
 static const char processes_sql[] =

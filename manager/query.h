@@ -41,7 +41,9 @@ typedef struct query_absent {
  * and `commands`, the instance's latest 20 commands oldest first (state,
  * step, attempt, token, ce_id, status "sent", "cancelled" (the instance
  * left the step first: cancelled_at, cancel_reason) or "pending",
- * sent_at). Print it with QUERY_REAL_PRECISION.
+ * sent_at). ms_to_deadline counts to the deadline from the process's
+ * watermark (watermark_at), as the scheduler judges it, not from the
+ * clock. Print it with QUERY_REAL_PRECISION.
  */
 err_class_t query_instance(PGconn *conn, const char *process, const char *key, json_t **out,
                            query_absent_t *absent, char *errstr, size_t errstr_size);
@@ -74,8 +76,10 @@ typedef struct query_filter {
  * object {"instances": [...], "next": {"process", "key"} | null} into
  * *out; `next` is the cursor of the page after, null on the last page.
  * Each instance carries its state, status, owner (the state's team, else
- * the process's), deadline, overdue and overdue_ms (how long past its
- * deadline), and the lease holder (claimed_by).
+ * the process's), deadline, overdue and overdue_ms (how far the process's
+ * watermark, watermark_at, is past a deadline judged missed: 0 while not,
+ * null without a deadline or a known watermark; engine_standing()), and
+ * the lease holder (claimed_by).
  */
 err_class_t query_instances(PGconn *conn, const query_filter_t *f, json_t **out, char *errstr,
                             size_t errstr_size);

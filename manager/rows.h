@@ -55,7 +55,8 @@ typedef struct rows_bytes {
     X(epoch, int)                                                                                  \
     X(late_by_ms, int)                                                                             \
     X(entered_ms, int)                                                                             \
-    X(time_in_state_ms, int)
+    X(time_in_state_ms, int)                                                                       \
+    X(deadline_late_by_ms, int)
 
 #define ROWS_PARKED(X)                                                                             \
     X(process, text)                                                                               \

@@ -55,7 +55,7 @@ struct sched {
     size_t n_workers;   /* transactions of a due pass in flight at once */
     /* This pass's watched topics (defcache_watch_topics()) and the same as
      * two array literals, (process, topic) pairs for topic_watermarks(). */
-    def_watch_topics_t watch;
+    engine_watch_topics_t watch;
     char *watch_processes, *watch_topics;
     char *watch_recorded; /* the pairs last written to steward.watched_topics */
     /* dispatch.paused as sched_run() last took it up (NULL: none), so a
@@ -116,7 +116,7 @@ void sched_free(sched_t *s)
         return;
     if (s->conn != NULL)
         PQfinish(s->conn);
-    def_watch_topics_clear(&s->watch);
+    engine_watch_topics_clear(&s->watch);
     free(s->watch_processes);
     free(s->watch_topics);
     free(s->watch_recorded);
@@ -729,8 +729,8 @@ done:
     return cls;
 }
 
-/* Every topic this pass watches (def_watch_topics()), as an array literal. */
-static void watched_topics(const def_watch_topics_t *watch, pgarr_t *topics)
+/* Every topic this pass watches (engine_watch_topics()), as an array literal. */
+static void watched_topics(const engine_watch_topics_t *watch, pgarr_t *topics)
 {
     for (size_t i = 0; i < watch->n; i++)
         pgarr_add(topics, watch->items[i].topic);
@@ -775,7 +775,7 @@ static void watch_mark(sched_t *s, metrics_watch_t *procs, size_t n_procs, const
                        metrics_watch_cause_t cause, const char *detail)
 {
     for (size_t i = 0; i < s->watch.n; i++) {
-        const def_watch_topic_t *t = &s->watch.items[i];
+        const engine_watch_topic_t *t = &s->watch.items[i];
         if (topic != NULL && strcmp(t->topic, topic) != 0)
             continue;
         for (size_t p = 0; p < n_procs; p++) {
@@ -895,7 +895,7 @@ static err_class_t check_blind(sched_t *s, metrics_watch_t *procs, size_t n_proc
      * the topics it read, but no loaded definition declares them there, so
      * intake reads those topics (for the watermark) without judging them. */
     for (size_t i = 0; i < s->watch.n; i++) {
-        const def_watch_topic_t *t = &s->watch.items[i];
+        const engine_watch_topic_t *t = &s->watch.items[i];
         if (t->old_version == 0)
             continue;
         char part[600];

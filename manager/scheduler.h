@@ -30,7 +30,7 @@
  *
  * Deadlines wait for the watermark of the topics that matter now: those of
  * the versions a replica loaded and of versions with open instances, by
- * their broker names (def_watch_topics(), through defcache_watch_topics()),
+ * their broker names (engine_watch_topics(), through defcache_watch_topics()),
  * decided here each pass and handed to SQL. The same blind alert watches
  * that watermark: a topic with no partition read (no watermark), a
  * partition read while its watermark stands still for blind_after

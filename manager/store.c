@@ -579,33 +579,33 @@ err_class_t store_read_parked(store_t *store, const store_key_t *keys, size_t n,
     return cls;
 }
 
+/* $19 is not a column: how late the step is for the deadline a `deadline`
+ * alert of from_state pages (engine_result_t.deadline_late_by_ms). */
 #define WRITE_HISTORY_INSERT                                                                       \
     "INSERT INTO steward.history (process, key, version, event_id, event_type, topic, "            \
     "  partition, \"offset\", event_time, from_state, to_state, outcome, replayed, detail, "       \
     "  replica, epoch, late_by_ms, entered_at, time_in_state_ms) "                                 \
-    "SELECT p, k, v, e, t, tp, pa, o, steward.from_ms(et), fs, ts, oc, rp, d, $19, ep, lb, "       \
+    "SELECT p, k, v, e, t, tp, pa, o, steward.from_ms(et), fs, ts, oc, rp, d, $20, ep, lb, "       \
     "  steward.from_ms(en), st "                                                                   \
     "FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], "          \
     "  $7::int[], $8::bigint[], $9::bigint[], $10::text[], $11::text[], $12::text[], "             \
-    "  $13::bool[], $14::text[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[]) "     \
-    "  WITH ORDINALITY AS u(p, k, v, e, t, tp, pa, o, et, fs, ts, oc, rp, d, ep, lb, en, st, n) "  \
+    "  $13::bool[], $14::text[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[], "     \
+    "  $19::bigint[]) "                                                                            \
+    "  WITH ORDINALITY AS u(p, k, v, e, t, tp, pa, o, et, fs, ts, oc, rp, d, ep, lb, en, st, dl, " \
+    "  n) "                                                                                        \
     "ORDER BY n "
 
 static const char write_history_sql[] = WRITE_HISTORY_INSERT;
 
-/* The same, when some event is late: it also records its lateness on the
- * open deadline alert of the step it ends, measured from that alert's
- * deadline, before the batch resolves it. */
+/* The same, when some event is late: it also stores the engine's lateness
+ * on the open deadline alert of the step it ends, before the batch
+ * resolves it. */
 static const char write_late_history_sql[] =
-    "WITH h AS (" WRITE_HISTORY_INSERT
-    "RETURNING process, key, from_state, event_time, late_by_ms) "
-    "UPDATE steward.alerts a "
-    "SET late_by_ms = "
-    "  greatest(1, steward.to_ms(h.event_time - a.deadline_at)) "
-    "FROM h "
-    "WHERE h.late_by_ms IS NOT NULL AND a.resolved_at IS NULL AND a.kind = 'deadline' "
-    "  AND a.process = h.process AND a.key = h.key AND a.state = h.from_state "
-    "  AND h.event_time > a.deadline_at";
+    "WITH h AS (" WRITE_HISTORY_INSERT "RETURNING 1) "
+    "UPDATE steward.alerts a SET late_by_ms = u.dl "
+    "FROM unnest($1::text[], $2::text[], $10::text[], $19::bigint[]) AS u(p, k, fs, dl) "
+    "WHERE u.dl > 0 AND a.resolved_at IS NULL AND a.kind = 'deadline' "
+    "  AND a.process = u.p AND a.key = u.k AND a.state = u.fs";
 
 static const char write_parked_sql[] =
     "INSERT INTO steward.parked (process, key, event_id, event_type, topic, partition, "

@@ -248,10 +248,12 @@ BEGIN
 END
 $$;
 
--- Finishes an instance in terminal state p_state (outcome p_status),
--- cancels its unsent commands and resolves all its open alerts. Returns
--- how many alerts it resolved.
+-- Stores what the engine decided for a close: the instance finished in
+-- terminal state p_state (outcome p_status), entered at p_entered_ms as
+-- step p_step with token p_token; its unsent commands cancelled and all
+-- its open alerts resolved. Returns how many alerts it resolved.
 CREATE FUNCTION steward.action_close(p_process text, p_key text, p_state text, p_status text,
+                                     p_entered_ms bigint, p_step int, p_token bigint,
                                      p_actor text, p_reason text)
     RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
@@ -268,9 +270,10 @@ BEGIN
         RAISE EXCEPTION 'no instance % of %', p_key, p_process USING ERRCODE = 'no_data_found';
     END IF;
     UPDATE steward.instances AS i SET state = p_state, status = p_status,
-        state_entered_at = now(), deadline_at = NULL, next_deadline_at = NULL, overdue = false,
-        step = i.step + 1, attempt = 0, resend_pending = false, lease_holder = NULL,
-        lease_expires_at = NULL, lease_renewed_at = NULL, updated_at = now()
+        state_entered_at = steward.from_ms(p_entered_ms), deadline_at = NULL,
+        next_deadline_at = NULL, overdue = false, step = p_step, token = p_token, attempt = 0,
+        resend_pending = false, lease_holder = NULL, lease_expires_at = NULL,
+        lease_renewed_at = NULL, updated_at = now()
     WHERE i.process = p_process AND i.key = p_key;
     PERFORM steward.audit_cancel_left(p_process, p_key);
     resolved := steward.audit_resolve_instance(p_process, p_key, 'closed by ' || p_actor, p_actor,
@@ -426,7 +429,8 @@ REVOKE ALL ON FUNCTION steward.action_alert_lock(bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION steward.action_alert(text, bigint, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION steward.action_instance_lock(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION steward.action_claim(text, text, boolean, text, text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION steward.action_close(text, text, text, text, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION steward.action_close(text, text, text, text, bigint, int, bigint, text,
+    text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION steward.action_step(text, text, text, text, bigint, int, int, bigint,
     bigint, bigint, boolean, boolean, text, bigint, bigint, jsonb, text, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION steward.action_silence(text, text, text, bigint, text, text) FROM PUBLIC;
@@ -450,7 +454,7 @@ BEGIN
                        'steward.action_alert(text, bigint, text, text), '
                        'steward.action_instance_lock(text, text), '
                        'steward.action_claim(text, text, boolean, text, text), '
-                       'steward.action_close(text, text, text, text, text, text), '
+                       'steward.action_close(text, text, text, text, bigint, int, bigint, text, text), '
                        'steward.action_step(text, text, text, text, bigint, int, int, bigint, '
                        '  bigint, bigint, boolean, boolean, text, bigint, bigint, jsonb, text, '
                        '  text, text), '

@@ -989,6 +989,60 @@ START_TEST(verbs_read_their_rows)
 }
 END_TEST
 
+/* Active, with a command in the step the instance waits in. */
+static const char refund_active[] =
+    "{\"process\": \"refund\", \"version\": 1, \"mode\": \"active\","
+    " \"owner\": \"payments-ops\", \"key\": \"/order_id\","
+    " \"events\": {\"RefundRequested\": {\"topic\": \"refunds\"},"
+    "   \"RefundIssued\": {\"topic\": \"refunds\"}},"
+    " \"start\": {\"on\": \"RefundRequested\", \"to\": \"awaiting_refund\"},"
+    " \"states\": {"
+    "   \"awaiting_refund\": {\"deadline\": \"10m\", \"on\": {\"RefundIssued\": \"refunded\"},"
+    "     \"command\": {\"topic\": \"refund-commands\", \"type\": \"IssueRefund\","
+    "                 \"payload\": {\"order_id\": \"${key}\"}}},"
+    "   \"refunded\": {\"terminal\": \"success\"}}}";
+
+START_TEST(close_is_decided_by_the_engine)
+{
+    /* Entry into the closing state is an event's entry: it never runs back
+     * (the step was entered at an event time ahead of the clock), and in an
+     * active version it takes the next token, so the closed step's reply
+     * is stale. */
+    const char *url = tl_db_create("actions_close");
+    tl_migrate(url);
+    PGconn *conn = tl_db_connect(url);
+    const char *params[1] = {refund_active};
+    free(
+        tl_db_scalar(conn,
+                     "INSERT INTO steward.definitions (process, version, mode, document, checksum) "
+                     "VALUES ('refund', 1, 'active', $1::jsonb, md5($1::text)) RETURNING 'ok'",
+                     1, params));
+    tl_db_exec(conn, "INSERT INTO steward.instances (process, key, version, state, status, "
+                     "  started_at, state_entered_at, deadline_at, next_deadline_at, step, token) "
+                     "VALUES ('refund', 'r-1', 1, 'awaiting_refund', 'active', "
+                     "  '2100-01-01T00:00:00Z', '2100-01-01T01:00:00Z', '2100-01-01T01:10:00Z', "
+                     "  '2100-01-01T01:10:00Z', 1, 3)");
+    action_request_t req = {.actor = "alice",
+                            .reason = "refunded by hand",
+                            .process = "refund",
+                            .key = "r-1",
+                            .target = "success"};
+    json_t *result = NULL;
+    char errstr[512];
+    action_rc_t rc = action_run(conn, ACTION_CLOSE, &req, &result, errstr, sizeof errstr);
+    ck_assert_msg(rc == ACTION_OK, "close: %s", errstr);
+    json_decref(result);
+    char *row = tl_db_scalar(conn,
+                             "SELECT format('%s %s %s %s %s', state, status, step, token, "
+                             "  state_entered_at = '2100-01-01T01:00:00Z') "
+                             "FROM steward.instances WHERE key = 'r-1'",
+                             0, NULL);
+    ck_assert_str_eq(row, "refunded success 2 4 t");
+    free(row);
+    PQfinish(conn);
+}
+END_TEST
+
 Suite *actions_suite(void)
 {
     Suite *s = suite_create("actions");
@@ -1003,5 +1057,8 @@ Suite *actions_suite(void)
     tcase_add_test(tc, silence_holds_pages_until_it_ends);
     tcase_add_test(tc, verbs_read_their_rows);
     suite_add_tcase(s, tc);
+    TCase *engine = tcase_create("engine");
+    tcase_add_test(engine, close_is_decided_by_the_engine);
+    suite_add_tcase(s, engine);
     return s;
 }

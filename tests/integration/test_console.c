@@ -16,7 +16,10 @@
  *             scripts built and that the Content-Security-Policy blocked
  *             nothing, and saves a screenshot of each as an artefact
  *             with the DOM (STEWARD_TEST_ARTIFACTS, else ./artifacts)
+ *   query     (no broker) the API's overdue_ms and ms_to_deadline are
+ *             judged against the process's watermark, as `overdue` is
  */
+#include "manager/query.h"
 #include "testlib.h"
 #include "world.h"
 
@@ -556,6 +559,60 @@ START_TEST(demo_serves_the_console_until_interrupted)
 }
 END_TEST
 
+START_TEST(overdue_figures_follow_the_watermark)
+{
+    /* The deadline passed 2m ago on the clock, but the process's watermark
+     * lags 5m behind: the scheduler has not judged it missed, and the
+     * figures say so too. A second instance is judged overdue. */
+    const char *url = tl_db_create("console_query");
+    tl_migrate(url);
+    PGconn *conn = tl_db_connect(url);
+    tl_db_exec(conn, "CREATE TEMP TABLE t0 AS SELECT date_trunc('milliseconds', now()) AS t");
+    tl_db_exec(conn, "INSERT INTO steward.definitions (process, version, mode, document, checksum) "
+                     "VALUES ('lagging', 1, 'shadow', '{\"owner\": \"ops\"}', 'x')");
+    tl_db_exec(conn,
+               "INSERT INTO steward.instances (process, key, version, state, status, started_at, "
+               "  state_entered_at, deadline_at, overdue) "
+               "SELECT 'lagging', v.key, 1, 'waiting', 'active', t - interval '1 h', "
+               "  t - interval '1 h', t + v.due, v.overdue "
+               "FROM t0, (VALUES ('k-1', interval '-2 min', false), "
+               "  ('k-2', interval '-8 min', true)) AS v(key, due, overdue)");
+    tl_db_exec(conn, "INSERT INTO steward.watched_topics VALUES ('g', 'lagging', 'orders')");
+    tl_db_exec(conn, "INSERT INTO steward.offsets (consumer_group, topic, partition, next_offset, "
+                     "  watermark) SELECT 'g', 'orders', 0, 10, t - interval '5 min' FROM t0");
+
+    query_filter_t f = {.process = "lagging", .limit = 10};
+    json_t *doc = NULL;
+    char errstr[512];
+    ck_assert_msg(query_instances(conn, &f, &doc, errstr, sizeof errstr) == ERR_OK, "%s", errstr);
+    json_t *list = json_object_get(doc, "instances");
+    ck_assert_uint_eq(json_array_size(list), 2);
+    json_t *k1 = json_array_get(list, 0), *k2 = json_array_get(list, 1);
+    ck_assert(json_is_false(json_object_get(k1, "overdue")));
+    ck_assert_int_eq(num(k1, "overdue_ms"), 0);
+    ck_assert(json_is_true(json_object_get(k2, "overdue")));
+    ck_assert_int_eq(num(k2, "overdue_ms"), 3 * 60000);
+    ck_assert(json_is_string(json_object_get(k1, "watermark_at")));
+    ck_assert(json_object_get(k1, ".deadline_ms") == NULL);
+    json_decref(doc);
+
+    query_absent_t absent;
+    ck_assert_msg(query_instance(conn, "lagging", "k-1", &doc, &absent, errstr, sizeof errstr) ==
+                      ERR_OK,
+                  "%s", errstr);
+    ck_assert_int_eq(num(doc, "ms_to_deadline"), 3 * 60000);
+    json_decref(doc);
+
+    /* A topic never read: the watermark is unknown, and so are the figures. */
+    tl_db_exec(conn, "UPDATE steward.offsets SET watermark = NULL");
+    ck_assert(query_instances(conn, &f, &doc, errstr, sizeof errstr) == ERR_OK);
+    k2 = json_array_get(json_object_get(doc, "instances"), 1);
+    ck_assert(json_is_null(json_object_get(k2, "overdue_ms")));
+    json_decref(doc);
+    PQfinish(conn);
+}
+END_TEST
+
 Suite *console_suite(void)
 {
     Suite *s = suite_create("console");
@@ -566,5 +623,8 @@ Suite *console_suite(void)
     tcase_add_test(tc, browser_shows_each_page);
     tcase_add_test(tc, demo_serves_the_console_until_interrupted);
     suite_add_tcase(s, tc);
+    TCase *query = tcase_create("query");
+    tcase_add_test(query, overdue_figures_follow_the_watermark);
+    suite_add_tcase(s, query);
     return s;
 }

@@ -746,6 +746,50 @@ START_TEST(since_reads_only_its_window)
 }
 END_TEST
 
+START_TEST(engine_time_in_state)
+{
+    /* An operator moved r1 from awaiting_refund into confirming 1m after
+     * its start; RefundConfirmed left confirming 9m after the move. The
+     * engine stored that stay on the row; no stay of awaiting_refund ended
+     * in a row the report reads. */
+    const char *url = tl_db_create("report_engine");
+    tl_migrate(url);
+    PGconn *conn = tl_db_connect(url);
+    add_definition(conn, "refund", "1", "active", refund_v1);
+    tl_db_exec(conn,
+               "INSERT INTO steward.history (process, key, version, event_id, event_type, topic, "
+               "  partition, \"offset\", event_time, from_state, to_state, outcome, replica, "
+               "  epoch, entered_at, time_in_state_ms, actor, reason) "
+               "SELECT 'refund', 'r1', 1, v.id, v.type, 'refunds', 0, v.o, t, v.fs, v.ts, "
+               "  v.outcome, 'test', 1, CASE WHEN v.outcome <> 'operator' THEN t END, v.ms, "
+               "  CASE WHEN v.outcome = 'operator' THEN 'alice' END, "
+               "  CASE WHEN v.outcome = 'operator' THEN 'the payment came by phone' END "
+               "FROM (VALUES ('q1', 'RefundRequested', 1, NULL, 'awaiting_refund', 'started', "
+               "          interval '0', NULL::bigint), "
+               "        ('m1', '(operator)', 2, 'awaiting_refund', 'confirming', 'operator', "
+               "          interval '1 min', NULL), "
+               "        ('c1', 'RefundConfirmed', 3, 'confirming', 'refunded', 'advanced', "
+               "          interval '10 min', 540000)) AS v(id, type, o, fs, ts, outcome, at, ms), "
+               "  LATERAL (SELECT now() - interval '1 day' + v.at AS t) x "
+               "ORDER BY v.o");
+    PQfinish(conn);
+    const char *argv[] = {NULL, "report", "--json", "--database", url, NULL};
+    const char *env[] = {"STEWARD_DEFINITIONS=", NULL};
+    tl_output_t o = tl_steward(argv, env);
+    ck_assert_msg(o.status == 0, "report: %s", o.err);
+    json_t *doc = json_loads(o.out, 0, NULL);
+    ck_assert_msg(doc != NULL, "not JSON: %s", o.out);
+    tl_output_free(&o);
+    json_t *confirming = state_of(doc, "refund", "confirming");
+    ck_assert_int_eq(num(confirming, "left", NULL), 1);
+    ck_assert_int_eq(num(confirming, "latency", "p50_ms"), 540000);
+    json_t *issuing = state_of(doc, "refund", "awaiting_refund");
+    ck_assert_int_eq(num(issuing, "entered", NULL), 1);
+    ck_assert_int_eq(num(issuing, "left", NULL), 0);
+    json_decref(doc);
+}
+END_TEST
+
 START_TEST(empty_database)
 {
     /* A database with no definitions: nothing to say, and no failure. */
@@ -778,6 +822,7 @@ Suite *report_suite(void)
     tcase_add_test(tc, definitions_from_files);
     tcase_add_test(tc, usage_and_database_errors);
     tcase_add_test(tc, empty_database);
+    tcase_add_test(tc, engine_time_in_state);
     suite_add_tcase(s, tc);
     return s;
 }

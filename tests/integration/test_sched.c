@@ -22,7 +22,9 @@
  */
 #include "definitions/def.h"
 #include "manager/routes.h"
+#include "manager/rows.h"
 #include "manager/scheduler.h"
+#include "manager/store.h"
 #include "testlib.h"
 #include "world.h"
 
@@ -116,6 +118,66 @@ static void wait_claimed(int n, int owners)
 }
 
 /* ---- lateness ------------------------------------------------------------------ */
+
+START_TEST(open_deadline_alert_stores_the_engines_lateness)
+{
+    /* The alert paged a deadline 10m before the event; the instance's
+     * deadline moved since (an operator's re-send restarted it), and the
+     * engine judged the step 5m late. The alert stores that figure, the
+     * same as the history row's, not one of its own. */
+    const char *url = tl_db_create("lateness_store");
+    tl_migrate(url);
+    PGconn *conn = tl_db_connect(url);
+    tl_db_exec(conn, "INSERT INTO steward.alerts (kind, process, key, state, owner, summary, "
+                     "  dedup_key, deadline_at) VALUES ('deadline', 'p', 'k', 'waiting', 'ops', "
+                     "  'waiting stalled', 'd1', '2030-01-01T00:00:00Z'), "
+                     "('deadline', 'p', 'k2', 'waiting', 'ops', 'waiting stalled', 'd2', "
+                     "  '2030-01-01T00:00:00Z')");
+    char errstr[512];
+    store_config_t cfg = {url, "g", "replica-a"};
+    store_t *store = store_new(&cfg, errstr, sizeof errstr);
+    ck_assert_msg(store != NULL, "store_new: %s", errstr);
+    rows_t rows;
+    rows_init(&rows, "history", ROWS_HISTORY_COLUMNS);
+    int64_t at = 1893456600000LL; /* 2030-01-01T00:10:00Z */
+    rows_history_row_t row = {.process = "p",
+                              .key = "k",
+                              .version = 1,
+                              .event_id = "e1",
+                              .event_type = "Done",
+                              .topic = "t",
+                              .partition = 0,
+                              .offset = 1,
+                              .event_ms = at,
+                              .from_state = "waiting",
+                              .to_state = "done",
+                              .outcome = "advanced",
+                              .epoch = 1,
+                              .late_by_ms = 5 * 60000,
+                              .entered_ms = at,
+                              .time_in_state_ms = 20 * 60000,
+                              .deadline_late_by_ms = 5 * 60000};
+    rows_add_history(&rows, &row);
+    /* Late for the process's deadline alone: its deadline alert stays as it is. */
+    row.key = "k2";
+    row.event_id = "e2";
+    row.deadline_late_by_ms = 0;
+    rows_add_history(&rows, &row);
+    ck_assert(store_begin(store, errstr, sizeof errstr) == ERR_OK);
+    ck_assert_msg(store_write_history(store, &rows, true, errstr, sizeof errstr) == ERR_OK, "%s",
+                  errstr);
+    ck_assert(store_commit(store, errstr, sizeof errstr) == ERR_OK);
+    rows_clear(&rows);
+    store_free(store);
+    char *late = tl_db_scalar(conn,
+                              "SELECT string_agg(key || '=' || coalesce(late_by_ms::text, 'null'), "
+                              "  ' ' ORDER BY key) FROM steward.alerts",
+                              0, NULL);
+    ck_assert_str_eq(late, "k=300000 k2=null");
+    free(late);
+    PQfinish(conn);
+}
+END_TEST
 
 START_TEST(late_completion_in_a_catch_up_is_recorded_as_late)
 {
@@ -493,7 +555,19 @@ END_TEST
         return s;                                                                                  \
     }
 
-SCHED_SUITE(lateness, late_completion_in_a_catch_up_is_recorded_as_late)
+Suite *lateness_suite(void)
+{
+    Suite *s = suite_create("lateness");
+    TCase *tc = tcase_create("lateness");
+    tcase_set_timeout(tc, 180);
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_add_test(tc, late_completion_in_a_catch_up_is_recorded_as_late);
+    suite_add_tcase(s, tc);
+    TCase *store = tcase_create("store");
+    tcase_add_test(store, open_deadline_alert_stores_the_engines_lateness);
+    suite_add_tcase(s, store);
+    return s;
+}
 SCHED_SUITE(unloadable, unloadable_version_is_set_aside_and_the_healthy_instance_alerted)
 SCHED_SUITE(retired_topic, deadlines_fire_after_a_new_version_drops_a_topic)
 SCHED_SUITE(failover, stalls_are_alerted_within_deadline_plus_15s_after_a_replica_dies)

@@ -1315,8 +1315,8 @@ START_TEST(test_set_map_topics)
     free(back->events[0].topic);
     back->events[0].topic = strdup("staging.audits");
     const def_t *open[1] = {back};
-    def_watch_topics_t watch = {0};
-    ck_assert(def_watch_topics(set, open, 1, &watch));
+    engine_watch_topics_t watch = {0};
+    ck_assert(engine_watch_topics(set, open, 1, &watch));
     size_t loaded_topics = 0, old_only = 0;
     for (size_t i = 0; i < watch.n; i++) {
         if (watch.items[i].old_version == 0)
@@ -1329,7 +1329,7 @@ START_TEST(test_set_map_topics)
     }
     ck_assert_uint_eq(old_only, 1);
     ck_assert_uint_gt(loaded_topics, 0);
-    def_watch_topics_clear(&watch);
+    engine_watch_topics_clear(&watch);
     def_free(back);
     free(stored);
 

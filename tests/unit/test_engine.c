@@ -268,6 +268,79 @@ START_TEST(terminal_step_after_the_process_deadline_is_late)
 }
 END_TEST
 
+START_TEST(deadline_lateness_is_the_state_part_alone)
+{
+    apply("OrderPlaced", "e1", T0);
+    apply("PaymentCaptured", "e2", T0 + MIN);
+    apply("StockReserved", "e3", T0 + 2 * MIN);
+    /* The state's deadline passed a day before the process's did: the step
+     * is late by the larger, its deadline alert by its own. */
+    inst.deadline_ms = T0 + 9 * DAY;
+    engine_result_t r = apply("ShipmentDispatched", "e4", T0 + 11 * DAY);
+    ck_assert_int_eq(r.late_by_ms, 2 * DAY);
+    ck_assert_int_eq(r.deadline_late_by_ms, 2 * DAY);
+    /* The other way round: only the process's was missed. */
+    engine_instance_clear(&inst);
+    engine_instance_init(&inst);
+    apply("OrderPlaced", "f1", T0);
+    apply("PaymentCaptured", "f2", T0 + MIN);
+    apply("StockReserved", "f3", T0 + 9 * DAY + 23 * HOUR);
+    r = apply("ShipmentDispatched", "f4", T0 + 10 * DAY + HOUR);
+    ck_assert_int_eq(r.late_by_ms, HOUR);
+    ck_assert_int_eq(r.deadline_late_by_ms, 0);
+}
+END_TEST
+
+START_TEST(operator_close_enters_the_terminal_state_as_an_event_would)
+{
+    apply("OrderPlaced", "e1", T0);
+    apply("PaymentCaptured", "e2", T0 + MIN);
+    int step = inst.step;
+    const char *status = NULL;
+    char detail[256];
+    long cancelled = def_find_state(def, "cancelled");
+    /* Entered at an event time ahead of the clock: entry never runs back. */
+    ck_assert(engine_operator_close(def, &inst, cancelled, T0, &status, detail, sizeof detail));
+    ck_assert_str_eq(status, "cancelled");
+    ck_assert_int_eq(inst.state, cancelled);
+    ck_assert_int_eq(inst.step, step + 1);
+    ck_assert_int_eq(inst.state_entered_ms, T0 + MIN);
+    ck_assert_int_eq(inst.deadline_ms, ENGINE_NO_DEADLINE);
+    ck_assert_int_eq(engine_next_deadline(def, &inst), ENGINE_NO_DEADLINE);
+    /* Finished: nothing more to close; not a terminal state: refused. */
+    ck_assert(!engine_operator_close(def, &inst, cancelled, T0, &status, detail, sizeof detail));
+    ck_assert_msg(strstr(detail, "already finished") != NULL, "detail: %s", detail);
+    engine_instance_clear(&inst);
+    engine_instance_init(&inst);
+    apply("OrderPlaced", "f1", T0);
+    ck_assert(!engine_operator_close(def, &inst, def_find_state(def, "refunding"), T0, &status,
+                                     detail, sizeof detail));
+    ck_assert_msg(strstr(detail, "not a terminal state") != NULL, "detail: %s", detail);
+    ck_assert_str_eq(state_name(inst.state), "awaiting_payment");
+}
+END_TEST
+
+START_TEST(standing_is_judged_against_the_watermark)
+{
+    /* The clock is past the deadline but the watermark is not: not
+     * overdue, time still left. */
+    engine_standing_t s = engine_standing(T0, false, T0 - 5 * MIN);
+    ck_assert_int_eq(s.overdue_ms, 0);
+    ck_assert_int_eq(s.to_deadline_ms, 5 * MIN);
+    /* Past it, within the grace, not yet judged: no overdue figure. */
+    s = engine_standing(T0, false, T0 + MIN);
+    ck_assert_int_eq(s.overdue_ms, 0);
+    ck_assert_int_eq(s.to_deadline_ms, -MIN);
+    s = engine_standing(T0, true, T0 + 3 * MIN);
+    ck_assert_int_eq(s.overdue_ms, 3 * MIN);
+    s = engine_standing(T0, true, ENGINE_NO_DEADLINE);
+    ck_assert_int_eq(s.overdue_ms, ENGINE_NO_DEADLINE);
+    ck_assert_int_eq(s.to_deadline_ms, ENGINE_NO_DEADLINE);
+    s = engine_standing(ENGINE_NO_DEADLINE, false, T0);
+    ck_assert_int_eq(s.to_deadline_ms, ENGINE_NO_DEADLINE);
+}
+END_TEST
+
 START_TEST(lateness_saturates_instead_of_overflowing)
 {
     apply("OrderPlaced", "e1", T0);
@@ -496,6 +569,9 @@ Suite *engine_suite(void)
     tcase_add_test(tc, late_is_the_same_whether_or_not_judged_overdue);
     tcase_add_test(tc, terminal_step_after_the_process_deadline_is_late);
     tcase_add_test(tc, lateness_saturates_instead_of_overflowing);
+    tcase_add_test(tc, deadline_lateness_is_the_state_part_alone);
+    tcase_add_test(tc, operator_close_enters_the_terminal_state_as_an_event_would);
+    tcase_add_test(tc, standing_is_judged_against_the_watermark);
     tcase_add_test(tc, missing_capture_is_noted_not_fatal);
     tcase_add_test(tc, outcome_names_match_the_schema);
     tcase_add_test(tc, deadlines_saturate_instead_of_overflowing);
