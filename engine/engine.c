@@ -213,8 +213,7 @@ static engine_result_t result_of(engine_outcome_t outcome, long from, long to)
  * the next one. Shadow versions send nothing, so an instance started
  * before a promotion is never commanded.
  */
-static engine_command_t plan_send(const def_t *def, engine_instance_t *inst, bool resend,
-                                  int64_t delay_ms)
+static engine_command_t plan_send(const def_t *def, engine_instance_t *inst, bool resend)
 {
     engine_command_t c = {0};
     const def_state_t *st = &def->states[inst->state];
@@ -227,7 +226,6 @@ static engine_command_t plan_send(const def_t *def, engine_instance_t *inst, boo
     c.step = inst->step;
     c.attempt = inst->attempt;
     c.token = inst->token;
-    c.delay_ms = delay_ms;
     return c;
 }
 
@@ -251,7 +249,7 @@ static engine_result_t start(const def_t *def, engine_instance_t *inst, const en
     inst->step = 0;
     enter(def, inst, (long) def->start_state, ev->time_ms);
     r.entered_ms = inst->state_entered_ms;
-    r.command = plan_send(def, inst, false, 0);
+    r.command = plan_send(def, inst, false);
     return r;
 }
 
@@ -458,7 +456,7 @@ static engine_result_t judge(const def_t *def, engine_instance_t *inst, const en
         enter(def, inst, (long) t->to, ev->time_ms);
         r.entered_ms = inst->state_entered_ms;
         r.time_in_state_ms = engine_time_in_state(entered, ev->time_ms);
-        r.command = plan_send(def, inst, false, 0);
+        r.command = plan_send(def, inst, false);
         return r;
     }
 
@@ -619,7 +617,7 @@ bool engine_operator_resend(const def_t *def, engine_instance_t *inst, int64_t n
     inst->resend_pending = false;
     inst->overdue = false;
     lease_clear(inst);
-    *cmd = plan_send(def, inst, true, 0);
+    *cmd = plan_send(def, inst, true);
     inst->deadline_ms =
         st->deadline_ms > 0 ? time_add(now_ms, st->deadline_ms) : ENGINE_NO_DEADLINE;
     snprintf(detail, detail_size, "%s re-sent by an operator (attempt %d, token %" PRId64 ")",
@@ -639,7 +637,7 @@ bool engine_operator_move(const def_t *def, engine_instance_t *inst, long state,
         return false;
     }
     enter(def, inst, state, now_ms);
-    *cmd = plan_send(def, inst, false, 0);
+    *cmd = plan_send(def, inst, false);
     if (cmd->send)
         snprintf(detail, detail_size, "%s sent on entry (step %d, token %" PRId64 ")",
                  def->states[state].command->type, cmd->step, cmd->token);
@@ -760,7 +758,7 @@ static void take_timeout(const def_t *def, engine_instance_t *inst, engine_due_a
     a->kind = ENGINE_DUE_TIMEOUT;
     a->to_state = to;
     enter(def, inst, to, later(a->deadline_ms, pass_ms));
-    a->command = plan_send(def, inst, false, 0);
+    a->command = plan_send(def, inst, false);
 }
 
 /* "held by picker-7, last heartbeat 12m ago, lease 10m"; returns what
@@ -816,7 +814,7 @@ static bool judge_lease(const def_t *def, engine_instance_t *inst, int64_t water
         lease_clear(inst);
         a->kind = ENGINE_DUE_HANDOFF;
         inst->attempt++;
-        a->command = plan_send(def, inst, true, 0);
+        a->command = plan_send(def, inst, true);
         if (len > 0 && (size_t) len < sizeof a->detail)
             snprintf(a->detail + len, sizeof a->detail - (size_t) len,
                      ": %s re-sent with token %" PRId64, st->command->type, a->command.token);
@@ -887,7 +885,7 @@ engine_due_t engine_judge_due(const def_t *def, engine_instance_t *inst, int64_t
             inst->resend_pending = false;
             inst->attempt++;
             lease_clear(inst);
-            a->command = plan_send(def, inst, true, 0);
+            a->command = plan_send(def, inst, true);
             inst->deadline_ms = time_add(sent_at, st->deadline_ms);
             size_t len = strlen(a->detail);
             char w[32];

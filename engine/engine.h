@@ -175,8 +175,8 @@ typedef struct engine_instance {
 
 /*
  * A command to queue: the current state's, for (step, attempt) with the
- * fencing token. delay_ms: how long after it is queued it may be sent (0:
- * at once; the retry backoff is waited out before a re-send is decided).
+ * fencing token. It may be sent as soon as it is queued: the retry backoff
+ * is waited out before a re-send is decided, not after.
  */
 typedef struct engine_command {
     bool send;
@@ -184,7 +184,6 @@ typedef struct engine_command {
     int step;
     int attempt;
     int64_t token;
-    int64_t delay_ms;
 } engine_command_t;
 
 /* One event, already routed to this process and decoded. */

@@ -521,12 +521,14 @@ static char *command_row(const def_t *def, const char *key, const engine_instanc
         return NULL;
     }
     engine_command_id(def->process, key, cmd->step, cmd->attempt, ce_id);
-    /* As cmdqueue prints a payload, so both paths store the same bytes. */
+    /* As cmdqueue prints a payload, so both paths store the same bytes.
+     * steward.action_step() (migration 0019) computes next_attempt_at from
+     * delay_ms: 0, sent at once, as cmdqueue's commands are. */
     json_t *row =
         json_pack("{s:i, s:s, s:i, s:i, s:I, s:s, s:s, s:o, s:s, s:I}", "version", def->version,
                   "state", st->name, "step", cmd->step, "attempt", cmd->attempt, "token",
                   (json_int_t) cmd->token, "topic", st->command->topic, "type", st->command->type,
-                  "payload", payload, "ce_id", ce_id, "delay_ms", (json_int_t) cmd->delay_ms);
+                  "payload", payload, "ce_id", ce_id, "delay_ms", (json_int_t) 0);
     char *text = row != NULL ? json_dumps(row, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
     json_decref(row);
     *sent = json_pack("{s:s, s:s, s:i, s:i, s:I, s:s}", "type", st->command->type, "topic",

@@ -55,7 +55,6 @@ bool cmdq_add(cmdq_t *q, alert_batch_t *alerts, const def_t *def, const char *ke
     pgarr_add(&q->type, st->command->type);
     pgarr_add(&q->payload, text);
     pgarr_add(&q->ce_id, ce_id);
-    pgarr_add_int(&q->delay, cmd->delay_ms);
     free(text);
     q->n++;
     return true;
@@ -66,10 +65,10 @@ bool cmdq_add(cmdq_t *q, alert_batch_t *alerts, const def_t *def, const char *ke
 static const char write_sql[] =
     "INSERT INTO steward.commands (process, key, version, state, step, attempt, token, topic, "
     "  type, payload, ce_id, next_attempt_at) "
-    "SELECT p, k, v, s, sp, a, t, tp, ty, pl::jsonb, c, now() + d * interval '1 millisecond' "
+    "SELECT p, k, v, s, sp, a, t, tp, ty, pl::jsonb, c, now() "
     "FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::int[], $6::int[], "
-    "  $7::bigint[], $8::text[], $9::text[], $10::text[], $11::text[], $12::bigint[]) "
-    "  WITH ORDINALITY AS u(p, k, v, s, sp, a, t, tp, ty, pl, c, d, n) "
+    "  $7::bigint[], $8::text[], $9::text[], $10::text[], $11::text[]) "
+    "  WITH ORDINALITY AS u(p, k, v, s, sp, a, t, tp, ty, pl, c, n) "
     "ORDER BY n "
     "ON CONFLICT (ce_id) DO NOTHING";
 
@@ -96,12 +95,12 @@ err_class_t cmdq_write(PGconn *conn, cmdq_t *q, char *errstr, size_t errstr_size
 {
     err_class_t cls = ERR_OK;
     if (q->n > 0) {
-        pgarr_t *cols[] = {&q->process, &q->key,   &q->version, &q->state,   &q->step,  &q->attempt,
-                           &q->token,   &q->topic, &q->type,    &q->payload, &q->ce_id, &q->delay};
-        const char *params[12];
-        if (!pgarr_params(cols, 12, params))
+        pgarr_t *cols[] = {&q->process, &q->key,   &q->version, &q->state,   &q->step, &q->attempt,
+                           &q->token,   &q->topic, &q->type,    &q->payload, &q->ce_id};
+        const char *params[11];
+        if (!pgarr_params(cols, 11, params))
             return err_set(ERR_FATAL, errstr, errstr_size, "queueing commands: out of memory");
-        if ((cls = db_exec(conn, "queueing commands", write_sql, 12, params, errstr,
+        if ((cls = db_exec(conn, "queueing commands", write_sql, 11, params, errstr,
                            errstr_size)) != ERR_OK)
             return cls;
     }
@@ -130,9 +129,9 @@ void cmdq_idempotency_key(const char *process, const char *key, long step, char 
 
 void cmdq_clear(cmdq_t *q)
 {
-    pgarr_t *all[] = {&q->process, &q->key,   &q->version,      &q->state,   &q->step,
-                      &q->attempt, &q->token, &q->topic,        &q->type,    &q->payload,
-                      &q->ce_id,   &q->delay, &q->left_process, &q->left_key};
+    pgarr_t *all[] = {&q->process, &q->key,          &q->version, &q->state, &q->step,
+                      &q->attempt, &q->token,        &q->topic,   &q->type,  &q->payload,
+                      &q->ce_id,   &q->left_process, &q->left_key};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         pgarr_free(all[i]);
     q->n = q->failed = 0;

@@ -24,7 +24,7 @@
 #include <libpq-fe.h>
 
 typedef struct cmdq {
-    pgarr_t process, key, version, state, step, attempt, token, topic, type, payload, ce_id, delay;
+    pgarr_t process, key, version, state, step, attempt, token, topic, type, payload, ce_id;
     pgarr_t left_process, left_key; /* instances that left a step (cmdq_left()) */
     size_t n;
     size_t failed; /* commands refused (a command_failed alert each) */
@@ -32,9 +32,9 @@ typedef struct cmdq {
 
 /*
  * Renders and queues `cmd` (cmd->send must be true) for instance
- * (def->process, key) with captured `vars` (borrowed); cmd->delay_ms
- * counts from the insert. On a render failure opens a command_failed alert
- * in `alerts` instead and returns false.
+ * (def->process, key) with captured `vars` (borrowed), to be sent at
+ * once. On a render failure opens a command_failed alert in `alerts`
+ * instead and returns false.
  */
 bool cmdq_add(cmdq_t *q, alert_batch_t *alerts, const def_t *def, const char *key,
               const json_t *vars, const engine_command_t *cmd);

@@ -3,7 +3,9 @@
  * overridden by STEWARD_* environment variables, overridden by flags.
  *
  * Every key is a row of one table (config.c) with its type, its default,
- * and whether SIGHUP reloads it; docs/operations.md documents each. A bad
+ * its variable, whether SIGHUP reloads it and a one-line description;
+ * config_new() takes its defaults from there, and the unit suite checks
+ * that docs/operations.md's configuration table shows the same. A bad
  * file is refused whole, with the key and the problem named. Secrets
  * (the database password, sasl.password, routing keys, webhook URLs) may
  * come from files: any string key `NAME` may be given as `NAME_file`
@@ -174,6 +176,20 @@ bool config_key_reloads(const char *name);
  */
 size_t config_restart_needed(const config_t *running, const config_t *next, const char **names,
                              size_t max);
+
+/* One key as the table holds it: what docs/operations.md shows. */
+typedef struct config_key_info {
+    const char *name;          /* "intake.batch_size"; "kafka" and "routes" are objects */
+    const char *default_value; /* as a flag gives it ("200ms", ""); NULL: none (required,
+                                  or worked out where it is used, as `replica`) */
+    const char *env;           /* the STEWARD_* variable; NULL: none */
+    bool reload;               /* SIGHUP applies a change */
+    const char *description;   /* one line */
+} config_key_info_t;
+
+/* Fills info (static strings) with the i-th key, counting from 0, and
+ * returns true; false past the last. */
+bool config_key_info(size_t i, config_key_info_t *info);
 
 /* Checks what no single key can: required keys present. */
 err_class_t config_check(const config_t *cfg, char *errstr, size_t errstr_size);

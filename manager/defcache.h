@@ -9,7 +9,11 @@
  * (def_set_map_like()): its document keeps the definition's names, and
  * every version must name the broker's.
  *
- * One cache per thread: it is not locked.
+ * Not locked: a cache is used by one thread at a time. Threads that share
+ * one hold a lock of their own around every call (the scheduler's due
+ * workers share theirs under its versions_lock, so a version that does
+ * not load is read and logged once); the definitions it returns stay
+ * valid after the lock is let go, until defcache_free().
  */
 #ifndef STEWARD_DEFCACHE_H
 #define STEWARD_DEFCACHE_H

@@ -2,8 +2,10 @@
 # The folder graph is a DAG (docs/architecture.md): each folder may include
 # only the folders listed for it below. Fails, naming the file and the
 # include, on any #include "folder/..." that is not an edge of it, so a
-# cycle cannot come back unnoticed. Tests and benchmarks may include
-# anything and are not checked.
+# cycle cannot come back unnoticed. A folder's sub-folders are part of it:
+# manager/sinks/x.c is checked as manager/ is, and an include names its top
+# folder first ("manager/sinks/x.h" is an edge to manager/). Tests and
+# benchmarks may include anything and are not checked.
 #
 #   common/  <-  definitions/  <-  engine/  <-  shadow/  <-  manager/  <-  cli/
 #   common/  <-  schema/  <-  shadow/, manager/
@@ -29,8 +31,7 @@ status=0
 for folder in common schema definitions engine sim manager shadow cli; do
     [ -d "$root/$folder" ] || { echo "layout_check: $folder/ is missing"; status=1; continue; }
     ok=$(allowed "$folder")
-    for file in "$root/$folder"/*.c "$root/$folder"/*.h; do
-        [ -e "$file" ] || continue
+    find "$root/$folder" -type f \( -name '*.c' -o -name '*.h' \) | sort | while IFS= read -r file; do
         # Every quoted include names its folder: a bare "x.h" would hide an edge.
         grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$file" | while IFS= read -r line; do
             target=$(printf '%s\n' "$line" | sed 's/.*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/')
@@ -64,7 +65,7 @@ for dir in "$root"/*/; do
     case $name in
     build | tests | bench | docs | scripts | definitions | schema | common | engine | sim | manager | shadow | cli) ;;
     *)
-        if ls "$dir"*.c "$dir"*.h >/dev/null 2>&1; then
+        if [ -n "$(find "$dir" -type f \( -name '*.c' -o -name '*.h' \) | head -n 1)" ]; then
             echo "layout_check: $name/ holds sources but is not in the DAG (tests/layout_check.sh)"
             status=1
         fi

@@ -77,7 +77,6 @@ START_TEST(entering_a_state_with_a_command_sends_it)
     ck_assert_int_eq(r.command.step, 1);
     ck_assert_int_eq(r.command.attempt, 0);
     ck_assert_int_eq(r.command.token, 1);
-    ck_assert_int_eq(r.command.delay_ms, 0);
     ck_assert_int_eq(inst.token, 1);
 
     r = apply("StockReserved", "e2", T0 + MIN);
@@ -155,7 +154,6 @@ START_TEST(retries_then_on_timeout_then_page)
     ck_assert_int_eq(d.actions[0].command.step, 1);
     ck_assert_int_eq(d.actions[0].command.attempt, 1);
     ck_assert_int_eq(d.actions[0].command.token, 2);
-    ck_assert_int_eq(d.actions[0].command.delay_ms, 0);
     ck_assert_int_eq(d.actions[0].deadline_ms, T0 + 10 * MIN);
     ck_assert(!inst.resend_pending);
     /* The new attempt has the whole deadline again, from its send. */
@@ -568,7 +566,7 @@ START_TEST(uncaptured_variable_queues_nothing_and_alerts)
     cmdq_t q = {0};
     alert_batch_t alerts = {0};
     json_t *vars = json_object(); /* total never captured */
-    engine_command_t cmd = {true, def_find_state(def, "reserving"), 1, 0, 1, 0};
+    engine_command_t cmd = {true, def_find_state(def, "reserving"), 1, 0, 1};
     ck_assert(!cmdq_add(&q, &alerts, def, "O1", vars, &cmd));
     ck_assert_uint_eq(q.n, 0);
     ck_assert_uint_eq(q.failed, 1);

@@ -2,6 +2,7 @@
  * test_config - `steward run` refuses a bad configuration before it
  * touches anything: exit 2, with the key and the problem named. No
  * services are needed: every case fails before the first connection.
+ * The key table's defaults, and the docs' table of them, are checked too.
  */
 #include "manager/config.h"
 #include "testlib.h"
@@ -268,6 +269,150 @@ START_TEST(invalid_definitions_refuse_to_start)
 }
 END_TEST
 
+/* The text of the markdown table cell starting at p (after a '|'), trimmed,
+ * into out; returns where the next cell starts, or NULL at the line's end. */
+static const char *table_cell(const char *p, char *out, size_t out_size)
+{
+    const char *end = p;
+    while (*end != '\0' && *end != '\n' && !(*end == '|' && end[-1] != '\\'))
+        end++;
+    const char *a = p, *b = end;
+    while (a < b && *a == ' ')
+        a++;
+    while (b > a && b[-1] == ' ')
+        b--;
+    snprintf(out, out_size, "%.*s", (int) (b - a), a);
+    return *end == '|' ? end + 1 : NULL;
+}
+
+/* The code spans of a cell, in order ("`a`, `b`" -> a, b); at most max. */
+static size_t code_spans(const char *cell, char spans[][256], size_t max)
+{
+    size_t n = 0;
+    for (const char *p = strchr(cell, '`'); p != NULL && n < max; p = strchr(p + 1, '`')) {
+        const char *close = strchr(p + 1, '`');
+        if (close == NULL)
+            break;
+        snprintf(spans[n], sizeof spans[n], "%.*s", (int) (close - p - 1), p + 1);
+        if (strcmp(spans[n], "\"\"") == 0)
+            spans[n][0] = '\0';
+        n++;
+        p = close;
+    }
+    return n;
+}
+
+/* docs/operations.md's configuration table says of each key what the key
+ * table (config.c) holds: the default config_new() applies, the variable,
+ * whether SIGHUP reloads it; and it lists every key, and no other. */
+START_TEST(docs_table_matches_the_key_table)
+{
+    char *path = tl_source_path("docs/operations.md");
+    char *text = tl_read_file(path);
+    ck_assert_msg(text != NULL, "cannot read %s", path);
+    const char *header = "| key | type | default | variable | SIGHUP | meaning |";
+    const char *line = strstr(text, header);
+    ck_assert_msg(line != NULL, "%s: no configuration table (\"%s\")", path, header);
+    line = strchr(strchr(line, '\n') + 1, '\n') + 1; /* past the separator row */
+
+    config_key_info_t info;
+    size_t n_keys = 0;
+    while (config_key_info(n_keys, &info))
+        n_keys++;
+    int *seen = calloc(n_keys, sizeof *seen);
+    ck_assert_ptr_nonnull(seen);
+
+    for (; *line == '|'; line = strchr(line, '\n') + 1) {
+        char cells[6][2048];
+        const char *p = line + 1;
+        for (size_t c = 0; c < 6; c++) {
+            ck_assert_msg(p != NULL, "%s: a row with fewer than 6 cells: %.80s", path, line);
+            p = table_cell(p, cells[c], sizeof cells[c]);
+        }
+        char names[8][256], defaults[8][256], env[1][256];
+        size_t n_names = code_spans(cells[0], names, 8);
+        size_t n_defaults = cells[2][0] == '`' ? code_spans(cells[2], defaults, 8) : 0;
+        size_t n_env = code_spans(cells[3], env, 1);
+        ck_assert_msg(n_names > 0, "%s: a row without a key: %.80s", path, line);
+        for (size_t k = 0; k < n_names; k++) {
+            const char *name = names[k];
+            size_t i = 0, len = strlen(name);
+            for (; config_key_info(i, &info); i++) {
+                /* a secret given as a file is documented as NAME_file */
+                if (strcmp(info.name, name) == 0 ||
+                    (len > 5 && strcmp(name + len - 5, "_file") == 0 &&
+                     strlen(info.name) == len - 5 && strncmp(info.name, name, len - 5) == 0))
+                    break;
+            }
+            ck_assert_msg(i < n_keys, "%s documents `%s`, which is no config key", path, name);
+            seen[i]++;
+            if (info.default_value == NULL)
+                ck_assert_msg(n_defaults == 0,
+                              "%s: `%s` has no default in the key table, the docs say %s", path,
+                              name, cells[2]);
+            else
+                ck_assert_msg(k < n_defaults && strcmp(defaults[k], info.default_value) == 0,
+                              "%s: `%s`: the docs give the default %s, the key table `%s` (a value "
+                              "is written "
+                              "as code; words mean none)",
+                              path, name, cells[2], info.default_value);
+            ck_assert_msg(info.env != NULL ? n_env == 1 && strcmp(env[0], info.env) == 0
+                                           : cells[3][0] == '\0',
+                          "%s: `%s`: the docs give the variable '%s', the key table %s", path, name,
+                          cells[3], info.env != NULL ? info.env : "none");
+            ck_assert_msg(strcmp(cells[4], info.reload ? "reloads" : "restart") == 0,
+                          "%s: `%s`: the docs say '%s' on SIGHUP, the key table %s", path, name,
+                          cells[4], info.reload ? "reloads" : "restart");
+        }
+    }
+    for (size_t i = 0; i < n_keys; i++) {
+        config_key_info(i, &info);
+        ck_assert_msg(seen[i] == 1, "%s: `%s` is documented %d times in the configuration table",
+                      path, info.name, seen[i]);
+        ck_assert_msg(info.description != NULL && *info.description != '\0' &&
+                          strchr(info.description, '\n') == NULL,
+                      "`%s` has no one-line description in the key table", info.name);
+    }
+    free(seen);
+    free(text);
+    free(path);
+}
+END_TEST
+
+/* config_new() takes every default from the key table: each parses, and
+ * the fields hold what they held when they were set by hand. */
+START_TEST(defaults_come_from_the_key_table)
+{
+    config_t *cfg = config_new();
+    ck_assert_msg(cfg != NULL, "a default in the key table does not parse");
+    ck_assert_str_eq(cfg->database, "");
+    ck_assert_ptr_null(cfg->brokers);
+    ck_assert_ptr_null(cfg->replica);
+    ck_assert_ptr_null(cfg->http_tokens);
+    ck_assert_str_eq(cfg->group, "steward");
+    ck_assert_int_eq(cfg->log_level, LOG_LEVEL_INFO);
+    ck_assert_int_eq(cfg->batch_size, 2000);
+    ck_assert_int_eq(cfg->batch_ms, 200);
+    ck_assert_int_eq(cfg->lock_timeout_ms, 3000);
+    ck_assert_int_eq(cfg->max_message_bytes, 1024 * 1024);
+    ck_assert(!cfg->record_unknown);
+    ck_assert_int_eq(json_object_size(cfg->topics_map), 0);
+    ck_assert_int_eq(cfg->blind_after_ms, 120000);
+    ck_assert_int_eq(cfg->retention_history_ms, 30 * 86400000LL);
+    ck_assert_int_eq(cfg->retention_instances_ms, 0);
+    ck_assert_int_eq(cfg->retention_interval_ms, 3600000);
+    ck_assert(cfg->migrate_on_start);
+    ck_assert_str_eq(cfg->roles_operator, "steward_operator");
+    ck_assert_str_eq(cfg->dispatch_source, "urn:steward:${process}");
+    ck_assert_str_eq(cfg->dispatch_paused, "");
+    ck_assert_int_eq(cfg->http_connections_per_client, 64);
+    json_t *routes = json_pack("{s:[{s:s}]}", "default", "type", "log");
+    ck_assert(json_equal(cfg->routes, routes));
+    json_decref(routes);
+    config_free(cfg);
+}
+END_TEST
+
 Suite *config_suite(void)
 {
     Suite *s = suite_create("config");
@@ -283,6 +428,8 @@ Suite *config_suite(void)
     tcase_add_test(tc, secret_files_are_read_whole_or_refused);
     tcase_add_test(tc, missing_settings_and_environment);
     tcase_add_test(tc, invalid_definitions_refuse_to_start);
+    tcase_add_test(tc, docs_table_matches_the_key_table);
+    tcase_add_test(tc, defaults_come_from_the_key_table);
     suite_add_tcase(s, tc);
     return s;
 }
