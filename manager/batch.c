@@ -4,6 +4,7 @@
 #include "manager/batch.h"
 
 #include "common/clock.h"
+#include "common/failpoint.h"
 #include "common/log.h"
 #include "common/utf8.h"
 #include "engine/engine.h"
@@ -1424,8 +1425,10 @@ err_class_t batch_commit(batch_ctx_t *ctx, batch_t *b, batch_stats_t *stats, cha
     }
     batch_rows(b);
     if ((cls = batch_write(b, errstr, errstr_size)) != ERR_OK ||
+        (cls = FAILPOINT_ERROR("intake.before_commit", errstr, errstr_size)) != ERR_OK ||
         (cls = store_commit(ctx->store, errstr, errstr_size)) != ERR_OK)
         goto done;
+    FAILPOINT("intake.after_commit");
 
     /* Counted once committed, so retried batches are not counted twice. */
     for (size_t i = 0; i < ENGINE_N_OUTCOMES; i++)

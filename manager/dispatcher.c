@@ -4,6 +4,7 @@
 #include "manager/dispatcher.h"
 
 #include "common/clock.h"
+#include "common/failpoint.h"
 #include "common/db.h"
 #include "common/log.h"
 #include "common/pgarr.h"
@@ -494,6 +495,8 @@ static err_class_t record(dispatcher_t *d, dispatcher_stats_t *stats, char *errs
 
     alert_counts_t counts = {0};
     cls = db_exec(d->conn, "recording deliveries", "BEGIN", 0, NULL, errstr, errstr_size);
+    if (cls == ERR_OK)
+        cls = FAILPOINT_ERROR("dispatcher.before_mark_sent", errstr, errstr_size);
     if (cls == ERR_OK && sent.n > 0) {
         const char *params[1] = {pgarr_text(&sent)};
         cls = params[0] == NULL
@@ -525,6 +528,7 @@ static err_class_t record(dispatcher_t *d, dispatcher_stats_t *stats, char *errs
     if (cls != ERR_OK) {
         db_rollback(d->conn);
     } else {
+        FAILPOINT("dispatcher.after_mark_sent");
         stats->sent += n_sent;
         stats->failed += n_failed;
         stats->dropped += n_dropped;
@@ -676,10 +680,12 @@ static err_class_t claim_and_produce(dispatcher_t *d, dispatcher_stats_t *stats,
         db_query(d->conn, "claiming commands", claim_sql, 4, params, &cls, errstr, errstr_size);
     if (res == NULL)
         return cls;
+    FAILPOINT("dispatcher.after_claim");
     int rows = PQntuples(res);
     stats->claimed += (size_t) rows;
     for (int row = 0; row < rows; row++)
         produce_row(d, res, row);
+    FAILPOINT("dispatcher.after_produce");
     PQclear(res);
     return ERR_OK;
 }
