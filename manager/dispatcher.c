@@ -4,8 +4,8 @@
 #include "manager/dispatcher.h"
 
 #include "common/clock.h"
-#include "common/failpoint.h"
 #include "common/db.h"
+#include "common/failpoint.h"
 #include "common/log.h"
 #include "common/pgarr.h"
 #include "manager/alerts.h"

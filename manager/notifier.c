@@ -4,8 +4,8 @@
 #include "manager/notifier.h"
 
 #include "common/clock.h"
-#include "common/failpoint.h"
 #include "common/db.h"
+#include "common/failpoint.h"
 #include "common/log.h"
 #include "common/pgarr.h"
 #include "common/rfc3339.h"

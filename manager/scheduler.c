@@ -5,8 +5,8 @@
 #include "manager/scheduler.h"
 
 #include "common/clock.h"
-#include "common/failpoint.h"
 #include "common/db.h"
+#include "common/failpoint.h"
 #include "common/log.h"
 #include "common/pgarr.h"
 #include "definitions/duration.h"
