@@ -32,6 +32,8 @@
  *                  deadline; the orders still answered in time end as in
  *                  the reference, with the same invariants
  *
+ * STEWARD_TEST_FAILPOINT=NAME runs crash_at for that failpoint alone.
+ *
  * The invariants: every final state equal to the reference; no attempt of a
  * step under two command ids (read off the command topics, and in
  * steward.commands); no attempt past the state's retry.max; no on_timeout
@@ -475,6 +477,9 @@ START_TEST(crash_at)
     const char *name = fp_name((size_t) _i);
     ck_assert_msg(name != NULL, "this build has no failpoints (configure with "
                                 "-DSTEWARD_FAILPOINTS=ON; the sanitizer build has them)");
+    const char *only = getenv("STEWARD_TEST_FAILPOINT");
+    if (only != NULL && only[0] != '\0' && strcmp(only, name) != 0)
+        return;
     char world_name[64];
     snprintf(world_name, sizeof world_name, "fp_%d", _i);
     printf("failpoint %s\n", name);
