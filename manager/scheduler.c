@@ -494,7 +494,8 @@ static err_class_t judge_batch(sched_t *s, due_worker_t *w, const char *process,
     }
     PQclear(res);
     res = NULL;
-    FAILPOINT("scheduler.after_judge");
+    if (*n > 0) /* passes that find nothing due are no test */
+        FAILPOINT("scheduler.after_judge");
 
     if (keys.n > 0) {
         pgarr_t *cols[] = {&keys,     &overdue, &poverdue,   &next,     &states,
@@ -543,11 +544,13 @@ static err_class_t judge_batch(sched_t *s, due_worker_t *w, const char *process,
         (cls = alert_batch_write(w->conn, &alerts, s->routes, &counts, errstr, errstr_size)) !=
             ERR_OK)
         goto fail;
-    if ((cls = FAILPOINT_ERROR("scheduler.before_commit", errstr, errstr_size)) != ERR_OK ||
+    if ((*n > 0 &&
+         (cls = FAILPOINT_ERROR("scheduler.before_commit", errstr, errstr_size)) != ERR_OK) ||
         (cls = db_exec(w->conn, "committing a deadline pass", "COMMIT", 0, NULL, errstr,
                        errstr_size)) != ERR_OK)
         goto fail;
-    FAILPOINT("scheduler.after_commit");
+    if (*n > 0)
+        FAILPOINT("scheduler.after_commit");
     stats->opened += counts.opened;
     metrics_add(&metrics.alerts_opened, (long long) counts.opened);
     for (size_t i = 0; i < ENGINE_N_OUTCOMES; i++)
