@@ -565,7 +565,7 @@ START_TEST(clock_jump)
     while (now_ms() < until && tw_scalar_long(&w, jumped, NULL) < 4)
         service_poll(&s, 100);
     tw_expect(&w, jumped, NULL, "4");
-    serve_until_done(&s, 90);
+    serve_until_done(&s, RESTART_BOUND_S);
     check_invariants(&s, 0);
     tw_stop(&w, 30);
     service_stop(&s);
