@@ -21,6 +21,7 @@
  */
 #include "cli/cli.h"
 #include "common/err.h"
+#include "common/failpoint.h"
 #include "manager/actions.h"
 
 #include <curl/curl.h>
@@ -28,6 +29,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct command {
@@ -117,7 +119,14 @@ int main(int argc, char **argv)
         if (strcmp(name, commands[i].name) == 0) {
             if (!commands[i].handles_signals)
                 pthread_sigmask(SIG_SETMASK, &saved, NULL);
-            /* Before any thread starts: libcurl's global setup is not thread-safe. */
+            /* Before any thread starts: libcurl's global setup is not thread-safe,
+             * and the failpoint table is read-only once threads run. A typo in
+             * the variable stops here, so a test cannot pass vacuously. */
+            char fperr[2048];
+            if (fp_init(getenv("STEWARD_FAILPOINTS"), fperr, sizeof fperr) != ERR_OK) {
+                fprintf(stderr, "steward: %s\n", fperr);
+                return EXIT_USAGE;
+            }
             curl_global_init(CURL_GLOBAL_DEFAULT);
             int rc = commands[i].run(argc - 1, argv + 1);
             curl_global_cleanup();

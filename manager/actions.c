@@ -18,6 +18,7 @@
 
 #include "common/db.h"
 #include "common/err.h"
+#include "common/failpoint.h"
 #include "definitions/def.h"
 #include "engine/engine.h"
 #include "engine/template.h"
@@ -321,7 +322,8 @@ static PGresult *call(PGconn *conn, const char *what, const char *sql, int npara
 
 static action_rc_t commit(PGconn *conn, char *errstr, size_t errstr_size)
 {
-    if (db_exec(conn, "committing the action", "COMMIT", 0, NULL, errstr, errstr_size) != ERR_OK)
+    if (FAILPOINT_ERROR("actions.before_commit", errstr, errstr_size) != ERR_OK ||
+        db_exec(conn, "committing the action", "COMMIT", 0, NULL, errstr, errstr_size) != ERR_OK)
         return ACTION_FAILED;
     return ACTION_OK;
 }

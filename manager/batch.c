@@ -4,6 +4,7 @@
 #include "manager/batch.h"
 
 #include "common/clock.h"
+#include "common/failpoint.h"
 #include "common/log.h"
 #include "common/utf8.h"
 #include "engine/engine.h"
@@ -1438,8 +1439,12 @@ err_class_t batch_commit(batch_ctx_t *ctx, batch_t *b, batch_stats_t *stats, cha
     }
     batch_rows(b);
     if ((cls = batch_write(b, errstr, errstr_size)) != ERR_OK ||
+        (b->n_msgs > 0 &&
+         (cls = FAILPOINT_ERROR("intake.before_commit", errstr, errstr_size)) != ERR_OK) ||
         (cls = store_commit(ctx->store, errstr, errstr_size)) != ERR_OK)
         goto done;
+    if (b->n_msgs > 0) /* batches that only move a caught-up watermark are no test */
+        FAILPOINT("intake.after_commit");
 
     /* Counted once committed, so retried batches are not counted twice. */
     for (size_t i = 0; i < ENGINE_N_OUTCOMES; i++)

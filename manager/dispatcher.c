@@ -6,6 +6,7 @@
 #include "common/backoff.h"
 #include "common/clock.h"
 #include "common/db.h"
+#include "common/failpoint.h"
 #include "common/log.h"
 #include "common/pgarr.h"
 #include "manager/alerts.h"
@@ -458,6 +459,8 @@ static err_class_t record(dispatcher_t *d, dispatcher_stats_t *stats, char *errs
 
     alert_counts_t counts = {0};
     cls = db_exec(d->conn, "recording deliveries", "BEGIN", 0, NULL, errstr, errstr_size);
+    if (cls == ERR_OK)
+        cls = FAILPOINT_ERROR("dispatcher.before_mark_sent", errstr, errstr_size);
     if (cls == ERR_OK && sent.n > 0) {
         const char *params[1] = {pgarr_text(&sent)};
         cls = params[0] == NULL
@@ -489,6 +492,7 @@ static err_class_t record(dispatcher_t *d, dispatcher_stats_t *stats, char *errs
     if (cls != ERR_OK) {
         db_rollback(d->conn);
     } else {
+        FAILPOINT("dispatcher.after_mark_sent");
         stats->sent += n_sent;
         stats->failed += n_failed;
         stats->dropped += n_dropped;
@@ -641,9 +645,13 @@ static err_class_t claim_and_produce(dispatcher_t *d, dispatcher_stats_t *stats,
     if (res == NULL)
         return cls;
     int rows = PQntuples(res);
+    if (rows > 0) /* the claim runs every interval; one that leased nothing is no test */
+        FAILPOINT("dispatcher.after_claim");
     stats->claimed += (size_t) rows;
     for (int row = 0; row < rows; row++)
         produce_row(d, res, row);
+    if (rows > 0)
+        FAILPOINT("dispatcher.after_produce");
     PQclear(res);
     return ERR_OK;
 }

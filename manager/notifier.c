@@ -6,6 +6,7 @@
 #include "common/backoff.h"
 #include "common/clock.h"
 #include "common/db.h"
+#include "common/failpoint.h"
 #include "common/log.h"
 #include "common/pgarr.h"
 #include "common/utf8.h"
@@ -537,7 +538,11 @@ static err_class_t record(notifier_t *n, const char *id, const attempt_t *a, int
     }
     const char *params[3] = {id, a->error, wait};
     int nparams = a->verdict == VERDICT_DELIVERED ? 1 : a->verdict == VERDICT_FAILED ? 2 : 3;
-    return db_exec(n->conn, "recording a delivery", sql, nparams, params, errstr, errstr_size);
+    err_class_t cls = FAILPOINT_ERROR("notifier.before_record", errstr, errstr_size);
+    if (cls == ERR_OK && (cls = db_exec(n->conn, "recording a delivery", sql, nparams, params,
+                                        errstr, errstr_size)) == ERR_OK)
+        FAILPOINT("notifier.after_record");
+    return cls;
 }
 
 /* Logs, counts and records the outcome of one row's attempt. */

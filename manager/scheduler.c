@@ -6,6 +6,7 @@
 
 #include "common/clock.h"
 #include "common/db.h"
+#include "common/failpoint.h"
 #include "common/log.h"
 #include "common/pgarr.h"
 #include "definitions/duration.h"
@@ -454,6 +455,7 @@ static err_class_t judge_batch(sched_t *s, due_worker_t *w, const char *process,
                 due_history_add(&history, def, key, &inst, a, ENGINE_RETRIED);
                 break;
             case ENGINE_DUE_HANDOFF:
+                FAILPOINT("scheduler.handoff");
                 due_history_add(&history, def, key, &inst, a, ENGINE_HANDED_OFF);
                 break;
             case ENGINE_DUE_TIMEOUT:
@@ -507,6 +509,8 @@ static err_class_t judge_batch(sched_t *s, due_worker_t *w, const char *process,
     }
     PQclear(res);
     res = NULL;
+    if (*n > 0) /* passes that find nothing due are no test */
+        FAILPOINT("scheduler.after_judge");
 
     if (keys.n > 0) {
         pgarr_t *cols[] = {&keys,     &overdue, &poverdue,   &next,     &states,
@@ -555,9 +559,13 @@ static err_class_t judge_batch(sched_t *s, due_worker_t *w, const char *process,
         (cls = alert_batch_write(w->conn, &alerts, s->routes, &counts, errstr, errstr_size)) !=
             ERR_OK)
         goto fail;
-    if ((cls = db_exec(w->conn, "committing a deadline pass", "COMMIT", 0, NULL, errstr,
+    if ((*n > 0 &&
+         (cls = FAILPOINT_ERROR("scheduler.before_commit", errstr, errstr_size)) != ERR_OK) ||
+        (cls = db_exec(w->conn, "committing a deadline pass", "COMMIT", 0, NULL, errstr,
                        errstr_size)) != ERR_OK)
         goto fail;
+    if (*n > 0)
+        FAILPOINT("scheduler.after_commit");
     stats->opened += counts.opened;
     metrics_add(&metrics.alerts_opened, (long long) counts.opened);
     for (size_t i = 0; i < ENGINE_N_OUTCOMES; i++)
