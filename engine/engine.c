@@ -550,6 +550,11 @@ int64_t engine_due_bound(int64_t watermark_ms, int64_t grace_ms)
     return time_sub(watermark_ms, grace_ms);
 }
 
+int64_t engine_judge_time(int64_t watermark_ms, int64_t now_ms)
+{
+    return watermark_ms < now_ms ? watermark_ms : now_ms;
+}
+
 int64_t engine_retry_backoff(const def_t *def, long state, int attempt)
 {
     const def_state_t *st = &def->states[state];

@@ -333,6 +333,16 @@ typedef struct engine_due {
 int64_t engine_due_bound(int64_t watermark_ms, int64_t grace_ms);
 
 /*
+ * The time a process's deadlines and parked events are judged at: its
+ * watermark, but never past the wall clock `now_ms`. A watermark runs ahead
+ * of the clock only when producers stamp times in the future (a clock
+ * ahead, or one event stamped an hour on): judged as it stands, it would
+ * fire every deadline early, and what Steward timed itself (a re-send's
+ * backoff, counted from the pass) would wait until the clock caught up.
+ */
+int64_t engine_judge_time(int64_t watermark_ms, int64_t now_ms);
+
+/*
  * Judges the instance's deadlines at `watermark_ms`, in a pass run at
  * wall-clock `now_ms`: a deadline is due once the watermark passed it by
  * `grace_ms` (at == deadline counts). Marks each due deadline judged on

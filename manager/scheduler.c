@@ -607,8 +607,8 @@ done:
  * query over the limited candidates, so a pass holds at most that many
  * locks however many events expired (one per expired row would fill the
  * server's shared lock table). An instance with deferred events is left
- * alone: the event it awaits may be among them. $2 caps the watermark (a
- * replay's end), NULL: none.
+ * alone: the event it awaits may be among them. $2 caps the watermark (the
+ * clock, or a replay's end).
  */
 static const char expiry_candidates_sql[] =
     "WITH wm AS (SELECT process, CASE WHEN $2::bigint IS NULL THEN watermark "
@@ -649,12 +649,16 @@ static const char expiry_write_sql[] =
  */
 static err_class_t expire_parked(sched_t *s, sched_stats_t *stats, char *errstr, size_t errstr_size)
 {
+    /* The bound the watermark is judged at: never past the clock
+     * (engine_judge_time()), nor past a replay's end. */
     char until[24];
-    snprintf(until, sizeof until, "%" PRId64, s->until_ms);
+    int64_t bound = engine_judge_time(INT64_MAX, clock_wall_ms());
+    if (s->until_ms > 0 && s->until_ms < bound)
+        bound = s->until_ms;
+    snprintf(until, sizeof until, "%" PRId64, bound);
     char limit[24];
     snprintf(limit, sizeof limit, "%d", SCHED_EXPIRY_BATCH);
-    const char *params[5] = {s->group, s->until_ms > 0 ? until : NULL, limit, s->watch_processes,
-                             s->watch_topics};
+    const char *params[5] = {s->group, until, limit, s->watch_processes, s->watch_topics};
     pgarr_t ids = {0}, versions = {0}, states = {0}, details = {0}, epochs = {0};
     alert_batch_t alerts = {0};
     err_class_t cls;
@@ -1232,10 +1236,11 @@ err_class_t sched_tick(sched_t *s, sched_stats_t *stats, char *errstr, size_t er
         w->watermark_ms =
             PQgetisnull(res, row, 1) ? -1 : strtoll(PQgetvalue(res, row, 1), NULL, 10);
     }
+    int64_t now = clock_wall_ms();
     for (int row = 0; row < PQntuples(res) && cls == ERR_OK && !stopping(s); row++) {
         if (PQgetisnull(res, row, 1))
             continue; /* no watermark: nothing can be judged; check_blind says why */
-        int64_t watermark = strtoll(PQgetvalue(res, row, 1), NULL, 10);
+        int64_t watermark = engine_judge_time(strtoll(PQgetvalue(res, row, 1), NULL, 10), now);
         if (s->until_ms > 0 && watermark > s->until_ms)
             watermark = s->until_ms;
         cls = judge_process(s, PQgetvalue(res, row, 0), watermark, stats, errstr, errstr_size);
