@@ -345,18 +345,9 @@ START_TEST(sighup_names_settings_that_need_a_restart)
     json_decref(cfg);
     kill(pid, SIGHUP);
 
-    int found = 0;
-    for (int i = 0; i < 200 && !found; i++) {
-        char *text = tl_read_file(log);
-        found = tl_contains(text, "needs a restart") && tl_contains(text, "scheduler.interval");
-        free(text);
-        if (!found)
-            usleep(100 * 1000);
-    }
-    if (!found)
-        tl_print_tail(log, 3000);
-    ck_assert_msg(found, "no restart warning naming scheduler.interval");
+    tl_wait_file(log, "needs a restart", 20);
     char *text = tl_read_file(log);
+    ck_assert_msg(tl_contains(text, "scheduler.interval"), "the restart warning: %s", text);
     ck_assert_msg(!tl_contains(text, "\"key\":\"definitions\""), "definitions reload: %s", text);
     free(text);
     ck_assert_int_eq(tl_stop(pid, SIGTERM, 30), 0);
