@@ -619,6 +619,29 @@ void tl_wait_http_status(const char *url, long expected, int timeout_s)
     tl_wait_until(http_status_is, &(http_status_t){url, expected}, timeout_s, what, NULL);
 }
 
+typedef struct metric_line {
+    const char *url, *line;
+} metric_line_t;
+
+static bool metric_shown(void *arg, char *seen, size_t seen_size)
+{
+    const metric_line_t *m = arg;
+    long status;
+    char *body = tl_http_get(m->url, &status);
+    bool found = status == 200 && tl_contains(body, m->line);
+    snprintf(seen, seen_size, "status %ld, %zu bytes without it", status, strlen(body));
+    free(body);
+    return found;
+}
+
+void tl_wait_metric(const char *base, const char *line, int timeout_s)
+{
+    char url[300], what[512];
+    snprintf(url, sizeof url, "%s/metrics", base);
+    snprintf(what, sizeof what, "/metrics to show %s", line);
+    tl_wait_until(metric_shown, &(metric_line_t){url, line}, timeout_s, what, NULL);
+}
+
 void tl_wait_http_listening(const char *log_path, char *base, size_t size)
 {
     tl_wait_until(logged_listening, &(listening_t){log_path, base, size}, 30,

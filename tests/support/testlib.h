@@ -171,6 +171,10 @@ char *tl_http_get(const char *url, long *status);
  * with the last status and body otherwise. */
 void tl_wait_http_status(const char *url, long expected, int timeout_s);
 
+/* Waits up to timeout_s until base's /metrics holds `line`; aborts with
+ * the last scrape's size otherwise. */
+void tl_wait_metric(const char *base, const char *line, int timeout_s);
+
 /* The Alertmanager at `am`'s state of the alert labelled key=`key`:
  * "active", "suppressed", or "" when it does not list one (malloc'd). */
 char *tl_am_state(const char *am, const char *key);
