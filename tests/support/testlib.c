@@ -2,6 +2,7 @@
  * testlib - shared test support; see testlib.h.
  */
 #include "common/db.h"
+#include "definitions/def.h"
 #include "testlib.h"
 
 #include <check.h>
@@ -158,6 +159,18 @@ char *tl_source_path(const char *relative)
     char *path = NULL;
     ck_assert_int_ge(asprintf(&path, "%s/%s", STEWARD_SOURCE_DIR, relative), 0);
     return path;
+}
+
+def_t *tl_def_load(const char *relative)
+{
+    def_problems_t problems = {0};
+    char *path = tl_source_path(relative);
+    def_t *def = def_load_file(path, &problems);
+    ck_assert_msg(def != NULL, "%s: %s", path,
+                  problems.n ? problems.items[0].message : "not loaded");
+    def_problems_clear(&problems);
+    free(path);
+    return def;
 }
 
 const char *tl_kafka_brokers(void)

@@ -58,6 +58,12 @@ void tl_wait_http_listening(const char *log_path, char *base, size_t size);
 /* A path under the source tree (malloc'd; free it). */
 char *tl_source_path(const char *relative);
 
+typedef struct def def_t;
+
+/* Loads the definition at `relative` (under the source tree) and returns it
+ * (free with def_free()); aborts with its first problem when it is invalid. */
+def_t *tl_def_load(const char *relative);
+
 /* The broker list scripts/test started; aborts when unset. */
 const char *tl_kafka_brokers(void);
 
