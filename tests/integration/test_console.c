@@ -117,20 +117,6 @@ static void bad_request(const char *path, const char *word)
     json_decref(doc);
 }
 
-static json_t *find(json_t *array, const char *field, const char *value)
-{
-    size_t i;
-    json_t *item;
-    json_array_foreach(array, i, item)
-    {
-        const char *v = json_string_value(json_object_get(item, field));
-        if (v != NULL && strcmp(v, value) == 0)
-            return item;
-    }
-    ck_abort_msg("no item with %s = %s", field, value);
-    return NULL;
-}
-
 static long long num(json_t *doc, const char *field)
 {
     json_t *v = json_object_get(doc, field);
@@ -200,7 +186,7 @@ START_TEST(api_lists_graphs_and_reports)
     world_start();
 
     json_t *doc = get_json("/v1/processes", 200);
-    json_t *p = find(json_object_get(doc, "processes"), "process", "alert_order");
+    json_t *p = tl_json_find(json_object_get(doc, "processes"), "process", "alert_order");
     ck_assert_int_eq(num(p, "open"), 2);
     ck_assert_int_eq(num(p, "overdue"), 1);
     json_decref(doc);
@@ -209,18 +195,18 @@ START_TEST(api_lists_graphs_and_reports)
     ck_assert_str_eq(json_string_value(json_object_get(doc, "start")), "awaiting_payment");
     json_t *states = json_object_get(doc, "states");
     ck_assert_int_eq(json_array_size(states), 3);
-    json_t *s = find(states, "name", "awaiting_payment");
+    json_t *s = tl_json_find(states, "name", "awaiting_payment");
     ck_assert_int_eq(num(s, "open"), 1);
     ck_assert_int_eq(num(s, "overdue"), 1);
     ck_assert_str_eq(json_string_value(json_object_get(s, "owner")), "payments");
     ck_assert(json_is_null(json_object_get(s, "terminal")));
-    s = find(states, "name", "awaiting_dispatch");
+    s = tl_json_find(states, "name", "awaiting_dispatch");
     ck_assert_int_eq(num(s, "open"), 1);
     ck_assert_int_eq(num(s, "overdue"), 0);
-    s = find(states, "name", "completed");
+    s = tl_json_find(states, "name", "completed");
     ck_assert_str_eq(json_string_value(json_object_get(s, "terminal")), "success");
     ck_assert_int_eq(num(s, "open"), 0);
-    json_t *t = find(json_object_get(doc, "transitions"), "event", "PaymentCaptured");
+    json_t *t = tl_json_find(json_object_get(doc, "transitions"), "event", "PaymentCaptured");
     ck_assert_str_eq(json_string_value(json_object_get(t, "from")), "awaiting_payment");
     ck_assert_str_eq(json_string_value(json_object_get(t, "to")), "awaiting_dispatch");
     ck_assert_int_eq(json_array_size(json_object_get(doc, "transitions")), 2);
@@ -269,8 +255,8 @@ START_TEST(api_lists_graphs_and_reports)
     ck_assert_str_eq(json_string_value(json_object_get(window, "since")), "1d");
     ck_assert_str_eq(json_string_value(json_object_get(doc, "definitions")), "steward.definitions");
     ck_assert_int_eq(json_array_size(json_object_get(doc, "processes")), 1);
-    p = find(json_object_get(doc, "processes"), "process", "alert_order");
-    s = find(json_object_get(p, "states"), "state", "awaiting_payment");
+    p = tl_json_find(json_object_get(doc, "processes"), "process", "alert_order");
+    s = tl_json_find(json_object_get(p, "states"), "state", "awaiting_payment");
     ck_assert_int_eq(num(s, "left"), 2);
     ck_assert_int_eq(num(s, "open"), 1);
     ck_assert_int_eq(num(s, "overdue"), 1);
@@ -289,9 +275,9 @@ START_TEST(api_lists_graphs_and_reports)
     ck_assert_int_eq(sum, 2);
     ck_assert(
         json_is_null(json_object_get(json_array_get(hist, json_array_size(hist) - 1), "le_ms")));
-    s = find(json_object_get(p, "states"), "state", "awaiting_dispatch");
+    s = tl_json_find(json_object_get(p, "states"), "state", "awaiting_dispatch");
     ck_assert_int_eq(num(s, "left"), 1);
-    s = find(json_object_get(p, "states"), "state", "completed");
+    s = tl_json_find(json_object_get(p, "states"), "state", "completed");
     ck_assert(json_is_null(json_object_get(s, "histogram")));
 
     /* ... the very document steward report --json prints for the same
@@ -536,7 +522,7 @@ START_TEST(demo_serves_the_console_until_interrupted)
     ck_assert_msg(tl_contains(out, "demo: every stalled order was alerted"), "%s", out);
 
     json_t *doc = get_json("/v1/processes", 200);
-    json_t *p = find(json_object_get(doc, "processes"), "process", "order_fulfilment");
+    json_t *p = tl_json_find(json_object_get(doc, "processes"), "process", "order_fulfilment");
     ck_assert_int_gt(num(p, "open"), 0); /* the stalled orders stay open */
     json_decref(doc);
     long status = 0;

@@ -708,14 +708,9 @@ START_TEST(bad_listen_addresses_stop_the_start)
     tl_output_free(&o);
 
     /* A port someone else holds: a runtime failure, exit 1. */
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t addr_len = sizeof addr;
-    ck_assert_int_eq(bind(fd, (struct sockaddr *) &addr, sizeof addr), 0);
-    ck_assert_int_eq(listen(fd, 1), 0);
-    ck_assert_int_eq(getsockname(fd, (struct sockaddr *) &addr, &addr_len), 0);
+    int port, fd = tl_hold_port(&port);
     char listen_at[64];
-    snprintf(listen_at, sizeof listen_at, "127.0.0.1:%d", ntohs(addr.sin_port));
+    snprintf(listen_at, sizeof listen_at, "127.0.0.1:%d", port);
     world_config(listen_at);
     const char *argv2[] = {NULL, "run", "--config", w.config, NULL};
     o = tl_steward(argv2, NULL);

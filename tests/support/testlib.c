@@ -18,6 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 void tl_output_free(tl_output_t *o)
@@ -704,4 +707,31 @@ void tl_wait_am(const char *am, const char *key, const char *expected, int timeo
     char what[512];
     snprintf(what, sizeof what, "Alertmanager to show %s as '%s'", key, expected);
     tl_wait_until(am_state_is, &(am_alert_t){am, key, expected}, timeout_s, what, NULL);
+}
+
+json_t *tl_json_find(json_t *array, const char *field, const char *value)
+{
+    size_t i;
+    json_t *item;
+    json_array_foreach(array, i, item)
+    {
+        const char *v = json_string_value(json_object_get(item, field));
+        if (v != NULL && strcmp(v, value) == 0)
+            return item;
+    }
+    ck_abort_msg("no item with %s = %s among %zu", field, value, json_array_size(array));
+    return NULL;
+}
+
+int tl_hold_port(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t addr_len = sizeof addr;
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *) &addr, sizeof addr), 0);
+    ck_assert_int_eq(listen(fd, 1), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *) &addr, &addr_len), 0);
+    *port = ntohs(addr.sin_port);
+    return fd;
 }

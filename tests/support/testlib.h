@@ -11,6 +11,7 @@
 #define STEWARD_TESTLIB_H
 
 #include <check.h>
+#include <jansson.h>
 #include <libpq-fe.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -173,6 +174,10 @@ int tl_db_wait(PGconn *conn, const char *sql, int nparams, const char *const *pa
 /* GETs url and returns the body (malloc'd), with the status in *status. */
 char *tl_http_get(const char *url, long *status);
 
+/* Listens on 127.0.0.1 at a free port, written to *port, and returns the
+ * socket (close it): a port someone else holds. */
+int tl_hold_port(int *port);
+
 /* Waits up to timeout_s until a GET of url answers `expected`; aborts
  * with the last status and body otherwise. */
 void tl_wait_http_status(const char *url, long expected, int timeout_s);
@@ -187,6 +192,10 @@ char *tl_am_state(const char *am, const char *key);
 
 /* Waits up to timeout_s for tl_am_state() to be `expected`. */
 void tl_wait_am(const char *am, const char *key, const char *expected, int timeout_s);
+
+/* The item of a JSON array whose string `field` is `value` (borrowed, as
+ * long as array lives); aborts the test when there is none. */
+json_t *tl_json_find(json_t *array, const char *field, const char *value);
 
 /* True if `needle` occurs in `haystack`. */
 int tl_contains(const char *haystack, const char *needle);
