@@ -142,55 +142,27 @@ static long find_request(rcv_t *r, size_t from, const char *path, const char *fi
     return -1;
 }
 
+typedef struct request_match {
+    rcv_t *r;
+    const char *path, *field, *value;
+    long at;
+} request_match_t;
+
+static bool request_arrived(void *arg, char *seen, size_t seen_size)
+{
+    request_match_t *m = arg;
+    m->at = find_request(m->r, 0, m->path, m->field, m->value);
+    snprintf(seen, seen_size, "%zu requests, none of them it", rcv_count(m->r));
+    return m->at >= 0;
+}
+
 static long wait_request(rcv_t *r, const char *path, const char *field, const char *value)
 {
-    for (int i = 0; i < 300; i++) {
-        long at = find_request(r, 0, path, field, value);
-        if (at >= 0)
-            return at;
-        usleep(100 * 1000);
-    }
-    tl_print_tail(w.log, 4000);
-    ck_abort_msg("no %s with %s=%s at the receiver", path, field, value);
-    return -1;
-}
-
-/* The Alertmanager state of the alert for `key`: "active", or "" when not listed. */
-static char *am_state(const char *am, const char *key)
-{
-    char url[1024], filter[256];
-    long status;
-    CURL *curl = curl_easy_init();
-    snprintf(filter, sizeof filter, "key=\"%s\"", key);
-    char *escaped = curl_easy_escape(curl, filter, 0);
-    snprintf(url, sizeof url, "%s/api/v2/alerts?filter=%s", am, escaped);
-    curl_free(escaped);
-    curl_easy_cleanup(curl);
-    char *body = tl_http_get(url, &status);
-    ck_assert_msg(status == 200, "GET %s: %ld %s", url, status, body);
-    json_t *list = json_loads(body, 0, NULL);
-    free(body);
-    ck_assert_ptr_nonnull(list);
-    const char *state = "";
-    if (json_array_size(list) > 0)
-        state = json_string_value(
-            json_object_get(json_object_get(json_array_get(list, 0), "status"), "state"));
-    char *copy = strdup(state != NULL ? state : "");
-    json_decref(list);
-    return copy;
-}
-
-static void wait_am(const char *am, const char *key, const char *expected)
-{
-    for (int i = 0; i < 300; i++) {
-        char *state = am_state(am, key);
-        bool match = strcmp(state, expected) == 0;
-        free(state);
-        if (match)
-            return;
-        usleep(100 * 1000);
-    }
-    ck_abort_msg("Alertmanager never showed %s as '%s'", key, expected);
+    request_match_t m = {r, path, field, value, -1};
+    char what[256];
+    snprintf(what, sizeof what, "a %s with %s=%s at the receiver", path, field, value);
+    tl_wait_until(request_arrived, &m, 30, what, w.log);
+    return m.at;
 }
 
 /* ---- ack, close ------------------------------------------------------------ */
@@ -216,7 +188,7 @@ START_TEST(ack_then_close_reaches_every_sink_and_is_audited)
              30);
     wait_request(r, "/v2/enqueue", "event_action", "trigger");
     wait_request(r, "/hook", "event", "trigger");
-    wait_am(am, key, "active");
+    tl_wait_am(am, key, "active", 30);
     char *id = scalar("SELECT id FROM steward.alerts WHERE key = $1", key);
 
     /* ack without a reason is a usage error and changes nothing. */
@@ -237,7 +209,7 @@ START_TEST(ack_then_close_reaches_every_sink_and_is_audited)
     json_decref(ack);
     wait_request(r, "/hook", "event", "acknowledge");
     /* Acknowledged is still open: Alertmanager keeps it active. */
-    wait_am(am, key, "active");
+    tl_wait_am(am, key, "active", 30);
 
     const char *stuck[] = {NULL, "stuck", "--database", w.db_url, NULL};
     o = tl_steward(stuck, NULL);
@@ -275,7 +247,7 @@ START_TEST(ack_then_close_reaches_every_sink_and_is_audited)
            "by support, ticket 4411");
     wait_request(r, "/v2/enqueue", "event_action", "resolve");
     wait_request(r, "/hook", "event", "resolve");
-    wait_am(am, key, "");
+    tl_wait_am(am, key, "", 30);
 
     /* inspect shows the actions with who and why. */
     const char *iargv[] = {NULL, "inspect", "action_order", key, "--database", w.db_url, NULL};
@@ -724,15 +696,7 @@ START_TEST(http_actions_need_an_operate_token)
     free(tl_write_file(dir, "tokens", text));
     free(text);
     kill(w.pids[0], SIGHUP);
-    for (int i = 0;; i++) {
-        char *log = tl_read_file(w.log);
-        bool done = tl_contains(log, "http tokens reloaded");
-        free(log);
-        if (done)
-            break;
-        ck_assert_msg(i < 300, "no \"http tokens reloaded\" in the log");
-        usleep(100 * 1000);
-    }
+    tl_wait_file(w.log, "http tokens reloaded", 30);
     char *k3 = tl_unique("ORD-");
     send_event("orders", "OrderPlaced", k3);
     wait_sql("SELECT count(*) FROM steward.instances WHERE key = $1", k3, "1", 30);

@@ -316,7 +316,8 @@ START_TEST(lease_heartbeats_expiry_handoff_and_stale_reply)
     free(until);
 
     /* Heartbeats every second for 6 s: the lease (4 s) runs on past the
-     * claim's (the margin absorbs a slow producer on a busy machine). */
+     * claim's (the margin absorbs a slow producer on a busy machine). The
+     * pace is the scenario, so these sleeps wait for nothing. */
     for (int i = 0; i < 6; i++) {
         usleep(1000 * 1000);
         p = tl_producer_new();

@@ -4,6 +4,7 @@
  * finished late, a step still open), and no row of live state changes.
  */
 #include "testlib.h"
+#include "world.h"
 
 #include <check.h>
 #include <jansson.h>
@@ -24,20 +25,7 @@ static void setup(void)
     defs_dir = strdup(tl_tmpdir());
     char *tpl_path = tl_source_path("tests/data/definitions/alert_order.json.in");
     char *tpl = tl_read_file(tpl_path);
-    size_t cap = strlen(tpl) + 1024, len = 0;
-    char *def = calloc(1, cap);
-    for (const char *p = tpl; *p;) {
-        const char *with = strncmp(p, "@P@", 3) == 0    ? prefix
-                           : strncmp(p, "@D1@", 4) == 0 ? "2s"
-                           : strncmp(p, "@D2@", 4) == 0 ? "1h"
-                                                        : NULL;
-        if (with != NULL) {
-            len += (size_t) snprintf(def + len, cap - len, "%s", with);
-            p += p[2] == '@' ? 3 : 4;
-        } else {
-            def[len++] = *p++;
-        }
-    }
+    char *def = tw_fill(tpl, prefix, TW_LIST("@D1@", "2s", "@D2@", "1h"));
     def_path = tl_write_file(defs_dir, "alert_order.json", def);
     free(def);
     free(tpl);
@@ -122,12 +110,19 @@ START_TEST(backtest_raises_what_the_live_run_raised)
     send(p, "orders", "OrderPlaced", "B", 0);
     send(p, "orders", "OrderPlaced", "C", 0);
     tl_producer_free(p);
-    sleep(1);
+    /* A pays once its order is in (an earlier payment would be a reordered
+     * event, another scenario), well within its 2 s. */
+    ck_assert_msg(
+        tl_db_wait(conn, "SELECT count(*) FROM steward.instances", 0, NULL, "3", 30, NULL),
+        "the live run did not start A, B and C");
     p = tl_producer_new();
     send(p, "payments", "PaymentCaptured", "A", 0);
     tl_producer_free(p);
     ck_assert_msg(tl_db_wait(conn, "SELECT count(*) FROM steward.alerts", 0, NULL, "2", 30, NULL),
                   "the live run did not alert B and C");
+    /* Time passing is the scenario: B's payment must carry a time well past
+     * its deadline, since the backtest judges by event time, not by when
+     * the live run happened to alert. */
     sleep(3);
     p = tl_producer_new();
     send(p, "payments", "PaymentCaptured", "B", 0);

@@ -297,15 +297,10 @@ START_TEST(run_flags_and_messages)
     tl_output_free(&o);
 
     /* A port someone holds: the error names it, not "port 0". */
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t addr_len = sizeof addr;
-    ck_assert_int_eq(bind(fd, (struct sockaddr *) &addr, sizeof addr), 0);
-    ck_assert_int_eq(listen(fd, 1), 0);
-    ck_assert_int_eq(getsockname(fd, (struct sockaddr *) &addr, &addr_len), 0);
+    int port, fd = tl_hold_port(&port);
     char listen_at[64], port_words[64];
-    snprintf(listen_at, sizeof listen_at, "127.0.0.1:%d", ntohs(addr.sin_port));
-    snprintf(port_words, sizeof port_words, "port %d", ntohs(addr.sin_port));
+    snprintf(listen_at, sizeof listen_at, "127.0.0.1:%d", port);
+    snprintf(port_words, sizeof port_words, "port %d", port);
     const char *in_use[] = {NULL, "run",        "--brokers", "127.0.0.1:1",   "--definitions",
                             defs, "--batch-ms", "20ms",      "--http-listen", listen_at,
                             NULL};
@@ -345,18 +340,9 @@ START_TEST(sighup_names_settings_that_need_a_restart)
     json_decref(cfg);
     kill(pid, SIGHUP);
 
-    int found = 0;
-    for (int i = 0; i < 200 && !found; i++) {
-        char *text = tl_read_file(log);
-        found = tl_contains(text, "needs a restart") && tl_contains(text, "scheduler.interval");
-        free(text);
-        if (!found)
-            usleep(100 * 1000);
-    }
-    if (!found)
-        tl_print_tail(log, 3000);
-    ck_assert_msg(found, "no restart warning naming scheduler.interval");
+    tl_wait_file(log, "needs a restart", 20);
     char *text = tl_read_file(log);
+    ck_assert_msg(tl_contains(text, "scheduler.interval"), "the restart warning: %s", text);
     ck_assert_msg(!tl_contains(text, "\"key\":\"definitions\""), "definitions reload: %s", text);
     free(text);
     ck_assert_int_eq(tl_stop(pid, SIGTERM, 30), 0);

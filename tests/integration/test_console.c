@@ -120,20 +120,6 @@ static void bad_request(const char *path, const char *word)
     json_decref(doc);
 }
 
-static json_t *find(json_t *array, const char *field, const char *value)
-{
-    size_t i;
-    json_t *item;
-    json_array_foreach(array, i, item)
-    {
-        const char *v = json_string_value(json_object_get(item, field));
-        if (v != NULL && strcmp(v, value) == 0)
-            return item;
-    }
-    ck_abort_msg("no item with %s = %s", field, value);
-    return NULL;
-}
-
 static long long num(json_t *doc, const char *field)
 {
     json_t *v = json_object_get(doc, field);
@@ -203,7 +189,7 @@ START_TEST(api_lists_graphs_and_reports)
     world_start();
 
     json_t *doc = get_json("/v1/processes", 200);
-    json_t *p = find(json_object_get(doc, "processes"), "process", "alert_order");
+    json_t *p = tl_json_find(json_object_get(doc, "processes"), "process", "alert_order");
     ck_assert_int_eq(num(p, "open"), 2);
     ck_assert_int_eq(num(p, "overdue"), 1);
     json_decref(doc);
@@ -212,18 +198,18 @@ START_TEST(api_lists_graphs_and_reports)
     ck_assert_str_eq(json_string_value(json_object_get(doc, "start")), "awaiting_payment");
     json_t *states = json_object_get(doc, "states");
     ck_assert_int_eq(json_array_size(states), 3);
-    json_t *s = find(states, "name", "awaiting_payment");
+    json_t *s = tl_json_find(states, "name", "awaiting_payment");
     ck_assert_int_eq(num(s, "open"), 1);
     ck_assert_int_eq(num(s, "overdue"), 1);
     ck_assert_str_eq(json_string_value(json_object_get(s, "owner")), "payments");
     ck_assert(json_is_null(json_object_get(s, "terminal")));
-    s = find(states, "name", "awaiting_dispatch");
+    s = tl_json_find(states, "name", "awaiting_dispatch");
     ck_assert_int_eq(num(s, "open"), 1);
     ck_assert_int_eq(num(s, "overdue"), 0);
-    s = find(states, "name", "completed");
+    s = tl_json_find(states, "name", "completed");
     ck_assert_str_eq(json_string_value(json_object_get(s, "terminal")), "success");
     ck_assert_int_eq(num(s, "open"), 0);
-    json_t *t = find(json_object_get(doc, "transitions"), "event", "PaymentCaptured");
+    json_t *t = tl_json_find(json_object_get(doc, "transitions"), "event", "PaymentCaptured");
     ck_assert_str_eq(json_string_value(json_object_get(t, "from")), "awaiting_payment");
     ck_assert_str_eq(json_string_value(json_object_get(t, "to")), "awaiting_dispatch");
     ck_assert_int_eq(json_array_size(json_object_get(doc, "transitions")), 2);
@@ -272,8 +258,8 @@ START_TEST(api_lists_graphs_and_reports)
     ck_assert_str_eq(json_string_value(json_object_get(window, "since")), "1d");
     ck_assert_str_eq(json_string_value(json_object_get(doc, "definitions")), "steward.definitions");
     ck_assert_int_eq(json_array_size(json_object_get(doc, "processes")), 1);
-    p = find(json_object_get(doc, "processes"), "process", "alert_order");
-    s = find(json_object_get(p, "states"), "state", "awaiting_payment");
+    p = tl_json_find(json_object_get(doc, "processes"), "process", "alert_order");
+    s = tl_json_find(json_object_get(p, "states"), "state", "awaiting_payment");
     ck_assert_int_eq(num(s, "left"), 2);
     ck_assert_int_eq(num(s, "open"), 1);
     ck_assert_int_eq(num(s, "overdue"), 1);
@@ -292,9 +278,9 @@ START_TEST(api_lists_graphs_and_reports)
     ck_assert_int_eq(sum, 2);
     ck_assert(
         json_is_null(json_object_get(json_array_get(hist, json_array_size(hist) - 1), "le_ms")));
-    s = find(json_object_get(p, "states"), "state", "awaiting_dispatch");
+    s = tl_json_find(json_object_get(p, "states"), "state", "awaiting_dispatch");
     ck_assert_int_eq(num(s, "left"), 1);
-    s = find(json_object_get(p, "states"), "state", "completed");
+    s = tl_json_find(json_object_get(p, "states"), "state", "completed");
     ck_assert(json_is_null(json_object_get(s, "histogram")));
 
     /* ... the very document steward report --json prints for the same
@@ -507,6 +493,17 @@ END_TEST
 
 /* steward demo --serve: after its check, the console of the run, until
  * interrupted; then the demo exits with its check's verdict. */
+/* The demo's output has the line `marker` starts, whole. */
+static bool printed_url(void *marker, char *seen, size_t seen_size)
+{
+    char *out = tl_read_file(w.log);
+    const char *at = strstr(out, (const char *) marker);
+    bool whole = at != NULL && strchr(at, '\n') != NULL;
+    snprintf(seen, seen_size, "%zu bytes of output", strlen(out));
+    free(out);
+    return whole;
+}
+
 START_TEST(demo_serves_the_console_until_interrupted)
 {
     memset(&w, 0, sizeof w);
@@ -518,14 +515,8 @@ START_TEST(demo_serves_the_console_until_interrupted)
     w.pids[0] = tl_steward_spawn(argv, NULL, w.log);
 
     const char *marker = "== the console: http://";
-    char *out = NULL;
-    for (int i = 0; i < 1200; i++) {
-        free(out);
-        out = tl_read_file(w.log);
-        if (tl_contains(out, marker) && strchr(strstr(out, marker), '\n') != NULL)
-            break;
-        usleep(100 * 1000);
-    }
+    tl_wait_until(printed_url, (void *) marker, 120, "the demo to print the console's URL", w.log);
+    char *out = tl_read_file(w.log);
     const char *at = strstr(out, marker);
     ck_assert_msg(at != NULL, "the demo never printed the console's URL: %s", out);
     const char *start = at + strlen("== the console: "); /* http://HOST:PORT/ */
@@ -534,7 +525,7 @@ START_TEST(demo_serves_the_console_until_interrupted)
     ck_assert_msg(tl_contains(out, "demo: every stalled order was alerted"), "%s", out);
 
     json_t *doc = get_json("/v1/processes", 200);
-    json_t *p = find(json_object_get(doc, "processes"), "process", "order_fulfilment");
+    json_t *p = tl_json_find(json_object_get(doc, "processes"), "process", "order_fulfilment");
     ck_assert_int_gt(num(p, "open"), 0); /* the stalled orders stay open */
     json_decref(doc);
     long status = 0;
@@ -549,7 +540,8 @@ START_TEST(demo_serves_the_console_until_interrupted)
     assert_tag(dom, "svg", "data-process=\"order_fulfilment\"", "class=\"graph\"");
     free(dom);
 
-    /* Still serving a while later; Ctrl-C ends it, with the verdict. */
+    /* Still serving a while later (the while is the point: no condition
+     * marks it); Ctrl-C ends it, with the verdict. */
     sleep(1);
     json_decref(get_json("/v1/stuck", 200));
     int rc = tl_stop(w.pids[0], SIGINT, 30);

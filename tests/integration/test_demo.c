@@ -126,14 +126,24 @@ static int count_lines(const char *path, const char *needle)
     return n;
 }
 
+typedef struct lines {
+    const char *path, *needle;
+    int want;
+} lines_t;
+
+static bool enough_lines(void *arg, char *seen, size_t seen_size)
+{
+    const lines_t *l = arg;
+    int n = count_lines(l->path, l->needle);
+    snprintf(seen, seen_size, "%d lines with it", n);
+    return n >= l->want;
+}
+
 static void wait_lines(const char *path, const char *needle, int want, int timeout_s)
 {
-    for (int i = 0; i < timeout_s * 10; i++) {
-        if (count_lines(path, needle) >= want)
-            return;
-        usleep(100 * 1000);
-    }
-    ck_abort_msg("%s: fewer than %d lines with %s after %d s", path, want, needle, timeout_s);
+    char what[512];
+    snprintf(what, sizeof what, "%d lines with %s in %s", want, needle, path);
+    tl_wait_until(enough_lines, &(lines_t){path, needle, want}, timeout_s, what, NULL);
 }
 
 /* A command as the contract says the dispatcher produces it. */

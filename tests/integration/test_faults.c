@@ -385,18 +385,26 @@ static int log_count(const replica_t *r, const char *msg, const char *also)
     return n;
 }
 
+typedef struct log_lines {
+    const replica_t *r;
+    const char *msg, *also;
+    int n;
+} log_lines_t;
+
+static bool log_has_lines(void *arg, char *seen, size_t seen_size)
+{
+    const log_lines_t *l = arg;
+    int got = log_count(l->r, l->msg, l->also);
+    snprintf(seen, seen_size, "%d such lines", got);
+    return got >= l->n;
+}
+
 /* Waits until r's log has `n` lines of `msg`. */
 static void wait_log(const replica_t *r, const char *msg, const char *also, int n, int timeout_s)
 {
-    int64_t until = now_ms() + timeout_s * 1000LL;
-    while (log_count(r, msg, also) < n) {
-        if (now_ms() > until) {
-            tl_print_tail(r->log, 4000);
-            ck_abort_msg("no %d \"%s\" in the log of pid %d within %d s (its log above)", n, msg,
-                         r->pid, timeout_s);
-        }
-        usleep(100 * 1000);
-    }
+    char what[512];
+    snprintf(what, sizeof what, "%d \"%s\" in the log of pid %d", n, msg, r->pid);
+    tl_wait_until(log_has_lines, &(log_lines_t){r, msg, also, n}, timeout_s, what, r->log);
 }
 
 /* Whether r is still running; once it is not, r->status says how it ended. */
@@ -416,23 +424,31 @@ static char *get(const replica_t *r, const char *path, long *status)
     return tl_http_get(url, status);
 }
 
+typedef struct answer {
+    const replica_t *r;
+    const char *path;
+    long status;
+    char *body;
+} answer_t;
+
+static bool answers(void *arg, char *seen, size_t seen_size)
+{
+    answer_t *a = arg;
+    long got;
+    free(a->body);
+    a->body = get(a->r, a->path, &got);
+    snprintf(seen, seen_size, "%ld %.300s", got, a->body);
+    return got == a->status;
+}
+
 /* Waits until GET path answers `status`; returns the body (free it). */
 static char *wait_status(const replica_t *r, const char *path, long status, int timeout_s)
 {
-    int64_t until = now_ms() + timeout_s * 1000LL;
-    for (;;) {
-        long got;
-        char *body = get(r, path, &got);
-        if (got == status)
-            return body;
-        if (now_ms() > until) {
-            tl_print_tail(r->log, 4000);
-            ck_abort_msg("%s: %ld %s, expected %ld within %d s (log above)", path, got, body,
-                         status, timeout_s);
-        }
-        free(body);
-        usleep(100 * 1000);
-    }
+    answer_t a = {r, path, status, NULL};
+    char what[300];
+    snprintf(what, sizeof what, "%s to answer %ld", path, status);
+    tl_wait_until(answers, &a, timeout_s, what, r->log);
+    return a.body;
 }
 
 /* The value of one series in r's /metrics; -1 when absent. */
@@ -450,18 +466,23 @@ static double series(const replica_t *r, const char *name)
     return value;
 }
 
+typedef struct series_value {
+    const replica_t *r;
+    const char *name;
+    double expected;
+} series_value_t;
+
+static bool series_is(void *arg, char *seen, size_t seen_size)
+{
+    const series_value_t *v = arg;
+    double got = series(v->r, v->name);
+    snprintf(seen, seen_size, "%g, expected %g", got, v->expected);
+    return got == v->expected;
+}
+
 static void wait_series(const replica_t *r, const char *name, double expected, int timeout_s)
 {
-    int64_t until = now_ms() + timeout_s * 1000LL;
-    double got;
-    while ((got = series(r, name)) != expected) {
-        if (now_ms() > until) {
-            tl_print_tail(r->log, 4000);
-            ck_abort_msg("%s = %g, expected %g within %d s (log above)", name, got, expected,
-                         timeout_s);
-        }
-        usleep(200 * 1000);
-    }
+    tl_wait_until(series_is, &(series_value_t){r, name, expected}, timeout_s, name, r->log);
 }
 
 static void send_order(const char *key)
@@ -641,7 +662,9 @@ START_TEST(sighup_at_start)
     replica_t r;
     replica_start(&r, "a", config);
 
-    /* From its first connection on, SIGHUP every 20 ms until it runs. */
+    /* From its first connection on, SIGHUP every 20 ms until it runs. The
+     * first wait polls at 5 ms, finer than a wait_until, so that the storm
+     * starts inside start-up; the storm's own pace is the scenario. */
     int64_t until = now_ms() + 30000;
     while (atomic_load(&proxy->accepted) == 0 && now_ms() < until && alive(&r))
         usleep(5 * 1000);
@@ -694,7 +717,9 @@ START_TEST(idle_connections)
         ck_assert_int_eq(bind(fds[i], (struct sockaddr *) &from, sizeof from), 0);
         ck_assert_int_eq(connect(fds[i], (struct sockaddr *) &addr, sizeof addr), 0);
     }
-    usleep(300 * 1000); /* let the server accept them all */
+    /* Let the server accept them all: nothing outside it shows when it has,
+     * so this gives it the time. */
+    usleep(300 * 1000);
     for (int i = 0; i < 3; i++) {
         long status;
         int64_t started = now_ms();
@@ -711,6 +736,35 @@ START_TEST(idle_connections)
 }
 END_TEST
 
+typedef struct standby {
+    replica_t *a, *b;
+    replica_t *standby, *active;
+} standby_t;
+
+/* One replica has all 3 partitions and the other, none, is ready saying so. */
+static bool found_standby(void *arg, char *seen, size_t seen_size)
+{
+    standby_t *s = arg;
+    double pa = series(s->a, "steward_partitions_assigned");
+    double pb = series(s->b, "steward_partitions_assigned");
+    long status = 0;
+    char *body = NULL;
+    if (pa + pb == 3 && (pa == 0 || pb == 0)) {
+        replica_t *idle = pa == 0 ? s->a : s->b;
+        body = get(idle, "/readyz", &status);
+        json_t *doc = json_loads(body, 0, NULL);
+        if (status == 200 && json_integer_value(json_object_get(doc, "partitions")) == 0) {
+            s->standby = idle;
+            s->active = pa == 0 ? s->b : s->a;
+        }
+        json_decref(doc);
+    }
+    snprintf(seen, seen_size, "a %g, b %g partitions; /readyz of the one without: %ld %.300s", pa,
+             pb, status, body != NULL ? body : "");
+    free(body);
+    return s->standby != NULL;
+}
+
 START_TEST(standby_is_ready)
 {
     world_init("fstandby", true);
@@ -726,34 +780,11 @@ START_TEST(standby_is_ready)
      * alone holds them all and the other is not in the group yet (503
      * "joining"); so wait for a replica without partitions that answers
      * 200 saying it has none. */
-    int64_t until = now_ms() + 60000;
-    replica_t *standby = NULL, *active = NULL;
+    standby_t sb = {&a, &b, NULL, NULL};
+    tl_wait_until(found_standby, &sb, 60, "a ready standby", b.log);
+    replica_t *standby = sb.standby, *active = sb.active;
     char *body = NULL;
     long status = 0;
-    while (standby == NULL) {
-        double pa = series(&a, "steward_partitions_assigned");
-        double pb = series(&b, "steward_partitions_assigned");
-        if (pa + pb == 3 && (pa == 0 || pb == 0)) {
-            replica_t *idle = pa == 0 ? &a : &b;
-            body = get(idle, "/readyz", &status);
-            json_t *doc = json_loads(body, 0, NULL);
-            if (status == 200 && json_integer_value(json_object_get(doc, "partitions")) == 0) {
-                standby = idle;
-                active = pa == 0 ? &b : &a;
-            }
-            json_decref(doc);
-        }
-        if (standby == NULL && now_ms() > until) {
-            tl_print_tail(b.log, 3000);
-            ck_abort_msg("no ready standby within 60 s: a %g, b %g partitions; last /readyz of "
-                         "the one without: %ld %s",
-                         pa, pb, status, body != NULL ? body : "");
-        }
-        free(body);
-        body = NULL;
-        if (standby == NULL)
-            usleep(200 * 1000);
-    }
     free(wait_status(active, "/readyz", 200, 30));
     /* Reachability is checked once a second, apart from joining: the
      * standby may be ready before its first check has answered. */
@@ -787,6 +818,22 @@ static int unused_port(void)
     return ntohs(addr.sin_port);
 }
 
+typedef struct ready_or_dead {
+    replica_t *r;
+    long status;
+} ready_or_dead_t;
+
+static bool ready_or_dead(void *arg, char *seen, size_t seen_size)
+{
+    ready_or_dead_t *rd = arg;
+    (void) seen;
+    (void) seen_size;
+    if (!alive(rd->r))
+        return true;
+    free(get(rd->r, "/readyz", &rd->status));
+    return rd->status == 200;
+}
+
 START_TEST(log_reader_gone)
 {
     world_init("fpipe", true);
@@ -802,14 +849,9 @@ START_TEST(log_reader_gone)
     r.pid = tl_steward_spawn(argv, NULL, NULL);
 
     /* Every line it logs is a write to a pipe nobody reads. */
-    int64_t until = now_ms() + 60000;
-    long status = 0;
-    while (alive(&r) && now_ms() < until) {
-        free(get(&r, "/readyz", &status));
-        if (status == 200)
-            break;
-        usleep(100 * 1000);
-    }
+    ready_or_dead_t rd = {&r, 0};
+    tl_poll(ready_or_dead, &rd, 60, NULL, 0);
+    long status = rd.status;
     ck_assert_msg(alive(&r), "steward died with its log reader gone: %s %d",
                   WIFSIGNALED(r.status) ? "signal" : "exit",
                   WIFSIGNALED(r.status) ? WTERMSIG(r.status) : WEXITSTATUS(r.status));

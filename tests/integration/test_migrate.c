@@ -100,7 +100,15 @@ START_TEST(two_runners_at_once_apply_each_migration_once)
 
     pid_t a = spawn_migrator(url, gate);
     pid_t b = spawn_migrator(url, gate);
-    usleep(200 * 1000); /* both connected and waiting at the gate */
+    /* Both connected and waiting at the gate. */
+    PGconn *watch = tl_db_connect(url);
+    char *last = NULL;
+    ck_assert_msg(tl_db_wait(watch,
+                             "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                             "current_database() AND pid <> pg_backend_pid()",
+                             0, NULL, "2", 30, &last),
+                  "the two runners never both connected: %s connections", last);
+    PQfinish(watch);
     close(gate[1]);
     close(gate[0]);
 

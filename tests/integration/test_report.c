@@ -222,24 +222,10 @@ static json_t *report_json(const char *a1, const char *a2)
     return doc;
 }
 
-static json_t *find(json_t *array, const char *field, const char *value)
-{
-    size_t i;
-    json_t *item;
-    json_array_foreach(array, i, item)
-    {
-        const char *v = json_string_value(json_object_get(item, field));
-        if (v != NULL && strcmp(v, value) == 0)
-            return item;
-    }
-    ck_abort_msg("no %s %s", field, value);
-    return NULL;
-}
-
 static json_t *state_of(json_t *doc, const char *process, const char *state)
 {
-    json_t *proc = find(json_object_get(doc, "processes"), "process", process);
-    return find(json_object_get(proc, "states"), "state", state);
+    json_t *proc = tl_json_find(json_object_get(doc, "processes"), "process", process);
+    return tl_json_find(json_object_get(proc, "states"), "state", state);
 }
 
 /* The integer at a path of object keys ("latency", "p50_ms"); -1 for null. */
@@ -342,7 +328,7 @@ START_TEST(percentiles_counts_and_alert_arithmetic)
     /* 101 starts over 100 gaps of 864 s: 100 a day. Stalled: 91..95
      * (overdue) and 96 (an open deadline alert); 97's alert is resolved and
      * 98's is a sequence alert. */
-    json_t *proc = find(json_object_get(doc, "processes"), "process", "order_fulfilment");
+    json_t *proc = tl_json_find(json_object_get(doc, "processes"), "process", "order_fulfilment");
     json_t *volume = json_object_get(proc, "volume");
     ck_assert_int_eq(num(volume, "started", NULL), 101);
     ck_assert_int_eq(num(volume, "period_ms", NULL), 101 * 864000LL);
@@ -527,12 +513,12 @@ START_TEST(since_window)
     ck_assert_int_eq(num(pay, "latency", "p90_ms"), 95000);
     ck_assert_int_eq(num(pay, "latency", "p99_ms"), 100000);
     ck_assert_int_eq(num(pay, "latency", "max_ms"), 100000);
-    json_t *proc = find(json_object_get(doc, "processes"), "process", "order_fulfilment");
+    json_t *proc = tl_json_find(json_object_get(doc, "processes"), "process", "order_fulfilment");
     ck_assert_int_eq(num(json_object_get(proc, "volume"), "started", NULL), 51);
     assert_close(real(proc, "volume", "started_per_day"), 100.0);
 
     /* refund happened three days ago: nothing in the window, no rates. */
-    json_t *refund = find(json_object_get(doc, "processes"), "process", "refund");
+    json_t *refund = tl_json_find(json_object_get(doc, "processes"), "process", "refund");
     json_t *volume = json_object_get(refund, "volume");
     ck_assert_int_eq(num(volume, "started", NULL), 0);
     ck_assert(json_is_null(json_object_get(volume, "started_per_day")));
@@ -730,7 +716,7 @@ START_TEST(since_reads_only_its_window)
     ck_assert_int_eq(num(refund, "latency", "max_ms"), 10 * 86400000LL - 3600000LL);
     json_t *confirming = state_of(doc, "refund", "confirming");
     ck_assert_int_eq(num(confirming, "entered", NULL), 1);
-    json_t *proc = find(json_object_get(doc, "processes"), "process", "refund");
+    json_t *proc = tl_json_find(json_object_get(doc, "processes"), "process", "refund");
     ck_assert_int_eq(num(json_object_get(proc, "volume"), "started", NULL), 0);
     json_decref(doc);
     tl_output_free(&o);

@@ -29,6 +29,7 @@
 #include "common/db.h"
 #include "manager/retention.h"
 #include "testlib.h"
+#include "world.h"
 
 #include <check.h>
 #include <jansson.h>
@@ -300,20 +301,7 @@ START_TEST(run_applies_retention)
     char *path = tl_source_path("tests/data/definitions/alert_order.json.in");
     char *text = tl_read_file(path);
     /* topics of our own, never created: intake idles, retention works */
-    size_t cap = strlen(text) + 1024, len = 0;
-    char *def = calloc(1, cap);
-    for (const char *p = text; *p;) {
-        const char *with = strncmp(p, "@P@", 3) == 0    ? prefix
-                           : strncmp(p, "@D1@", 4) == 0 ? "1h"
-                           : strncmp(p, "@D2@", 4) == 0 ? "2h"
-                                                        : NULL;
-        if (with != NULL) {
-            len += (size_t) snprintf(def + len, cap - len, "%s", with);
-            p += p[2] == '@' ? 3 : 4;
-        } else {
-            def[len++] = *p++;
-        }
-    }
+    char *def = tw_fill(text, prefix, TW_LIST("@D1@", "1h", "@D2@", "2h"));
     char *def_path = tl_write_file(dir, "order.json", def);
     const char *argv[] = {NULL,
                           "run",

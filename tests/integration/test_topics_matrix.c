@@ -218,26 +218,28 @@ static char *read_commands(const char *topic)
     return out;
 }
 
+typedef struct command_word {
+    const char *topic, *word;
+} command_word_t;
+
+static bool command_reached(void *arg, char *seen, size_t seen_size)
+{
+    const command_word_t *c = arg;
+    char *got = read_commands(c->topic);
+    char padded[4096], want[300];
+    snprintf(padded, sizeof padded, " %s ", got);
+    snprintf(want, sizeof want, " %s ", c->word);
+    snprintf(seen, seen_size, "%s holds: %s", c->topic, got);
+    free(got);
+    return strstr(padded, want) != NULL;
+}
+
 /* Waits up to timeout_s for topic's commands to include `word`. */
 static void wait_command(const char *topic, const char *word, int timeout_s)
 {
-    time_t until = time(NULL) + timeout_s;
-    char *got = NULL;
-    for (;;) {
-        free(got);
-        got = read_commands(topic);
-        char padded[4096], want[300];
-        snprintf(padded, sizeof padded, " %s ", got);
-        snprintf(want, sizeof want, " %s ", word);
-        if (strstr(padded, want) != NULL)
-            break;
-        if (time(NULL) >= until) {
-            tl_print_tail(w.log, 4000);
-            ck_abort_msg("command %s never reached %s; it holds: %s", word, topic, got);
-        }
-        usleep(300 * 1000);
-    }
-    free(got);
+    char what[300];
+    snprintf(what, sizeof what, "command %s", word);
+    tl_wait_until(command_reached, &(command_word_t){topic, word}, timeout_s, what, w.log);
 }
 
 static tl_output_t steward_retry(const char *process, const char *key)
@@ -368,57 +370,44 @@ START_TEST(matrix)
 END_TEST
 
 /* Waits until /readyz's `watermarks` holds `cause` for `process`. */
+typedef struct ready_cause {
+    const char *url, *process, *cause;
+} ready_cause_t;
+
+static bool ready_lists_cause(void *arg, char *seen, size_t seen_size)
+{
+    const ready_cause_t *r = arg;
+    long status = 0;
+    char *body = tl_http_get(r->url, &status);
+    json_t *doc = body != NULL ? json_loads(body, 0, NULL) : NULL;
+    json_t *list = json_object_get(doc, "watermarks");
+    bool found = false;
+    for (size_t i = 0; i < json_array_size(list) && !found; i++) {
+        json_t *e = json_array_get(list, i);
+        if (strcmp(json_string_value(json_object_get(e, "process")), r->process) != 0)
+            continue;
+        json_t *blind = json_object_get(e, "blind");
+        for (size_t c = 0; c < json_array_size(blind); c++)
+            found = found || strcmp(json_string_value(json_array_get(blind, c)), r->cause) == 0;
+    }
+    json_decref(doc);
+    snprintf(seen, seen_size, "%s", body);
+    free(body);
+    return found;
+}
+
 static void wait_ready_cause(const char *process, const char *cause, int timeout_s)
 {
-    char url[256];
+    char url[256], what[300];
     snprintf(url, sizeof url, "%s/readyz", w.base);
-    time_t until = time(NULL) + timeout_s;
-    char *body = NULL;
-    for (;;) {
-        long status = 0;
-        free(body);
-        body = tl_http_get(url, &status);
-        json_t *doc = body != NULL ? json_loads(body, 0, NULL) : NULL;
-        json_t *list = json_object_get(doc, "watermarks");
-        bool found = false;
-        for (size_t i = 0; i < json_array_size(list) && !found; i++) {
-            json_t *e = json_array_get(list, i);
-            if (strcmp(json_string_value(json_object_get(e, "process")), process) != 0)
-                continue;
-            json_t *blind = json_object_get(e, "blind");
-            for (size_t c = 0; c < json_array_size(blind); c++)
-                found = found || strcmp(json_string_value(json_array_get(blind, c)), cause) == 0;
-        }
-        json_decref(doc);
-        if (found)
-            break;
-        if (time(NULL) >= until) {
-            tl_print_tail(w.log, 3000);
-            ck_abort_msg("/readyz never said %s is blind (%s): %s", process, cause, body);
-        }
-        usleep(300 * 1000);
-    }
-    free(body);
+    snprintf(what, sizeof what, "/readyz to say %s is blind (%s)", process, cause);
+    tl_wait_until(ready_lists_cause, &(ready_cause_t){url, process, cause}, timeout_s, what, w.log);
 }
 
 /* Waits until /metrics holds `line`. */
 static void wait_metric(const char *line, int timeout_s)
 {
-    char url[256];
-    snprintf(url, sizeof url, "%s/metrics", w.base);
-    time_t until = time(NULL) + timeout_s;
-    char *body = NULL;
-    for (;;) {
-        long status = 0;
-        free(body);
-        body = tl_http_get(url, &status);
-        if (body != NULL && tl_contains(body, line))
-            break;
-        if (time(NULL) >= until)
-            ck_abort_msg("/metrics never showed %s", line);
-        usleep(300 * 1000);
-    }
-    free(body);
+    tl_wait_metric(w.base, line, timeout_s);
 }
 
 /*
@@ -426,26 +415,32 @@ static void wait_metric(const char *line, int timeout_s)
  * the listing it opened with, so one that does not list it yet is resolved
  * by hand: the next pass opens one listing every cause there is then.
  */
+static bool blind_alert_lists(void *part, char *seen, size_t seen_size)
+{
+    long listed = tw_scalar_long(
+        &w,
+        "SELECT count(*) FROM steward.alerts WHERE kind = 'blind' AND resolved_at IS NULL "
+        "AND strpos((SELECT string_agg(x, ' ') FROM jsonb_array_elements_text("
+        "  details->'partitions') x), $1) > 0",
+        TW_LIST((const char *) part));
+    if (listed == 1)
+        return true;
+    char *open = tw_scalar(&w,
+                           "SELECT string_agg(details->>'partitions', ' | ') FROM steward.alerts "
+                           "WHERE kind = 'blind' AND resolved_at IS NULL",
+                           NULL);
+    snprintf(seen, seen_size, "open blind alerts list: %s", open != NULL ? open : "(none open)");
+    free(open);
+    tl_db_exec(w.conn, "UPDATE steward.alerts SET resolved_at = now(), resolution = 'test' "
+                       "WHERE kind = 'blind' AND resolved_at IS NULL");
+    return false;
+}
+
 static void wait_blind_listing(const char *part, int timeout_s)
 {
-    time_t until = time(NULL) + timeout_s;
-    for (;;) {
-        long listed = tw_scalar_long(
-            &w,
-            "SELECT count(*) FROM steward.alerts WHERE kind = 'blind' AND resolved_at IS NULL "
-            "AND strpos((SELECT string_agg(x, ' ') FROM jsonb_array_elements_text("
-            "  details->'partitions') x), $1) > 0",
-            TW_LIST(part));
-        if (listed == 1)
-            return;
-        if (time(NULL) >= until) {
-            tl_print_tail(w.log, 3000);
-            ck_abort_msg("no blind alert lists: %s", part);
-        }
-        tl_db_exec(w.conn, "UPDATE steward.alerts SET resolved_at = now(), resolution = 'test' "
-                           "WHERE kind = 'blind' AND resolved_at IS NULL");
-        usleep(500 * 1000);
-    }
+    char what[300];
+    snprintf(what, sizeof what, "a blind alert listing %s", part);
+    tl_wait_until(blind_alert_lists, (void *) part, timeout_s, what, w.log);
 }
 
 START_TEST(watcher_names_each_cause)

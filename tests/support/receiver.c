@@ -8,6 +8,7 @@
  * ended.
  */
 #include "receiver.h"
+#include "testlib.h"
 
 #include <arpa/inet.h>
 #include <check.h>
@@ -464,4 +465,24 @@ bool rcv_wait(rcv_t *r, size_t count, int timeout_ms)
     reached = r->done >= count;
     pthread_mutex_unlock(&r->lock);
     return reached;
+}
+
+typedef struct arrived {
+    rcv_t *r;
+    size_t count;
+} arrived_t;
+
+static bool have_arrived(void *arg, char *seen, size_t seen_size)
+{
+    const arrived_t *a = arg;
+    size_t n = rcv_count(a->r);
+    snprintf(seen, seen_size, "%zu requests", n);
+    return n >= a->count;
+}
+
+void rcv_wait_arrived(rcv_t *r, size_t count, int timeout_s)
+{
+    char what[64];
+    snprintf(what, sizeof what, "%zu requests at the receiver", count);
+    tl_wait_until(have_arrived, &(arrived_t){r, count}, timeout_s, what, NULL);
 }

@@ -92,4 +92,8 @@ void rcv_request_clear(rcv_request_t *req);
  */
 bool rcv_wait(rcv_t *r, size_t count, int timeout_ms);
 
+/* Waits up to timeout_s until at least `count` requests have arrived
+ * (answered or not, so a hanging one counts); aborts the test otherwise. */
+void rcv_wait_arrived(rcv_t *r, size_t count, int timeout_s);
+
 #endif

@@ -2,6 +2,7 @@
  * testlib - shared test support; see testlib.h.
  */
 #include "common/db.h"
+#include "definitions/def.h"
 #include "testlib.h"
 
 #include <check.h>
@@ -17,6 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 void tl_output_free(tl_output_t *o)
@@ -160,6 +164,18 @@ char *tl_source_path(const char *relative)
     return path;
 }
 
+def_t *tl_def_load(const char *relative)
+{
+    def_problems_t problems = {0};
+    char *path = tl_source_path(relative);
+    def_t *def = def_load_file(path, &problems);
+    ck_assert_msg(def != NULL, "%s: %s", path,
+                  problems.n ? problems.items[0].message : "not loaded");
+    def_problems_clear(&problems);
+    free(path);
+    return def;
+}
+
 const char *tl_kafka_brokers(void)
 {
     const char *brokers = getenv("STEWARD_TEST_KAFKA_BROKERS");
@@ -258,6 +274,35 @@ static rd_kafka_t *new_client(rd_kafka_type_t type, const char *const *props)
     return rk;
 }
 
+typedef struct topics_ready {
+    rd_kafka_t *rk;
+    const char *const *topics;
+    size_t n;
+    int partitions;
+} topics_ready_t;
+
+static bool topics_ready(void *arg, char *seen, size_t seen_size)
+{
+    const topics_ready_t *t = arg;
+    const struct rd_kafka_metadata *md = NULL;
+    size_t ready = 0;
+    if (rd_kafka_metadata(t->rk, 1, NULL, &md, 5000) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        snprintf(seen, seen_size, "no metadata from the broker");
+        return false;
+    }
+    for (int k = 0; k < md->topic_cnt; k++) {
+        for (size_t i = 0; i < t->n; i++) {
+            if (strcmp(md->topics[k].topic, t->topics[i]) == 0 &&
+                md->topics[k].err == RD_KAFKA_RESP_ERR_NO_ERROR &&
+                md->topics[k].partition_cnt == t->partitions)
+                ready++;
+        }
+    }
+    rd_kafka_metadata_destroy(md);
+    snprintf(seen, seen_size, "%zu of %zu topics with %d partitions", ready, t->n, t->partitions);
+    return ready == t->n;
+}
+
 void tl_kafka_create_topics(const char *const *topics, size_t n, int partitions)
 {
     rd_kafka_t *rk = new_client(RD_KAFKA_PRODUCER, NULL);
@@ -285,24 +330,8 @@ void tl_kafka_create_topics(const char *const *topics, size_t n, int partitions)
     rd_kafka_event_destroy(ev);
 
     /* Metadata lags creation a little: wait until every partition has a leader. */
-    for (int attempt = 0; attempt < 100; attempt++) {
-        const struct rd_kafka_metadata *md = NULL;
-        size_t ready = 0;
-        if (rd_kafka_metadata(rk, 1, NULL, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-            for (int t = 0; t < md->topic_cnt; t++) {
-                for (size_t i = 0; i < n; i++) {
-                    if (strcmp(md->topics[t].topic, topics[i]) == 0 &&
-                        md->topics[t].err == RD_KAFKA_RESP_ERR_NO_ERROR &&
-                        md->topics[t].partition_cnt == partitions)
-                        ready++;
-                }
-            }
-            rd_kafka_metadata_destroy(md);
-        }
-        if (ready == n)
-            break;
-        usleep(100 * 1000);
-    }
+    topics_ready_t ready = {rk, topics, n, partitions};
+    tl_wait_until(topics_ready, &ready, 30, "the new topics' metadata", NULL);
     for (size_t i = 0; i < n; i++)
         rd_kafka_NewTopic_destroy(new_topics[i]);
     free(new_topics);
@@ -409,41 +438,122 @@ int tl_steward_spawn(const char *const *argv, const char *const *env, const char
     return (int) pid;
 }
 
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+bool tl_poll(tl_pred_t pred, void *arg, int timeout_s, char *seen, size_t seen_size)
+{
+    char scratch[1];
+    if (seen == NULL || seen_size == 0) {
+        seen = scratch;
+        seen_size = sizeof scratch;
+    }
+    long long until = now_ms() + (long long) timeout_s * 1000;
+    for (;;) {
+        seen[0] = '\0';
+        if (pred(arg, seen, seen_size))
+            return true;
+        if (now_ms() >= until)
+            return false;
+        usleep(100 * 1000);
+    }
+}
+
+void tl_wait_until(tl_pred_t pred, void *arg, int timeout_s, const char *what, const char *log_path)
+{
+    char seen[1024];
+    if (tl_poll(pred, arg, timeout_s, seen, sizeof seen))
+        return;
+    if (log_path != NULL)
+        tl_print_tail(log_path, 4000);
+    ck_abort_msg("waited %d s for %s; last seen: %s%s", timeout_s, what,
+                 seen[0] != '\0' ? seen : "(nothing said)", log_path != NULL ? " (log above)" : "");
+}
+
+typedef struct file_has {
+    const char *path, *needle;
+} file_has_t;
+
+static bool file_contains(void *arg, char *seen, size_t seen_size)
+{
+    const file_has_t *f = arg;
+    char *text = tl_read_file(f->path);
+    bool found = tl_contains(text, f->needle);
+    snprintf(seen, seen_size, "%zu bytes without it", strlen(text));
+    free(text);
+    return found;
+}
+
+void tl_wait_file(const char *path, const char *needle, int timeout_s)
+{
+    char what[512];
+    snprintf(what, sizeof what, "\"%s\" in %s", needle, path);
+    tl_wait_until(file_contains, &(file_has_t){path, needle}, timeout_s, what, path);
+}
+
+typedef struct exited {
+    pid_t pid;
+    int status;
+} exited_t;
+
+static bool has_exited(void *arg, char *seen, size_t seen_size)
+{
+    exited_t *e = arg;
+    int wstatus;
+    (void) seen;
+    (void) seen_size;
+    if (waitpid(e->pid, &wstatus, WNOHANG) != e->pid)
+        return false;
+    e->status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+    return true;
+}
+
 int tl_stop(int pid, int sig, int timeout_s)
 {
-    int wstatus;
     if (pid <= 0)
         return -1; /* kill(0, ...) would signal our own process group */
     kill((pid_t) pid, sig);
-    for (int waited = 0; waited < timeout_s * 10; waited++) {
-        pid_t r = waitpid((pid_t) pid, &wstatus, WNOHANG);
-        if (r == (pid_t) pid)
-            return WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
-        usleep(100 * 1000);
-    }
+    exited_t e = {(pid_t) pid, -1};
+    if (tl_poll(has_exited, &e, timeout_s, NULL, 0))
+        return e.status;
+    int wstatus;
     kill((pid_t) pid, SIGKILL);
     waitpid((pid_t) pid, &wstatus, 0);
     return -1;
 }
 
+typedef struct db_value {
+    PGconn *conn;
+    const char *sql;
+    int nparams;
+    const char *const *params;
+    const char *expected;
+    char *last;
+} db_value_t;
+
+static bool db_value_is(void *arg, char *seen, size_t seen_size)
+{
+    db_value_t *d = arg;
+    free(d->last);
+    d->last = tl_db_scalar(d->conn, d->sql, d->nparams, d->params);
+    snprintf(seen, seen_size, "%s", d->last != NULL ? d->last : "NULL");
+    return d->last != NULL && strcmp(d->last, d->expected) == 0;
+}
+
 int tl_db_wait(PGconn *conn, const char *sql, int nparams, const char *const *params,
                const char *expected, int timeout_s, char **last)
 {
-    char *value = NULL;
-    for (int waited = 0; waited <= timeout_s * 10; waited++) {
-        free(value);
-        value = tl_db_scalar(conn, sql, nparams, params);
-        if (value != NULL && strcmp(value, expected) == 0) {
-            free(value);
-            return 1;
-        }
-        usleep(100 * 1000);
-    }
-    if (last != NULL)
-        *last = value;
+    db_value_t d = {conn, sql, nparams, params, expected, NULL};
+    bool matched = tl_poll(db_value_is, &d, timeout_s, NULL, 0);
+    if (!matched && last != NULL)
+        *last = d.last;
     else
-        free(value);
-    return 0;
+        free(d.last);
+    return matched;
 }
 
 /* ---- HTTP ------------------------------------------------------------------- */
@@ -476,25 +586,152 @@ char *tl_http_get(const char *url, long *status)
     return body;
 }
 
+typedef struct listening {
+    const char *log_path;
+    char *base;
+    size_t size;
+} listening_t;
+
+static bool logged_listening(void *arg, char *seen, size_t seen_size)
+{
+    const listening_t *l = arg;
+    char *log = tl_read_file(l->log_path);
+    bool found = false;
+    (void) seen;
+    (void) seen_size;
+    for (char *line = strtok(log, "\n"); line != NULL && !found; line = strtok(NULL, "\n")) {
+        json_t *doc = json_loads(line, 0, NULL);
+        const char *msg = json_string_value(json_object_get(doc, "msg"));
+        const char *address = json_string_value(json_object_get(doc, "address"));
+        if (msg != NULL && strcmp(msg, "http listening") == 0 && address != NULL) {
+            snprintf(l->base, l->size, "http://%s", address);
+            found = true;
+        }
+        json_decref(doc);
+    }
+    free(log);
+    return found;
+}
+
+typedef struct http_status {
+    const char *url;
+    long expected;
+} http_status_t;
+
+static bool http_status_is(void *arg, char *seen, size_t seen_size)
+{
+    const http_status_t *h = arg;
+    long status;
+    char *body = tl_http_get(h->url, &status);
+    snprintf(seen, seen_size, "%ld %.200s", status, body);
+    free(body);
+    return status == h->expected;
+}
+
+void tl_wait_http_status(const char *url, long expected, int timeout_s)
+{
+    char what[512];
+    snprintf(what, sizeof what, "GET %s to answer %ld", url, expected);
+    tl_wait_until(http_status_is, &(http_status_t){url, expected}, timeout_s, what, NULL);
+}
+
+typedef struct metric_line {
+    const char *url, *line;
+} metric_line_t;
+
+static bool metric_shown(void *arg, char *seen, size_t seen_size)
+{
+    const metric_line_t *m = arg;
+    long status;
+    char *body = tl_http_get(m->url, &status);
+    bool found = status == 200 && tl_contains(body, m->line);
+    snprintf(seen, seen_size, "status %ld, %zu bytes without it", status, strlen(body));
+    free(body);
+    return found;
+}
+
+void tl_wait_metric(const char *base, const char *line, int timeout_s)
+{
+    char url[300], what[512];
+    snprintf(url, sizeof url, "%s/metrics", base);
+    snprintf(what, sizeof what, "/metrics to show %s", line);
+    tl_wait_until(metric_shown, &(metric_line_t){url, line}, timeout_s, what, NULL);
+}
+
 void tl_wait_http_listening(const char *log_path, char *base, size_t size)
 {
-    for (int i = 0; i < 300; i++) {
-        char *log = tl_read_file(log_path);
-        for (char *line = strtok(log, "\n"); line != NULL; line = strtok(NULL, "\n")) {
-            json_t *doc = json_loads(line, 0, NULL);
-            const char *msg = json_string_value(json_object_get(doc, "msg"));
-            const char *address = json_string_value(json_object_get(doc, "address"));
-            if (msg != NULL && strcmp(msg, "http listening") == 0 && address != NULL) {
-                snprintf(base, size, "http://%s", address);
-                json_decref(doc);
-                free(log);
-                return;
-            }
-            json_decref(doc);
-        }
-        free(log);
-        usleep(100 * 1000);
+    tl_wait_until(logged_listening, &(listening_t){log_path, base, size}, 30,
+                  "steward to log \"http listening\" with an address", log_path);
+}
+
+char *tl_am_state(const char *am, const char *key)
+{
+    char url[1024], filter[256];
+    long status;
+    CURL *curl = curl_easy_init();
+    snprintf(filter, sizeof filter, "key=\"%s\"", key);
+    char *escaped = curl_easy_escape(curl, filter, 0);
+    snprintf(url, sizeof url, "%s/api/v2/alerts?filter=%s", am, escaped);
+    curl_free(escaped);
+    curl_easy_cleanup(curl);
+    char *body = tl_http_get(url, &status);
+    ck_assert_msg(status == 200, "GET %s: %ld %s", url, status, body);
+    json_t *list = json_loads(body, 0, NULL);
+    free(body);
+    ck_assert_ptr_nonnull(list);
+    const char *state = "";
+    if (json_array_size(list) > 0)
+        state = json_string_value(
+            json_object_get(json_object_get(json_array_get(list, 0), "status"), "state"));
+    char *copy = strdup(state != NULL ? state : "");
+    json_decref(list);
+    return copy;
+}
+
+typedef struct am_alert {
+    const char *am, *key, *expected;
+} am_alert_t;
+
+static bool am_state_is(void *arg, char *seen, size_t seen_size)
+{
+    const am_alert_t *a = arg;
+    char *state = tl_am_state(a->am, a->key);
+    bool match = strcmp(state, a->expected) == 0;
+    snprintf(seen, seen_size, "'%s'", state);
+    free(state);
+    return match;
+}
+
+void tl_wait_am(const char *am, const char *key, const char *expected, int timeout_s)
+{
+    char what[512];
+    snprintf(what, sizeof what, "Alertmanager to show %s as '%s'", key, expected);
+    tl_wait_until(am_state_is, &(am_alert_t){am, key, expected}, timeout_s, what, NULL);
+}
+
+json_t *tl_json_find(json_t *array, const char *field, const char *value)
+{
+    size_t i;
+    json_t *item;
+    json_array_foreach(array, i, item)
+    {
+        const char *v = json_string_value(json_object_get(item, field));
+        if (v != NULL && strcmp(v, value) == 0)
+            return item;
     }
-    tl_print_tail(log_path, 4000);
-    ck_abort_msg("steward never logged \"http listening\" (its log above)");
+    ck_abort_msg("no item with %s = %s among %zu", field, value, json_array_size(array));
+    return NULL;
+}
+
+int tl_hold_port(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t addr_len = sizeof addr;
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *) &addr, sizeof addr), 0);
+    ck_assert_int_eq(listen(fd, 1), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *) &addr, &addr_len), 0);
+    *port = ntohs(addr.sin_port);
+    return fd;
 }

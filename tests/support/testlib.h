@@ -11,7 +11,9 @@
 #define STEWARD_TESTLIB_H
 
 #include <check.h>
+#include <jansson.h>
 #include <libpq-fe.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Declares every suite of the tier being built (its suites.h), so each
@@ -56,6 +58,12 @@ void tl_wait_http_listening(const char *log_path, char *base, size_t size);
 
 /* A path under the source tree (malloc'd; free it). */
 char *tl_source_path(const char *relative);
+
+typedef struct def def_t;
+
+/* Loads the definition at `relative` (under the source tree) and returns it
+ * (free with def_free()); aborts with its first problem when it is invalid. */
+def_t *tl_def_load(const char *relative);
 
 /* The broker list scripts/test started; aborts when unset. */
 const char *tl_kafka_brokers(void);
@@ -128,6 +136,33 @@ int tl_steward_spawn(const char *const *argv, const char *const *env, const char
 int tl_stop(int pid, int sig, int timeout_s);
 
 /*
+ * A condition a test waits for: returns true once it holds. It may write
+ * what it saw (the value it compares, a count, a state) into seen (an empty
+ * string of seen_size bytes on each call), so that a timeout can say how far
+ * things got.
+ */
+typedef bool (*tl_pred_t)(void *arg, char *seen, size_t seen_size);
+
+/*
+ * Checks pred at once and then every 100 ms until it holds or timeout_s
+ * seconds (on the monotonic clock, however long pred itself takes) have
+ * passed. Returns true when it held; on timeout returns false with pred's
+ * last description in seen (when seen is not NULL).
+ */
+bool tl_poll(tl_pred_t pred, void *arg, int timeout_s, char *seen, size_t seen_size);
+
+/*
+ * tl_poll() that aborts the test on timeout with "waited N s for WHAT; last
+ * seen: ..."; when log_path is not NULL its tail is printed first.
+ */
+void tl_wait_until(tl_pred_t pred, void *arg, int timeout_s, const char *what,
+                   const char *log_path);
+
+/* Waits until the file at path contains needle; aborts as tl_wait_until()
+ * does, with the file's tail. */
+void tl_wait_file(const char *path, const char *needle, int timeout_s);
+
+/*
  * Polls `sql` (one value, text parameters) every 100 ms until it equals
  * `expected` or timeout_s passes. Returns 1 when it matched; on timeout
  * returns 0 and leaves the last value in *last when last is not NULL
@@ -138,6 +173,29 @@ int tl_db_wait(PGconn *conn, const char *sql, int nparams, const char *const *pa
 
 /* GETs url and returns the body (malloc'd), with the status in *status. */
 char *tl_http_get(const char *url, long *status);
+
+/* Listens on 127.0.0.1 at a free port, written to *port, and returns the
+ * socket (close it): a port someone else holds. */
+int tl_hold_port(int *port);
+
+/* Waits up to timeout_s until a GET of url answers `expected`; aborts
+ * with the last status and body otherwise. */
+void tl_wait_http_status(const char *url, long expected, int timeout_s);
+
+/* Waits up to timeout_s until base's /metrics holds `line`; aborts with
+ * the last scrape's size otherwise. */
+void tl_wait_metric(const char *base, const char *line, int timeout_s);
+
+/* The Alertmanager at `am`'s state of the alert labelled key=`key`:
+ * "active", "suppressed", or "" when it does not list one (malloc'd). */
+char *tl_am_state(const char *am, const char *key);
+
+/* Waits up to timeout_s for tl_am_state() to be `expected`. */
+void tl_wait_am(const char *am, const char *key, const char *expected, int timeout_s);
+
+/* The item of a JSON array whose string `field` is `value` (borrowed, as
+ * long as array lives); aborts the test when there is none. */
+json_t *tl_json_find(json_t *array, const char *field, const char *value);
 
 /* True if `needle` occurs in `haystack`. */
 int tl_contains(const char *haystack, const char *needle);

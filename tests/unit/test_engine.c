@@ -21,13 +21,7 @@ static size_t n_payloads;
 
 static void setup(void)
 {
-    def_problems_t problems = {0};
-    char *path = tl_source_path("tests/data/definitions/engine_order.json");
-    def = def_load_file(path, &problems);
-    free(path);
-    ck_assert_msg(def != NULL, "engine_order.json: %s",
-                  problems.n ? problems.items[0].message : "?");
-    def_problems_clear(&problems);
+    def = tl_def_load("tests/data/definitions/engine_order.json");
     engine_instance_init(&inst);
     n_payloads = 0;
 }

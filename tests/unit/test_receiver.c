@@ -237,8 +237,7 @@ START_TEST(free_and_down_cut_a_hang_short)
         client_t c = {.url = url};
         pthread_t th;
         ck_assert_int_eq(pthread_create(&th, NULL, client_run, &c), 0);
-        for (int i = 0; i < 100 && rcv_count(r) == 0; i++)
-            nanosleep(&(struct timespec){.tv_nsec = 20000000}, NULL);
+        rcv_wait_arrived(r, 1, 2);
         ck_assert_uint_eq(rcv_count(r), 1);
 
         int64_t t0 = now_ms();
@@ -329,6 +328,7 @@ END_TEST
 static void *late_client_run(void *arg)
 {
     client_t *c = arg;
+    /* Arriving late is the scenario: there is nothing to wait for. */
     nanosleep(&(struct timespec){.tv_nsec = 300000000}, NULL);
     c->answer = post_with(NULL, c->url, "/late", "{}", 2, 10000, NULL);
     return NULL;

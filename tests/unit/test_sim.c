@@ -558,12 +558,7 @@ END_TEST
 
 static def_t *load_example(void)
 {
-    char *path = tl_source_path("definitions/examples/order_fulfilment.json");
-    def_problems_t problems = {0};
-    def_t *def = def_load_file(path, &problems);
-    ck_assert_msg(def != NULL, "%s: %s", path, problems.n ? problems.items[0].message : "?");
-    free(path);
-    return def;
+    return tl_def_load("definitions/examples/order_fulfilment.json");
 }
 
 START_TEST(test_flow)
