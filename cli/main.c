@@ -115,18 +115,19 @@ int main(int argc, char **argv)
         printf("steward %s\n", STEWARD_VERSION);
         return EXIT_OK;
     }
+    /* Before any thread starts: libcurl's global setup is not thread-safe,
+     * and the failpoint table is read-only once threads run. A typo in the
+     * variable stops here, so a test cannot pass vacuously. Every command
+     * and operator verb honours it. */
+    char fperr[2048];
+    if (fp_init(getenv("STEWARD_FAILPOINTS"), fperr, sizeof fperr) != ERR_OK) {
+        fprintf(stderr, "steward: %s\n", fperr);
+        return EXIT_USAGE;
+    }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         if (strcmp(name, commands[i].name) == 0) {
             if (!commands[i].handles_signals)
                 pthread_sigmask(SIG_SETMASK, &saved, NULL);
-            /* Before any thread starts: libcurl's global setup is not thread-safe,
-             * and the failpoint table is read-only once threads run. A typo in
-             * the variable stops here, so a test cannot pass vacuously. */
-            char fperr[2048];
-            if (fp_init(getenv("STEWARD_FAILPOINTS"), fperr, sizeof fperr) != ERR_OK) {
-                fprintf(stderr, "steward: %s\n", fperr);
-                return EXIT_USAGE;
-            }
             curl_global_init(CURL_GLOBAL_DEFAULT);
             int rc = commands[i].run(argc - 1, argv + 1);
             curl_global_cleanup();
