@@ -543,10 +543,18 @@ START_TEST(lagging_consumer_resends_nothing)
     world_start();
 
     wait_for("SELECT count(*) FROM steward.instances WHERE state = 'picking'", "50", 40);
-    wait_for("SELECT count(*) FROM steward.commands WHERE state = 'picking'", "50", 20);
+    wait_for("SELECT count(*) FROM steward.commands WHERE state = 'picking' AND attempt = 0", "50",
+             20);
+    /* Reserving was answered a second after each order, by the events'
+     * own time: judged during the catch-up, it is never re-sent. Picking,
+     * entered an hour ago and never answered, is due once the caught-up
+     * watermark reaches now, so its re-send then is right and not counted
+     * here. */
     expect("SELECT count(*) FROM steward.commands WHERE state = 'reserving' AND attempt = 0", "50");
-    expect("SELECT count(*) FROM steward.commands WHERE attempt > 0", "0");
-    expect("SELECT count(*) FROM steward.history WHERE outcome IN ('retried', 'timeout')", "0");
+    expect("SELECT count(*) FROM steward.commands WHERE state = 'reserving' AND attempt > 0", "0");
+    expect("SELECT count(*) FROM steward.history WHERE outcome IN ('retried', 'timeout') "
+           "AND from_state = 'reserving'",
+           "0");
     world_stop();
 }
 END_TEST
