@@ -242,13 +242,11 @@ START_TEST(stuck_refuses_an_unknown_process)
 }
 END_TEST
 
-START_TEST(check_database_refuses_a_changed_recorded_version)
+/* Records the definition file at `path` as version 1 of cli_order in the
+ * database at `url`, as steward run would. */
+static void record_definition(const char *url, const char *path)
 {
-    const char *url = tl_db_create("cli_check");
-    tl_migrate(url);
-    const char *dir = tl_tmpdir();
-    char *recorded = write_definition(dir, "p.", "1h");
-    char *text = tl_read_file(recorded);
+    char *text = tl_read_file(path);
     PGconn *conn = tl_db_connect(url);
     const char *params[1] = {text};
     free(tl_db_scalar(conn,
@@ -257,6 +255,16 @@ START_TEST(check_database_refuses_a_changed_recorded_version)
                       "md5(($1::jsonb)::text)) RETURNING 1",
                       1, params));
     PQfinish(conn);
+    free(text);
+}
+
+START_TEST(check_database_refuses_a_changed_recorded_version)
+{
+    const char *url = tl_db_create("cli_check");
+    tl_migrate(url);
+    const char *dir = tl_tmpdir();
+    char *recorded = write_definition(dir, "p.", "1h");
+    record_definition(url, recorded);
 
     /* The same document, reformatted by nothing: fine with or without a database. */
     const char *same[] = {NULL, "check", "--database", url, recorded, NULL};
@@ -279,7 +287,6 @@ START_TEST(check_database_refuses_a_changed_recorded_version)
     tl_output_free(&o);
     free(changed);
     free(recorded);
-    free(text);
 }
 END_TEST
 
@@ -420,16 +427,7 @@ START_TEST(text_output_escapes_control_characters)
     tl_migrate(url);
     /* A silence is only taken for a process with a recorded definition. */
     char *recorded = write_definition(tl_tmpdir(), "p.", "1h");
-    char *text = tl_read_file(recorded);
-    PGconn *conn = tl_db_connect(url);
-    const char *params[1] = {text};
-    free(tl_db_scalar(conn,
-                      "INSERT INTO steward.definitions (process, version, mode, document, "
-                      "checksum) VALUES ('cli_order', 1, 'shadow', $1::jsonb, "
-                      "md5(($1::jsonb)::text)) RETURNING 1",
-                      1, params));
-    PQfinish(conn);
-    free(text);
+    record_definition(url, recorded);
     free(recorded);
     const char *sil[] = {NULL,
                          "silence",
