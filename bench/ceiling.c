@@ -18,8 +18,8 @@
  *                                                     batch started or moved)
  *   COMMIT
  *
- * with steward's own statement texts (manager/store.c, write_history_sql
- * and write_instances_sql), its own array encoding (manager/pgarr.c) and
+ * with steward's own statement texts (manager/intake/store.c, write_history_sql
+ * and write_instances_sql), its own array encoding (common/pgarr.c) and
  * the same PQexecParams round trips. The arrays are built before the clock
  * starts, so the timed part is the database's work plus the wire, nothing
  * else: an upper bound for steward's write path.
@@ -38,8 +38,8 @@
  * Prints key=value lines on stdout (for the script); exits 0 on success.
  */
 #include "common/pgarr.h"
-#include "manager/rows.h"
-#include "manager/store.h"
+#include "manager/intake/rows.h"
+#include "manager/intake/store.h"
 
 #include <libpq-fe.h>
 #include <pthread.h>
@@ -210,7 +210,7 @@ static char *on_schema(const char *sql, const char *schema)
     return out;
 }
 
-/* The statements of manager/store.c (store_sql_write_*()), on the scratch
+/* The statements of manager/intake/store.c (store_sql_write_*()), on the scratch
  * schema: the same text, parameters and encoding. */
 static char *history_sql(const char *schema)
 {

@@ -9,8 +9,8 @@
  * TRANSACTIONS is scheduler.transactions (default: steward's default).
  */
 #include "common/log.h"
-#include "manager/routes.h"
-#include "manager/scheduler.h"
+#include "manager/sinks/routes.h"
+#include "manager/timing/scheduler.h"
 
 #include <stdio.h>
 #include <stdlib.h>

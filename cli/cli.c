@@ -6,7 +6,7 @@
 
 #include "common/db.h"
 #include "common/err.h"
-#include "manager/query.h"
+#include "manager/operator/query.h"
 
 #include <getopt.h>
 #include <stdio.h>

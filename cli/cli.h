@@ -6,7 +6,7 @@
 #ifndef STEWARD_CLI_H
 #define STEWARD_CLI_H
 
-#include "manager/actions.h"
+#include "manager/operator/actions.h"
 
 #include <jansson.h>
 #include <libpq-fe.h>
@@ -26,7 +26,7 @@ int cli_graph(int argc, char **argv);
 
 /* Runs the operator verb of `def`, a row of action_verbs[] (borrowed), as
  * `steward NAME` with argv[0] its name (cli_actions.c); see
- * manager/actions.h. Returns the exit code. */
+ * manager/operator/actions.h. Returns the exit code. */
 int cli_verb(const action_verb_def_t *def, int argc, char **argv);
 
 /* The database connection string: --database, else STEWARD_DATABASE_URL,

@@ -2,7 +2,7 @@
  * cli_actions - the operator verbs: `steward ack|resolve ALERT_ID` and
  * `steward close|move|retry|claim|release PROCESS KEY`, and the silences:
  * `steward silence`, `silences`, `unsilence ID`. Each is a row of
- * manager/actions.h's verb table, and one parser reads every verb's line
+ * manager/operator/actions.h's verb table, and one parser reads every verb's line
  * from its row: its usage, operands and own options, and the shared ones
  * through cli/options, so the config file and its database_file secret
  * reach it like every verb. Then it checks the schema, names the actor and
@@ -14,7 +14,7 @@
 #include "cli/options.h"
 #include "common/err.h"
 #include "definitions/duration.h"
-#include "manager/actions.h"
+#include "manager/operator/actions.h"
 
 #include <getopt.h>
 #include <stdbool.h>

@@ -15,9 +15,9 @@
 #include "common/err.h"
 #include "common/rfc3339.h"
 #include "definitions/duration.h"
-#include "engine/decode.h"
-#include "manager/config.h"
-#include "manager/kafka_conf.h"
+#include "formats/decode.h"
+#include "manager/config/config.h"
+#include "manager/runtime/kafka_conf.h"
 #include "shadow/discover.h"
 
 #include <getopt.h>

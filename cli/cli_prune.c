@@ -1,7 +1,7 @@
 /*
  * cli_prune - `steward prune`: the retention pass of `steward run`, on
  * demand, printing per table what it removed (or, with --dry-run, what it
- * would remove). See manager/retention.h for what goes and what stays.
+ * would remove). See manager/timing/retention.h for what goes and what stays.
  */
 #include "cli/cli.h"
 #include "cli/options.h"
@@ -9,8 +9,8 @@
 #include "common/db.h"
 #include "common/err.h"
 #include "definitions/duration.h"
-#include "manager/config.h"
-#include "manager/retention.h"
+#include "manager/config/config.h"
+#include "manager/timing/retention.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -99,7 +99,7 @@ int cli_prune(int argc, char **argv)
         return rc;
     }
     retention_config_t rcfg;
-    retention_config_from(o.cfg, &rcfg);
+    config_retention(o.cfg, &rcfg);
     bool as_json = o.json;
     err_class_t cls;
     rc = EXIT_OK;

@@ -23,16 +23,16 @@
 #include "common/db.h"
 #include "common/err.h"
 #include "common/log.h"
-#include "manager/config.h"
-#include "manager/dispatcher.h"
-#include "manager/generation.h"
-#include "manager/http.h"
-#include "manager/intake.h"
-#include "manager/metrics.h"
-#include "manager/notifier.h"
-#include "manager/retention.h"
-#include "manager/routes.h"
-#include "manager/scheduler.h"
+#include "manager/config/config.h"
+#include "manager/commands/dispatcher.h"
+#include "manager/runtime/generation.h"
+#include "manager/api/http.h"
+#include "manager/intake/intake.h"
+#include "manager/runtime/metrics.h"
+#include "manager/alerting/notifier.h"
+#include "manager/timing/retention.h"
+#include "manager/sinks/routes.h"
+#include "manager/timing/scheduler.h"
 #include "schema/migrate.h"
 
 #include <getopt.h>
@@ -548,7 +548,10 @@ static int serve(const config_t *cfg, const char *replica, run_ctx_t *ctx, worke
     ctx->sched = w->sched;
     ctx->notifier = w->notifier;
     ctx->dispatcher = w->dispatcher;
-    ctx->retention = (retention_loop_t){cfg, &stop_requested};
+    ctx->retention = (retention_loop_t){.database = cfg->database,
+                                        .interval_ms = cfg->retention_interval_ms,
+                                        .stop = &stop_requested};
+    config_retention(cfg, &ctx->retention.keep);
     for (size_t i = 0; i < n_workers; i++)
         worker_start(&workers[i], ctx);
 
@@ -606,7 +609,7 @@ int cli_run(int argc, char **argv)
     /* One malloc arena for the daemon. glibc gives each thread that
      * allocates an arena of its own, and each keeps the high-water mark of
      * what it held: a batch decoded on the consumer's thread and committed
-     * on a thread of its own (manager/intake.c) then holds a batch's
+     * on a thread of its own (manager/intake/intake.c) then holds a batch's
      * memory twice. Measured: a 77 MiB peak with an arena per thread, 36
      * MiB with one, at the same throughput (docs/performance.md, "The batch
      * pipeline"). */

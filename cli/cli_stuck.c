@@ -7,8 +7,8 @@
 #include "common/db.h"
 #include "common/err.h"
 #include "definitions/duration.h"
-#include "engine/decode.h"
-#include "manager/query.h"
+#include "formats/decode.h"
+#include "manager/operator/query.h"
 
 #include <getopt.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * steward - a process manager for workflows that run across many services.
  *
  * main() only picks the subcommand; the operator verbs are the rows of
- * manager/actions.h's verb table, run by cli_verb(); the others are
+ * manager/operator/actions.h's verb table, run by cli_verb(); the others are
  * listed here. Each lives in cli/cli_*.c and
  * returns the exit code (0 ok, 1 runtime failure, 2 usage, config or
  * definition error).
@@ -22,7 +22,7 @@
 #include "cli/cli.h"
 #include "common/err.h"
 #include "common/failpoint.h"
-#include "manager/actions.h"
+#include "manager/operator/actions.h"
 
 #include <curl/curl.h>
 #include <pthread.h>

@@ -13,7 +13,7 @@
 #ifndef STEWARD_CLI_OPTIONS_H
 #define STEWARD_CLI_OPTIONS_H
 
-#include "manager/config.h"
+#include "manager/config/config.h"
 
 #include <getopt.h>
 #include <libpq-fe.h>

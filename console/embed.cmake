@@ -1,10 +1,10 @@
 # Turns console/*.html, *.css and *.js into one C source holding each file
-# as bytes, with its name and content type (manager/console.h). Run by the
+# as bytes, with its name and content type (manager/api/console.h). Run by the
 # build (see CMakeLists.txt) with DIR and OUT defined.
 file(GLOB files ${DIR}/*.html ${DIR}/*.css ${DIR}/*.js)
 list(SORT files)
 set(body "/* Generated from console/ by console/embed.cmake; do not edit. */\n")
-string(APPEND body "#include \"manager/console.h\"\n\n")
+string(APPEND body "#include \"manager/api/console.h\"\n\n")
 set(entries "")
 set(count 0)
 foreach(path IN LISTS files)

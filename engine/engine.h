@@ -38,7 +38,7 @@
  *               second history row of the event that moved it)
  *
  * Times are event times in milliseconds since the epoch; deadlines are
- * absolute. The batch (manager/batch.c) wraps this with the reads and writes.
+ * absolute. The batch (manager/intake/batch.c) wraps this with the reads and writes.
  *
  * Every rule of the state machine is here, and no other module computes
  * one (SQL only selects candidates by a time the engine computed, and

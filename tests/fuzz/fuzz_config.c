@@ -8,8 +8,8 @@
  * handed over by a pipe): the runs of scripts/test and scripts/fuzz give the
  * target no standard input, so "/dev/stdin" reads nothing.
  */
-#include "manager/config.h"
-#include "manager/routes.h"
+#include "manager/config/config.h"
+#include "manager/sinks/routes.h"
 #include "fuzz.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

@@ -12,7 +12,7 @@
  * can take as query parameters.
  */
 #include "common/utf8.h"
-#include "manager/http.h"
+#include "manager/api/http.h"
 #include "fuzz.h"
 
 #include <jansson.h>

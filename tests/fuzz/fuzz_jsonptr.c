@@ -9,7 +9,7 @@
  */
 #include "common/utf8.h"
 #include "definitions/jsonptr.h"
-#include "engine/decode.h"
+#include "formats/decode.h"
 #include "fuzz.h"
 
 #include <jansson.h>

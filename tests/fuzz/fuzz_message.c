@@ -1,7 +1,7 @@
 /*
  * fuzz_message - Kafka messages, as `steward run` reads them: value, key and
  * headers through decode_message() and decode_envelope(), then judged by
- * the engine against fixed definitions (manager/batch.c's order, without the
+ * the engine against fixed definitions (manager/intake/batch.c's order, without the
  * database: every definition that reads the topic, one instance per
  * definition and correlation key, the identities seen, the parked events
  * replayed after each move). The definitions between them use every rule
@@ -32,7 +32,7 @@
 #include "common/rfc3339.h"
 #include "common/utf8.h"
 #include "definitions/def.h"
-#include "engine/decode.h"
+#include "formats/decode.h"
 #include "engine/engine.h"
 #include "fuzz.h"
 
@@ -213,7 +213,7 @@ static instance_t *find_instance(instance_t *table, size_t *n, const char *key)
     return in;
 }
 
-/* Judges the parked events again until none moves the instance (manager/batch.c). */
+/* Judges the parked events again until none moves the instance (manager/intake/batch.c). */
 static void replay(instance_t *in)
 {
     bool moved = true;
@@ -269,7 +269,7 @@ static const uint8_t *field(const uint8_t **p, const uint8_t *end, bool last, si
     return start;
 }
 
-/* The message as process `def` reads it (manager/batch.c, batch_route()). */
+/* The message as process `def` reads it (manager/intake/batch.c, batch_route()). */
 static void judge_against(const decode_message_t *msg, const decode_input_t *in, instance_t *table,
                           size_t *n_instances)
 {

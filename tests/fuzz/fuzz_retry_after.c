@@ -4,8 +4,8 @@
  * value. The wait is -1 (no usable value) or from 0 to the cap; never an
  * overflow.
  */
-#include "engine/decode.h"
-#include "manager/notifier.h"
+#include "formats/decode.h"
+#include "manager/alerting/notifier.h"
 #include "fuzz.h"
 
 #include <inttypes.h>

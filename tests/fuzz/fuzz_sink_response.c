@@ -11,8 +11,8 @@
  * record of the attempt) and no longer than NOTIFIER_ERROR_SIZE.
  */
 #include "common/utf8.h"
-#include "engine/decode.h"
-#include "manager/notifier.h"
+#include "formats/decode.h"
+#include "manager/alerting/notifier.h"
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

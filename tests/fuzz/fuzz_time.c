@@ -6,7 +6,7 @@
  * overflows, whatever the text.
  */
 #include "common/rfc3339.h"
-#include "engine/decode.h"
+#include "formats/decode.h"
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

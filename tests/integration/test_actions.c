@@ -11,7 +11,7 @@
  *   race          an action waits for the instance's lock like a batch,
  *                 and the result is consistent with the event that raced it
  */
-#include "manager/actions.h"
+#include "manager/operator/actions.h"
 #include "receiver.h"
 #include "testlib.h"
 #include "world.h"

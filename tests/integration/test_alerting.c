@@ -16,8 +16,8 @@
  *               a new version, new instances start on it and old ones keep
  *               theirs
  */
-#include "manager/alerts.h"
-#include "manager/routes.h"
+#include "manager/alerting/alerts.h"
+#include "manager/sinks/routes.h"
 #include "receiver.h"
 #include "testlib.h"
 #include "world.h"

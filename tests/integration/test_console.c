@@ -19,7 +19,7 @@
  *   query     (no broker) the API's overdue_ms and ms_to_deadline are
  *             judged against the process's watermark, as `overdue` is
  */
-#include "manager/query.h"
+#include "manager/operator/query.h"
 #include "testlib.h"
 #include "world.h"
 

@@ -13,8 +13,8 @@
  * The workload puts all of an instance's events on one topic, keyed to one
  * partition, so its order, and so every outcome, is the same in every run.
  */
-#include "manager/batch.h"
-#include "manager/store.h"
+#include "manager/intake/batch.h"
+#include "manager/intake/store.h"
 #include "schema/migrate.h"
 #include "testlib.h"
 

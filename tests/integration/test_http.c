@@ -22,8 +22,8 @@
  *   verbs     the router's action routes are the verb table's rows, and
  *             GET /v1/verbs serves that table
  */
-#include "manager/actions.h"
-#include "manager/http.h"
+#include "manager/operator/actions.h"
+#include "manager/api/http.h"
 #include "testlib.h"
 #include "world.h"
 

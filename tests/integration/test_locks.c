@@ -26,9 +26,9 @@
  */
 #include "common/db.h"
 #include "definitions/def.h"
-#include "manager/routes.h"
-#include "manager/scheduler.h"
-#include "manager/store.h"
+#include "manager/sinks/routes.h"
+#include "manager/timing/scheduler.h"
+#include "manager/intake/store.h"
 #include "testlib.h"
 #include "world.h"
 

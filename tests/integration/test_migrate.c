@@ -5,7 +5,7 @@
  * that the batch's reads stay index probes on the schema it makes.
  */
 #include "common/db.h"
-#include "manager/store.h"
+#include "manager/intake/store.h"
 #include "schema/migrate.h"
 #include "testlib.h"
 

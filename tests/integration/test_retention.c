@@ -27,7 +27,7 @@
  *   prune_usage               unknown flags and bad retention values exit 2
  */
 #include "common/db.h"
-#include "manager/retention.h"
+#include "manager/timing/retention.h"
 #include "testlib.h"
 #include "world.h"
 

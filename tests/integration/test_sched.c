@@ -21,10 +21,10 @@
  *                 it; once the lock is released the next pass judges it
  */
 #include "definitions/def.h"
-#include "manager/routes.h"
-#include "manager/rows.h"
-#include "manager/scheduler.h"
-#include "manager/store.h"
+#include "manager/sinks/routes.h"
+#include "manager/intake/rows.h"
+#include "manager/timing/scheduler.h"
+#include "manager/intake/store.h"
 #include "testlib.h"
 #include "world.h"
 

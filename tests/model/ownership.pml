@@ -17,19 +17,19 @@
  *   group       Kafka's consumer group: hands the partition from one replica
  *               to the other (a rebalance), without waiting for the old
  *               owner to notice (a lost assignment, a slow revoke).
- *   intake(me)  one replica's intake (manager/intake.c on_assign, on_revoke)
- *               and its batches (manager/batch.c batch_commit): store_claim
+ *   intake(me)  one replica's intake (manager/intake/intake.c on_assign, on_revoke)
+ *               and its batches (manager/intake/batch.c batch_commit): store_claim
  *               bumps steward.offsets.epoch under the row lock; a batch
  *               takes store_fence (offsets row FOR UPDATE, epochs compared),
  *               store_lock_instances (the advisory lock of (process, key)),
  *               judges with engine_apply and writes instance, commands
  *               (cmdq_write: new rows, cmdq_left's cancel) and offsets in
  *               one commit.
- *   scheduler   the due pass (manager/scheduler.c judge_batch): the instance
+ *   scheduler   the due pass (manager/timing/scheduler.c judge_batch): the instance
  *               lock only tried (pg_try_advisory_xact_lock), then
  *               engine_judge_due: judge_lease (handed_off) and the deadline
  *               rule (retried, timeout -> on_timeout).
- *   dispatcher  manager/dispatcher.c: claim_sql leases the oldest due row of
+ *   dispatcher  manager/commands/dispatcher.c: claim_sql leases the oldest due row of
  *               the instance, produce_row (rd_kafka_producev), on_delivery
  *               then record (sent_sql). It can crash (at most MAX_CRASHES
  *               times): what it had in flight is lost, and the rows' lease
@@ -40,7 +40,7 @@
  *               with a reply or a lease claim/heartbeat carrying the token;
  *               once it answers with a token never issued (a misrouted or
  *               corrupted envelope).
- *   operator    manager/actions.c instance_action: claim, release or close
+ *   operator    manager/operator/actions.c instance_action: claim, release or close
  *               under lock_instance (the same advisory lock, waited for);
  *               what the claimant did not do is refused to anyone else.
  *

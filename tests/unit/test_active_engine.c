@@ -7,9 +7,9 @@
  * one; older stale, newer forged), and an operator's re-send and move.
  */
 #include "common/sha256.h"
-#include "engine/decode.h"
+#include "formats/decode.h"
 #include "engine/engine.h"
-#include "manager/cmdqueue.h"
+#include "manager/commands/cmdqueue.h"
 #include "testlib.h"
 
 #include <check.h>

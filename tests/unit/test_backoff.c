@@ -5,8 +5,8 @@
  * catch one). The three callers keep their figures.
  */
 #include "common/backoff.h"
-#include "manager/dispatcher.h"
-#include "manager/notifier.h"
+#include "manager/commands/dispatcher.h"
+#include "manager/alerting/notifier.h"
 #include "testlib.h"
 
 #include <check.h>

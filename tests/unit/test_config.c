@@ -4,7 +4,8 @@
  * services are needed: every case fails before the first connection.
  * The key table's defaults, and the docs' table of them, are checked too.
  */
-#include "manager/config.h"
+#include "common/secret.h"
+#include "manager/config/config.h"
 #include "testlib.h"
 
 #include <check.h>
@@ -215,7 +216,7 @@ START_TEST(secret_files_are_read_whole_or_refused)
     text[big] = '\n';
     text[big + 1] = '\0';
     char *path = tl_write_file(dir, "tokens", text);
-    char *read = config_read_secret(path, err, sizeof err);
+    char *read = secret_read_file(path, err, sizeof err);
     ck_assert_msg(read != NULL, "%s", err);
     ck_assert_uint_eq(strlen(read), big); /* all of it, the last newline dropped */
     ck_assert_int_eq(memcmp(read, text, big), 0);
@@ -223,11 +224,11 @@ START_TEST(secret_files_are_read_whole_or_refused)
     free(path);
     free(text);
 
-    text = malloc(CONFIG_SECRET_MAX_BYTES + 2);
-    memset(text, 'x', CONFIG_SECRET_MAX_BYTES + 1);
-    text[CONFIG_SECRET_MAX_BYTES + 1] = '\0';
+    text = malloc(SECRET_MAX_BYTES + 2);
+    memset(text, 'x', SECRET_MAX_BYTES + 1);
+    text[SECRET_MAX_BYTES + 1] = '\0';
     path = tl_write_file(dir, "huge", text);
-    ck_assert_ptr_null(config_read_secret(path, err, sizeof err));
+    ck_assert_ptr_null(secret_read_file(path, err, sizeof err));
     ck_assert_msg(tl_contains(err, "larger than"), "%s", err);
     free(path);
     free(text);

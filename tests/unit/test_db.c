@@ -1,5 +1,5 @@
 /*
- * test_db - the pure parts of manager/db.c: what a connection failure
+ * test_db - the pure parts of common/db.c: what a connection failure
  * means (retry or give up), and that no password reaches a message, from
  * libpq's parse errors (which quote what they could not parse) or from
  * anything else it says.

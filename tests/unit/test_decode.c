@@ -5,7 +5,7 @@
  */
 #include "common/rfc3339.h"
 #include "common/utf8.h"
-#include "engine/decode.h"
+#include "formats/decode.h"
 #include "testlib.h"
 
 #include <check.h>

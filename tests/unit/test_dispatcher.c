@@ -3,12 +3,12 @@
  * a command, the backoff between attempts, and the dispatch.* config keys
  * (the pause list as SIGHUP reads it). No broker, no database.
  */
-#include "manager/alerts.h"
-#include "manager/cmdqueue.h"
-#include "manager/config.h"
-#include "manager/dispatcher.h"
-#include "manager/generation.h"
-#include "manager/retention.h"
+#include "manager/alerting/alerts.h"
+#include "manager/commands/cmdqueue.h"
+#include "manager/config/config.h"
+#include "manager/commands/dispatcher.h"
+#include "manager/runtime/generation.h"
+#include "manager/timing/retention.h"
 #include "testlib.h"
 
 #include <check.h>

@@ -7,11 +7,11 @@
 #include "common/rfc3339.h"
 #include "common/utf8.h"
 #include "definitions/def.h"
-#include "engine/decode.h"
+#include "formats/decode.h"
 #include "engine/engine.h"
 #include "engine/template.h"
-#include "manager/http.h"
-#include "manager/notifier.h"
+#include "manager/api/http.h"
+#include "manager/alerting/notifier.h"
 #include "testlib.h"
 
 #include <check.h>

@@ -3,7 +3,7 @@
  * escaping, value spelling, histograms, and names refused.
  */
 #include "common/prom.h"
-#include "manager/metrics.h"
+#include "manager/runtime/metrics.h"
 #include "testlib.h"
 
 #include <check.h>

@@ -1,12 +1,12 @@
 /*
- * test_kafka_conf - each Kafka client's configuration (manager/kafka_conf.h)
+ * test_kafka_conf - each Kafka client's configuration (manager/runtime/kafka_conf.h)
  * under the one strictness rule: a property librdkafka refuses is an error
  * naming the client and the property for every client, a consumer property
  * given to a producer is accepted, and what Steward relies on wins over
  * the user's properties. No broker: rd_kafka_new() does not wait for one.
  */
-#include "manager/dispatcher.h"
-#include "manager/kafka_conf.h"
+#include "manager/commands/dispatcher.h"
+#include "manager/runtime/kafka_conf.h"
 #include "testlib.h"
 
 #include <check.h>

@@ -3,7 +3,7 @@
  * bounded, and each pair reported for logging once per interval.
  */
 #include "common/clock.h"
-#include "manager/metrics.h"
+#include "manager/runtime/metrics.h"
 #include "testlib.h"
 
 #include <check.h>

@@ -4,7 +4,7 @@
  */
 #include "cli/options.h"
 #include "common/err.h"
-#include "manager/config.h"
+#include "manager/config/config.h"
 #include "testlib.h"
 
 #include <check.h>

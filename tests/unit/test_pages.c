@@ -6,9 +6,9 @@
 #include "common/sha256.h"
 #include "common/utf8.h"
 #include "definitions/duration.h"
-#include "manager/alerts.h"
-#include "manager/notifier.h"
-#include "manager/routes.h"
+#include "manager/alerting/alerts.h"
+#include "manager/alerting/notifier.h"
+#include "manager/sinks/routes.h"
 #include "testlib.h"
 
 #include <check.h>

@@ -3,7 +3,7 @@
  * PagerDuty Events API v2 and Alertmanager API v2 formats, and the
  * generic webhook's documented shape.
  */
-#include "manager/payload.h"
+#include "manager/sinks/payload.h"
 #include "testlib.h"
 
 #include <check.h>

@@ -1,9 +1,9 @@
 /*
  * test_pgarr - array literals: the quoting that keeps any text a value; and
- * the row builder (manager/rows.h) that keeps a table's columns in step.
+ * the row builder (manager/intake/rows.h) that keeps a table's columns in step.
  */
 #include "common/pgarr.h"
-#include "manager/rows.h"
+#include "manager/intake/rows.h"
 #include "testlib.h"
 
 #include <check.h>

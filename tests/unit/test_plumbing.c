@@ -6,8 +6,8 @@
  */
 #include "common/db.h"
 #include "common/log.h"
-#include "manager/http.h"
-#include "manager/notifier.h"
+#include "manager/api/http.h"
+#include "manager/alerting/notifier.h"
 #include "testlib.h"
 
 #include <check.h>

@@ -3,8 +3,8 @@
  * how its partition is named, which partitions are past retention and
  * which weeks still need one; and the retention.* config keys.
  */
-#include "manager/config.h"
-#include "manager/retention.h"
+#include "manager/config/config.h"
+#include "manager/timing/retention.h"
 #include "testlib.h"
 
 #include <check.h>
@@ -135,7 +135,7 @@ START_TEST(config_keys)
                      ERR_INVALID);
 
     retention_config_t rcfg;
-    retention_config_from(cfg, &rcfg);
+    config_retention(cfg, &rcfg);
     ck_assert_int_eq(rcfg.keep_ms[RETENTION_HISTORY], 60 * D);
     ck_assert_int_eq(rcfg.keep_ms[RETENTION_REJECTED], 0);
     ck_assert_int_eq(rcfg.keep_ms[RETENTION_OUTBOX], 7 * D);

@@ -9,7 +9,7 @@
 #include "common/utf8.h"
 #include "definitions/def.h"
 #include "definitions/duration.h"
-#include "engine/decode.h"
+#include "formats/decode.h"
 #include "sim/sim.h"
 #include "sim/sim_active.h"
 #include "sim/sim_def.h"

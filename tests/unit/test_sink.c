@@ -4,10 +4,10 @@
  * accept it by that name, its bodies are JSON for every event it takes,
  * and every array by type covers it.
  */
-#include "manager/metrics.h"
-#include "manager/payload.h"
-#include "manager/routes.h"
-#include "manager/sink.h"
+#include "manager/runtime/metrics.h"
+#include "manager/sinks/payload.h"
+#include "manager/sinks/routes.h"
+#include "manager/sinks/sink.h"
 #include "testlib.h"
 
 #include <check.h>

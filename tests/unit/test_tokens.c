@@ -3,7 +3,7 @@
  * error is named by number, never quoted (it may hold a pasted secret).
  */
 #include "common/sha256.h"
-#include "manager/http.h"
+#include "manager/api/http.h"
 #include "testlib.h"
 
 #include <check.h>

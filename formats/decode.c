@@ -1,0 +1,761 @@
+/*
+ * decode - message checks, CloudEvents and envelopes; see decode.h.
+ */
+#include "formats/decode.h"
+
+#include "common/rfc3339.h"
+#include "common/utf8.h"
+#include "definitions/jsonptr.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *const reason_names[DECODE_N_REASONS] = {
+    "ok",
+    "tombstone",
+    "too_large",
+    "invalid_utf8",
+    "invalid_json",
+    "too_deep",
+    "not_an_object",
+    "unsupported_specversion",
+    "invalid_cloudevent",
+    "missing_type",
+    "missing_key",
+    "invalid_key",
+    "invalid_time",
+    "invalid_id",
+    "invalid_header",
+    "database_refused",
+    "unknown_type",
+    "unloadable_version",
+};
+
+const char *decode_reason_name(decode_reason_t reason)
+{
+    return reason < DECODE_N_REASONS ? reason_names[reason] : "unknown";
+}
+
+/* The deepest nesting of arrays and objects, outside strings; stops
+ * counting once past `limit`. */
+static int nesting_depth(const char *s, size_t len, int limit)
+{
+    int depth = 0, deepest = 0;
+    bool in_string = false;
+
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '{' || c == '[') {
+            if (++depth > deepest && (deepest = depth) > limit)
+                return deepest;
+        } else if (c == '}' || c == ']') {
+            depth--;
+        }
+    }
+    return deepest;
+}
+
+bool decode_time_in_range(int64_t ms)
+{
+    return ms >= DECODE_MIN_TIME_MS && ms <= DECODE_MAX_TIME_MS;
+}
+
+/*
+ * A copy of the JSON text in which every integer literal beyond int64
+ * gets a ".0", so that jansson reads it as a real (the nearest double)
+ * instead of refusing the whole message; every other integer stays an
+ * integer. Returns a new buffer (free it) and its length, or NULL.
+ */
+static char *widen_big_integers(const char *s, size_t len, size_t *out_len)
+{
+    char *out = malloc(len + len / 2 + 3); /* at worst ".0" after every 2 bytes */
+    size_t o = 0;
+    bool in_string = false;
+
+    if (out == NULL)
+        return NULL;
+    for (size_t i = 0; i < len;) {
+        char c = s[i];
+        if (in_string) {
+            out[o++] = c;
+            if (c == '\\' && i + 1 < len)
+                out[o++] = s[++i];
+            else if (c == '"')
+                in_string = false;
+            i++;
+        } else if (c == '"') {
+            in_string = true;
+            out[o++] = s[i++];
+        } else if (c == '-' || (c >= '0' && c <= '9')) {
+            size_t start = i, digits = 0;
+            bool integer = true;
+            if (s[i] == '-')
+                i++;
+            while (i < len && (isdigit((unsigned char) s[i]) || s[i] == '.' || s[i] == 'e' ||
+                               s[i] == 'E' || s[i] == '+' || s[i] == '-')) {
+                if (isdigit((unsigned char) s[i]))
+                    digits++;
+                else
+                    integer = false;
+                i++;
+            }
+            memcpy(out + o, s + start, i - start);
+            o += i - start;
+            if (integer && digits >= 19) {
+                char buf[32];
+                bool fits = false;
+                if (i - start < sizeof buf) {
+                    memcpy(buf, s + start, i - start);
+                    buf[i - start] = '\0';
+                    errno = 0;
+                    (void) strtoll(buf, NULL, 10);
+                    fits = errno != ERANGE;
+                }
+                if (!fits) {
+                    out[o++] = '.';
+                    out[o++] = '0';
+                }
+            }
+        } else {
+            out[o++] = s[i++];
+        }
+    }
+    *out_len = o;
+    return out;
+}
+
+static const decode_header_t *find_header(const decode_input_t *in, const char *name)
+{
+    for (size_t i = 0; i < in->n_headers; i++) {
+        if (strcasecmp(in->headers[i].name, name) == 0)
+            return &in->headers[i];
+    }
+    return NULL;
+}
+
+static char *header_string(const decode_header_t *h)
+{
+    if (h == NULL || h->value == NULL)
+        return NULL;
+    return strndup(h->value, h->len);
+}
+
+static void clear_ce(decode_message_t *out)
+{
+    free(out->ce_type);
+    free(out->ce_id);
+    free(out->ce_source);
+    free(out->ce_time);
+    free(out->ce_subject);
+    out->ce_type = out->ce_id = out->ce_source = out->ce_time = out->ce_subject = NULL;
+}
+
+void decode_message_clear(decode_message_t *msg)
+{
+    json_decref(msg->value);
+    json_decref(msg->headers);
+    clear_ce(msg);
+    memset(msg, 0, sizeof *msg);
+}
+
+/* The CloudEvents 1.0 required attributes, present and non-empty. */
+static decode_reason_t check_ce(decode_message_t *out, const char *specversion, char *detail,
+                                size_t detail_size)
+{
+    if (specversion == NULL) {
+        snprintf(detail, detail_size, "CloudEvent without specversion");
+        return DECODE_INVALID_CLOUDEVENT;
+    }
+    if (strcmp(specversion, "1.0") != 0) {
+        snprintf(detail, detail_size, "CloudEvents specversion '%.40s' is not supported (1.0 is)",
+                 specversion);
+        return DECODE_UNSUPPORTED_SPECVERSION;
+    }
+    const char *missing = out->ce_type == NULL || !*out->ce_type       ? "type"
+                          : out->ce_id == NULL || !*out->ce_id         ? "id"
+                          : out->ce_source == NULL || !*out->ce_source ? "source"
+                                                                       : NULL;
+    if (missing != NULL) {
+        snprintf(detail, detail_size, "CloudEvent without its required attribute '%s'", missing);
+        return DECODE_INVALID_CLOUDEVENT;
+    }
+    int64_t ms;
+    if (out->ce_time != NULL && !rfc3339_parse(out->ce_time, &ms)) {
+        snprintf(detail, detail_size, "CloudEvent time '%.60s' is not an RFC 3339 timestamp",
+                 out->ce_time);
+        return DECODE_INVALID_TIME;
+    }
+    if (out->ce_time != NULL && !decode_time_in_range(ms)) {
+        snprintf(detail, detail_size,
+                 "CloudEvent time '%.60s' is outside the years 0001 to 9999 Steward accepts",
+                 out->ce_time);
+        return DECODE_INVALID_TIME;
+    }
+    return DECODE_OK;
+}
+
+static char *member_string(const json_t *obj, const char *name, bool *mistyped)
+{
+    json_t *v = json_object_get(obj, name);
+    if (v == NULL || json_is_null(v))
+        return NULL;
+    if (!json_is_string(v)) {
+        *mistyped = true;
+        return NULL;
+    }
+    return strdup(json_string_value(v));
+}
+
+static decode_reason_t structured_ce(decode_message_t *out, char *detail, size_t detail_size)
+{
+    bool mistyped = false;
+    char *specversion = member_string(out->value, "specversion", &mistyped);
+
+    out->cloudevent = true;
+    out->ce_type = member_string(out->value, "type", &mistyped);
+    out->ce_id = member_string(out->value, "id", &mistyped);
+    out->ce_source = member_string(out->value, "source", &mistyped);
+    out->ce_time = member_string(out->value, "time", &mistyped);
+    out->ce_subject = member_string(out->value, "subject", &mistyped);
+
+    decode_reason_t reason;
+    if (mistyped) {
+        snprintf(detail, detail_size, "CloudEvent attributes must be strings");
+        reason = DECODE_INVALID_CLOUDEVENT;
+    } else {
+        reason = check_ce(out, specversion, detail, detail_size);
+    }
+    free(specversion);
+    if (reason != DECODE_OK)
+        return reason;
+
+    if (json_object_get(out->value, "data_base64") != NULL) {
+        snprintf(detail, detail_size, "CloudEvent data_base64 is not supported: send JSON data");
+        return DECODE_INVALID_CLOUDEVENT;
+    }
+    json_t *data = json_object_get(out->value, "data");
+    if (data == NULL || !json_is_object(data)) {
+        snprintf(detail, detail_size, "CloudEvent data must be a JSON object");
+        return DECODE_NOT_OBJECT;
+    }
+    out->data = data;
+    return DECODE_OK;
+}
+
+/*
+ * The CloudEvents attribute headers become text columns (event ids,
+ * types, times): each must be UTF-8 without NUL bytes and at most
+ * DECODE_MAX_HEADER_BYTES, or PostgreSQL refuses the whole batch.
+ */
+static decode_reason_t check_ce_headers(const decode_input_t *in, char *detail, size_t detail_size)
+{
+    static const char *const names[] = {"ce_specversion", "ce_type", "ce_id",
+                                        "ce_source",      "ce_time", "ce_subject"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const decode_header_t *h = find_header(in, names[i]);
+        if (h == NULL || h->value == NULL)
+            continue;
+        if (h->len > DECODE_MAX_HEADER_BYTES) {
+            /* ce_id and ce_source make the event id: name that limit */
+            bool id = strcmp(names[i], "ce_id") == 0 || strcmp(names[i], "ce_source") == 0;
+            snprintf(detail, detail_size, "header %s is %zu bytes, over the %s limit of %d",
+                     names[i], h->len, id ? "event id" : "header", DECODE_MAX_HEADER_BYTES);
+            return id ? DECODE_INVALID_ID : DECODE_INVALID_HEADER;
+        }
+        if (memchr(h->value, 0, h->len) != NULL) {
+            snprintf(detail, detail_size, "header %s holds a NUL byte", names[i]);
+            return DECODE_INVALID_HEADER;
+        }
+        if (!utf8_valid(h->value, h->len)) {
+            snprintf(detail, detail_size, "header %s is not valid UTF-8", names[i]);
+            return DECODE_INVALID_HEADER;
+        }
+    }
+    return DECODE_OK;
+}
+
+/* The headers a definition may read as text (see decode_message_t). */
+static json_t *text_headers(const decode_input_t *in)
+{
+    json_t *out = json_object();
+    for (size_t i = 0; out != NULL && i < in->n_headers; i++) {
+        const decode_header_t *h = &in->headers[i];
+        if (h->name == NULL || h->value == NULL || h->len > DECODE_MAX_HEADER_BYTES ||
+            memchr(h->value, 0, h->len) != NULL || !utf8_valid(h->value, h->len) ||
+            json_object_get(out, h->name) != NULL)
+            continue;
+        json_object_set_new(out, h->name, json_stringn(h->value, h->len));
+    }
+    return out;
+}
+
+static decode_reason_t binary_ce(const decode_input_t *in, decode_message_t *out, char *detail,
+                                 size_t detail_size)
+{
+    decode_reason_t bad = check_ce_headers(in, detail, detail_size);
+    if (bad != DECODE_OK)
+        return bad;
+    char *specversion = header_string(find_header(in, "ce_specversion"));
+
+    out->cloudevent = true;
+    out->ce_type = header_string(find_header(in, "ce_type"));
+    out->ce_id = header_string(find_header(in, "ce_id"));
+    out->ce_source = header_string(find_header(in, "ce_source"));
+    out->ce_time = header_string(find_header(in, "ce_time"));
+    out->ce_subject = header_string(find_header(in, "ce_subject"));
+    decode_reason_t reason = check_ce(out, specversion, detail, detail_size);
+    free(specversion);
+    return reason;
+}
+
+static decode_reason_t judge_message(const decode_input_t *in, const decode_limits_t *limits,
+                                     decode_message_t *out, char *detail, size_t detail_size)
+{
+    decode_reason_t reason = DECODE_OK;
+    json_error_t jerr;
+
+    memset(out, 0, sizeof *out);
+    detail[0] = '\0';
+    if (in->value == NULL) {
+        snprintf(detail, detail_size, "the message has no value (a tombstone)");
+        return DECODE_TOMBSTONE;
+    }
+    if (in->value_len > limits->max_bytes) {
+        snprintf(detail, detail_size, "the value is %zu bytes, over the limit of %zu",
+                 in->value_len, limits->max_bytes);
+        return DECODE_TOO_LARGE;
+    }
+    if (!utf8_valid(in->value, in->value_len)) {
+        snprintf(detail, detail_size, "the value is not valid UTF-8");
+        return DECODE_INVALID_UTF8;
+    }
+    int depth = nesting_depth(in->value, in->value_len, limits->max_depth);
+    if (depth > limits->max_depth) {
+        snprintf(detail, detail_size, "the value nests deeper than %d levels", limits->max_depth);
+        return DECODE_TOO_DEEP;
+    }
+    /* JSON_DECODE_ANY: a bare string, number or null is valid JSON and
+     * gets the same reason as an array, not_an_object. */
+    out->value =
+        json_loadb(in->value, in->value_len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+    if (out->value == NULL && json_error_code(&jerr) == json_error_numeric_overflow) {
+        /* An integer beyond 64 bits somewhere in the event: read it as a
+         * real rather than refuse the event for a field nobody may read. */
+        size_t wide_len;
+        char *wide = widen_big_integers(in->value, in->value_len, &wide_len);
+        if (wide != NULL)
+            out->value =
+                json_loadb(wide, wide_len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+        free(wide);
+    }
+    if (out->value == NULL) {
+        snprintf(detail, detail_size, "invalid JSON at line %d column %d: %s", jerr.line,
+                 jerr.column, jerr.text);
+        return DECODE_INVALID_JSON;
+    }
+    if (!json_is_object(out->value)) {
+        snprintf(detail, detail_size, "the value is JSON but not an object");
+        reason = DECODE_NOT_OBJECT;
+        goto done;
+    }
+    out->data = out->value;
+
+    const decode_header_t *ctype = find_header(in, "content-type");
+    if (ctype != NULL && ctype->value != NULL && ctype->len >= 28 &&
+        strncasecmp(ctype->value, "application/cloudevents+json", 28) == 0)
+        reason = structured_ce(out, detail, detail_size);
+    else if (find_header(in, "ce_specversion") != NULL || find_header(in, "ce_type") != NULL)
+        reason = binary_ce(in, out, detail, detail_size);
+
+    if (reason == DECODE_OK)
+        out->headers = text_headers(in);
+
+done:
+    if (reason != DECODE_OK)
+        decode_message_clear(out);
+    return reason;
+}
+
+/*
+ * A detail becomes steward.rejected.detail, a text column, and may quote
+ * what was cut inside a character: a value by "%.60s", the message itself
+ * in jansson's error ("near '...'"). PostgreSQL refuses such text, and with
+ * it the row that records the rejection.
+ */
+decode_reason_t decode_message(const decode_input_t *in, const decode_limits_t *limits,
+                               decode_message_t *out, char *detail, size_t detail_size)
+{
+    decode_reason_t reason = judge_message(in, limits, out, detail, detail_size);
+    utf8_scrub(detail);
+    return reason;
+}
+
+const char *decode_event_type(const decode_message_t *msg, const decode_input_t *in,
+                              const def_t *def)
+{
+    const char *topic = in->topic;
+    for (size_t i = 0; topic != NULL && i < def->n_events; i++) {
+        if (def->events[i].type_from_topic && strcmp(def->events[i].topic, topic) == 0)
+            return def->events[i].name;
+    }
+    if (def->type_header != NULL) {
+        /* Header names compare without case, as HTTP's and CloudEvents' do. */
+        const char *name;
+        json_t *v;
+        json_object_foreach(msg->headers, name, v)
+        {
+            if (strcasecmp(name, def->type_header) == 0 && json_string_length(v) > 0)
+                return json_string_value(v);
+        }
+        return NULL;
+    }
+    if (msg->ce_type != NULL)
+        return msg->ce_type;
+    json_t *type = jsonptr_get(msg->data, def->type_pointer);
+    return json_is_string(type) ? json_string_value(type) : NULL;
+}
+
+void decode_type_source(const def_t *def, char *buf, size_t size)
+{
+    if (def->type_header != NULL)
+        snprintf(buf, size, "no text in header '%.255s' (the definition's envelope.type)",
+                 def->type_header);
+    else
+        snprintf(buf, size,
+                 "no ce_type header and no string at %s (the definition's "
+                 "envelope.type)",
+                 def->type_pointer);
+}
+
+/* The correlation key of `ev` into *key (new string). */
+static decode_reason_t read_key(const decode_message_t *msg, const decode_input_t *in,
+                                const def_event_t *ev, char **key, char *detail, size_t detail_size)
+{
+    *key = NULL;
+    if (ev->key_from_message) {
+        if (in->key == NULL || in->key_len == 0) {
+            snprintf(detail, detail_size,
+                     "%s has no Kafka message key, and its correlation key is the message key",
+                     ev->name);
+            return DECODE_MISSING_KEY;
+        }
+        if (in->key_len > DECODE_MAX_KEY_BYTES) {
+            snprintf(detail, detail_size,
+                     "%s's Kafka message key is %zu bytes, over the limit of %d", ev->name,
+                     in->key_len, DECODE_MAX_KEY_BYTES);
+            return DECODE_INVALID_KEY;
+        }
+        if (memchr(in->key, 0, in->key_len) != NULL || !utf8_valid(in->key, in->key_len)) {
+            snprintf(detail, detail_size,
+                     "%s's Kafka message key is not UTF-8 text without NUL bytes (a binary key "
+                     "cannot be a correlation key)",
+                     ev->name);
+            return DECODE_INVALID_KEY;
+        }
+        *key = strndup(in->key, in->key_len);
+        return DECODE_OK;
+    }
+
+    json_t *v = jsonptr_get(msg->data, ev->key_pointer);
+    if (v == NULL || json_is_null(v)) {
+        snprintf(detail, detail_size, "%s has no correlation key at %s", ev->name, ev->key_pointer);
+        return DECODE_MISSING_KEY;
+    }
+    if (json_is_integer(v)) {
+        /* A numeric id is its decimal text: 5 and "5" are the same instance. */
+        if (asprintf(key, "%" JSON_INTEGER_FORMAT, json_integer_value(v)) < 0)
+            *key = NULL;
+        return DECODE_OK;
+    }
+    if (!json_is_string(v)) {
+        snprintf(detail, detail_size,
+                 "%s's correlation key at %s is %s: expected a string or an integer", ev->name,
+                 ev->key_pointer, jsonptr_kind(v));
+        return DECODE_INVALID_KEY;
+    }
+    if (json_string_length(v) == 0) {
+        snprintf(detail, detail_size, "%s's correlation key at %s is an empty string", ev->name,
+                 ev->key_pointer);
+        return DECODE_INVALID_KEY;
+    }
+    if (json_string_length(v) > DECODE_MAX_KEY_BYTES) {
+        snprintf(detail, detail_size,
+                 "%s's correlation key at %s is %zu bytes, over the limit of %d", ev->name,
+                 ev->key_pointer, json_string_length(v), DECODE_MAX_KEY_BYTES);
+        return DECODE_INVALID_KEY;
+    }
+    *key = strdup(json_string_value(v));
+    return DECODE_OK;
+}
+
+/* The event time into *ms, as the definition declares it. */
+static decode_reason_t read_time(const decode_message_t *msg, const decode_input_t *in,
+                                 const def_t *def, const def_event_t *ev, int64_t *ms, char *detail,
+                                 size_t detail_size)
+{
+    static const char *const format_names[] = {"RFC 3339 text or epoch ms", "RFC 3339 text",
+                                               "epoch seconds", "epoch milliseconds", ""};
+    if (def->time_format == DEF_TIME_KAFKA) {
+        if (in->timestamp_ms < 0) {
+            snprintf(detail, detail_size,
+                     "%s has no Kafka timestamp, and the definition takes its time from it",
+                     ev->name);
+            return DECODE_INVALID_TIME;
+        }
+        *ms = in->timestamp_ms;
+        /* A producer may set the timestamp: it is outside input too. */
+        if (!decode_time_in_range(*ms)) {
+            snprintf(detail, detail_size,
+                     "%s's Kafka timestamp %" PRId64
+                     " ms is outside the years 0001 to 9999 Steward accepts",
+                     ev->name, *ms);
+            return DECODE_INVALID_TIME;
+        }
+        return DECODE_OK;
+    }
+
+    /* CloudEvents time is the producer's own statement: it comes first. */
+    const char *text = msg->ce_time;
+    json_t *v = NULL;
+    if (text == NULL && def->time_pointer != NULL) {
+        v = jsonptr_get(msg->data, def->time_pointer);
+        if (v == NULL && def->time_format == DEF_TIME_TEXT_OR_MS)
+            goto kafka; /* a plain pointer falls back when the field is absent */
+        if (v == NULL || json_is_null(v)) {
+            snprintf(detail, detail_size, "%s has no time at %s (%s)", ev->name, def->time_pointer,
+                     format_names[def->time_format]);
+            return DECODE_INVALID_TIME;
+        }
+        if (json_is_string(v))
+            text = json_string_value(v);
+    }
+    if (text != NULL && v != NULL && def->time_format != DEF_TIME_TEXT_OR_MS &&
+        def->time_format != DEF_TIME_RFC3339) {
+        snprintf(detail, detail_size, "%s's time at %s is a string, not an integer of %s", ev->name,
+                 def->time_pointer, format_names[def->time_format]);
+        return DECODE_INVALID_TIME;
+    }
+    if (text != NULL) {
+        if (!rfc3339_parse(text, ms)) {
+            snprintf(detail, detail_size, "%s's time '%.60s' is not an RFC 3339 timestamp",
+                     ev->name, text);
+            return DECODE_INVALID_TIME;
+        }
+    } else if (v != NULL && json_is_integer(v) && def->time_format != DEF_TIME_RFC3339) {
+        json_int_t n = json_integer_value(v);
+        if (def->time_format == DEF_TIME_EPOCH_SECONDS) {
+            /* Range first: the product must not overflow. */
+            if (n < DECODE_MIN_TIME_MS / 1000 || n > DECODE_MAX_TIME_MS / 1000) {
+                snprintf(detail, detail_size,
+                         "%s's time %" JSON_INTEGER_FORMAT
+                         " s is outside the years 0001 to 9999 Steward accepts",
+                         ev->name, n);
+                return DECODE_INVALID_TIME;
+            }
+            *ms = (int64_t) n * 1000;
+        } else {
+            *ms = n;
+        }
+    } else if (v != NULL) {
+        snprintf(detail, detail_size, "%s's time at %s is %s, not %s", ev->name, def->time_pointer,
+                 jsonptr_kind(v), format_names[def->time_format]);
+        return DECODE_INVALID_TIME;
+    } else {
+    kafka:
+        *ms = in->timestamp_ms >= 0 ? in->timestamp_ms : 0;
+    }
+    if (!decode_time_in_range(*ms)) {
+        snprintf(detail, detail_size,
+                 "%s's time %" PRId64 " ms%s is outside the years 0001 to 9999 Steward accepts",
+                 ev->name, *ms, v != NULL || text != NULL ? "" : " (Kafka)");
+        return DECODE_INVALID_TIME;
+    }
+    return DECODE_OK;
+}
+
+void decode_envelope_clear(decode_envelope_t *env)
+{
+    free(env->key);
+    free(env->id);
+    env->key = env->id = NULL;
+}
+
+/* A fencing token: a positive integer, or its decimal text; 0 otherwise. */
+static int64_t token_value(const json_t *v)
+{
+    if (json_is_integer(v))
+        return json_integer_value(v) > 0 ? json_integer_value(v) : 0;
+    if (!json_is_string(v))
+        return 0;
+    const char *s = json_string_value(v);
+    char *end;
+    errno = 0;
+    long long n = strtoll(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || n <= 0 || *s < '0' || *s > '9')
+        return 0;
+    return n;
+}
+
+/* The token of a reply to `event`: read where the first state that accepts
+ * it (in its `on` or as a lease event) and declares a token says. */
+static int64_t read_token(const decode_message_t *msg, const def_t *def, size_t event)
+{
+    for (size_t i = 0; i < def->n_states; i++) {
+        const def_state_t *st = &def->states[i];
+        if (st->token.pointer == NULL && st->token.header == NULL)
+            continue;
+        bool accepts = def_lease_event(def, i, event, NULL);
+        for (size_t k = 0; k < st->n_on && !accepts; k++)
+            accepts = st->on[k].event == event;
+        if (!accepts)
+            continue;
+        if (st->token.pointer != NULL)
+            return token_value(jsonptr_get(msg->data, st->token.pointer));
+        return msg->headers != NULL ? token_value(json_object_get(msg->headers, st->token.header))
+                                    : 0;
+    }
+    return 0;
+}
+
+static decode_reason_t read_envelope(const decode_message_t *msg, const decode_input_t *in,
+                                     const def_t *def, size_t event, decode_envelope_t *out,
+                                     char *detail, size_t detail_size)
+{
+    const def_event_t *ev = &def->events[event];
+    decode_reason_t reason;
+
+    memset(out, 0, sizeof *out);
+    char *key;
+    reason = read_key(msg, in, ev, &key, detail, detail_size);
+    if (reason != DECODE_OK)
+        return reason;
+
+    /* Identity: what the producer says, else where the message sits. */
+    json_t *id = NULL;
+    if (msg->cloudevent) {
+        if (asprintf(&out->id, "%s#%s", msg->ce_source, msg->ce_id) < 0)
+            out->id = NULL;
+    } else if ((id = jsonptr_get(msg->data, def->id_pointer)) != NULL && json_is_string(id) &&
+               json_string_length(id) > 0) {
+        out->id = strdup(json_string_value(id));
+    } else if (id != NULL && json_is_integer(id)) {
+        if (asprintf(&out->id, "%" JSON_INTEGER_FORMAT, json_integer_value(id)) < 0)
+            out->id = NULL;
+    } else if (asprintf(&out->id, "%s/%" PRId32 "/%" PRId64, in->topic, in->partition, in->offset) <
+               0) {
+        out->id = NULL;
+    }
+    if (out->id != NULL && strlen(out->id) > DECODE_MAX_ID_BYTES) {
+        snprintf(detail, detail_size, "%s's event id%s is %zu bytes, over the limit of %d",
+                 ev->name, msg->cloudevent ? " (CloudEvents source#id)" : "", strlen(out->id),
+                 DECODE_MAX_ID_BYTES);
+        reason = DECODE_INVALID_ID;
+        goto fail;
+    }
+
+    reason = read_time(msg, in, def, ev, &out->time_ms, detail, detail_size);
+    if (reason != DECODE_OK)
+        goto fail;
+    out->token = read_token(msg, def, event);
+    out->key = key;
+    return DECODE_OK;
+
+fail:
+    free(key);
+    free(out->id);
+    out->id = NULL;
+    return reason;
+}
+
+/* The detail is a text column too: see decode_message(). */
+decode_reason_t decode_envelope(const decode_message_t *msg, const decode_input_t *in,
+                                const def_t *def, size_t event, decode_envelope_t *out,
+                                char *detail, size_t detail_size)
+{
+    detail[0] = '\0';
+    decode_reason_t reason = read_envelope(msg, in, def, event, out, detail, detail_size);
+    utf8_scrub(detail);
+    return reason;
+}
+
+/* A new string: s with its control characters escaped (see decode.h);
+ * NULL when s has none or memory is short. */
+static char *printable(const char *s)
+{
+    size_t need = 0;
+    bool any = false;
+    for (const unsigned char *p = (const unsigned char *) s; *p; p++) {
+        if (*p < 0x20 || *p == 0x7f) {
+            need += 4, any = true;
+        } else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+            need += 6, any = true, p++;
+        } else {
+            need++;
+        }
+    }
+    char *out = any ? malloc(need + 1) : NULL;
+    if (out == NULL)
+        return NULL;
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *) s; *p; p++) {
+        if (*p < 0x20 || *p == 0x7f) {
+            o += (size_t) snprintf(out + o, need + 1 - o, "\\x%02x", *p);
+        } else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+            o += (size_t) snprintf(out + o, need + 1 - o, "\\u%04x", p[1]);
+            p++;
+        } else {
+            out[o++] = (char) *p;
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
+void decode_json_printable(json_t *value)
+{
+    if (json_is_string(value)) {
+        char *safe = printable(json_string_value(value));
+        if (safe != NULL)
+            json_string_set(value, safe);
+        free(safe);
+    } else if (json_is_array(value)) {
+        for (size_t i = 0; i < json_array_size(value); i++)
+            decode_json_printable(json_array_get(value, i));
+    } else if (json_is_object(value)) {
+        /* Keys cannot be changed in place: collect the ones to rename,
+         * then rename them outside the iteration. */
+        const char *name;
+        json_t *member;
+        json_t *renames = json_array();
+        json_object_foreach(value, name, member)
+        {
+            decode_json_printable(member);
+            char *safe = printable(name);
+            if (safe != NULL)
+                json_array_append_new(renames, json_string(name));
+            free(safe);
+        }
+        for (size_t i = 0; i < json_array_size(renames); i++) {
+            const char *old_name = json_string_value(json_array_get(renames, i));
+            char *safe = printable(old_name);
+            if (safe != NULL) {
+                json_object_set(value, safe, json_object_get(value, old_name));
+                json_object_del(value, old_name);
+            }
+            free(safe);
+        }
+        json_decref(renames);
+    }
+}
