@@ -3,6 +3,7 @@
  */
 #include "manager/config/config.h"
 
+#include "common/namelist.h"
 #include "common/secret.h"
 #include "definitions/def.h"
 #include "definitions/duration.h"
@@ -361,47 +362,6 @@ static err_class_t set_topic_map_object(config_t *cfg, const json_t *obj, char *
     return ERR_OK;
 }
 
-/*
- * "a, b,a" as "a,b": names trimmed, empty ones and repeats dropped; any
- * "*" makes the whole list "*". A new string, or NULL when out of memory.
- */
-static char *normalize_names(const char *value)
-{
-    char *copy = strdup(value), *save = NULL;
-    char *out = calloc(1, strlen(value) + 2);
-    if (copy == NULL || out == NULL) {
-        free(copy);
-        free(out);
-        return NULL;
-    }
-    for (char *name = strtok_r(copy, ",", &save); name != NULL; name = strtok_r(NULL, ",", &save)) {
-        while (*name == ' ' || *name == '\t')
-            name++;
-        size_t len = strlen(name);
-        while (len > 0 && (name[len - 1] == ' ' || name[len - 1] == '\t'))
-            name[--len] = '\0';
-        if (len == 0)
-            continue;
-        if (strcmp(name, "*") == 0) {
-            strcpy(out, "*");
-            break;
-        }
-        /* a repeat: the name already in the list, between commas */
-        bool seen = false;
-        for (const char *p = out; *p != '\0' && !seen;
-             p += strcspn(p, ",") + (p[strcspn(p, ",")] == ',')) {
-            seen = strncmp(p, name, len) == 0 && (p[len] == ',' || p[len] == '\0');
-        }
-        if (seen)
-            continue;
-        if (*out != '\0')
-            strcat(out, ",");
-        strcat(out, name);
-    }
-    free(copy);
-    return out;
-}
-
 static err_class_t set_value(config_t *cfg, const config_key_t *key, const char *value,
                              char *errstr, size_t errstr_size)
 {
@@ -481,7 +441,7 @@ static err_class_t set_value(config_t *cfg, const config_key_t *key, const char 
         return ERR_OK;
     }
     case CONFIG_NAME_LIST: {
-        char *list = normalize_names(value);
+        char *list = namelist_normalize(value);
         if (list == NULL)
             return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
         free(*(char **) field);
