@@ -41,8 +41,8 @@
 
 /* ---- problems ---- */
 
-static void problems_vadd(def_problems_t *problems, const char *file, const char *pointer,
-                          const char *fmt, va_list ap)
+static void def_problems_vadd(def_problems_t *problems, const char *file, const char *pointer,
+                              const char *fmt, va_list ap)
 {
     if (problems == NULL)
         return;
@@ -85,7 +85,7 @@ void def_problems_add(def_problems_t *problems, const char *file, const char *po
 {
     va_list ap;
     va_start(ap, fmt);
-    problems_vadd(problems, file, pointer, fmt, ap);
+    def_problems_vadd(problems, file, pointer, fmt, ap);
     va_end(ap);
 }
 
@@ -186,46 +186,46 @@ typedef struct loader {
     bool usage_unknown; /* some state's 'on' could not be read */
 } loader_t;
 
-static void problem(loader_t *ld, const char *pointer, const char *fmt, ...)
+static void def_ld_problem(loader_t *ld, const char *pointer, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-static void problem(loader_t *ld, const char *pointer, const char *fmt, ...)
+static void def_ld_problem(loader_t *ld, const char *pointer, const char *fmt, ...)
 {
     va_list ap;
     ld->n_problems++;
     va_start(ap, fmt);
-    problems_vadd(ld->problems, ld->file, pointer, fmt, ap);
+    def_problems_vadd(ld->problems, ld->file, pointer, fmt, ap);
     va_end(ap);
 }
 
-static char *ld_strdup(loader_t *ld, const char *s)
+static char *def_ld_strdup(loader_t *ld, const char *s)
 {
     if (s == NULL)
         return NULL;
     char *copy = strdup(s);
     if (copy == NULL)
-        problem(ld, "", "out of memory");
+        def_ld_problem(ld, "", "out of memory");
     return copy;
 }
 
-static void *ld_calloc(loader_t *ld, size_t n, size_t size)
+static void *def_ld_calloc(loader_t *ld, size_t n, size_t size)
 {
     void *p = calloc(n == 0 ? 1 : n, size);
     if (p == NULL)
-        problem(ld, "", "out of memory");
+        def_ld_problem(ld, "", "out of memory");
     return p;
 }
 
 /* base + "/" + token, escaped, into buf (PTR_MAX bytes). Returns buf. */
-static char *ptr_join(char *buf, const char *base, const char *token)
+static char *def_ptr_join(char *buf, const char *base, const char *token)
 {
     snprintf(buf, PTR_MAX, "%s", base);
     return jsonptr_append(buf, PTR_MAX, token);
 }
 
 /* " (did you mean 'X'?)" when a candidate is near `word`, else "". */
-static const char *hint(char *buf, size_t size, const char *word, const char *const *candidates,
-                        size_t n)
+static const char *def_hint(char *buf, size_t size, const char *word, const char *const *candidates,
+                            size_t n)
 {
     const char *near = def_suggest(word, candidates, n);
     if (near == NULL)
@@ -235,7 +235,7 @@ static const char *hint(char *buf, size_t size, const char *word, const char *co
     return buf;
 }
 
-static long find_name(const char *const *names, size_t n, const char *name)
+static long def_find_name(const char *const *names, size_t n, const char *name)
 {
     for (size_t i = 0; i < n; i++) {
         if (names[i] != NULL && strcmp(names[i], name) == 0)
@@ -245,7 +245,7 @@ static long find_name(const char *const *names, size_t n, const char *name)
 }
 
 /* [a-z][a-z0-9_]*, plus the characters in `extra` after the first. */
-static bool is_name(const char *s, const char *extra)
+static bool def_is_name(const char *s, const char *extra)
 {
     if (s[0] < 'a' || s[0] > 'z' || strlen(s) > NAME_MAX_LEN)
         return false;
@@ -273,7 +273,7 @@ static bool is_var_name(const char *s)
 }
 
 /* Kafka's rule for topic names: [a-zA-Z0-9._-], at most 249 characters. */
-static bool is_topic(const char *s)
+static bool def_is_topic(const char *s)
 {
     if (strlen(s) > TOPIC_MAX_LEN || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
         return false;
@@ -287,20 +287,20 @@ static bool is_topic(const char *s)
 }
 
 /* Reports every member of obj that is not in `allowed`. */
-static void check_fields(loader_t *ld, json_t *obj, const char *ptr, const char *const *allowed,
-                         size_t n)
+static void def_ld_check_fields(loader_t *ld, json_t *obj, const char *ptr,
+                                const char *const *allowed, size_t n)
 {
     const char *key;
     json_t *v;
     json_object_foreach(obj, key, v)
     {
-        if (find_name(allowed, n, key) >= 0)
+        if (def_find_name(allowed, n, key) >= 0)
             continue;
         char p[PTR_MAX];
-        ptr_join(p, ptr, key);
+        def_ptr_join(p, ptr, key);
         const char *near = def_suggest(key, allowed, n);
         if (near != NULL) {
-            problem(ld, p, "unknown field '%s' (did you mean '%s'?)", key, near);
+            def_ld_problem(ld, p, "unknown field '%s' (did you mean '%s'?)", key, near);
             continue;
         }
         char list[512] = "";
@@ -308,18 +308,19 @@ static void check_fields(loader_t *ld, json_t *obj, const char *ptr, const char 
         for (size_t i = 0; i < n && len < sizeof list; i++)
             len += (size_t) snprintf(list + len, sizeof list - len, "%s'%s'", i > 0 ? ", " : "",
                                      allowed[i]);
-        problem(ld, p, "unknown field '%s': expected one of %s", key, list);
+        def_ld_problem(ld, p, "unknown field '%s': expected one of %s", key, list);
     }
 }
 #define CHECK_FIELDS(ld, obj, ptr, allowed)                                                        \
-    check_fields((ld), (obj), (ptr), (allowed), sizeof(allowed) / sizeof(allowed)[0])
+    def_ld_check_fields((ld), (obj), (ptr), (allowed), sizeof(allowed) / sizeof(allowed)[0])
 
 /* The member `name` of obj; NULL when absent, which is a problem if required. */
-static json_t *member(loader_t *ld, json_t *obj, const char *ptr, const char *name, bool required)
+static json_t *def_ld_member(loader_t *ld, json_t *obj, const char *ptr, const char *name,
+                             bool required)
 {
     json_t *v = json_object_get(obj, name);
     if (v == NULL && required)
-        problem(ld, ptr, "missing required field '%s'", name);
+        def_ld_problem(ld, ptr, "missing required field '%s'", name);
     return v;
 }
 
@@ -328,20 +329,20 @@ static json_t *member(loader_t *ld, json_t *obj, const char *ptr, const char *na
  * NULL when absent (a problem if required) or not a non-empty string (a
  * problem).
  */
-static const char *get_string(loader_t *ld, json_t *obj, const char *ptr, const char *name,
-                              bool required)
+static const char *def_ld_get_string(loader_t *ld, json_t *obj, const char *ptr, const char *name,
+                                     bool required)
 {
-    json_t *v = member(ld, obj, ptr, name, required);
+    json_t *v = def_ld_member(ld, obj, ptr, name, required);
     if (v == NULL)
         return NULL;
     char p[PTR_MAX];
-    ptr_join(p, ptr, name);
+    def_ptr_join(p, ptr, name);
     if (!json_is_string(v)) {
-        problem(ld, p, "expected a string, got %s", jsonptr_kind(v));
+        def_ld_problem(ld, p, "expected a string, got %s", jsonptr_kind(v));
         return NULL;
     }
     if (json_string_length(v) == 0) {
-        problem(ld, p, "'%s' must not be empty", name);
+        def_ld_problem(ld, p, "'%s' must not be empty", name);
         return NULL;
     }
     return json_string_value(v);
@@ -352,37 +353,38 @@ static bool check_pointer(loader_t *ld, const char *text, const char *p)
 {
     char err[256];
     if (*text == '\0') {
-        problem(ld, p,
-                "bad JSON pointer '': the empty pointer names the whole payload; name a field, "
-                "e.g. '/order_id'");
+        def_ld_problem(
+            ld, p,
+            "bad JSON pointer '': the empty pointer names the whole payload; name a field, "
+            "e.g. '/order_id'");
         return false;
     }
     /* Pointers are copied into PTR_MAX buffers and printed in rejection
      * details; nothing real needs more than a few dozen characters. */
     if (strlen(text) > POINTER_MAX_LEN) {
-        problem(ld, p, "bad JSON pointer: %zu characters, over the limit of %d", strlen(text),
-                POINTER_MAX_LEN);
+        def_ld_problem(ld, p, "bad JSON pointer: %zu characters, over the limit of %d",
+                       strlen(text), POINTER_MAX_LEN);
         return false;
     }
     if (!jsonptr_valid(text, err, sizeof err)) {
-        problem(ld, p, "bad JSON pointer '%s': %s", text, err);
+        def_ld_problem(ld, p, "bad JSON pointer '%s': %s", text, err);
         return false;
     }
     return true;
 }
 
-/* Like get_string(), for a JSON pointer. */
-static const char *get_pointer(loader_t *ld, json_t *obj, const char *ptr, const char *name,
-                               bool required)
+/* Like def_ld_get_string(), for a JSON pointer. */
+static const char *def_ld_get_pointer(loader_t *ld, json_t *obj, const char *ptr, const char *name,
+                                      bool required)
 {
-    json_t *v = member(ld, obj, ptr, name, required);
+    json_t *v = def_ld_member(ld, obj, ptr, name, required);
     if (v == NULL)
         return NULL;
     char p[PTR_MAX];
-    ptr_join(p, ptr, name);
+    def_ptr_join(p, ptr, name);
     if (!json_is_string(v)) {
-        problem(ld, p, "expected a JSON pointer string such as '/order_id', got %s",
-                jsonptr_kind(v));
+        def_ld_problem(ld, p, "expected a JSON pointer string such as '/order_id', got %s",
+                       jsonptr_kind(v));
         return NULL;
     }
     return check_pointer(ld, json_string_value(v), p) ? json_string_value(v) : NULL;
@@ -393,38 +395,39 @@ static const char *get_pointer(loader_t *ld, json_t *obj, const char *ptr, const
  * the Kafka message key. Sets *pointer (borrowed) or *from_message. False
  * when absent (a problem if required) or wrong (reported).
  */
-static bool get_key(loader_t *ld, json_t *obj, const char *ptr, bool required, const char **pointer,
-                    bool *from_message)
+static bool def_ld_get_key(loader_t *ld, json_t *obj, const char *ptr, bool required,
+                           const char **pointer, bool *from_message)
 {
     *pointer = NULL;
     *from_message = false;
-    json_t *v = member(ld, obj, ptr, "key", required);
+    json_t *v = def_ld_member(ld, obj, ptr, "key", required);
     if (v == NULL)
         return false;
     char p[PTR_MAX];
-    ptr_join(p, ptr, "key");
+    def_ptr_join(p, ptr, "key");
     if (json_is_string(v)) {
-        *pointer = get_pointer(ld, obj, ptr, "key", required);
+        *pointer = def_ld_get_pointer(ld, obj, ptr, "key", required);
         return *pointer != NULL;
     }
     if (!json_is_object(v)) {
-        problem(ld, p,
-                "expected a JSON pointer string such as '/order_id' or {\"from\": "
-                "\"message_key\"}, got %s",
-                jsonptr_kind(v));
+        def_ld_problem(ld, p,
+                       "expected a JSON pointer string such as '/order_id' or {\"from\": "
+                       "\"message_key\"}, got %s",
+                       jsonptr_kind(v));
         return false;
     }
     static const char *const fields[] = {"from"};
     CHECK_FIELDS(ld, v, p, fields);
-    const char *from = get_string(ld, v, p, "from", true);
+    const char *from = def_ld_get_string(ld, v, p, "from", true);
     if (from == NULL)
         return false;
     if (strcmp(from, "message_key") != 0) {
         char sub[PTR_MAX];
-        problem(ld, ptr_join(sub, p, "from"),
-                "key source '%s' is not valid: expected 'message_key' (the Kafka message key); "
-                "for a payload field give its JSON pointer as a string",
-                from);
+        def_ld_problem(
+            ld, def_ptr_join(sub, p, "from"),
+            "key source '%s' is not valid: expected 'message_key' (the Kafka message key); "
+            "for a payload field give its JSON pointer as a string",
+            from);
         return false;
     }
     *from_message = true;
@@ -433,7 +436,7 @@ static bool get_key(loader_t *ld, json_t *obj, const char *ptr, bool required, c
 
 /* A Kafka header name as a definition may name it: 1 to 255 printable
  * ASCII characters without spaces. */
-static bool is_header_name(const char *s)
+static bool def_is_header_name(const char *s)
 {
     if (*s == '\0' || strlen(s) > 255)
         return false;
@@ -452,24 +455,25 @@ static void parse_envelope_type(loader_t *ld, json_t *env, const char **type_ptr
     if (v == NULL)
         return;
     if (json_is_string(v)) {
-        *type_ptr = get_pointer(ld, env, "/envelope", "type", false);
+        *type_ptr = def_ld_get_pointer(ld, env, "/envelope", "type", false);
         return;
     }
     if (!json_is_object(v)) {
-        problem(ld, "/envelope/type",
-                "expected a JSON pointer string such as '/type' or {\"header\": \"event-type\"}, "
-                "got %s",
-                jsonptr_kind(v));
+        def_ld_problem(
+            ld, "/envelope/type",
+            "expected a JSON pointer string such as '/type' or {\"header\": \"event-type\"}, "
+            "got %s",
+            jsonptr_kind(v));
         return;
     }
     static const char *const fields[] = {"header"};
     CHECK_FIELDS(ld, v, "/envelope/type", fields);
-    const char *h = get_string(ld, v, "/envelope/type", "header", true);
-    if (h != NULL && !is_header_name(h)) {
-        problem(ld, "/envelope/type/header",
-                "header name '%s' is not valid: 1 to 255 printable ASCII characters without "
-                "spaces",
-                h);
+    const char *h = def_ld_get_string(ld, v, "/envelope/type", "header", true);
+    if (h != NULL && !def_is_header_name(h)) {
+        def_ld_problem(ld, "/envelope/type/header",
+                       "header name '%s' is not valid: 1 to 255 printable ASCII characters without "
+                       "spaces",
+                       h);
         return;
     }
     *type_header = h;
@@ -484,47 +488,50 @@ static void parse_envelope_time(loader_t *ld, json_t *env, const char **time_ptr
     if (v == NULL)
         return;
     if (json_is_string(v)) {
-        *time_ptr = get_pointer(ld, env, "/envelope", "time", false);
+        *time_ptr = def_ld_get_pointer(ld, env, "/envelope", "time", false);
         return;
     }
     if (!json_is_object(v)) {
-        problem(ld, "/envelope/time",
-                "expected a JSON pointer string such as '/occurred_at', {\"pointer\": \"/ts\", "
-                "\"format\": \"epoch_millis\"} or {\"from\": \"kafka_timestamp\"}, got %s",
-                jsonptr_kind(v));
+        def_ld_problem(
+            ld, "/envelope/time",
+            "expected a JSON pointer string such as '/occurred_at', {\"pointer\": \"/ts\", "
+            "\"format\": \"epoch_millis\"} or {\"from\": \"kafka_timestamp\"}, got %s",
+            jsonptr_kind(v));
         return;
     }
     static const char *const fields[] = {"pointer", "format", "from"};
     CHECK_FIELDS(ld, v, "/envelope/time", fields);
     if (json_object_get(v, "from") != NULL) {
-        const char *from = get_string(ld, v, "/envelope/time", "from", false);
+        const char *from = def_ld_get_string(ld, v, "/envelope/time", "from", false);
         if (json_object_get(v, "pointer") != NULL || json_object_get(v, "format") != NULL)
-            problem(ld, "/envelope/time",
-                    "'from' takes the time from the Kafka message: it cannot have 'pointer' or "
-                    "'format' too");
+            def_ld_problem(
+                ld, "/envelope/time",
+                "'from' takes the time from the Kafka message: it cannot have 'pointer' or "
+                "'format' too");
         else if (from != NULL && strcmp(from, "kafka_timestamp") != 0)
-            problem(ld, "/envelope/time/from",
-                    "time source '%s' is not valid: expected 'kafka_timestamp'; for a payload "
-                    "field give 'pointer' and 'format'",
-                    from);
+            def_ld_problem(
+                ld, "/envelope/time/from",
+                "time source '%s' is not valid: expected 'kafka_timestamp'; for a payload "
+                "field give 'pointer' and 'format'",
+                from);
         else if (from != NULL)
             *format = DEF_TIME_KAFKA;
         return;
     }
-    const char *pointer = get_pointer(ld, v, "/envelope/time", "pointer", true);
-    const char *f = get_string(ld, v, "/envelope/time", "format", true);
+    const char *pointer = def_ld_get_pointer(ld, v, "/envelope/time", "pointer", true);
+    const char *f = def_ld_get_string(ld, v, "/envelope/time", "format", true);
     if (f == NULL || pointer == NULL)
         return;
     static const char *const formats[] = {"rfc3339", "epoch_seconds", "epoch_millis"};
     static const def_time_format_t values[] = {DEF_TIME_RFC3339, DEF_TIME_EPOCH_SECONDS,
                                                DEF_TIME_EPOCH_MILLIS};
-    long k = find_name(formats, 3, f);
+    long k = def_find_name(formats, 3, f);
     if (k < 0) {
         char h[128];
-        problem(ld, "/envelope/time/format",
-                "time format '%s' is not valid: expected 'rfc3339', 'epoch_seconds' or "
-                "'epoch_millis'%s",
-                f, hint(h, sizeof h, f, formats, 3));
+        def_ld_problem(ld, "/envelope/time/format",
+                       "time format '%s' is not valid: expected 'rfc3339', 'epoch_seconds' or "
+                       "'epoch_millis'%s",
+                       f, def_hint(h, sizeof h, f, formats, 3));
         return;
     }
     *time_ptr = pointer;
@@ -536,32 +543,33 @@ static void parse_envelope_time(loader_t *ld, json_t *env, const char **time_ptr
  * valid, 0 when absent, -1 when present but wrong (reported). A zero is
  * wrong unless zero_ok.
  */
-static int get_duration(loader_t *ld, json_t *obj, const char *ptr, const char *name, bool zero_ok,
-                        int64_t *ms_out)
+static int def_ld_get_duration(loader_t *ld, json_t *obj, const char *ptr, const char *name,
+                               bool zero_ok, int64_t *ms_out)
 {
     json_t *v = json_object_get(obj, name);
     if (v == NULL)
         return 0;
     char p[PTR_MAX];
-    ptr_join(p, ptr, name);
+    def_ptr_join(p, ptr, name);
     if (!json_is_string(v)) {
-        problem(ld, p, "expected a duration string such as \"15m\" or \"1h30m\", got %s",
-                jsonptr_kind(v));
+        def_ld_problem(ld, p, "expected a duration string such as \"15m\" or \"1h30m\", got %s",
+                       jsonptr_kind(v));
         return -1;
     }
     const char *text = json_string_value(v);
     char err[256];
     int64_t ms;
     if (!duration_parse(text, &ms, err, sizeof err)) {
-        problem(ld, p, "bad duration '%s': %s", text, err);
+        def_ld_problem(ld, p, "bad duration '%s': %s", text, err);
         return -1;
     }
     if (ms == 0 && !zero_ok) {
-        problem(ld, p, "bad duration '%s': %s must be longer than zero", text, name);
+        def_ld_problem(ld, p, "bad duration '%s': %s must be longer than zero", text, name);
         return -1;
     }
     if (ms > DEF_MAX_DURATION_MS) {
-        problem(ld, p, "bad duration '%s': %s may be at most 36525d (100 years)", text, name);
+        def_ld_problem(ld, p, "bad duration '%s': %s may be at most 36525d (100 years)", text,
+                       name);
         return -1;
     }
     *ms_out = ms;
@@ -569,15 +577,15 @@ static int get_duration(loader_t *ld, json_t *obj, const char *ptr, const char *
 }
 
 /* A team name (owner): [a-z][a-z0-9_-]*; NULL when absent or wrong. */
-static const char *get_team(loader_t *ld, json_t *obj, const char *ptr, bool required)
+static const char *def_ld_get_team(loader_t *ld, json_t *obj, const char *ptr, bool required)
 {
-    const char *team = get_string(ld, obj, ptr, "owner", required);
-    if (team != NULL && !is_name(team, "-")) {
+    const char *team = def_ld_get_string(ld, obj, ptr, "owner", required);
+    if (team != NULL && !def_is_name(team, "-")) {
         char p[PTR_MAX];
-        problem(ld, ptr_join(p, ptr, "owner"),
-                "team name '%s' is not valid: use lowercase letters, digits, '_' and '-', "
-                "starting with a letter (at most %d characters)",
-                team, NAME_MAX_LEN);
+        def_ld_problem(ld, def_ptr_join(p, ptr, "owner"),
+                       "team name '%s' is not valid: use lowercase letters, digits, '_' and '-', "
+                       "starting with a letter (at most %d characters)",
+                       team, NAME_MAX_LEN);
         return NULL;
     }
     return team;
@@ -585,13 +593,13 @@ static const char *get_team(loader_t *ld, json_t *obj, const char *ptr, bool req
 
 static void add_var(loader_t *ld, const char *var)
 {
-    if (find_name(ld->vars, ld->n_vars, var) >= 0)
+    if (def_find_name(ld->vars, ld->n_vars, var) >= 0)
         return;
     if (ld->n_vars == ld->cap_vars) {
         size_t cap = ld->cap_vars == 0 ? 8 : ld->cap_vars * 2;
         const char **vars = realloc(ld->vars, cap * sizeof *vars);
         if (vars == NULL) {
-            problem(ld, "", "out of memory");
+            def_ld_problem(ld, "", "out of memory");
             return;
         }
         ld->vars = vars;
@@ -601,18 +609,18 @@ static void add_var(loader_t *ld, const char *var)
 }
 
 /* A "capture" object: variable name -> JSON pointer into the payload. */
-static void parse_captures(loader_t *ld, json_t *obj, const char *ptr, def_capture_t **out,
-                           size_t *n_out)
+static void def_ld_parse_captures(loader_t *ld, json_t *obj, const char *ptr, def_capture_t **out,
+                                  size_t *n_out)
 {
     if (!json_is_object(obj)) {
-        problem(ld, ptr,
-                "expected an object mapping variable names to JSON pointers, e.g. "
-                "{\"total\": \"/total\"}, got %s",
-                jsonptr_kind(obj));
+        def_ld_problem(ld, ptr,
+                       "expected an object mapping variable names to JSON pointers, e.g. "
+                       "{\"total\": \"/total\"}, got %s",
+                       jsonptr_kind(obj));
         ld->vars_unknown = true;
         return;
     }
-    def_capture_t *caps = ld_calloc(ld, json_object_size(obj), sizeof *caps);
+    def_capture_t *caps = def_ld_calloc(ld, json_object_size(obj), sizeof *caps);
     if (caps == NULL)
         return;
     size_t n = 0;
@@ -621,21 +629,22 @@ static void parse_captures(loader_t *ld, json_t *obj, const char *ptr, def_captu
     json_object_foreach(obj, var, v)
     {
         char p[PTR_MAX];
-        ptr_join(p, ptr, var);
+        def_ptr_join(p, ptr, var);
         bool ok = true;
         if (!is_var_name(var)) {
-            problem(ld, p,
-                    "variable name '%s' is not valid: use letters, digits and '_', not starting "
-                    "with a digit (at most %d characters)",
-                    var, NAME_MAX_LEN);
+            def_ld_problem(
+                ld, p,
+                "variable name '%s' is not valid: use letters, digits and '_', not starting "
+                "with a digit (at most %d characters)",
+                var, NAME_MAX_LEN);
             ok = false;
         }
         /* A valid name counts as captured even when its pointer is wrong:
          * the templates that use it are not what needs fixing. */
-        char *name = ok ? ld_strdup(ld, var) : NULL;
+        char *name = ok ? def_ld_strdup(ld, var) : NULL;
         if (!json_is_string(v)) {
-            problem(ld, p, "expected a JSON pointer string such as '/total', got %s",
-                    jsonptr_kind(v));
+            def_ld_problem(ld, p, "expected a JSON pointer string such as '/total', got %s",
+                           jsonptr_kind(v));
             ok = false;
         } else if (!check_pointer(ld, json_string_value(v), p)) {
             ok = false;
@@ -644,7 +653,7 @@ static void parse_captures(loader_t *ld, json_t *obj, const char *ptr, def_captu
             add_var(ld, name);
         caps[n].var = name; /* now owned by caps: freed with it even when !ok */
         if (ok)
-            caps[n].pointer = ld_strdup(ld, json_string_value(v));
+            caps[n].pointer = def_ld_strdup(ld, json_string_value(v));
         n++;
     }
     *out = caps;
@@ -663,15 +672,15 @@ static void prescan(loader_t *ld, json_t *doc)
     json_t *events = json_object_get(doc, "events");
     if (json_is_object(events) && json_object_size(events) > 0) {
         size_t n = json_object_size(events);
-        def->events = ld_calloc(ld, n, sizeof *def->events);
-        ld->event_names = ld_calloc(ld, n, sizeof *ld->event_names);
-        ld->event_used = ld_calloc(ld, n, sizeof *ld->event_used);
+        def->events = def_ld_calloc(ld, n, sizeof *def->events);
+        ld->event_names = def_ld_calloc(ld, n, sizeof *ld->event_names);
+        ld->event_used = def_ld_calloc(ld, n, sizeof *ld->event_used);
         if (def->events != NULL && ld->event_names != NULL && ld->event_used != NULL) {
             def->n_events = n;
             i = 0;
             json_object_foreach(events, key, v)
             {
-                def->events[i].name = ld_strdup(ld, key);
+                def->events[i].name = def_ld_strdup(ld, key);
                 ld->event_names[i] = def->events[i].name;
                 i++;
             }
@@ -681,14 +690,14 @@ static void prescan(loader_t *ld, json_t *doc)
     json_t *states = json_object_get(doc, "states");
     if (json_is_object(states) && json_object_size(states) > 0) {
         size_t n = json_object_size(states);
-        def->states = ld_calloc(ld, n, sizeof *def->states);
-        ld->state_names = ld_calloc(ld, n, sizeof *ld->state_names);
+        def->states = def_ld_calloc(ld, n, sizeof *def->states);
+        ld->state_names = def_ld_calloc(ld, n, sizeof *ld->state_names);
         if (def->states != NULL && ld->state_names != NULL) {
             def->n_states = n;
             i = 0;
             json_object_foreach(states, key, v)
             {
-                def->states[i].name = ld_strdup(ld, key);
+                def->states[i].name = def_ld_strdup(ld, key);
                 def->states[i].on_timeout = -1;
                 ld->state_names[i] = def->states[i].name;
                 i++;
@@ -703,27 +712,27 @@ static void parse_header(loader_t *ld, json_t *doc)
     const char *s;
     json_t *v;
 
-    s = get_string(ld, doc, "", "process", true);
-    if (s != NULL && !is_name(s, NULL))
-        problem(ld, "/process",
-                "process name '%s' is not valid: use lowercase letters, digits and '_', "
-                "starting with a letter (at most %d characters)",
-                s, NAME_MAX_LEN);
+    s = def_ld_get_string(ld, doc, "", "process", true);
+    if (s != NULL && !def_is_name(s, NULL))
+        def_ld_problem(ld, "/process",
+                       "process name '%s' is not valid: use lowercase letters, digits and '_', "
+                       "starting with a letter (at most %d characters)",
+                       s, NAME_MAX_LEN);
     else
-        def->process = ld_strdup(ld, s);
+        def->process = def_ld_strdup(ld, s);
 
-    v = member(ld, doc, "", "version", true);
+    v = def_ld_member(ld, doc, "", "version", true);
     if (v != NULL && !json_is_integer(v))
-        problem(ld, "/version", "version must be a positive integer (1, 2, ...), got %s",
-                jsonptr_kind(v));
+        def_ld_problem(ld, "/version", "version must be a positive integer (1, 2, ...), got %s",
+                       jsonptr_kind(v));
     else if (v != NULL && (json_integer_value(v) < 1 || json_integer_value(v) > INT_MAX))
-        problem(ld, "/version",
-                "version must be a positive integer (1, 2, ...), got %" JSON_INTEGER_FORMAT,
-                json_integer_value(v));
+        def_ld_problem(ld, "/version",
+                       "version must be a positive integer (1, 2, ...), got %" JSON_INTEGER_FORMAT,
+                       json_integer_value(v));
     else if (v != NULL)
         def->version = (int) json_integer_value(v);
 
-    s = get_string(ld, doc, "", "mode", true);
+    s = def_ld_get_string(ld, doc, "", "mode", true);
     if (s != NULL) {
         static const char *const modes[] = {"shadow", "active"};
         char h[128];
@@ -732,68 +741,69 @@ static void parse_header(loader_t *ld, json_t *doc)
         else if (strcmp(s, "active") == 0)
             def->mode = DEF_MODE_ACTIVE;
         else
-            problem(ld, "/mode", "mode '%s' is not valid: expected 'shadow' or 'active'%s", s,
-                    hint(h, sizeof h, s, modes, 2));
+            def_ld_problem(ld, "/mode", "mode '%s' is not valid: expected 'shadow' or 'active'%s",
+                           s, def_hint(h, sizeof h, s, modes, 2));
     }
 
-    def->owner = ld_strdup(ld, get_team(ld, doc, "", true));
+    def->owner = def_ld_strdup(ld, def_ld_get_team(ld, doc, "", true));
 
     v = json_object_get(doc, "description");
     if (v != NULL && !json_is_string(v))
-        problem(ld, "/description", "expected a string, got %s", jsonptr_kind(v));
+        def_ld_problem(ld, "/description", "expected a string, got %s", jsonptr_kind(v));
     else if (v != NULL)
-        def->description = ld_strdup(ld, json_string_value(v));
+        def->description = def_ld_strdup(ld, json_string_value(v));
 
     const char *key_ptr;
-    get_key(ld, doc, "", true, &key_ptr, &def->key_from_message);
-    def->key_pointer = ld_strdup(ld, key_ptr);
+    def_ld_get_key(ld, doc, "", true, &key_ptr, &def->key_from_message);
+    def->key_pointer = def_ld_strdup(ld, key_ptr);
 
     v = json_object_get(doc, "$schema");
     if (v != NULL && !json_is_string(v))
-        problem(ld, "/$schema", "expected the JSON Schema's URI as a string, got %s",
-                jsonptr_kind(v));
+        def_ld_problem(ld, "/$schema", "expected the JSON Schema's URI as a string, got %s",
+                       jsonptr_kind(v));
 
     const char *type_ptr = "/type", *id_ptr = "/id", *time_ptr = NULL, *type_header = NULL;
     v = json_object_get(doc, "envelope");
     if (v != NULL && !json_is_object(v)) {
-        problem(ld, "/envelope",
-                "expected an object with JSON pointers for 'type', 'id' and 'time', got %s",
-                jsonptr_kind(v));
+        def_ld_problem(ld, "/envelope",
+                       "expected an object with JSON pointers for 'type', 'id' and 'time', got %s",
+                       jsonptr_kind(v));
     } else if (v != NULL) {
         static const char *const fields[] = {"type", "id", "time"};
         CHECK_FIELDS(ld, v, "/envelope", fields);
         parse_envelope_type(ld, v, &type_ptr, &type_header);
         if (json_object_get(v, "id") != NULL)
-            id_ptr = get_pointer(ld, v, "/envelope", "id", false);
+            id_ptr = def_ld_get_pointer(ld, v, "/envelope", "id", false);
         parse_envelope_time(ld, v, &time_ptr, &def->time_format);
     }
-    def->type_pointer = ld_strdup(ld, type_ptr);
-    def->type_header = ld_strdup(ld, type_header);
-    def->id_pointer = ld_strdup(ld, id_ptr);
-    def->time_pointer = ld_strdup(ld, time_ptr);
+    def->type_pointer = def_ld_strdup(ld, type_ptr);
+    def->type_header = def_ld_strdup(ld, type_header);
+    def->id_pointer = def_ld_strdup(ld, id_ptr);
+    def->time_pointer = def_ld_strdup(ld, time_ptr);
 
     ld->process_deadline_given = json_object_get(doc, "deadline") != NULL;
-    get_duration(ld, doc, "", "deadline", false, &def->deadline_ms);
+    def_ld_get_duration(ld, doc, "", "deadline", false, &def->deadline_ms);
 
     def->reorder_window_ms = DEFAULT_REORDER_MS;
-    get_duration(ld, doc, "", "reorder_window", true, &def->reorder_window_ms);
+    def_ld_get_duration(ld, doc, "", "reorder_window", true, &def->reorder_window_ms);
 }
 
 static void parse_events(loader_t *ld, json_t *doc)
 {
     def_t *def = ld->def;
-    json_t *events = member(ld, doc, "", "events", true);
+    json_t *events = def_ld_member(ld, doc, "", "events", true);
     if (events == NULL)
         return;
     if (!json_is_object(events)) {
-        problem(ld, "/events", "expected an object mapping event types to their topics, got %s",
-                jsonptr_kind(events));
+        def_ld_problem(ld, "/events",
+                       "expected an object mapping event types to their topics, got %s",
+                       jsonptr_kind(events));
         return;
     }
     if (json_object_size(events) == 0) {
-        problem(ld, "/events",
-                "no events declared: declare at least the one that starts the process, e.g. "
-                "\"OrderPlaced\": {\"topic\": \"orders\"}");
+        def_ld_problem(ld, "/events",
+                       "no events declared: declare at least the one that starts the process, e.g. "
+                       "\"OrderPlaced\": {\"topic\": \"orders\"}");
         return;
     }
     if (def->n_events == 0)
@@ -807,64 +817,66 @@ static void parse_events(loader_t *ld, json_t *doc)
     {
         def_event_t *ev = &def->events[i++];
         char p[PTR_MAX], sub[PTR_MAX];
-        ptr_join(p, "/events", name);
+        def_ptr_join(p, "/events", name);
 
         if (*name == '\0' || strlen(name) > EVENT_NAME_MAX_LEN)
-            problem(ld, p, "an event type must be 1 to %d characters long", EVENT_NAME_MAX_LEN);
+            def_ld_problem(ld, p, "an event type must be 1 to %d characters long",
+                           EVENT_NAME_MAX_LEN);
         if (!json_is_object(v)) {
-            problem(ld, p, "expected an object such as {\"topic\": \"orders\"}, got %s",
-                    jsonptr_kind(v));
+            def_ld_problem(ld, p, "expected an object such as {\"topic\": \"orders\"}, got %s",
+                           jsonptr_kind(v));
             ld->vars_unknown = true;
             continue;
         }
         CHECK_FIELDS(ld, v, p, fields);
 
-        const char *topic = get_string(ld, v, p, "topic", true);
-        if (topic != NULL && !is_topic(topic))
-            problem(ld, ptr_join(sub, p, "topic"),
-                    "'%s' is not a valid Kafka topic name: use letters, digits, '.', '_' and "
-                    "'-' (at most %d characters)",
-                    topic, TOPIC_MAX_LEN);
+        const char *topic = def_ld_get_string(ld, v, p, "topic", true);
+        if (topic != NULL && !def_is_topic(topic))
+            def_ld_problem(
+                ld, def_ptr_join(sub, p, "topic"),
+                "'%s' is not a valid Kafka topic name: use letters, digits, '.', '_' and "
+                "'-' (at most %d characters)",
+                topic, TOPIC_MAX_LEN);
         else
-            ev->topic = ld_strdup(ld, topic);
+            ev->topic = def_ld_strdup(ld, topic);
 
         const char *key;
         bool from_message;
-        if (get_key(ld, v, p, false, &key, &from_message)) {
-            ev->key_pointer = ld_strdup(ld, key);
+        if (def_ld_get_key(ld, v, p, false, &key, &from_message)) {
+            ev->key_pointer = def_ld_strdup(ld, key);
             ev->key_from_message = from_message;
         } else {
-            ev->key_pointer = ld_strdup(ld, def->key_pointer);
+            ev->key_pointer = def_ld_strdup(ld, def->key_pointer);
             ev->key_from_message = def->key_from_message;
         }
 
         json_t *fixed = json_object_get(v, "type_from_topic");
         if (fixed != NULL && !json_is_boolean(fixed))
-            problem(ld, ptr_join(sub, p, "type_from_topic"), "expected true or false, got %s",
-                    jsonptr_kind(fixed));
+            def_ld_problem(ld, def_ptr_join(sub, p, "type_from_topic"),
+                           "expected true or false, got %s", jsonptr_kind(fixed));
         else
             ev->type_from_topic = json_is_true(fixed);
 
         json_t *capture = json_object_get(v, "capture");
         if (capture != NULL)
-            parse_captures(ld, capture, ptr_join(sub, p, "capture"), &ev->captures,
-                           &ev->n_captures);
+            def_ld_parse_captures(ld, capture, def_ptr_join(sub, p, "capture"), &ev->captures,
+                                  &ev->n_captures);
     }
 }
 
 /* The event `name` used at pointer p, marked used; -1 (reported) if undeclared. */
-static long use_event(loader_t *ld, const char *name, const char *p)
+static long def_ld_use_event(loader_t *ld, const char *name, const char *p)
 {
-    long e = find_name(ld->event_names, ld->def->n_events, name);
+    long e = def_find_name(ld->event_names, ld->def->n_events, name);
     if (e < 0) {
         const char *near = def_suggest(name, ld->event_names, ld->def->n_events);
         if (near != NULL)
-            problem(ld, p, "event '%s' is not declared in 'events' (did you mean '%s'?)", name,
-                    near);
+            def_ld_problem(ld, p, "event '%s' is not declared in 'events' (did you mean '%s'?)",
+                           name, near);
         else
-            problem(ld, p,
-                    "event '%s' is not declared in 'events': declare it there with its topic",
-                    name);
+            def_ld_problem(
+                ld, p, "event '%s' is not declared in 'events': declare it there with its topic",
+                name);
         return -1;
     }
     ld->event_used[e] = true;
@@ -874,16 +886,16 @@ static long use_event(loader_t *ld, const char *name, const char *p)
 static void parse_start(loader_t *ld, json_t *doc)
 {
     def_t *def = ld->def;
-    json_t *start = member(ld, doc, "", "start", true);
+    json_t *start = def_ld_member(ld, doc, "", "start", true);
     /* Until start.on is known, the start event would look unused. */
     ld->usage_unknown = true;
     if (start == NULL)
         return;
     if (!json_is_object(start)) {
-        problem(ld, "/start",
-                "expected an object such as {\"on\": \"OrderPlaced\", \"to\": "
-                "\"awaiting_payment\"}, got %s",
-                jsonptr_kind(start));
+        def_ld_problem(ld, "/start",
+                       "expected an object such as {\"on\": \"OrderPlaced\", \"to\": "
+                       "\"awaiting_payment\"}, got %s",
+                       jsonptr_kind(start));
         ld->vars_unknown = true;
         return;
     }
@@ -891,19 +903,19 @@ static void parse_start(loader_t *ld, json_t *doc)
     CHECK_FIELDS(ld, start, "/start", fields);
 
     long e = -1, s = -1;
-    const char *on = get_string(ld, start, "/start", "on", true);
+    const char *on = def_ld_get_string(ld, start, "/start", "on", true);
     if (on != NULL) {
-        e = use_event(ld, on, "/start/on");
+        e = def_ld_use_event(ld, on, "/start/on");
         ld->usage_unknown = false;
     }
 
-    const char *to = get_string(ld, start, "/start", "to", true);
+    const char *to = def_ld_get_string(ld, start, "/start", "to", true);
     if (to != NULL) {
-        s = find_name(ld->state_names, def->n_states, to);
+        s = def_find_name(ld->state_names, def->n_states, to);
         if (s < 0 && def->n_states > 0) {
             char h[300];
-            problem(ld, "/start/to", "start goes to unknown state '%s'%s", to,
-                    hint(h, sizeof h, to, ld->state_names, def->n_states));
+            def_ld_problem(ld, "/start/to", "start goes to unknown state '%s'%s", to,
+                           def_hint(h, sizeof h, to, ld->state_names, def->n_states));
         }
     }
     if (e >= 0 && s >= 0) {
@@ -914,7 +926,8 @@ static void parse_start(loader_t *ld, json_t *doc)
 
     json_t *capture = json_object_get(start, "capture");
     if (capture != NULL)
-        parse_captures(ld, capture, "/start/capture", &def->start_captures, &def->n_start_captures);
+        def_ld_parse_captures(ld, capture, "/start/capture", &def->start_captures,
+                              &def->n_start_captures);
 }
 
 /* An object mapping events to target states, into *out (allocated). */
@@ -922,14 +935,15 @@ static void parse_transition_map(loader_t *ld, json_t *on, const char *ptr, def_
                                  size_t *n_out)
 {
     if (!json_is_object(on)) {
-        problem(ld, ptr,
-                "expected an object mapping event types to states, e.g. {\"PaymentCaptured\": "
-                "\"awaiting_stock\"}, got %s",
-                jsonptr_kind(on));
+        def_ld_problem(
+            ld, ptr,
+            "expected an object mapping event types to states, e.g. {\"PaymentCaptured\": "
+            "\"awaiting_stock\"}, got %s",
+            jsonptr_kind(on));
         ld->graph_unknown = ld->usage_unknown = true;
         return;
     }
-    def_transition_t *list = ld_calloc(ld, json_object_size(on), sizeof *list);
+    def_transition_t *list = def_ld_calloc(ld, json_object_size(on), sizeof *list);
     if (list == NULL)
         return;
     *out = list;
@@ -939,18 +953,19 @@ static void parse_transition_map(loader_t *ld, json_t *on, const char *ptr, def_
     json_object_foreach(on, event, target)
     {
         char p[PTR_MAX], h[300];
-        ptr_join(p, ptr, event);
-        long e = use_event(ld, event, p);
+        def_ptr_join(p, ptr, event);
+        long e = def_ld_use_event(ld, event, p);
         if (!json_is_string(target)) {
-            problem(ld, p, "expected the name of the state to go to, got %s", jsonptr_kind(target));
+            def_ld_problem(ld, p, "expected the name of the state to go to, got %s",
+                           jsonptr_kind(target));
             ld->graph_unknown = true;
             continue;
         }
         const char *to = json_string_value(target);
-        long s = find_name(ld->state_names, ld->def->n_states, to);
+        long s = def_find_name(ld->state_names, ld->def->n_states, to);
         if (s < 0) {
-            problem(ld, p, "transition on %s goes to unknown state '%s'%s", event, to,
-                    hint(h, sizeof h, to, ld->state_names, ld->def->n_states));
+            def_ld_problem(ld, p, "transition on %s goes to unknown state '%s'%s", event, to,
+                           def_hint(h, sizeof h, to, ld->state_names, ld->def->n_states));
             ld->graph_unknown = true;
             continue;
         }
@@ -969,7 +984,7 @@ static void parse_transitions(loader_t *ld, size_t i, json_t *on, const char *pt
 }
 
 /* "any": transitions every non-terminal state takes unless it names the event itself. */
-static void parse_any(loader_t *ld, json_t *doc)
+static void def_ld_parse_any(loader_t *ld, json_t *doc)
 {
     json_t *any = json_object_get(doc, "any");
     if (any == NULL)
@@ -993,11 +1008,12 @@ static void check_fixed_types(loader_t *ld)
                 strcmp(def->events[j].topic, def->events[i].topic) != 0)
                 continue;
             char p[PTR_MAX], sub[PTR_MAX];
-            ptr_join(p, "/events", def->events[i].name);
-            problem(ld, ptr_join(sub, p, "type_from_topic"),
-                    "every message on topic '%s' would be %s, but %s is declared on that topic "
-                    "too: give one of them another topic, or read the type from the payload",
-                    def->events[i].topic, def->events[i].name, def->events[j].name);
+            def_ptr_join(p, "/events", def->events[i].name);
+            def_ld_problem(
+                ld, def_ptr_join(sub, p, "type_from_topic"),
+                "every message on topic '%s' would be %s, but %s is declared on that topic "
+                "too: give one of them another topic, or read the type from the payload",
+                def->events[i].topic, def->events[i].name, def->events[j].name);
             break;
         }
     }
@@ -1007,88 +1023,92 @@ static void parse_command(loader_t *ld, size_t i, json_t *cmd, const char *ptr)
 {
     def_state_t *st = &ld->def->states[i];
     if (!json_is_object(cmd)) {
-        problem(ld, ptr, "expected an object with 'topic', 'type' and 'payload', got %s",
-                jsonptr_kind(cmd));
+        def_ld_problem(ld, ptr, "expected an object with 'topic', 'type' and 'payload', got %s",
+                       jsonptr_kind(cmd));
         return;
     }
     static const char *const fields[] = {"topic", "type", "payload"};
     CHECK_FIELDS(ld, cmd, ptr, fields);
 
     char p[PTR_MAX];
-    const char *topic = get_string(ld, cmd, ptr, "topic", true);
-    if (topic != NULL && !is_topic(topic)) {
-        problem(ld, ptr_join(p, ptr, "topic"),
-                "'%s' is not a valid Kafka topic name: use letters, digits, '.', '_' and '-' "
-                "(at most %d characters)",
-                topic, TOPIC_MAX_LEN);
+    const char *topic = def_ld_get_string(ld, cmd, ptr, "topic", true);
+    if (topic != NULL && !def_is_topic(topic)) {
+        def_ld_problem(
+            ld, def_ptr_join(p, ptr, "topic"),
+            "'%s' is not a valid Kafka topic name: use letters, digits, '.', '_' and '-' "
+            "(at most %d characters)",
+            topic, TOPIC_MAX_LEN);
         topic = NULL;
     }
-    const char *type = get_string(ld, cmd, ptr, "type", true);
+    const char *type = def_ld_get_string(ld, cmd, ptr, "type", true);
 
     json_t *payload = json_object_get(cmd, "payload");
     if (payload != NULL && !json_is_object(payload)) {
-        problem(ld, ptr_join(p, ptr, "payload"),
-                "expected an object (the command's JSON payload, a template), got %s",
-                jsonptr_kind(payload));
+        def_ld_problem(ld, def_ptr_join(p, ptr, "payload"),
+                       "expected an object (the command's JSON payload, a template), got %s",
+                       jsonptr_kind(payload));
         payload = NULL;
     } else if (payload != NULL) {
         /* NULL tells the check "any name"; with nothing captured at all
          * it must get an empty list instead, so every ${vars.X} is refused. */
         static const char *const no_vars[1] = {NULL};
         const char *const *vars = ld->vars != NULL ? (const char *const *) ld->vars : no_vars;
-        ld->n_problems += def_check_template(payload, ld->vars_unknown ? NULL : vars, ld->n_vars,
-                                             ld->file, ptr_join(p, ptr, "payload"), ld->problems);
+        ld->n_problems +=
+            def_check_template(payload, ld->vars_unknown ? NULL : vars, ld->n_vars, ld->file,
+                               def_ptr_join(p, ptr, "payload"), ld->problems);
     }
 
-    st->command = ld_calloc(ld, 1, sizeof *st->command);
+    st->command = def_ld_calloc(ld, 1, sizeof *st->command);
     if (st->command == NULL)
         return;
-    st->command->topic = ld_strdup(ld, topic);
-    st->command->type = ld_strdup(ld, type);
+    st->command->topic = def_ld_strdup(ld, topic);
+    st->command->type = def_ld_strdup(ld, type);
     /* A copy, not a reference into the document: jansson's reference
      * counts are best left alone by threads that only read a def_t. */
     st->command->payload = payload != NULL ? json_deep_copy(payload) : json_object();
     if (st->command->payload == NULL)
-        problem(ld, "", "out of memory");
+        def_ld_problem(ld, "", "out of memory");
 }
 
 static void parse_retry(loader_t *ld, size_t i, json_t *retry, const char *ptr)
 {
     if (!json_is_object(retry)) {
-        problem(ld, ptr, "expected an object such as {\"max\": 2}, got %s", jsonptr_kind(retry));
+        def_ld_problem(ld, ptr, "expected an object such as {\"max\": 2}, got %s",
+                       jsonptr_kind(retry));
         return;
     }
     static const char *const fields[] = {"max", "backoff", "max_backoff"};
     CHECK_FIELDS(ld, retry, ptr, fields);
     def_state_t *st = &ld->def->states[i];
-    int backoff = get_duration(ld, retry, ptr, "backoff", false, &st->retry_backoff_ms);
-    int cap = get_duration(ld, retry, ptr, "max_backoff", false, &st->retry_max_backoff_ms);
+    int backoff = def_ld_get_duration(ld, retry, ptr, "backoff", false, &st->retry_backoff_ms);
+    int cap = def_ld_get_duration(ld, retry, ptr, "max_backoff", false, &st->retry_max_backoff_ms);
     json_t *max = json_object_get(retry, "max");
     if (max == NULL) {
         if (backoff != 0)
-            problem(ld, ptr,
-                    "retry.backoff is the wait between re-sends, and retry has no 'max': add "
-                    "how many times to re-send, e.g. \"max\": 3");
+            def_ld_problem(
+                ld, ptr,
+                "retry.backoff is the wait between re-sends, and retry has no 'max': add "
+                "how many times to re-send, e.g. \"max\": 3");
         else
-            problem(ld, ptr, "missing required field 'max'");
+            def_ld_problem(ld, ptr, "missing required field 'max'");
         return;
     }
     if (cap != 0 && backoff == 0)
-        problem(ld, ptr, "retry.max_backoff caps retry.backoff, and retry has no 'backoff'");
+        def_ld_problem(ld, ptr, "retry.max_backoff caps retry.backoff, and retry has no 'backoff'");
     if (cap > 0 && backoff > 0 && st->retry_max_backoff_ms < st->retry_backoff_ms)
-        problem(ld, ptr,
-                "retry.max_backoff is shorter than retry.backoff: the cap would bind "
-                "before the first re-send");
+        def_ld_problem(ld, ptr,
+                       "retry.max_backoff is shorter than retry.backoff: the cap would bind "
+                       "before the first re-send");
     char p[PTR_MAX];
-    ptr_join(p, ptr, "max");
+    def_ptr_join(p, ptr, "max");
     if (!json_is_integer(max))
-        problem(ld, p, "retry.max must be an integer, got %s", jsonptr_kind(max));
+        def_ld_problem(ld, p, "retry.max must be an integer, got %s", jsonptr_kind(max));
     else if (json_integer_value(max) < 0)
-        problem(ld, p, "retry.max must be 0 or more, got %" JSON_INTEGER_FORMAT,
-                json_integer_value(max));
+        def_ld_problem(ld, p, "retry.max must be 0 or more, got %" JSON_INTEGER_FORMAT,
+                       json_integer_value(max));
     else if (json_integer_value(max) > RETRY_MAX_LIMIT)
-        problem(ld, p, "retry.max must be at most %d, got %" JSON_INTEGER_FORMAT, RETRY_MAX_LIMIT,
-                json_integer_value(max));
+        def_ld_problem(ld, p, "retry.max must be at most %d, got %" JSON_INTEGER_FORMAT,
+                       RETRY_MAX_LIMIT, json_integer_value(max));
     else
         ld->def->states[i].retry_max = (int) json_integer_value(max);
 }
@@ -1097,24 +1117,24 @@ static void parse_on_timeout(loader_t *ld, size_t i, json_t *v, const char *ptr)
 {
     def_state_t *st = &ld->def->states[i];
     if (!json_is_string(v)) {
-        problem(ld, ptr, "expected the name of the state to go to, got %s", jsonptr_kind(v));
+        def_ld_problem(ld, ptr, "expected the name of the state to go to, got %s", jsonptr_kind(v));
         ld->graph_unknown = true;
         return;
     }
     const char *to = json_string_value(v);
-    long s = find_name(ld->state_names, ld->def->n_states, to);
+    long s = def_find_name(ld->state_names, ld->def->n_states, to);
     if (s < 0) {
         char h[300];
-        problem(ld, ptr, "on_timeout goes to unknown state '%s'%s", to,
-                hint(h, sizeof h, to, ld->state_names, ld->def->n_states));
+        def_ld_problem(ld, ptr, "on_timeout goes to unknown state '%s'%s", to,
+                       def_hint(h, sizeof h, to, ld->state_names, ld->def->n_states));
         ld->graph_unknown = true;
         return;
     }
     if ((size_t) s == i)
-        problem(ld, ptr,
-                "on_timeout goes back to state '%s' itself: the instance would wait for the "
-                "same deadline forever; go to a state that handles the delay",
-                to);
+        def_ld_problem(ld, ptr,
+                       "on_timeout goes back to state '%s' itself: the instance would wait for the "
+                       "same deadline forever; go to a state that handles the delay",
+                       to);
     st->on_timeout = s;
 }
 
@@ -1122,15 +1142,15 @@ static void parse_on_timeout(loader_t *ld, size_t i, json_t *v, const char *ptr)
 static long lease_event(loader_t *ld, json_t *v, const char *ptr)
 {
     if (!json_is_string(v)) {
-        problem(ld, ptr, "expected the name of an event, got %s", jsonptr_kind(v));
+        def_ld_problem(ld, ptr, "expected the name of an event, got %s", jsonptr_kind(v));
         return -1;
     }
     const char *name = json_string_value(v);
-    long e = find_name(ld->event_names, ld->def->n_events, name);
+    long e = def_find_name(ld->event_names, ld->def->n_events, name);
     if (e < 0) {
         char h[300];
-        problem(ld, ptr, "lease event '%s' is not declared in 'events'%s", name,
-                hint(h, sizeof h, name, ld->event_names, ld->def->n_events));
+        def_ld_problem(ld, ptr, "lease event '%s' is not declared in 'events'%s", name,
+                       def_hint(h, sizeof h, name, ld->event_names, ld->def->n_events));
         return -1;
     }
     ld->event_used[e] = true;
@@ -1141,45 +1161,46 @@ static void parse_lease(loader_t *ld, size_t i, json_t *v, const char *ptr, bool
 {
     def_state_t *st = &ld->def->states[i];
     if (!json_is_object(v)) {
-        problem(ld, ptr,
-                "expected an object such as {\"claim\": \"PickStarted\", \"holder\": "
-                "\"/worker_id\", \"renew\": [\"PickHeartbeat\"], \"duration\": \"10m\"}, got %s",
-                jsonptr_kind(v));
+        def_ld_problem(
+            ld, ptr,
+            "expected an object such as {\"claim\": \"PickStarted\", \"holder\": "
+            "\"/worker_id\", \"renew\": [\"PickHeartbeat\"], \"duration\": \"10m\"}, got %s",
+            jsonptr_kind(v));
         return;
     }
     static const char *const fields[] = {"claim", "holder", "renew", "duration"};
     CHECK_FIELDS(ld, v, ptr, fields);
     if (!has_deadline)
-        problem(ld, ptr,
-                "a lease needs the state's own 'deadline': it is the hard limit a renewal "
-                "never extends past");
+        def_ld_problem(ld, ptr,
+                       "a lease needs the state's own 'deadline': it is the hard limit a renewal "
+                       "never extends past");
     char p[PTR_MAX];
     def_lease_t lease = {0};
     bool ok = true;
-    json_t *claim = member(ld, v, ptr, "claim", true);
-    long c = claim != NULL ? lease_event(ld, claim, ptr_join(p, ptr, "claim")) : -1;
+    json_t *claim = def_ld_member(ld, v, ptr, "claim", true);
+    long c = claim != NULL ? lease_event(ld, claim, def_ptr_join(p, ptr, "claim")) : -1;
     ok = ok && c >= 0;
-    const char *holder = get_pointer(ld, v, ptr, "holder", true);
+    const char *holder = def_ld_get_pointer(ld, v, ptr, "holder", true);
     ok = ok && holder != NULL;
-    if (get_duration(ld, v, ptr, "duration", false, &lease.duration_ms) <= 0) {
+    if (def_ld_get_duration(ld, v, ptr, "duration", false, &lease.duration_ms) <= 0) {
         if (json_object_get(v, "duration") == NULL)
-            problem(ld, ptr, "missing required field 'duration'");
+            def_ld_problem(ld, ptr, "missing required field 'duration'");
         ok = false;
     }
     json_t *renew = json_object_get(v, "renew");
     size_t n_renew = 0;
     if (renew != NULL && !json_is_array(renew)) {
-        problem(ld, ptr_join(p, ptr, "renew"), "expected an array of event names, got %s",
-                jsonptr_kind(renew));
+        def_ld_problem(ld, def_ptr_join(p, ptr, "renew"),
+                       "expected an array of event names, got %s", jsonptr_kind(renew));
         ok = false;
     } else if (renew != NULL) {
         n_renew = json_array_size(renew);
-        lease.renew = n_renew > 0 ? ld_calloc(ld, n_renew, sizeof *lease.renew) : NULL;
+        lease.renew = n_renew > 0 ? def_ld_calloc(ld, n_renew, sizeof *lease.renew) : NULL;
         ok = ok && (n_renew == 0 || lease.renew != NULL);
         for (size_t k = 0; k < n_renew; k++) {
             char idx[32], q[PTR_MAX];
             snprintf(idx, sizeof idx, "%zu", k);
-            ptr_join(q, ptr_join(p, ptr, "renew"), idx);
+            def_ptr_join(q, def_ptr_join(p, ptr, "renew"), idx);
             long e = lease_event(ld, json_array_get(renew, k), q);
             if (e < 0)
                 ok = false;
@@ -1193,8 +1214,8 @@ static void parse_lease(loader_t *ld, size_t i, json_t *v, const char *ptr, bool
     }
     lease.claim = (size_t) c;
     lease.n_renew = n_renew;
-    lease.holder_pointer = ld_strdup(ld, holder);
-    st->lease = ld_calloc(ld, 1, sizeof *st->lease);
+    lease.holder_pointer = def_ld_strdup(ld, holder);
+    st->lease = def_ld_calloc(ld, 1, sizeof *st->lease);
     if (st->lease == NULL) {
         free(lease.renew);
         free(lease.holder_pointer);
@@ -1207,10 +1228,10 @@ static void parse_token(loader_t *ld, size_t i, json_t *v, const char *ptr)
 {
     def_state_t *st = &ld->def->states[i];
     if (!json_is_object(v)) {
-        problem(ld, ptr,
-                "expected {\"pointer\": \"/steward_token\"} or {\"header\": "
-                "\"ce_stewardtoken\"}, got %s",
-                jsonptr_kind(v));
+        def_ld_problem(ld, ptr,
+                       "expected {\"pointer\": \"/steward_token\"} or {\"header\": "
+                       "\"ce_stewardtoken\"}, got %s",
+                       jsonptr_kind(v));
         return;
     }
     static const char *const fields[] = {"pointer", "header"};
@@ -1218,24 +1239,24 @@ static void parse_token(loader_t *ld, size_t i, json_t *v, const char *ptr)
     bool has_ptr = json_object_get(v, "pointer") != NULL;
     bool has_hdr = json_object_get(v, "header") != NULL;
     if (has_ptr == has_hdr) {
-        problem(ld, ptr, "token names exactly one of 'pointer' or 'header'");
+        def_ld_problem(ld, ptr, "token names exactly one of 'pointer' or 'header'");
         return;
     }
     if (has_ptr) {
-        const char *pointer = get_pointer(ld, v, ptr, "pointer", true);
-        st->token.pointer = ld_strdup(ld, pointer);
+        const char *pointer = def_ld_get_pointer(ld, v, ptr, "pointer", true);
+        st->token.pointer = def_ld_strdup(ld, pointer);
         return;
     }
-    const char *h = get_string(ld, v, ptr, "header", true);
-    if (h != NULL && !is_header_name(h)) {
+    const char *h = def_ld_get_string(ld, v, ptr, "header", true);
+    if (h != NULL && !def_is_header_name(h)) {
         char p[PTR_MAX];
-        problem(ld, ptr_join(p, ptr, "header"),
-                "header name '%s' is not valid: 1 to 255 printable ASCII characters without "
-                "spaces",
-                h);
+        def_ld_problem(ld, def_ptr_join(p, ptr, "header"),
+                       "header name '%s' is not valid: 1 to 255 printable ASCII characters without "
+                       "spaces",
+                       h);
         return;
     }
-    st->token.header = ld_strdup(ld, h);
+    st->token.header = def_ld_strdup(ld, h);
 }
 
 static void parse_state(loader_t *ld, size_t i, const char *name, json_t *v)
@@ -1247,15 +1268,15 @@ static void parse_state(loader_t *ld, size_t i, const char *name, json_t *v)
                                                    "token", "on_timeout", "deadline"};
     def_state_t *st = &ld->def->states[i];
     char p[PTR_MAX], sub[PTR_MAX];
-    ptr_join(p, "/states", name);
+    def_ptr_join(p, "/states", name);
 
-    if (!is_name(name, NULL))
-        problem(ld, p,
-                "state name '%s' is not valid: use lowercase letters, digits and '_', "
-                "starting with a letter (at most %d characters)",
-                name, NAME_MAX_LEN);
+    if (!def_is_name(name, NULL))
+        def_ld_problem(ld, p,
+                       "state name '%s' is not valid: use lowercase letters, digits and '_', "
+                       "starting with a letter (at most %d characters)",
+                       name, NAME_MAX_LEN);
     if (!json_is_object(v)) {
-        problem(ld, p, "expected an object describing the state, got %s", jsonptr_kind(v));
+        def_ld_problem(ld, p, "expected an object describing the state, got %s", jsonptr_kind(v));
         ld->graph_unknown = ld->usage_unknown = true;
         return;
     }
@@ -1263,31 +1284,33 @@ static void parse_state(loader_t *ld, size_t i, const char *name, json_t *v)
 
     json_t *terminal = json_object_get(v, "terminal");
     if (terminal != NULL) {
-        ptr_join(sub, p, "terminal");
+        def_ptr_join(sub, p, "terminal");
         if (!json_is_string(terminal)) {
-            problem(ld, sub,
-                    "expected a string naming the outcome, e.g. \"terminal\": \"success\", got "
-                    "%s",
-                    jsonptr_kind(terminal));
+            def_ld_problem(
+                ld, sub,
+                "expected a string naming the outcome, e.g. \"terminal\": \"success\", got "
+                "%s",
+                jsonptr_kind(terminal));
             ld->graph_unknown = true;
-        } else if (!is_name(json_string_value(terminal), NULL)) {
-            problem(ld, sub,
-                    "outcome '%s' is not valid: use lowercase letters, digits and '_', starting "
-                    "with a letter, e.g. 'success' or 'cancelled'",
-                    json_string_value(terminal));
+        } else if (!def_is_name(json_string_value(terminal), NULL)) {
+            def_ld_problem(
+                ld, sub,
+                "outcome '%s' is not valid: use lowercase letters, digits and '_', starting "
+                "with a letter, e.g. 'success' or 'cancelled'",
+                json_string_value(terminal));
             ld->graph_unknown = true;
         } else {
-            st->terminal = ld_strdup(ld, json_string_value(terminal));
+            st->terminal = def_ld_strdup(ld, json_string_value(terminal));
         }
     }
 
-    const char *owner = get_team(ld, v, p, false);
-    st->owner = ld_strdup(ld, owner);
+    const char *owner = def_ld_get_team(ld, v, p, false);
+    st->owner = def_ld_strdup(ld, owner);
 
     json_t *desc = json_object_get(v, "description");
     if (desc != NULL && !json_is_string(desc))
-        problem(ld, ptr_join(sub, p, "description"), "expected a string, got %s",
-                jsonptr_kind(desc));
+        def_ld_problem(ld, def_ptr_join(sub, p, "description"), "expected a string, got %s",
+                       jsonptr_kind(desc));
 
     if (terminal != NULL) {
         /* A terminal state is where an instance ends: nothing may happen
@@ -1297,10 +1320,10 @@ static void parse_state(loader_t *ld, size_t i, const char *name, json_t *v)
             const char *f = terminal_forbids[k];
             if (json_object_get(v, f) == NULL)
                 continue;
-            problem(ld, ptr_join(sub, p, f),
-                    "terminal state '%s' cannot have '%s': an instance that reaches it is "
-                    "finished",
-                    name, f);
+            def_ld_problem(ld, def_ptr_join(sub, p, f),
+                           "terminal state '%s' cannot have '%s': an instance that reaches it is "
+                           "finished",
+                           name, f);
         }
         json_t *on = json_object_get(v, "on");
         if (json_is_object(on)) {
@@ -1308,7 +1331,7 @@ static void parse_state(loader_t *ld, size_t i, const char *name, json_t *v)
             json_t *target;
             json_object_foreach(on, event, target)
             {
-                long e = find_name(ld->event_names, ld->def->n_events, event);
+                long e = def_find_name(ld->event_names, ld->def->n_events, event);
                 if (e >= 0)
                     ld->event_used[e] = true;
             }
@@ -1316,69 +1339,73 @@ static void parse_state(loader_t *ld, size_t i, const char *name, json_t *v)
         return;
     }
 
-    int deadline = get_duration(ld, v, p, "deadline", false, &st->deadline_ms);
+    int deadline = def_ld_get_duration(ld, v, p, "deadline", false, &st->deadline_ms);
     if (deadline == 0 && !ld->process_deadline_given)
-        problem(ld, p,
-                "state '%s' is not terminal and has no deadline, nor has the process: add a "
-                "'deadline' (e.g. \"deadline\": \"1h\") so that a stuck instance is noticed",
-                name);
+        def_ld_problem(ld, p,
+                       "state '%s' is not terminal and has no deadline, nor has the process: add a "
+                       "'deadline' (e.g. \"deadline\": \"1h\") so that a stuck instance is noticed",
+                       name);
 
     json_t *on = json_object_get(v, "on");
     if (on != NULL)
-        parse_transitions(ld, i, on, ptr_join(sub, p, "on"));
+        parse_transitions(ld, i, on, def_ptr_join(sub, p, "on"));
 
     json_t *command = json_object_get(v, "command");
     if (command != NULL)
-        parse_command(ld, i, command, ptr_join(sub, p, "command"));
+        parse_command(ld, i, command, def_ptr_join(sub, p, "command"));
 
     json_t *retry = json_object_get(v, "retry");
     if (retry != NULL) {
-        parse_retry(ld, i, retry, ptr_join(sub, p, "retry"));
+        parse_retry(ld, i, retry, def_ptr_join(sub, p, "retry"));
         if (command == NULL)
-            problem(ld, sub, "retry re-sends the state's command, and state '%s' has no 'command'",
-                    name);
+            def_ld_problem(ld, sub,
+                           "retry re-sends the state's command, and state '%s' has no 'command'",
+                           name);
         else if (deadline == 0)
-            problem(ld, sub,
-                    "retry needs the state's own 'deadline': the command is re-sent each time "
-                    "it passes");
+            def_ld_problem(
+                ld, sub,
+                "retry needs the state's own 'deadline': the command is re-sent each time "
+                "it passes");
     }
 
     json_t *on_timeout = json_object_get(v, "on_timeout");
     if (on_timeout != NULL) {
-        parse_on_timeout(ld, i, on_timeout, ptr_join(sub, p, "on_timeout"));
+        parse_on_timeout(ld, i, on_timeout, def_ptr_join(sub, p, "on_timeout"));
         if (deadline == 0)
-            problem(ld, sub,
-                    "on_timeout needs the state's own 'deadline': it names where an instance "
-                    "goes when that deadline passes");
+            def_ld_problem(
+                ld, sub,
+                "on_timeout needs the state's own 'deadline': it names where an instance "
+                "goes when that deadline passes");
     }
 
     json_t *lease = json_object_get(v, "lease");
     if (lease != NULL)
-        parse_lease(ld, i, lease, ptr_join(sub, p, "lease"), deadline != 0);
+        parse_lease(ld, i, lease, def_ptr_join(sub, p, "lease"), deadline != 0);
 
     json_t *token = json_object_get(v, "token");
     if (token != NULL)
-        parse_token(ld, i, token, ptr_join(sub, p, "token"));
+        parse_token(ld, i, token, def_ptr_join(sub, p, "token"));
 }
 
-static void parse_states(loader_t *ld, json_t *doc)
+static void def_ld_parse_states(loader_t *ld, json_t *doc)
 {
     def_t *def = ld->def;
-    json_t *states = member(ld, doc, "", "states", true);
+    json_t *states = def_ld_member(ld, doc, "", "states", true);
     if (states == NULL) {
         ld->graph_unknown = ld->usage_unknown = true;
         return;
     }
     if (!json_is_object(states)) {
-        problem(ld, "/states", "expected an object mapping state names to states, got %s",
-                jsonptr_kind(states));
+        def_ld_problem(ld, "/states", "expected an object mapping state names to states, got %s",
+                       jsonptr_kind(states));
         ld->graph_unknown = ld->usage_unknown = true;
         return;
     }
     if (json_object_size(states) == 0) {
-        problem(ld, "/states",
-                "no states declared: a process needs at least the state 'start' goes to and a "
-                "terminal state");
+        def_ld_problem(
+            ld, "/states",
+            "no states declared: a process needs at least the state 'start' goes to and a "
+            "terminal state");
         ld->graph_unknown = true;
         return;
     }
@@ -1397,10 +1424,10 @@ static void parse_states(loader_t *ld, json_t *doc)
     }
 
     if (ld->start_resolved && def->states[def->start_state].terminal != NULL)
-        problem(ld, "/start/to",
-                "start goes to terminal state '%s': an instance would finish as it starts; "
-                "start in the first step to watch",
-                def->states[def->start_state].name);
+        def_ld_problem(ld, "/start/to",
+                       "start goes to terminal state '%s': an instance would finish as it starts; "
+                       "start in the first step to watch",
+                       def->states[def->start_state].name);
 }
 
 /* Events nothing refers to are a mistake or dead weight: either way the
@@ -1413,9 +1440,9 @@ static void check_unused_events(loader_t *ld)
         if (ld->event_used[i] || ld->event_names[i] == NULL)
             continue;
         char p[PTR_MAX];
-        problem(ld, ptr_join(p, "/events", ld->event_names[i]),
-                "event '%s' is declared but neither 'start' nor any state's 'on' uses it",
-                ld->event_names[i]);
+        def_ld_problem(ld, def_ptr_join(p, "/events", ld->event_names[i]),
+                       "event '%s' is declared but neither 'start' nor any state's 'on' uses it",
+                       ld->event_names[i]);
     }
 }
 
@@ -1428,23 +1455,24 @@ def_t *def_load_json(const char *text, size_t len, const char *source, def_probl
     json_error_t jerr;
     json_t *doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     if (doc == NULL) {
-        problem(&ld, "", "invalid JSON at line %d, column %d: %s", jerr.line, jerr.column,
-                jerr.text);
+        def_ld_problem(&ld, "", "invalid JSON at line %d, column %d: %s", jerr.line, jerr.column,
+                       jerr.text);
         return NULL;
     }
     if (!json_is_object(doc)) {
-        problem(&ld, "", "expected a JSON object at the top level, got %s", jsonptr_kind(doc));
+        def_ld_problem(&ld, "", "expected a JSON object at the top level, got %s",
+                       jsonptr_kind(doc));
         json_decref(doc);
         return NULL;
     }
 
-    ld.def = ld_calloc(&ld, 1, sizeof *ld.def);
+    ld.def = def_ld_calloc(&ld, 1, sizeof *ld.def);
     if (ld.def == NULL) {
         json_decref(doc);
         return NULL;
     }
     def_t *def = ld.def;
-    def->source = ld_strdup(&ld, ld.file);
+    def->source = def_ld_strdup(&ld, ld.file);
 
     static const char *const fields[] = {
         "$schema",  "process",        "version",  "mode",   "owner", "description", "key",
@@ -1455,8 +1483,8 @@ def_t *def_load_json(const char *text, size_t len, const char *source, def_probl
     parse_header(&ld, doc);
     parse_events(&ld, doc);
     parse_start(&ld, doc);
-    parse_states(&ld, doc);
-    parse_any(&ld, doc);
+    def_ld_parse_states(&ld, doc);
+    def_ld_parse_any(&ld, doc);
     check_fixed_types(&ld);
     check_unused_events(&ld);
     ld.n_problems += def_check_command_topics(def, problems);
@@ -1703,7 +1731,7 @@ static bool list_directory(const char *dir, path_list_t *files, def_problems_t *
 /* True if `path` names the same file as one already in the set. */
 static bool already_loaded(const char *const *real, size_t n, const char *path_real)
 {
-    return path_real != NULL && find_name(real, n, path_real) >= 0;
+    return path_real != NULL && def_find_name(real, n, path_real) >= 0;
 }
 
 def_set_t *def_set_load(const char *const *paths, size_t n_paths, def_problems_t *problems,
@@ -1834,18 +1862,18 @@ bool def_map_topics(def_t *def, const char *prefix, const json_t *map, def_probl
         return true;
     char p[PTR_MAX], sub[PTR_MAX];
     for (size_t e = 0; e < def->n_events; e++) {
-        ptr_join(p, "/events", def->events[e].name);
-        ok = map_topic(&def->events[e].topic, prefix, map, def->source, ptr_join(sub, p, "topic"),
-                       problems) &&
+        def_ptr_join(p, "/events", def->events[e].name);
+        ok = map_topic(&def->events[e].topic, prefix, map, def->source,
+                       def_ptr_join(sub, p, "topic"), problems) &&
              ok;
     }
     for (size_t i = 0; i < def->n_states; i++) {
         if (def->states[i].command == NULL)
             continue;
-        ptr_join(p, "/states", def->states[i].name);
-        ptr_join(sub, p, "command");
+        def_ptr_join(p, "/states", def->states[i].name);
+        def_ptr_join(sub, p, "command");
         ok = map_topic(&def->states[i].command->topic, prefix, map, def->source,
-                       ptr_join(p, sub, "topic"), problems) &&
+                       def_ptr_join(p, sub, "topic"), problems) &&
              ok;
     }
     return ok;
