@@ -2,9 +2,10 @@
  * def_validate - the checks that look across a whole definition, and the
  * "did you mean" suggestions in messages; see def.h.
  *
- * def.c reads fields one by one; what needs the whole picture lives here:
- * the state graph (a terminal state exists, every state is reachable, every
- * reachable state can finish) and the variables of command templates.
+ * The loader (def_load.c, def_states.c) reads fields one by one; what
+ * needs the whole picture lives here: the state graph (a terminal state
+ * exists, every state is reachable, every reachable state can finish) and
+ * the variables of command templates.
  */
 #include "definitions/def.h"
 #include "definitions/jsonptr.h"
@@ -350,7 +351,7 @@ size_t def_check_template(const json_t *payload, const char *const *vars, size_t
 
 static bool captures_var(const def_capture_t *caps, size_t n, const char *var)
 {
-    /* A capture with an invalid name has none (def.c reported it). */
+    /* A capture with an invalid name has none (def_fields.c reported it). */
     for (size_t i = 0; i < n; i++)
         if (caps[i].var != NULL && strcmp(caps[i].var, var) == 0)
             return true;

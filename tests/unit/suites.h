@@ -2,6 +2,8 @@
 SUITE(duration)
 SUITE(jsonptr)
 SUITE(def)
+SUITE(def_document)
+SUITE(def_rules)
 SUITE(check_cli)
 SUITE(engine)
 SUITE(decode)
