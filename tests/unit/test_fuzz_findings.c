@@ -197,7 +197,7 @@ START_TEST(a_template_refusal_is_utf8)
 }
 END_TEST
 
-/* fuzz_definition (a seed from test_def.c): a capture whose name is not
+/* fuzz_definition (a seed from the unit tier's definition tests): a capture whose name is not
  * valid keeps no name, and the check that a command's ${vars.X} is
  * captured on a path to its state compared that NULL name: a definition
  * with both crashed `steward check` instead of listing its problems. */
