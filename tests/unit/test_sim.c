@@ -9,12 +9,8 @@
 #include "cli/cli_demo.h"
 #include "common/rfc3339.h"
 #include "common/utf8.h"
-#include "definitions/def.h"
-#include "definitions/duration.h"
-#include "formats/decode.h"
 #include "sim/sim.h"
 #include "sim/sim_active.h"
-#include "sim/sim_def.h"
 #include "test_sim.h"
 #include "testlib.h"
 
