@@ -102,6 +102,10 @@
  * http_set_waiting() and http_set_stall_after(), which any thread may
  * call, no other thread calls into the module between http_new() and
  * http_free().
+ *
+ * The module is the family manager/api/http_*.c, a file per concern
+ * (server, database connection, tokens, router, metrics, probes, views,
+ * actions); what they share is manager/api/http_internal.h.
  */
 #ifndef STEWARD_HTTP_H
 #define STEWARD_HTTP_H

@@ -1,0 +1,160 @@
+/*
+ * http_actions - the operator's requests: the actions of
+ * manager/operator/actions.h (POST /v1/alerts/{id}/VERB,
+ * /v1/instances/{process}/{key}/VERB) and the silences (GET and POST
+ * /v1/silences, POST /v1/silences/{id}/unsilence). It reads the JSON body,
+ * runs the action on the connection within QUERY_BUDGET_MS, logs what an
+ * operate token changed and maps the action's outcome to a status.
+ */
+#include "manager/api/http_internal.h"
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "definitions/duration.h"
+#include "manager/operator/actions.h"
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void reply_action(http_reply_t *r, action_rc_t rc, json_t *result, const char *errstr);
+
+/* One action, by the token named actor, with the JSON body {"reason", "as"|"to"}. */
+void http_post_action(http_t *h, action_verb_t verb, action_request_t *req, const char *body,
+                      http_reply_t *r)
+{
+    char errstr[1024];
+    json_error_t jerr;
+    json_t *doc = body != NULL ? json_loads(body, 0, &jerr) : NULL;
+    /* An action's one option, if any, is what it acts towards (its target). */
+    const action_option_t *target = &action_verb_def(verb)->options[0];
+    if (!json_is_object(doc)) {
+        json_decref(doc);
+        http_reply_error(
+            r, MHD_HTTP_BAD_REQUEST, "expected a JSON object body: {\"reason\": \"why\"%s%s%s%s}",
+            target->name != NULL ? ", \"" : "", target->name != NULL ? target->name : "",
+            target->name != NULL ? "\": \"" : "", target->name != NULL ? target->arg : "");
+        return;
+    }
+    req->reason = json_string_value(json_object_get(doc, "reason"));
+    req->target =
+        target->name != NULL ? json_string_value(json_object_get(doc, target->name)) : NULL;
+
+    json_t *result = NULL;
+    action_rc_t rc = ACTION_FAILED;
+    err_class_t cls =
+        http_db_acquire(h, clock_monotonic_ms() + QUERY_BUDGET_MS, errstr, sizeof errstr);
+    if (cls == ERR_OK) {
+        rc = action_run(h->conn, verb, req, &result, errstr, sizeof errstr);
+        http_db_release(h);
+    }
+    if (cls != ERR_OK) {
+        http_reply_db_error(r, cls, errstr);
+    } else {
+        if (rc == ACTION_OK)
+            LOG_INFO("operator action", "action", action_verb_name(verb), "actor", req->actor,
+                     "process", req->process, "key", req->key);
+        reply_action(r, rc, result, errstr);
+        result = NULL; /* taken by reply_action() on OK; NULL otherwise */
+    }
+    json_decref(result);
+    json_decref(doc);
+}
+
+/* A JSON body as an object, or NULL with the 400 in r. Caller frees. */
+static json_t *body_object(const char *body, const char *expected, http_reply_t *r)
+{
+    json_t *doc = body != NULL ? json_loads(body, 0, NULL) : NULL;
+    if (!json_is_object(doc)) {
+        json_decref(doc);
+        http_reply_error(r, MHD_HTTP_BAD_REQUEST, "expected a JSON object body: %s", expected);
+        return NULL;
+    }
+    return doc;
+}
+
+/* The answer to an action: 200 with result (taken) or the error's status. */
+static void reply_action(http_reply_t *r, action_rc_t rc, json_t *result, const char *errstr)
+{
+    static const unsigned int status[] = {
+        [ACTION_OK] = MHD_HTTP_OK,
+        [ACTION_BAD_REQUEST] = MHD_HTTP_BAD_REQUEST,
+        [ACTION_NOT_FOUND] = MHD_HTTP_NOT_FOUND,
+        [ACTION_CONFLICT] = MHD_HTTP_CONFLICT,
+        [ACTION_REFUSED] = MHD_HTTP_CONFLICT,
+        [ACTION_FAILED] = MHD_HTTP_SERVICE_UNAVAILABLE,
+    };
+    if (rc == ACTION_OK)
+        http_reply_json(r, MHD_HTTP_OK, result);
+    else
+        http_reply_error(r, status[rc], "%s", errstr);
+}
+
+/* POST /v1/silences {"process", "state"?, "team"?, "for", "reason"};
+ * POST /v1/silences/{id}/unsilence {"reason"}; GET /v1/silences[?all=true]. */
+void http_silences(http_t *h, const char *method, const char *id, const char *actor,
+                   const char *all, const char *body, http_reply_t *r)
+{
+    char errstr[1024];
+    json_t *doc = NULL, *result = NULL;
+    silence_request_t req = {.actor = actor};
+    long long sid = 0;
+    bool get = strcmp(method, MHD_HTTP_METHOD_POST) != 0;
+
+    if (!get && id == NULL) {
+        doc = body_object(body,
+                          "{\"process\": P, \"state\": S?, \"team\": T?, \"for\": \"2h\", "
+                          "\"reason\": \"why\"}",
+                          r);
+        if (doc == NULL)
+            return;
+        req.process = json_string_value(json_object_get(doc, "process"));
+        req.state = json_string_value(json_object_get(doc, "state"));
+        req.team = json_string_value(json_object_get(doc, "team"));
+        req.reason = json_string_value(json_object_get(doc, "reason"));
+        const char *for_text = json_string_value(json_object_get(doc, "for"));
+        if (for_text == NULL || !duration_parse(for_text, &req.for_ms, errstr, sizeof errstr)) {
+            http_reply_error(r, MHD_HTTP_BAD_REQUEST, "for: %s",
+                             for_text == NULL ? "expected a duration such as \"2h\"" : errstr);
+            json_decref(doc);
+            return;
+        }
+    } else if (!get) {
+        char *end;
+        sid = strtoll(id, &end, 10);
+        if (*end != '\0' || sid <= 0) {
+            http_reply_error(r, MHD_HTTP_NOT_FOUND, "no silence %s", id);
+            return;
+        }
+        if ((doc = body_object(body, "{\"reason\": \"why\"}", r)) == NULL)
+            return;
+        req.reason = json_string_value(json_object_get(doc, "reason"));
+    }
+    action_rc_t rc = ACTION_FAILED;
+    err_class_t cls =
+        http_db_acquire(h, clock_monotonic_ms() + QUERY_BUDGET_MS, errstr, sizeof errstr);
+    if (cls == ERR_OK) {
+        if (get)
+            rc = action_silences(h->conn, all != NULL && strcmp(all, "true") == 0, &result, errstr,
+                                 sizeof errstr);
+        else if (id == NULL)
+            rc = action_silence(h->conn, &req, &result, errstr, sizeof errstr);
+        else
+            rc = action_unsilence(h->conn, sid, actor, req.reason, &result, errstr, sizeof errstr);
+        http_db_release(h);
+    }
+    if (cls != ERR_OK) {
+        http_reply_db_error(r, cls, errstr);
+    } else {
+        if (rc == ACTION_OK && !get)
+            LOG_INFO("operator action", "action", id == NULL ? "silence" : "unsilence", "actor",
+                     actor, "process", req.process);
+        reply_action(r, rc, result, errstr);
+        result = NULL; /* taken by reply_action() on OK; NULL otherwise */
+    }
+    json_decref(result);
+    json_decref(doc);
+}
