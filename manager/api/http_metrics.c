@@ -248,6 +248,33 @@ static const char *const gauge_sql[N_GAUGES] = {
                      "WHERE delivered_at IS NULL AND failed_at IS NULL",
 };
 
+/* The most labels of a gauge read by rows (GAUGE_ALERTS has three). */
+#define GAUGE_MAX_LABELS 3
+
+/*
+ * A gauge family from the rows of r: a sample per row, labelled by its
+ * first columns (one per name in `labels`, NULL-terminated, at most
+ * GAUGE_MAX_LABELS), the count in the column after them.
+ */
+static void gauge_rows(prom_t *p, const char *name, const char *help, const PGresult *r,
+                       const char *const *labels)
+{
+    const char *pairs[2 * GAUGE_MAX_LABELS + 1];
+    int n = 0;
+
+    while (n < GAUGE_MAX_LABELS && labels[n] != NULL)
+        n++;
+    prom_family(p, name, "gauge", help);
+    for (int i = 0; i < PQntuples(r); i++) {
+        for (int c = 0; c < n; c++) {
+            pairs[2 * c] = labels[c];
+            pairs[2 * c + 1] = PQgetvalue(r, i, c);
+        }
+        pairs[2 * n] = NULL;
+        prom_sample_int(p, name, pairs, atoll(PQgetvalue(r, i, n)));
+    }
+}
+
 static void write_database(http_t *h, prom_t *p)
 {
     PGresult *res[N_GAUGES] = {NULL};
@@ -269,36 +296,18 @@ static void write_database(http_t *h, prom_t *p)
                 "Whether this scrape could read the gauges from PostgreSQL.");
     prom_sample_int(p, "steward_database_up", NULL, cls == ERR_OK);
     if (cls == ERR_OK) {
-        PGresult *r = res[GAUGE_INSTANCES];
-        prom_family(p, "steward_instances_open", "gauge",
-                    "Active instances, by process and current state.");
-        for (int i = 0; i < PQntuples(r); i++)
-            prom_sample_int(p, "steward_instances_open",
-                            (const char *const[]){"process", PQgetvalue(r, i, 0), "state",
-                                                  PQgetvalue(r, i, 1), NULL},
-                            atoll(PQgetvalue(r, i, 2)));
+        gauge_rows(p, "steward_instances_open", "Active instances, by process and current state.",
+                   res[GAUGE_INSTANCES], (const char *const[]){"process", "state", NULL});
+        gauge_rows(p, "steward_alerts_open",
+                   "Unresolved alerts, by process, state and kind (blind alerts have neither "
+                   "process nor state).",
+                   res[GAUGE_ALERTS], (const char *const[]){"process", "state", "kind", NULL});
+        gauge_rows(p, "steward_commands_pending",
+                   "Commands queued and not yet sent, by process (paused ones included); a "
+                   "process with none is absent.",
+                   res[GAUGE_COMMANDS], (const char *const[]){"process", NULL});
 
-        r = res[GAUGE_ALERTS];
-        prom_family(p, "steward_alerts_open", "gauge",
-                    "Unresolved alerts, by process, state and kind (blind alerts have neither "
-                    "process nor state).");
-        for (int i = 0; i < PQntuples(r); i++)
-            prom_sample_int(p, "steward_alerts_open",
-                            (const char *const[]){"process", PQgetvalue(r, i, 0), "state",
-                                                  PQgetvalue(r, i, 1), "kind", PQgetvalue(r, i, 2),
-                                                  NULL},
-                            atoll(PQgetvalue(r, i, 3)));
-
-        r = res[GAUGE_COMMANDS];
-        prom_family(p, "steward_commands_pending", "gauge",
-                    "Commands queued and not yet sent, by process (paused ones included); a "
-                    "process with none is absent.");
-        for (int i = 0; i < PQntuples(r); i++)
-            prom_sample_int(p, "steward_commands_pending",
-                            (const char *const[]){"process", PQgetvalue(r, i, 0), NULL},
-                            atoll(PQgetvalue(r, i, 1)));
-
-        r = res[GAUGE_OUTBOX];
+        PGresult *r = res[GAUGE_OUTBOX];
         prom_family(p, "steward_outbox_pending", "gauge",
                     "Notifications not yet delivered nor given up (retries included).");
         prom_sample_int(p, "steward_outbox_pending", NULL, atoll(PQgetvalue(r, 0, 0)));

@@ -28,20 +28,36 @@
 typedef err_class_t (*view_fn)(PGconn *conn, const void *arg, json_t **out, char *errstr,
                                size_t errstr_size);
 
-static void get_view(http_t *h, view_fn fn, const void *arg, const char *absent, http_reply_t *r)
+/*
+ * Runs fn on the connection within QUERY_BUDGET_MS. True with what it read
+ * in *doc (NULL: nothing there); false with the database error in r.
+ */
+static bool view_read(http_t *h, view_fn fn, const void *arg, json_t **doc, http_reply_t *r)
 {
     char errstr[1024];
-    json_t *doc = NULL;
     err_class_t cls =
         http_db_acquire(h, clock_monotonic_ms() + QUERY_BUDGET_MS, errstr, sizeof errstr);
 
+    *doc = NULL;
     if (cls == ERR_OK) {
-        cls = fn(h->conn, arg, &doc, errstr, sizeof errstr);
+        cls = fn(h->conn, arg, doc, errstr, sizeof errstr);
         http_db_release(h);
     }
-    if (cls != ERR_OK)
+    if (cls != ERR_OK) {
         http_reply_db_error(r, cls, errstr);
-    else if (doc == NULL)
+        return false;
+    }
+    return true;
+}
+
+/* A view's document, or a 404 saying `absent` when there is none. */
+static void get_view(http_t *h, view_fn fn, const void *arg, const char *absent, http_reply_t *r)
+{
+    json_t *doc;
+
+    if (!view_read(h, fn, arg, &doc, r))
+        return;
+    if (doc == NULL)
         http_reply_error(r, MHD_HTTP_NOT_FOUND, "%s", absent);
     else
         http_reply_json(r, MHD_HTTP_OK, doc);
@@ -66,21 +82,34 @@ static err_class_t view_graph(PGconn *conn, const void *arg, json_t **out, char 
     return query_graph(conn, arg, out, errstr, errstr_size);
 }
 
+static err_class_t view_stuck(PGconn *conn, const void *arg, json_t **out, char *errstr,
+                              size_t errstr_size)
+{
+    return query_stuck(conn, arg, out, errstr, errstr_size);
+}
+
+typedef struct instance_arg {
+    const char *process, *key;
+    query_absent_t *absent; /* filled when there is no such instance */
+} instance_arg_t;
+
+static err_class_t view_instance(PGconn *conn, const void *arg, json_t **out, char *errstr,
+                                 size_t errstr_size)
+{
+    const instance_arg_t *a = arg;
+    return query_instance(conn, a->process, a->key, out, a->absent, errstr, errstr_size);
+}
+
 void http_get_instance(http_t *h, const char *process, const char *key, http_reply_t *r)
 {
-    char errstr[1024], message[HTTP_MAX_PATH + 64];
-    json_t *doc = NULL;
+    char message[HTTP_MAX_PATH + 64];
+    json_t *doc;
     query_absent_t absent = {0};
-    err_class_t cls =
-        http_db_acquire(h, clock_monotonic_ms() + QUERY_BUDGET_MS, errstr, sizeof errstr);
+    instance_arg_t ia = {.process = process, .key = key, .absent = &absent};
 
-    if (cls == ERR_OK) {
-        cls = query_instance(h->conn, process, key, &doc, &absent, errstr, sizeof errstr);
-        http_db_release(h);
-    }
-    if (cls != ERR_OK) {
-        http_reply_db_error(r, cls, errstr);
-    } else if (doc == NULL) {
+    if (!view_read(h, view_instance, &ia, &doc, r))
+        return;
+    if (doc == NULL) {
         /* Events judged for a key with no instance are parked, waiting for
          * the start event, or belonged to an instance retention removed:
          * worth saying which. */
@@ -91,23 +120,6 @@ void http_get_instance(http_t *h, const char *process, const char *key, http_rep
     } else {
         http_reply_json(r, MHD_HTTP_OK, doc);
     }
-}
-
-static void get_stuck(http_t *h, const char *process, http_reply_t *r)
-{
-    char errstr[1024];
-    json_t *doc = NULL;
-    err_class_t cls =
-        http_db_acquire(h, clock_monotonic_ms() + QUERY_BUDGET_MS, errstr, sizeof errstr);
-
-    if (cls == ERR_OK) {
-        cls = query_stuck(h->conn, process, &doc, errstr, sizeof errstr);
-        http_db_release(h);
-    }
-    if (cls != ERR_OK)
-        http_reply_db_error(r, cls, errstr);
-    else
-        http_reply_json(r, MHD_HTTP_OK, doc);
 }
 
 typedef struct report_arg {
@@ -195,17 +207,12 @@ static bool arg_bool(const args_t *a, const char *name, bool *out, http_reply_t 
 /* GET /v1/stuck[?process=P] */
 void http_get_stuck(http_t *h, struct MHD_Connection *conn, http_reply_t *r)
 {
-    /* Arguments arrive undecoded too (see keep_escaped()). */
-    const char *raw = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "process");
-    char *process = raw != NULL && raw[0] != '\0' ? strdup(raw) : NULL;
-    const char *problem = process != NULL ? http_percent_decode(process) : NULL;
-    if (problem != NULL)
-        http_reply_error(r, MHD_HTTP_BAD_REQUEST, "malformed argument process: %s", problem);
-    else if (raw != NULL && raw[0] != '\0' && process == NULL)
-        http_reply_error(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
-    else
-        get_stuck(h, process, r);
-    free(process);
+    static const char *const names[] = {"process", NULL};
+    args_t a;
+
+    if (args_read(conn, names, &a, r))
+        get_view(h, view_stuck, arg(&a, "process"), "", r);
+    args_free(&a);
 }
 
 /* GET /v1/instances: the filters of query_filter_t; `after` is the page
