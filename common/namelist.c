@@ -6,10 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The walk itself: false when out of memory (nothing called), else *all
- * says whether "*" was among the names. */
-static bool walk(const char *list, void (*on_name)(const char *name, void *arg), void *arg,
-                 bool *all_out)
+bool namelist_walk(const char *list, void (*on_name)(const char *name, void *arg), void *arg,
+                   bool *all_out)
 {
     bool all = false;
     char *copy = strdup(list != NULL ? list : ""), *save = NULL;
@@ -34,7 +32,7 @@ static bool walk(const char *list, void (*on_name)(const char *name, void *arg),
 bool namelist_each(const char *list, void (*on_name)(const char *name, void *arg), void *arg)
 {
     bool all;
-    return !walk(list, on_name, arg, &all) || all;
+    return !namelist_walk(list, on_name, arg, &all) || all;
 }
 
 /* Appends a name to the list being built unless it is there already. */
@@ -59,7 +57,7 @@ char *namelist_normalize(const char *list)
     if (out == NULL)
         return NULL;
     bool all;
-    if (!walk(list, append_new, out, &all)) {
+    if (!namelist_walk(list, append_new, out, &all)) {
         free(out);
         return NULL;
     }

@@ -18,6 +18,15 @@
 bool namelist_each(const char *list, void (*on_name)(const char *name, void *arg), void *arg);
 
 /*
+ * The same walk for a reader that must tell "out of memory" from "*" (a
+ * list that opens a door when it holds "*"): returns false, having called
+ * nothing, when out of memory; else true with *all saying whether the list
+ * holds "*".
+ */
+bool namelist_walk(const char *list, void (*on_name)(const char *name, void *arg), void *arg,
+                   bool *all);
+
+/*
  * "a, b,a" as "a,b": names trimmed, empty ones and repeats dropped; any
  * "*" makes the whole list "*". A new string (free it), or NULL when out
  * of memory.

@@ -239,7 +239,7 @@ void http_free(http_t *h);
 
 /*
  * Pure helpers of the server, public so that unit tests can check them
- * without a socket (tests/unit/test_http_parse.c).
+ * without a socket (tests/unit/test_http_format.c).
  */
 
 /*

@@ -17,6 +17,7 @@
 
 #include "common/db.h"
 #include "common/log.h"
+#include "common/namelist.h"
 #include "manager/operator/actions.h"
 #include "manager/operator/query.h"
 
@@ -236,41 +237,38 @@ static bool host_allowed(const http_t *h, struct MHD_Connection *conn, http_repl
     return false;
 }
 
+/* What split_names() fills: the names so far, and whether one failed to
+ * copy. */
+typedef struct name_array {
+    char **names;
+    size_t n;
+    bool failed;
+} name_array_t;
+
+static void add_name(const char *name, void *arg)
+{
+    name_array_t *a = arg;
+    if (!a->failed && (a->names[a->n] = strdup(name)) != NULL)
+        a->n++;
+    else
+        a->failed = true;
+}
+
 /* The comma-separated list as a NULL-terminated array of trimmed, non-empty
  * names (free with free_names()); NULL when out of memory. */
 static char **split_names(const char *list, bool *any)
 {
     size_t cap = 1;
-    *any = false;
     for (const char *p = list; p != NULL && *p != '\0'; p++)
         cap += *p == ',';
-    char **names = calloc(cap + 1, sizeof *names), *copy = strdup(list != NULL ? list : "");
-    size_t n = 0;
-    if (names == NULL || copy == NULL) {
-        free(names);
-        free(copy);
+    name_array_t a = {calloc(cap + 1, sizeof(char *)), 0, false};
+    if (a.names == NULL || !namelist_walk(list, add_name, &a, any) || a.failed) {
+        for (size_t i = 0; a.names != NULL && i < a.n; i++)
+            free(a.names[i]);
+        free(a.names);
         return NULL;
     }
-    char *save = NULL;
-    for (char *tok = strtok_r(copy, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
-        while (*tok == ' ' || *tok == '\t')
-            tok++;
-        size_t len = strlen(tok);
-        while (len > 0 && (tok[len - 1] == ' ' || tok[len - 1] == '\t'))
-            tok[--len] = '\0';
-        if (len == 0)
-            continue;
-        *any = *any || strcmp(tok, "*") == 0;
-        if ((names[n++] = strdup(tok)) == NULL) {
-            free(copy);
-            for (size_t i = 0; i < n; i++)
-                free(names[i]);
-            free(names);
-            return NULL;
-        }
-    }
-    free(copy);
-    return names;
+    return a.names;
 }
 
 static void free_names(char **names)

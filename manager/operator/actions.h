@@ -6,7 +6,7 @@
  * step's command again (retry: decided by engine_operator_resend()), both
  * queued in the action's transaction, claim or release
  * its investigation; silence a process's alerts for a while. Shared by
- * the CLI verbs (cli/cli_actions.c) and the HTTP API (manager/api/http.c),
+ * the CLI verbs (cli/cli_actions.c) and the HTTP API (manager/api/http_actions.c),
  * which both read the verb table below.
  *
  * Each action is one transaction on the caller's connection. It first
@@ -62,7 +62,7 @@ const char *action_verb_name(action_verb_t verb);
  *
  * Every operator verb is one row of action_verbs[]: the CLI's commands,
  * usage and option parsing (cli/cli_actions.c, cli/main.c), the HTTP
- * router's action routes (manager/api/http.c), GET /v1/verbs and so the
+ * router's action routes (manager/api/http_route.c), GET /v1/verbs and so the
  * console's buttons, and the man page's check (tests/deploy_check.sh) all
  * read it. A new verb is its row here, its function in actions.c and its
  * test. */

@@ -1,7 +1,7 @@
 /*
  * metrics - the process's counters and gauges, shared by every thread.
  * They are the one global state Steward keeps besides signal flags; the
- * HTTP module (http.c) renders them in Prometheus text format.
+ * HTTP module (manager/api/http_metrics.c) renders them in Prometheus text format.
  *
  * Counters and the batch-duration histogram are atomics any thread adds
  * to. What intake alone knows of Kafka (how many partitions it owns, how
