@@ -44,8 +44,14 @@
  * one (SQL only selects candidates by a time the engine computed, and
  * stores the verdicts):
  *
- *   judging an event        engine_apply(), engine_replay()
+ *   judging an event        engine_apply(), engine_replay(): the verdicts
+ *                           above, named as history records them
+ *                           (engine_outcome_name()); a duplicate by the
+ *                           caller's `seen`
+ *   parked or unexpected    engine_may_accept(): whether the current state
+ *                           or any state after it accepts the event
  *   an undeclared event     engine_undeclared()
+ *   an instance's status    engine_status(): active, or its terminal outcome
  *   lateness                engine_result_t.late_by_ms (from the event's time);
  *                           deadline_late_by_ms, the part past the state's
  *                           own deadline, stored on its open deadline alert
@@ -53,9 +59,12 @@
  *                           engine_time_in_state(); stored per history row
  *                           (engine_result_t.entered_ms, time_in_state_ms)
  *   a step late for its own state's deadline   engine_state_late_by()
+ *   the time judged at      engine_judge_time(): the process's watermark,
+ *                           never past the wall clock
  *   deadlines due           engine_judge_due(): state and process deadline
  *                           against the watermark less the grace, with what
- *                           the alert says (engine_due_alert())
+ *                           the alert says (engine_due_alert()); callers
+ *                           select candidates by engine_due_bound()
  *   a sequence alert's words engine_sequence_alert()
  *   the next deadline       engine_next_deadline()
  *   parked-event expiry     engine_park_expires_at() (when a parked event's
@@ -104,7 +113,17 @@
  *                           (engine_judge_due()): shadow alerts, active
  *                           hands off within retry.max (a hand-off is an
  *                           attempt), then takes the lease's end as the
- *                           last attempt's: on_timeout, else the page
+ *                           last attempt's: on_timeout, else the page;
+ *                           leaving a step someone held releases it
+ *                           (engine_result_t.released)
+ *
+ * The rules are kept by concern: engine.c judges an event (the instance,
+ * fencing, lease claims and renewals, time in a state, lateness, parked
+ * events), engine_due.c due times (deadlines, re-sends and their backoff,
+ * on_timeout, lease expiry and hand-offs, the standing figures, command
+ * ids), engine_operator.c an operator's actions, engine_alert.c the words
+ * of alerts, engine_topics.c the watermark's topics; engine_int.h, private
+ * to engine/, holds what they share.
  *
  * Only an instance whose own version is active sends commands: promotion
  * is a new version, and instances keep the version they started on.
