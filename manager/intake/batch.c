@@ -149,6 +149,21 @@ slot_t *batch_find_slot(batch_t *b, const char *process, const char *key)
 /* Empties what a commit builds, keeping the decoded messages and items. */
 void batch_reset(batch_t *b)
 {
+    const struct {
+        rows_t *rows;
+        const char *table;
+        size_t n_columns;
+    } tables[] = {
+        {&b->history, "history", ROWS_HISTORY_COLUMNS},
+        {&b->parked, "parked", ROWS_PARKED_COLUMNS},
+        {&b->unparked, "unparked", ROWS_UNPARKED_COLUMNS},
+        {&b->rejected, "rejected", ROWS_REJECTED_COLUMNS},
+        {&b->instances, "instances", ROWS_INSTANCES_COLUMNS},
+        {&b->offsets, "offsets", ROWS_OFFSETS_COLUMNS},
+        {&b->deferred, "deferred", ROWS_DEFERRED_COLUMNS},
+        {&b->undeferred, "undeferred", ROWS_UNDEFERRED_COLUMNS},
+    };
+
     for (size_t i = 0; i < b->n_slots; i++)
         batch_slot_clear(&b->slots[i]);
     free(b->slots);
@@ -158,23 +173,11 @@ void batch_reset(batch_t *b)
         b->items[i].slot = NULL;
         b->items[i].aside = NULL;
     }
-    rows_clear(&b->deferred);
-    rows_clear(&b->undeferred);
-    rows_init(&b->deferred, "deferred", ROWS_DEFERRED_COLUMNS);
-    rows_init(&b->undeferred, "undeferred", ROWS_UNDEFERRED_COLUMNS);
+    for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
+        rows_clear(tables[i].rows);
+        rows_init(tables[i].rows, tables[i].table, tables[i].n_columns);
+    }
     b->n_lock_timeouts = 0;
-    rows_clear(&b->history);
-    rows_clear(&b->parked);
-    rows_clear(&b->unparked);
-    rows_clear(&b->rejected);
-    rows_clear(&b->instances);
-    rows_clear(&b->offsets);
-    rows_init(&b->history, "history", ROWS_HISTORY_COLUMNS);
-    rows_init(&b->parked, "parked", ROWS_PARKED_COLUMNS);
-    rows_init(&b->unparked, "unparked", ROWS_UNPARKED_COLUMNS);
-    rows_init(&b->rejected, "rejected", ROWS_REJECTED_COLUMNS);
-    rows_init(&b->instances, "instances", ROWS_INSTANCES_COLUMNS);
-    rows_init(&b->offsets, "offsets", ROWS_OFFSETS_COLUMNS);
     b->n_late = 0;
     alert_batch_clear(&b->alerts);
     cmdq_clear(&b->commands);
@@ -191,15 +194,7 @@ void batch_free(batch_t *b)
 {
     if (b == NULL)
         return;
-    batch_reset(b);
-    rows_clear(&b->history);
-    rows_clear(&b->parked);
-    rows_clear(&b->unparked);
-    rows_clear(&b->rejected);
-    rows_clear(&b->instances);
-    rows_clear(&b->offsets);
-    rows_clear(&b->deferred);
-    rows_clear(&b->undeferred);
+    batch_reset(b); /* every table's rows are empty now */
     for (size_t i = 0; i < b->n_msgs; i++)
         decode_message_clear(&b->decoded[i]);
     for (size_t i = 0; i < b->n_items; i++)

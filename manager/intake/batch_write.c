@@ -221,33 +221,33 @@ void batch_rows(batch_t *b)
     }
 }
 
+/* A table's write (store.h), for the rows built for it. */
+typedef err_class_t (*table_write_fn)(store_t *store, rows_t *rows, char *errstr,
+                                      size_t errstr_size);
+
 /* One statement per table, then what other modules add to the transaction. */
 err_class_t batch_write(batch_t *b, char *errstr, size_t errstr_size)
 {
     store_t *store = b->ctx->store;
+    /* In this order, after history; the offsets go last, below. */
+    const struct {
+        rows_t *rows;
+        table_write_fn write;
+    } tables[] = {
+        {&b->parked, store_write_parked},     {&b->unparked, store_unpark},
+        {&b->rejected, store_write_rejected}, {&b->instances, store_write_instances},
+        {&b->deferred, store_write_deferred}, {&b->undeferred, store_undefer},
+    };
     err_class_t cls = ERR_OK;
 
     if (b->history.n > 0 && (cls = store_write_history(store, &b->history, b->n_late > 0, errstr,
                                                        errstr_size)) != ERR_OK)
         return cls;
-    if (b->parked.n > 0 &&
-        (cls = store_write_parked(store, &b->parked, errstr, errstr_size)) != ERR_OK)
-        return cls;
-    if (b->unparked.n > 0 &&
-        (cls = store_unpark(store, &b->unparked, errstr, errstr_size)) != ERR_OK)
-        return cls;
-    if (b->rejected.n > 0 &&
-        (cls = store_write_rejected(store, &b->rejected, errstr, errstr_size)) != ERR_OK)
-        return cls;
-    if (b->instances.n > 0 &&
-        (cls = store_write_instances(store, &b->instances, errstr, errstr_size)) != ERR_OK)
-        return cls;
-    if (b->deferred.n > 0 &&
-        (cls = store_write_deferred(store, &b->deferred, errstr, errstr_size)) != ERR_OK)
-        return cls;
-    if (b->undeferred.n > 0 &&
-        (cls = store_undefer(store, &b->undeferred, errstr, errstr_size)) != ERR_OK)
-        return cls;
+    for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
+        if (tables[i].rows->n > 0 &&
+            (cls = tables[i].write(store, tables[i].rows, errstr, errstr_size)) != ERR_OK)
+            return cls;
+    }
     if ((cls = cmdq_write(store_conn(store), &b->commands, errstr, errstr_size)) != ERR_OK)
         return cls;
     if (!alert_batch_empty(&b->alerts)) {
