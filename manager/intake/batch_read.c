@@ -130,7 +130,7 @@ static err_class_t read_judged(void *arg, const char *process, const char *key,
     return ERR_OK;
 }
 
-static err_class_t read_parked(void *arg, const store_parked_row_t *row, char *errstr,
+static err_class_t read_parked(void *arg, const store_event_row_t *row, char *errstr,
                                size_t errstr_size)
 {
     slot_t *slot = batch_find_slot(arg, row->process, row->key);
@@ -236,7 +236,7 @@ static err_class_t batch_pick_deferred(batch_t *b, size_t room, char *errstr, si
     return cls;
 }
 
-static err_class_t read_deferred(void *arg, const store_deferred_row_t *row, char *errstr,
+static err_class_t read_deferred(void *arg, const store_event_row_t *row, char *errstr,
                                  size_t errstr_size)
 {
     slot_t *slot = batch_find_slot(arg, row->process, row->key);
