@@ -70,26 +70,26 @@ void batch_set_reject_hook(batch_ctx_t *ctx, batch_reject_hook_t hook, void *arg
 
 /* ---- slots and the batch's memory ----------------------------------------- */
 
+/* Frees held[0..n) and the array. */
+static void held_free(held_t *held, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(held[i].event_id);
+        free(held[i].event_type);
+        free(held[i].topic);
+        json_decref(held[i].payload);
+    }
+    free(held);
+}
+
 void batch_slot_clear(slot_t *slot)
 {
     engine_instance_clear(&slot->inst);
     for (size_t i = 0; i < slot->n_seen; i++)
         free(slot->seen[i]);
     free(slot->seen);
-    for (size_t i = 0; i < slot->n_parked; i++) {
-        free(slot->parked[i].event_id);
-        free(slot->parked[i].event_type);
-        free(slot->parked[i].topic);
-        json_decref(slot->parked[i].payload);
-    }
-    free(slot->parked);
-    for (size_t i = 0; i < slot->n_deferred; i++) {
-        free(slot->deferred[i].event_id);
-        free(slot->deferred[i].event_type);
-        free(slot->deferred[i].topic);
-        json_decref(slot->deferred[i].payload);
-    }
-    free(slot->deferred);
+    held_free(slot->parked, slot->n_parked);
+    held_free(slot->deferred, slot->n_deferred);
     free(slot->owned_key);
 }
 
@@ -118,19 +118,19 @@ bool batch_slot_add_seen(slot_t *slot, const char *id)
     return true;
 }
 
-parked_t *batch_slot_add_parked(slot_t *slot)
+held_t *batch_held_add(held_t **held, size_t *n, size_t *cap)
 {
-    if (slot->n_parked == slot->cap_parked) {
-        size_t cap = slot->cap_parked ? slot->cap_parked * 2 : 4;
-        parked_t *grown = realloc(slot->parked, cap * sizeof *grown);
+    if (*n == *cap) {
+        size_t grown_cap = *cap ? *cap * 2 : 4;
+        held_t *grown = realloc(*held, grown_cap * sizeof *grown);
         if (grown == NULL)
             return NULL;
-        slot->parked = grown;
-        slot->cap_parked = cap;
+        *held = grown;
+        *cap = grown_cap;
     }
-    parked_t *p = &slot->parked[slot->n_parked++];
-    memset(p, 0, sizeof *p);
-    return p;
+    held_t *h = &(*held)[(*n)++];
+    memset(h, 0, sizeof *h);
+    return h;
 }
 
 int batch_slot_compare(const void *a, const void *b)

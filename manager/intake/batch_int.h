@@ -41,27 +41,21 @@ struct batch_ctx {
     void *reject_arg;
 };
 
-/* A parked event, read from steward.parked or parked in this batch. */
-typedef struct parked {
-    int64_t db_id; /* 0 when parked by this batch */
-    char *event_id;
-    char *event_type;
-    char *topic;
-    int32_t partition;
-    int64_t offset;
-    int64_t time_ms;
-    json_t *payload; /* owned */
-    bool settled;    /* judged again in this batch and no longer parked */
-} parked_t;
-
-/* An event of steward.deferred, judged before the batch's own. */
-typedef struct deferred {
-    int64_t db_id;
+/*
+ * An event kept for an instance: parked (read from steward.parked, or
+ * parked in this batch) until its state takes it, or deferred (read from
+ * steward.deferred) because its instance's lock was not had, and judged
+ * before the batch's own.
+ */
+typedef struct held {
+    int64_t db_id; /* its row's id; 0 when parked by this batch */
     char *event_id, *event_type, *topic;
     int32_t partition;
-    int64_t offset, time_ms, token, epoch;
-    json_t *payload; /* owned */
-} deferred_t;
+    int64_t offset, time_ms;
+    int64_t token, epoch; /* a deferred event's */
+    json_t *payload;      /* owned */
+    bool settled;         /* parked: judged again in this batch and no longer parked */
+} held_t;
 
 /* One touched instance. */
 typedef struct slot {
@@ -74,13 +68,13 @@ typedef struct slot {
     bool dirty;
     char **seen; /* event ids already judged for this instance */
     size_t n_seen, cap_seen;
-    parked_t *parked;
+    held_t *parked;
     size_t n_parked, cap_parked;
     char unjudgeable[192]; /* why this replica cannot judge it; "" when it can */
     char *owned_key;       /* the key, when no item of the batch holds it (drained) */
     bool aside;            /* its lock was not had: its events go to steward.deferred */
     bool has_deferred;     /* steward.deferred holds older events of it */
-    deferred_t *deferred;  /* those, read once locked, oldest first */
+    held_t *deferred;      /* those, read once locked, oldest first */
     size_t n_deferred, cap_deferred;
 } slot_t;
 
@@ -146,8 +140,9 @@ void batch_slot_clear(slot_t *slot);
 bool batch_slot_seen(const slot_t *slot, const char *id);
 /* false when out of memory */
 bool batch_slot_add_seen(slot_t *slot, const char *id);
-/* A zeroed parked event at the end of the slot's; NULL when out of memory. */
-parked_t *batch_slot_add_parked(slot_t *slot);
+/* A zeroed event at the end of a slot's parked or deferred ones (held[0..n),
+ * room for cap); NULL when out of memory. */
+held_t *batch_held_add(held_t **held, size_t *n, size_t *cap);
 /* Orders slots by process, then key: b->slots is kept sorted so. */
 int batch_slot_compare(const void *a, const void *b);
 /* The slot of (process, key), or NULL. */

@@ -110,7 +110,7 @@ static err_class_t judge_event(batch_t *b, slot_t *slot, const event_view_t *v, 
         return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
 
     if (r.outcome == ENGINE_PARKED) {
-        parked_t *p = batch_slot_add_parked(slot);
+        held_t *p = batch_held_add(&slot->parked, &slot->n_parked, &slot->cap_parked);
         if (p == NULL)
             return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
         p->event_id = strdup(v->id);
@@ -157,7 +157,7 @@ err_class_t batch_judge_deferred(batch_t *b, slot_t *slot, char *errstr, size_t 
     if (slot->aside || slot->def == NULL || slot->unjudgeable[0] != '\0')
         return ERR_OK; /* an unjudgeable instance's deferred events wait */
     for (size_t i = 0; i < slot->n_deferred && cls == ERR_OK; i++) {
-        const deferred_t *d = &slot->deferred[i];
+        const held_t *d = &slot->deferred[i];
         event_view_t v = {
             .id = d->event_id,
             .type = d->event_type,

@@ -130,26 +130,43 @@ static err_class_t read_judged(void *arg, const char *process, const char *key,
     return ERR_OK;
 }
 
+/*
+ * One row of steward.parked or steward.deferred into its slot's parked or
+ * deferred events. A deferred event's data may be any JSON value, as
+ * add_deferred() wrote it; a parked one's is what a message carried.
+ */
+static err_class_t read_held(batch_t *b, const store_event_row_t *row, bool deferred, char *errstr,
+                             size_t errstr_size)
+{
+    slot_t *slot = batch_find_slot(b, row->process, row->key);
+    if (slot == NULL)
+        return ERR_OK;
+    held_t *h = deferred ? batch_held_add(&slot->deferred, &slot->n_deferred, &slot->cap_deferred)
+                         : batch_held_add(&slot->parked, &slot->n_parked, &slot->cap_parked);
+    if (h == NULL)
+        return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    *h = (held_t){
+        .db_id = row->id,
+        .event_id = strdup(row->event_id),
+        .event_type = strdup(row->event_type),
+        .topic = strdup(row->topic),
+        .partition = row->partition,
+        .offset = row->offset,
+        .time_ms = row->event_ms,
+        .token = row->token,
+        .epoch = row->epoch,
+        .payload = json_loads(row->payload, deferred ? JSON_DECODE_ANY : 0, NULL),
+    };
+    if (h->event_id == NULL || h->event_type == NULL || h->topic == NULL || h->payload == NULL)
+        return err_set(ERR_FATAL, errstr, errstr_size, "out of memory reading %s events",
+                       deferred ? "deferred" : "parked");
+    return ERR_OK;
+}
+
 static err_class_t read_parked(void *arg, const store_event_row_t *row, char *errstr,
                                size_t errstr_size)
 {
-    slot_t *slot = batch_find_slot(arg, row->process, row->key);
-    if (slot == NULL)
-        return ERR_OK;
-    parked_t *p = batch_slot_add_parked(slot);
-    if (p == NULL)
-        return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
-    p->db_id = row->id;
-    p->event_id = strdup(row->event_id);
-    p->event_type = strdup(row->event_type);
-    p->topic = strdup(row->topic);
-    p->partition = row->partition;
-    p->offset = row->offset;
-    p->time_ms = row->event_ms;
-    p->payload = json_loads(row->payload, 0, NULL);
-    if (p->event_id == NULL || p->event_type == NULL || p->topic == NULL || p->payload == NULL)
-        return err_set(ERR_FATAL, errstr, errstr_size, "out of memory reading parked events");
-    return ERR_OK;
+    return read_held(arg, row, false, errstr, errstr_size);
 }
 
 /* store_lock_instances()'s callback: which slots are set aside. */
@@ -239,33 +256,7 @@ static err_class_t batch_pick_deferred(batch_t *b, size_t room, char *errstr, si
 static err_class_t read_deferred(void *arg, const store_event_row_t *row, char *errstr,
                                  size_t errstr_size)
 {
-    slot_t *slot = batch_find_slot(arg, row->process, row->key);
-    if (slot == NULL)
-        return ERR_OK;
-    if (slot->n_deferred == slot->cap_deferred) {
-        size_t cap = slot->cap_deferred ? slot->cap_deferred * 2 : 4;
-        deferred_t *grown = realloc(slot->deferred, cap * sizeof *grown);
-        if (grown == NULL)
-            return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
-        slot->deferred = grown;
-        slot->cap_deferred = cap;
-    }
-    deferred_t *d = &slot->deferred[slot->n_deferred++];
-    *d = (deferred_t){
-        .db_id = row->id,
-        .event_id = strdup(row->event_id),
-        .event_type = strdup(row->event_type),
-        .topic = strdup(row->topic),
-        .partition = row->partition,
-        .offset = row->offset,
-        .time_ms = row->event_ms,
-        .token = row->token,
-        .epoch = row->epoch,
-        .payload = json_loads(row->payload, JSON_DECODE_ANY, NULL),
-    };
-    if (d->event_id == NULL || d->event_type == NULL || d->topic == NULL || d->payload == NULL)
-        return err_set(ERR_FATAL, errstr, errstr_size, "out of memory reading deferred events");
-    return ERR_OK;
+    return read_held(arg, row, true, errstr, errstr_size);
 }
 
 /*

@@ -14,7 +14,7 @@ void batch_replay_parked(batch_t *b, slot_t *slot, int64_t epoch)
     while (moved) {
         moved = false;
         for (size_t i = 0; i < slot->n_parked && !moved; i++) {
-            parked_t *p = &slot->parked[i];
+            held_t *p = &slot->parked[i];
             if (p->settled)
                 continue;
             long event = def_find_event(slot->def, p->event_type);

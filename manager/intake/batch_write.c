@@ -155,7 +155,7 @@ void batch_rows(batch_t *b)
     for (size_t s = 0; s < b->n_slots; s++) {
         slot_t *slot = &b->slots[s];
         for (size_t i = 0; i < slot->n_parked; i++) {
-            parked_t *p = &slot->parked[i];
+            held_t *p = &slot->parked[i];
             if (p->db_id > 0 && p->settled) {
                 rows_add_unparked(&b->unparked, &(rows_unparked_row_t){.id = p->db_id});
             } else if (p->db_id == 0 && !p->settled) {
