@@ -609,7 +609,7 @@ int cli_run(int argc, char **argv)
     /* One malloc arena for the daemon. glibc gives each thread that
      * allocates an arena of its own, and each keeps the high-water mark of
      * what it held: a batch decoded on the consumer's thread and committed
-     * on a thread of its own (manager/intake/intake.c) then holds a batch's
+     * on a thread of its own (manager/intake/intake_lanes.c) then holds a batch's
      * memory twice. Measured: a 77 MiB peak with an arena per thread, 36
      * MiB with one, at the same throughput (docs/performance.md, "The batch
      * pipeline"). */

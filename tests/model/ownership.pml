@@ -17,7 +17,7 @@
  *   group       Kafka's consumer group: hands the partition from one replica
  *               to the other (a rebalance), without waiting for the old
  *               owner to notice (a lost assignment, a slow revoke).
- *   intake(me)  one replica's intake (manager/intake/intake.c on_assign, on_revoke)
+ *   intake(me)  one replica's intake (manager/intake/intake_rebalance.c on_assign, on_revoke)
  *               and its batches (manager/intake/batch.c batch_commit): store_claim
  *               bumps steward.offsets.epoch under the row lock; a batch
  *               takes store_fence (offsets row FOR UPDATE, epochs compared),
