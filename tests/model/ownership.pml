@@ -25,8 +25,8 @@
  *               judges with engine_apply and writes instance, commands
  *               (cmdq_write: new rows, cmdq_left's cancel) and offsets in
  *               one commit.
- *   scheduler   the due pass (manager/timing/scheduler.c judge_batch): the instance
- *               lock only tried (pg_try_advisory_xact_lock), then
+ *   scheduler   the due pass (manager/timing/scheduler_due.c judge_batch): the
+ *               instance lock only tried (pg_try_advisory_xact_lock), then
  *               engine_judge_due: judge_lease (handed_off) and the deadline
  *               rule (retried, timeout -> on_timeout).
  *   dispatcher  manager/commands/dispatcher.c: claim_sql leases the oldest due row of
