@@ -142,23 +142,33 @@ json_t *def_ld_member(loader_t *ld, json_t *obj, const char *ptr, const char *na
     return v;
 }
 
-const char *def_ld_get_string(loader_t *ld, json_t *obj, const char *ptr, const char *name,
-                              bool required)
+/* Member `name` of obj as a string, its pointer written to p (PTR_MAX
+ * bytes); NULL when absent (a problem if required) or not a string (a
+ * problem: "expected <expected>, got <kind>"). */
+static const char *member_string(loader_t *ld, json_t *obj, const char *ptr, const char *name,
+                                 bool required, const char *expected, char *p)
 {
     json_t *v = def_ld_member(ld, obj, ptr, name, required);
     if (v == NULL)
         return NULL;
-    char p[PTR_MAX];
     def_ptr_join(p, ptr, name);
     if (!json_is_string(v)) {
-        def_ld_problem(ld, p, "expected a string, got %s", jsonptr_kind(v));
-        return NULL;
-    }
-    if (json_string_length(v) == 0) {
-        def_ld_problem(ld, p, "'%s' must not be empty", name);
+        def_ld_problem(ld, p, "expected %s, got %s", expected, jsonptr_kind(v));
         return NULL;
     }
     return json_string_value(v);
+}
+
+const char *def_ld_get_string(loader_t *ld, json_t *obj, const char *ptr, const char *name,
+                              bool required)
+{
+    char p[PTR_MAX];
+    const char *text = member_string(ld, obj, ptr, name, required, "a string", p);
+    if (text != NULL && *text == '\0') {
+        def_ld_problem(ld, p, "'%s' must not be empty", name);
+        return NULL;
+    }
+    return text;
 }
 
 /* True if `text` (at pointer p) is a JSON pointer a definition may use. */
@@ -189,17 +199,10 @@ static bool check_pointer(loader_t *ld, const char *text, const char *p)
 const char *def_ld_get_pointer(loader_t *ld, json_t *obj, const char *ptr, const char *name,
                                bool required)
 {
-    json_t *v = def_ld_member(ld, obj, ptr, name, required);
-    if (v == NULL)
-        return NULL;
     char p[PTR_MAX];
-    def_ptr_join(p, ptr, name);
-    if (!json_is_string(v)) {
-        def_ld_problem(ld, p, "expected a JSON pointer string such as '/order_id', got %s",
-                       jsonptr_kind(v));
-        return NULL;
-    }
-    return check_pointer(ld, json_string_value(v), p) ? json_string_value(v) : NULL;
+    const char *text =
+        member_string(ld, obj, ptr, name, required, "a JSON pointer string such as '/order_id'", p);
+    return text != NULL && check_pointer(ld, text, p) ? text : NULL;
 }
 
 bool def_ld_get_key(loader_t *ld, json_t *obj, const char *ptr, bool required, const char **pointer,

@@ -63,46 +63,53 @@ const char *engine_status(const def_t *def, long state)
     return terminal != NULL ? terminal : "active";
 }
 
-bool engine_may_accept(const def_t *def, long state, long event)
+/*
+ * Breadth-first from `from` over transitions ("any" where the state's own
+ * `on` does not override it) and timeouts: whether some transition on the
+ * way matches on_edge, or some state reached matches on_state (`from`
+ * itself included; each predicate may be NULL). Definitions are small, so
+ * a walk per call costs less than keeping a closure per state. Out of
+ * memory it answers true: parking is the judgement that loses nothing.
+ */
+typedef struct reach_goal {
+    bool (*on_edge)(const struct reach_goal *g, const def_transition_t *t);
+    bool (*on_state)(const struct reach_goal *g, const def_t *def, long s);
+    long from;
+    size_t event;
+} reach_goal_t;
+
+static bool reaches(const def_t *def, const reach_goal_t *goal)
 {
-    /* Breadth-first over transitions and timeouts; definitions are small,
-     * so a walk per call costs less than keeping a closure per state. */
     size_t n = def->n_states, head = 0, tail = 0;
     long *queue = malloc(n * sizeof *queue);
     bool *seen = calloc(n, sizeof *seen);
     bool found = false;
-
     if (queue == NULL || seen == NULL) {
-        /* Out of memory: parking is the judgement that loses nothing. */
         free(queue);
         free(seen);
         return true;
     }
-    queue[tail++] = state;
-    seen[state] = true;
+    queue[tail++] = goal->from;
+    seen[goal->from] = true;
     while (head < tail && !found) {
-        const def_state_t *st = &def->states[queue[head++]];
-        for (size_t i = 0; i < st->n_on; i++) {
-            if ((long) st->on[i].event == event) {
-                found = true;
-                break;
-            }
-            if (!seen[st->on[i].to]) {
-                seen[st->on[i].to] = true;
-                queue[tail++] = (long) st->on[i].to;
-            }
+        size_t s = (size_t) queue[head++];
+        const def_state_t *st = &def->states[s];
+        if (goal->on_state != NULL && goal->on_state(goal, def, (long) s)) {
+            found = true;
+            break;
         }
-        /* "any" applies in every non-terminal state its own `on` does not override. */
-        for (size_t i = 0; st->terminal == NULL && !found && i < def->n_any; i++) {
-            if (def_transition(def, (size_t) (st - def->states), def->any[i].event) != &def->any[i])
+        size_t n_any = st->terminal == NULL ? def->n_any : 0;
+        for (size_t i = 0; !found && i < st->n_on + n_any; i++) {
+            const def_transition_t *t = i < st->n_on ? &st->on[i] : &def->any[i - st->n_on];
+            if (i >= st->n_on && def_transition(def, s, t->event) != t)
                 continue;
-            if ((long) def->any[i].event == event) {
+            if (goal->on_edge != NULL && goal->on_edge(goal, t)) {
                 found = true;
                 break;
             }
-            if (!seen[def->any[i].to]) {
-                seen[def->any[i].to] = true;
-                queue[tail++] = (long) def->any[i].to;
+            if (!seen[t->to]) {
+                seen[t->to] = true;
+                queue[tail++] = (long) t->to;
             }
         }
         if (st->on_timeout >= 0 && !seen[st->on_timeout]) {
@@ -113,6 +120,19 @@ bool engine_may_accept(const def_t *def, long state, long event)
     free(queue);
     free(seen);
     return found;
+}
+
+static bool edge_takes_event(const reach_goal_t *g, const def_transition_t *t)
+{
+    return t->event == g->event;
+}
+
+bool engine_may_accept(const def_t *def, long state, long event)
+{
+    if (event < 0)
+        return false;
+    reach_goal_t goal = {edge_takes_event, NULL, state, (size_t) event};
+    return reaches(def, &goal);
 }
 
 int64_t engine_next_deadline(const def_t *def, const engine_instance_t *inst)
@@ -222,45 +242,15 @@ static engine_result_t start(const def_t *def, engine_instance_t *inst, const en
 
 /* Whether a state reachable from `from` (not `from` itself) leases on
  * `event`: the lease event came before the instance got there, and waits. */
+static bool state_leases_on(const reach_goal_t *g, const def_t *def, long s)
+{
+    return s != g->from && def_lease_event(def, (size_t) s, g->event, NULL);
+}
+
 static bool lease_ahead(const def_t *def, long from, size_t event)
 {
-    size_t n = def->n_states, head = 0, tail = 0;
-    long *queue = malloc(n * sizeof *queue);
-    bool *seen = calloc(n, sizeof *seen);
-    bool found = false;
-    if (queue == NULL || seen == NULL) {
-        free(queue);
-        free(seen);
-        return true; /* out of memory: parking loses nothing */
-    }
-    queue[tail++] = from;
-    seen[from] = true;
-    while (head < tail && !found) {
-        size_t s = (size_t) queue[head++];
-        const def_state_t *st = &def->states[s];
-        if ((long) s != from && def_lease_event(def, s, event, NULL)) {
-            found = true;
-            break;
-        }
-        if (st->terminal != NULL)
-            continue;
-        for (size_t i = 0; i < st->n_on + def->n_any; i++) {
-            const def_transition_t *t = i < st->n_on ? &st->on[i] : &def->any[i - st->n_on];
-            if (i >= st->n_on && def_transition(def, s, t->event) != t)
-                continue;
-            if (!seen[t->to]) {
-                seen[t->to] = true;
-                queue[tail++] = (long) t->to;
-            }
-        }
-        if (st->on_timeout >= 0 && !seen[st->on_timeout]) {
-            seen[st->on_timeout] = true;
-            queue[tail++] = st->on_timeout;
-        }
-    }
-    free(queue);
-    free(seen);
-    return found;
+    reach_goal_t goal = {NULL, state_leases_on, from, event};
+    return reaches(def, &goal);
 }
 
 /* Whether some state of the definition leases on `event`. */
