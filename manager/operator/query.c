@@ -144,6 +144,25 @@ err_class_t query_instance(PGconn *conn, const char *process, const char *key, j
     return cls;
 }
 
+/* Runs a statement answering one JSON text (or no row) into *out. */
+static err_class_t json_query(PGconn *conn, const char *what, const char *sql, int n,
+                              const char *const *params, json_t **out, char *errstr,
+                              size_t errstr_size)
+{
+    err_class_t cls;
+    PGresult *res = db_query(conn, what, sql, n, params, &cls, errstr, errstr_size);
+
+    *out = NULL;
+    if (res != NULL && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0)) {
+        json_error_t jerr;
+        *out = json_loads(PQgetvalue(res, 0, 0), 0, &jerr);
+        if (*out == NULL)
+            cls = err_set(ERR_FATAL, errstr, errstr_size, "%s: %s", what, jerr.text);
+    }
+    PQclear(res);
+    return cls;
+}
+
 static const char stuck_sql[] =
     "SELECT json_build_object('groups', coalesce(json_agg(g ORDER BY g.oldest, g.process, "
     "  g.state), '[]'))::text FROM ("
@@ -169,38 +188,7 @@ err_class_t query_stuck(PGconn *conn, const char *process, json_t **out, char *e
                         size_t errstr_size)
 {
     const char *params[1] = {process};
-    err_class_t cls;
-    PGresult *res =
-        db_query(conn, "reading open alerts", stuck_sql, 1, params, &cls, errstr, errstr_size);
-
-    *out = NULL;
-    if (res != NULL) {
-        json_error_t jerr;
-        *out = json_loads(PQgetvalue(res, 0, 0), 0, &jerr);
-        if (*out == NULL)
-            cls = err_set(ERR_FATAL, errstr, errstr_size, "reading open alerts: %s", jerr.text);
-    }
-    PQclear(res);
-    return cls;
-}
-
-/* Runs a statement answering one JSON text (or no row) into *out. */
-static err_class_t json_query(PGconn *conn, const char *what, const char *sql, int n,
-                              const char *const *params, json_t **out, char *errstr,
-                              size_t errstr_size)
-{
-    err_class_t cls;
-    PGresult *res = db_query(conn, what, sql, n, params, &cls, errstr, errstr_size);
-
-    *out = NULL;
-    if (res != NULL && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0)) {
-        json_error_t jerr;
-        *out = json_loads(PQgetvalue(res, 0, 0), 0, &jerr);
-        if (*out == NULL)
-            cls = err_set(ERR_FATAL, errstr, errstr_size, "%s: %s", what, jerr.text);
-    }
-    PQclear(res);
-    return cls;
+    return json_query(conn, "reading open alerts", stuck_sql, 1, params, out, errstr, errstr_size);
 }
 
 /* One more row than the page: whether there is a page after. */
