@@ -15,12 +15,14 @@
  *                 and the result is consistent with the event that raced it
  *   silences      a silence holds the pages until it is lifted or ends
  *   verb table    every verb's command line is read from its row
- *   engine        a close is decided by the engine (no broker: the action
- *                 run on a database alone)
+ *   engine        a close is decided by the engine, and what a person
+ *                 reads of an instance stands at the watermark (no broker:
+ *                 the operator's functions on a database alone)
  */
 #include "test_actions.h"
 
 #include "manager/operator/actions.h"
+#include "manager/operator/query.h"
 #include "receiver.h"
 #include "testlib.h"
 #include "world.h"
@@ -718,13 +720,12 @@ static const char refund_active[] =
     "                 \"payload\": {\"order_id\": \"${key}\"}}},"
     "   \"refunded\": {\"terminal\": \"success\"}}}";
 
-START_TEST(close_is_decided_by_the_engine)
+/* A migrated database of its own (`name`) holding refund_active and its
+ * instance r-1, in awaiting_refund since 2100-01-01T01:00Z (its deadline
+ * ten minutes on), at step 1 with token 3: no broker, no steward run. */
+static PGconn *refund_database(const char *name)
 {
-    /* Entry into the closing state is an event's entry: it never runs back
-     * (the step was entered at an event time ahead of the clock), and in an
-     * active version it takes the next token, so the closed step's reply
-     * is stale. */
-    const char *url = tl_db_create("actions_close");
+    const char *url = tl_db_create(name);
     tl_migrate(url);
     PGconn *conn = tl_db_connect(url);
     const char *params[1] = {refund_active};
@@ -738,6 +739,16 @@ START_TEST(close_is_decided_by_the_engine)
                      "VALUES ('refund', 'r-1', 1, 'awaiting_refund', 'active', "
                      "  '2100-01-01T00:00:00Z', '2100-01-01T01:00:00Z', '2100-01-01T01:10:00Z', "
                      "  '2100-01-01T01:10:00Z', 1, 3)");
+    return conn;
+}
+
+START_TEST(close_is_decided_by_the_engine)
+{
+    /* Entry into the closing state is an event's entry: it never runs back
+     * (the step was entered at an event time ahead of the clock), and in an
+     * active version it takes the next token, so the closed step's reply
+     * is stale. */
+    PGconn *conn = refund_database("actions_close");
     action_request_t req = {.actor = "alice",
                             .reason = "refunded by hand",
                             .process = "refund",
@@ -759,6 +770,67 @@ START_TEST(close_is_decided_by_the_engine)
 }
 END_TEST
 
+/* What steward inspect and GET /v1/instances read of r-1, as "ms_in_state
+ * ms_to_deadline overdue_ms" ("null" for a null), from query_instance()
+ * and query_instances(), which must agree on the first. */
+static void read_standing(PGconn *conn, char *out, size_t out_size)
+{
+    json_t *inst = NULL, *page = NULL;
+    query_absent_t absent;
+    char errstr[512];
+    ck_assert_msg(query_instance(conn, "refund", "r-1", &inst, &absent, errstr, sizeof errstr) ==
+                          ERR_OK &&
+                      inst != NULL,
+                  "query_instance: %s", errstr);
+    query_filter_t f = {.process = "refund", .limit = 10};
+    ck_assert_msg(query_instances(conn, &f, &page, errstr, sizeof errstr) == ERR_OK,
+                  "query_instances: %s", errstr);
+    json_t *row = json_array_get(json_object_get(page, "instances"), 0);
+    ck_assert(
+        json_equal(json_object_get(inst, "ms_in_state"), json_object_get(row, "ms_in_state")));
+    char *a = json_dumps(json_object_get(inst, "ms_in_state"), JSON_ENCODE_ANY);
+    char *b = json_dumps(json_object_get(inst, "ms_to_deadline"), JSON_ENCODE_ANY);
+    char *c = json_dumps(json_object_get(row, "overdue_ms"), JSON_ENCODE_ANY);
+    snprintf(out, out_size, "%s %s %s", a, b, c);
+    free(a);
+    free(b);
+    free(c);
+    json_decref(inst);
+    json_decref(page);
+}
+
+START_TEST(time_in_state_stands_at_the_watermark)
+{
+    /* The instance entered its state in 2100, so at the clock it would
+     * have been in it for less than nothing: every figure a person reads
+     * is the engine's, at the process's watermark, as the scheduler judges
+     * the deadline. */
+    PGconn *conn = refund_database("actions_standing");
+    char got[256];
+    read_standing(conn, got, sizeof got);
+    ck_assert_str_eq(got, "null null null"); /* no watermark yet */
+
+    tl_db_exec(conn, "INSERT INTO steward.watched_topics (consumer_group, process, topic) "
+                     "VALUES ('g', 'refund', 'refunds')");
+    tl_db_exec(conn, "INSERT INTO steward.offsets (consumer_group, topic, partition, next_offset, "
+                     "  watermark) VALUES ('g', 'refunds', 0, 1, '2100-01-01T01:04:00Z')");
+    read_standing(conn, got, sizeof got);
+    ck_assert_str_eq(got, "240000 360000 0");
+
+    /* A watermark behind the entry: time in a state never runs back. */
+    tl_db_exec(conn, "UPDATE steward.offsets SET watermark = '2100-01-01T00:59:00Z'");
+    read_standing(conn, got, sizeof got);
+    ck_assert_str_eq(got, "0 660000 0");
+
+    /* Judged overdue, two minutes past the deadline at the watermark. */
+    tl_db_exec(conn, "UPDATE steward.offsets SET watermark = '2100-01-01T01:12:00Z'");
+    tl_db_exec(conn, "UPDATE steward.instances SET overdue = true");
+    read_standing(conn, got, sizeof got);
+    ck_assert_str_eq(got, "720000 -120000 120000");
+    PQfinish(conn);
+}
+END_TEST
+
 Suite *actions_suite(void)
 {
     Suite *s = suite_create("actions");
@@ -773,6 +845,7 @@ Suite *actions_suite(void)
     suite_add_tcase(s, tc);
     TCase *engine = tcase_create("engine");
     tcase_add_test(engine, close_is_decided_by_the_engine);
+    tcase_add_test(engine, time_in_state_stands_at_the_watermark);
     suite_add_tcase(s, engine);
     return s;
 }
