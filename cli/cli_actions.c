@@ -253,66 +253,91 @@ static long long operand_id(const char *text)
     return *text == '\0' || *end != '\0' || id <= 0 ? 0 : id;
 }
 
+/*
+ * What a verb prints and returns once its action ran: the reason when it
+ * did not happen (arc not ACTION_OK; EXIT_USAGE for a bad request, else
+ * EXIT_RUNTIME), else the result as JSON with --json or as `text` writes
+ * it. Takes result (may be NULL).
+ */
+static int answer(const action_verb_def_t *def, const cli_opts_t *o, const verb_line_t *line,
+                  action_rc_t arc, json_t *result, const char *errstr,
+                  void (*text)(const action_verb_def_t *, const verb_line_t *, const json_t *))
+{
+    int rc = EXIT_OK;
+    if (arc != ACTION_OK) {
+        fprintf(stderr, "%s: %s\n", o->cmd, shown(errstr));
+        rc = arc == ACTION_BAD_REQUEST ? EXIT_USAGE : EXIT_RUNTIME;
+    } else if (o->json) {
+        cli_print_json(result);
+    } else {
+        text(def, line, result);
+    }
+    json_decref(result);
+    return rc;
+}
+
+static void action_text(const action_verb_def_t *def, const verb_line_t *line, const json_t *result)
+{
+    if (def->on == ACTION_ON_ALERT) {
+        printf("alert %s %s by %s\n", shown(line->operands[0]),
+               def->verb == ACTION_ACK ? "acknowledged" : "resolved", shown(line->actor));
+        return;
+    }
+    json_t *before = json_object_get(result, "before"), *after = json_object_get(result, "after");
+    printf("%s %s: %s %s -> %s (%s) by %s\n", shown(line->operands[0]), shown(line->operands[1]),
+           def->name, shown(json_string_value(json_object_get(before, "state"))),
+           shown(json_string_value(json_object_get(after, "state"))),
+           shown(json_string_value(json_object_get(after, "status"))), shown(line->actor));
+    json_t *command = json_object_get(result, "command");
+    if (command != NULL)
+        printf("queued %s to %s (step %" JSON_INTEGER_FORMAT ", attempt %" JSON_INTEGER_FORMAT
+               ", token %" JSON_INTEGER_FORMAT ")\n",
+               shown(json_string_value(json_object_get(command, "type"))),
+               shown(json_string_value(json_object_get(command, "topic"))),
+               json_integer_value(json_object_get(command, "step")),
+               json_integer_value(json_object_get(command, "attempt")),
+               json_integer_value(json_object_get(command, "token")));
+}
+
 /* An alert or instance verb: action_run(). */
 static int run_action(const action_verb_def_t *def, cli_opts_t *o, const verb_line_t *line)
 {
-    action_verb_t verb = def->verb;
-    const char *cmd = o->cmd;
-    action_request_t r = {.actor = line->actor, .reason = line->reason}, *req = &r;
+    action_request_t req = {.actor = line->actor, .reason = line->reason};
     char errstr[1024];
     int rc;
 
-    bool on_alert = def->on == ACTION_ON_ALERT;
-    if (on_alert) {
-        if ((req->alert_id = operand_id(line->operands[0])) == 0) {
-            fprintf(stderr, "%s: %s is not an alert id (steward stuck lists them)\n", cmd,
+    if (def->on == ACTION_ON_ALERT) {
+        if ((req.alert_id = operand_id(line->operands[0])) == 0) {
+            fprintf(stderr, "%s: %s is not an alert id (steward stuck lists them)\n", o->cmd,
                     line->operands[0]);
             return EXIT_USAGE;
         }
     } else {
-        req->process = line->operands[0];
-        req->key = line->operands[1];
+        req.process = line->operands[0];
+        req.key = line->operands[1];
     }
     /* An instance verb's one option, if any, is what it acts towards. */
-    req->target = def->options[0].name != NULL ? line->value[0] : NULL;
+    req.target = def->options[0].name != NULL ? line->value[0] : NULL;
 
     PGconn *conn = cli_opts_connect(o, true, &rc);
     if (conn == NULL)
         return rc;
     json_t *result = NULL;
-    action_rc_t arc = action_run(conn, verb, req, &result, errstr, sizeof errstr);
+    action_rc_t arc = action_run(conn, def->verb, &req, &result, errstr, sizeof errstr);
     PQfinish(conn);
-    if (arc != ACTION_OK) {
-        fprintf(stderr, "%s: %s\n", cmd, shown(errstr));
-        return arc == ACTION_BAD_REQUEST ? EXIT_USAGE : EXIT_RUNTIME;
-    }
-    if (o->json) {
-        cli_print_json(result);
-    } else if (on_alert) {
-        printf("alert %s %s by %s\n", shown(line->operands[0]),
-               verb == ACTION_ACK ? "acknowledged" : "resolved", shown(req->actor));
-    } else {
-        json_t *before = json_object_get(result, "before"),
-               *after = json_object_get(result, "after");
-        printf("%s %s: %s %s -> %s (%s) by %s\n", shown(req->process), shown(req->key),
-               action_verb_name(verb), shown(json_string_value(json_object_get(before, "state"))),
-               shown(json_string_value(json_object_get(after, "state"))),
-               shown(json_string_value(json_object_get(after, "status"))), shown(req->actor));
-        json_t *command = json_object_get(result, "command");
-        if (command != NULL)
-            printf("queued %s to %s (step %" JSON_INTEGER_FORMAT ", attempt %" JSON_INTEGER_FORMAT
-                   ", token %" JSON_INTEGER_FORMAT ")\n",
-                   shown(json_string_value(json_object_get(command, "type"))),
-                   shown(json_string_value(json_object_get(command, "topic"))),
-                   json_integer_value(json_object_get(command, "step")),
-                   json_integer_value(json_object_get(command, "attempt")),
-                   json_integer_value(json_object_get(command, "token")));
-    }
-    json_decref(result);
-    return EXIT_OK;
+    return answer(def, o, line, arc, result, errstr, action_text);
 }
 
 /* ---- silences ---- */
+
+static void silence_text(const action_verb_def_t *def, const verb_line_t *line,
+                         const json_t *result)
+{
+    (void) def;
+    (void) line;
+    printf("silence %lld until %s\n", (long long) json_integer_value(json_object_get(result, "id")),
+           json_string_value(json_object_get(result, "ends_at")));
+}
 
 static int run_silence(const action_verb_def_t *def, cli_opts_t *o, const verb_line_t *line)
 {
@@ -335,18 +360,15 @@ static int run_silence(const action_verb_def_t *def, cli_opts_t *o, const verb_l
     json_t *result = NULL;
     action_rc_t arc = action_silence(conn, &req, &result, errstr, sizeof errstr);
     PQfinish(conn);
-    if (arc != ACTION_OK) {
-        fprintf(stderr, "%s: %s\n", o->cmd, shown(errstr));
-        return arc == ACTION_BAD_REQUEST ? EXIT_USAGE : EXIT_RUNTIME;
-    }
-    if (o->json)
-        cli_print_json(result);
-    else
-        printf("silence %lld until %s\n",
-               (long long) json_integer_value(json_object_get(result, "id")),
-               json_string_value(json_object_get(result, "ends_at")));
-    json_decref(result);
-    return EXIT_OK;
+    return answer(def, o, line, arc, result, errstr, silence_text);
+}
+
+static void unsilence_text(const action_verb_def_t *def, const verb_line_t *line,
+                           const json_t *result)
+{
+    (void) def;
+    (void) result;
+    printf("silence %lld ended\n", operand_id(line->operands[0]));
 }
 
 static int run_unsilence(const action_verb_def_t *def, cli_opts_t *o, const verb_line_t *line)
@@ -359,7 +381,6 @@ static int run_unsilence(const action_verb_def_t *def, cli_opts_t *o, const verb
         fputs(o->usage, stderr);
         return EXIT_USAGE;
     }
-    (void) def;
     PGconn *conn = cli_opts_connect(o, true, &rc);
     if (conn == NULL)
         return rc;
@@ -367,56 +388,44 @@ static int run_unsilence(const action_verb_def_t *def, cli_opts_t *o, const verb
     action_rc_t arc =
         action_unsilence(conn, id, line->actor, line->reason, &result, errstr, sizeof errstr);
     PQfinish(conn);
-    if (arc != ACTION_OK) {
-        fprintf(stderr, "%s: %s\n", o->cmd, shown(errstr));
-        return arc == ACTION_BAD_REQUEST ? EXIT_USAGE : EXIT_RUNTIME;
+    return answer(def, o, line, arc, result, errstr, unsilence_text);
+}
+
+static void silences_text(const action_verb_def_t *def, const verb_line_t *line,
+                          const json_t *result)
+{
+    bool all = option_value(def, line, "all") != NULL;
+    json_t *list = json_object_get(result, "silences"), *s;
+    size_t i;
+    if (json_array_size(list) == 0)
+        printf("no silences%s\n", all ? "" : " in force");
+    json_array_foreach(list, i, s)
+    {
+        const char *state = json_string_value(json_object_get(s, "state"));
+        const char *team = json_string_value(json_object_get(s, "team"));
+        printf("%-6lld %s%s%s%s%s until %s by %s: %s%s\n",
+               (long long) json_integer_value(json_object_get(s, "id")),
+               shown(json_string_value(json_object_get(s, "process"))), state ? " state " : "",
+               state ? shown(state) : "", team ? " team " : "", team ? shown(team) : "",
+               shown(json_string_value(json_object_get(s, "ends_at"))),
+               shown(json_string_value(json_object_get(s, "actor"))),
+               shown(json_string_value(json_object_get(s, "reason"))),
+               json_is_true(json_object_get(s, "live")) ? "" : " (ended)");
     }
-    if (o->json)
-        cli_print_json(result);
-    else
-        printf("silence %lld ended\n", id);
-    json_decref(result);
-    return EXIT_OK;
 }
 
 static int run_silences(const action_verb_def_t *def, cli_opts_t *o, const verb_line_t *line)
 {
     char errstr[1024];
     int rc;
-    bool all = option_value(def, line, "all") != NULL;
     PGconn *conn = cli_opts_connect(o, true, &rc);
     if (conn == NULL)
         return rc;
-    json_t *doc = NULL;
-    action_rc_t arc = action_silences(conn, all, &doc, errstr, sizeof errstr);
+    json_t *result = NULL;
+    action_rc_t arc = action_silences(conn, option_value(def, line, "all") != NULL, &result, errstr,
+                                      sizeof errstr);
     PQfinish(conn);
-    if (arc != ACTION_OK) {
-        fprintf(stderr, "%s: %s\n", o->cmd, shown(errstr));
-        return EXIT_RUNTIME;
-    }
-    if (o->json) {
-        cli_print_json(doc);
-    } else {
-        json_t *list = json_object_get(doc, "silences"), *s;
-        size_t i;
-        if (json_array_size(list) == 0)
-            printf("no silences%s\n", all ? "" : " in force");
-        json_array_foreach(list, i, s)
-        {
-            const char *state = json_string_value(json_object_get(s, "state"));
-            const char *team = json_string_value(json_object_get(s, "team"));
-            printf("%-6lld %s%s%s%s%s until %s by %s: %s%s\n",
-                   (long long) json_integer_value(json_object_get(s, "id")),
-                   shown(json_string_value(json_object_get(s, "process"))), state ? " state " : "",
-                   state ? shown(state) : "", team ? " team " : "", team ? shown(team) : "",
-                   shown(json_string_value(json_object_get(s, "ends_at"))),
-                   shown(json_string_value(json_object_get(s, "actor"))),
-                   shown(json_string_value(json_object_get(s, "reason"))),
-                   json_is_true(json_object_get(s, "live")) ? "" : " (ended)");
-        }
-    }
-    json_decref(doc);
-    return EXIT_OK;
+    return answer(def, o, line, arc, result, errstr, silences_text);
 }
 
 /* The silence rows' functions; alert and instance rows all go to

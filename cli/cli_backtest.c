@@ -67,20 +67,6 @@ static void stop_when_drained(intake_t *intake, void *arg)
         backtest_done = 1;
 }
 
-/* RFC 3339, or a duration meaning that long ago. */
-static bool parse_when(const char *text, int64_t *ms)
-{
-    int64_t ago;
-    char why[128];
-    if (rfc3339_parse(text, ms))
-        return true;
-    if (duration_parse(text, &ago, why, sizeof why)) {
-        *ms = clock_wall_ms() - ago;
-        return true;
-    }
-    return false;
-}
-
 /* Prints the alerts backtest_alerts() found; as JSON or one line each. */
 static void print_alerts(const json_t *list, bool as_json)
 {
@@ -182,14 +168,14 @@ static int backtest_with(cli_opts_t *o, int argc, char **argv)
     bool as_json = o->json;
     int64_t from_ms = 0, to_ms = clock_wall_ms();
     const char *problem =
-        definition == NULL                      ? "--definition is required"
-        : from == NULL                          ? "--from is required"
-        : brokers == NULL                       ? "no brokers: give --brokers"
-        : !parse_when(from, &from_ms)           ? "--from is neither RFC 3339 nor a duration"
-        : to != NULL && !parse_when(to, &to_ms) ? "--to is neither RFC 3339 nor a duration"
-        : from_ms >= to_ms                      ? "--from must come before --to"
-        : optind < argc                         ? "unexpected arguments"
-                                                : NULL;
+        definition == NULL                          ? "--definition is required"
+        : from == NULL                              ? "--from is required"
+        : brokers == NULL                           ? "no brokers: give --brokers"
+        : !cli_parse_when(from, &from_ms)           ? "--from is neither RFC 3339 nor a duration"
+        : to != NULL && !cli_parse_when(to, &to_ms) ? "--to is neither RFC 3339 nor a duration"
+        : from_ms >= to_ms                          ? "--from must come before --to"
+        : optind < argc                             ? "unexpected arguments"
+                                                    : NULL;
     if (problem != NULL) {
         fprintf(stderr, "steward backtest: %s\n%s", problem, backtest_usage);
         return EXIT_USAGE;

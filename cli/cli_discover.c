@@ -79,20 +79,6 @@ static void reader_clear(reader_t *r)
     free(r->ev);
 }
 
-/* RFC 3339, or a duration meaning that long ago. */
-static bool parse_when(const char *text, int64_t *ms)
-{
-    int64_t ago;
-    char why[128];
-    if (rfc3339_parse(text, ms))
-        return true;
-    if (duration_parse(text, &ago, why, sizeof why)) {
-        *ms = clock_wall_ms() - ago;
-        return true;
-    }
-    return false;
-}
-
 /* A process name as definitions allow it: [a-z][a-z0-9_]*, at most 63. */
 static bool valid_process_name(const char *name)
 {
@@ -496,7 +482,7 @@ int cli_discover(int argc, char **argv)
         topics_arg == NULL || topics_arg[0] == '\0' ? "--topics is required"
         : brokers == NULL
             ? "no brokers: give --brokers, STEWARD_KAFKA_BROKERS or a config's brokers"
-        : !parse_when(since, &since_ms) ? "--since is neither RFC 3339 nor a duration"
+        : !cli_parse_when(since, &since_ms) ? "--since is neither RFC 3339 nor a duration"
         : max_arg != NULL && (max_arg[0] < '0' || max_arg[0] > '9' || *end != '\0' ||
                               max_messages == 0 || max_messages > 100000000)
             ? "--max-messages is a whole number from 1 to 100000000"

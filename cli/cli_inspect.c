@@ -36,13 +36,20 @@ static void print_text(json_t *inst)
     size_t i;
     json_t *h;
     decode_json_printable(inst); /* keys and details came from producers */
-    char in_state[32], to_deadline[32];
+    char in_state[64], to_deadline[32];
     json_t *ms_to_deadline = json_object_get(inst, "ms_to_deadline");
     char *vars = json_dumps(json_object_get(inst, "vars"),
                             JSON_COMPACT | JSON_SORT_KEYS | QUERY_REAL_PRECISION);
 
-    duration_format(json_integer_value(json_object_get(inst, "ms_in_state")), in_state,
-                    sizeof in_state);
+    /* Time in the state counts to the watermark, as the deadline does. */
+    json_t *ms_in_state = json_object_get(inst, "ms_in_state");
+    if (json_is_integer(ms_in_state)) {
+        char span[32];
+        duration_format(json_integer_value(ms_in_state), span, sizeof span);
+        snprintf(in_state, sizeof in_state, "%s, at the watermark", span);
+    } else {
+        snprintf(in_state, sizeof in_state, "watermark unknown");
+    }
     printf("%s %s (definition version %lld)\n", str(inst, "process"), str(inst, "key"),
            (long long) json_integer_value(json_object_get(inst, "version")));
     printf("  state             %s (%s)\n", str(inst, "state"), str(inst, "status"));

@@ -93,21 +93,11 @@ int cli_stuck(int argc, char **argv)
 
     if (!cli_opts_init(&o, "steward stuck", stuck_usage, argc, argv))
         return EXIT_RUNTIME;
-    while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTIONS, options, NULL)) != -1) {
-        if (opt == 'p') {
+    while ((opt = cli_opts_next(&o, argc, argv, options, false, &rc)) != -1)
+        if (opt == 'p')
             process = optarg;
-        } else if ((rc = cli_opts_take(&o, opt, optarg)) >= 0) {
-            cli_opts_free(&o);
-            return rc;
-        }
-    }
-    rc = EXIT_OK;
-    if (cli_extra_args(argc, argv, o.cmd, stuck_usage)) {
-        cli_opts_free(&o);
-        return EXIT_USAGE;
-    }
-    PGconn *conn = cli_opts_connect(&o, true, &rc);
-    if (conn == NULL) {
+    PGconn *conn = NULL;
+    if (rc >= 0 || (conn = cli_opts_connect(&o, true, &rc)) == NULL) {
         cli_opts_free(&o);
         return rc;
     }

@@ -74,6 +74,24 @@ int cli_opts_take(cli_opts_t *o, int opt, const char *arg)
     }
 }
 
+int cli_opts_next(cli_opts_t *o, int argc, char **argv, const struct option *options, bool operands,
+                  int *exit_code)
+{
+    int opt;
+    *exit_code = -1;
+    while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTIONS, options, NULL)) != -1) {
+        bool common = opt == 'h' || opt == '?' || opt == ':' ||
+                      (opt >= CLI_OPT_CONFIG && opt <= CLI_OPT_JSON);
+        if (!common)
+            return opt;
+        if ((*exit_code = cli_opts_take(o, opt, optarg)) >= 0)
+            return -1;
+    }
+    if (!operands && cli_extra_args(argc, argv, o->cmd, o->usage))
+        *exit_code = EXIT_USAGE;
+    return -1;
+}
+
 const config_t *cli_opts_config(cli_opts_t *o)
 {
     char errstr[1024];

@@ -64,8 +64,8 @@ const char *action_verb_name(action_verb_t verb);
  * usage and option parsing (cli/cli_actions.c, cli/main.c), the HTTP
  * router's action routes (manager/api/http_route.c), GET /v1/verbs and so the
  * console's buttons, and the man page's check (tests/deploy_check.sh) all
- * read it. A new verb is its row here, its function in actions.c and its
- * test. */
+ * read it. A new verb is its row (actions_verbs.c), its function
+ * (actions_alert.c, actions_instance.c or actions_silence.c) and its test. */
 
 typedef enum action_subject {
     ACTION_ON_ALERT,    /* path {id}: an alert id */

@@ -25,7 +25,8 @@
     "  CROSS JOIN LATERAL steward.process_watermarks(g.consumer_group) w GROUP BY w.process) "
 
 /* The JSON is built by PostgreSQL: one round trip, and timestamps come out
- * in one format. The engine's figures are added after (standing()). */
+ * in one format. The engine's figures are added after (standing()):
+ * ms_in_state is a placeholder here, so it keeps its place in the object. */
 static const char instance_sql[] =
     "WITH " WATERMARKS_CTE "SELECT json_build_object("
     "  'process', i.process, 'key', i.key, 'version', i.version, 'state', i.state, "
@@ -53,7 +54,7 @@ static const char instance_sql[] =
     "       'last_error', c.last_error) ORDER BY c.id) "
     "     FROM (SELECT * FROM steward.commands WHERE process = i.process AND key = i.key "
     "       ORDER BY id DESC LIMIT " QUERY_COMMANDS_STR ") c), '[]'), "
-    "  'ms_in_state', steward.to_ms(now() - i.state_entered_at), "
+    "  'ms_in_state', NULL, '.entered_ms', steward.to_ms(i.state_entered_at), "
     "  'watermark_at', steward.rfc3339((SELECT watermark FROM wm WHERE wm.process = i.process)), "
     "  '.watermark_ms', steward.to_ms((SELECT watermark FROM wm WHERE wm.process = i.process)), "
     "  '.deadline_ms', CASE WHEN i.status = 'active' THEN steward.to_ms(i.deadline_at) END, "
@@ -87,20 +88,29 @@ static json_t *ms_json(int64_t ms)
 }
 
 /*
- * Replaces the helper fields of one instance (".deadline_ms", its state's
- * deadline while active, and ".watermark_ms") with the engine's figures:
- * overdue_ms (`overdue_field`, NULL: not wanted) and ms_to_deadline
- * (`to_field`, likewise).
+ * Replaces the helper fields of one instance (".entered_ms", when it
+ * entered its state; ".deadline_ms", that state's deadline while active;
+ * ".watermark_ms") with the engine's figures, every one at the process's
+ * watermark, so a row never mixes the watermark with the clock:
+ * ms_in_state (engine_time_in_state(): it never runs back, 0 while the
+ * watermark is behind the entry), overdue_ms (`overdue_field`, NULL: not
+ * wanted) and ms_to_deadline (`to_field`, likewise) (engine_standing()).
+ * Each is null while the watermark is unknown.
  */
 static void standing(json_t *inst, const char *overdue_field, const char *to_field)
 {
-    engine_standing_t s = engine_standing(ms_field(inst, ".deadline_ms"),
-                                          json_is_true(json_object_get(inst, "overdue")),
-                                          ms_field(inst, ".watermark_ms"));
+    int64_t watermark = ms_field(inst, ".watermark_ms"), entered = ms_field(inst, ".entered_ms");
+    engine_standing_t s = engine_standing(
+        ms_field(inst, ".deadline_ms"), json_is_true(json_object_get(inst, "overdue")), watermark);
+    json_object_set_new(inst, "ms_in_state",
+                        ms_json(watermark == ENGINE_NO_DEADLINE || entered == ENGINE_NO_DEADLINE
+                                    ? ENGINE_NO_DEADLINE
+                                    : engine_time_in_state(entered, watermark)));
     if (overdue_field != NULL)
         json_object_set_new(inst, overdue_field, ms_json(s.overdue_ms));
     if (to_field != NULL)
         json_object_set_new(inst, to_field, ms_json(s.to_deadline_ms));
+    json_object_del(inst, ".entered_ms");
     json_object_del(inst, ".deadline_ms");
     json_object_del(inst, ".watermark_ms");
 }
@@ -144,6 +154,25 @@ err_class_t query_instance(PGconn *conn, const char *process, const char *key, j
     return cls;
 }
 
+/* Runs a statement answering one JSON text (or no row) into *out. */
+static err_class_t json_query(PGconn *conn, const char *what, const char *sql, int n,
+                              const char *const *params, json_t **out, char *errstr,
+                              size_t errstr_size)
+{
+    err_class_t cls;
+    PGresult *res = db_query(conn, what, sql, n, params, &cls, errstr, errstr_size);
+
+    *out = NULL;
+    if (res != NULL && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0)) {
+        json_error_t jerr;
+        *out = json_loads(PQgetvalue(res, 0, 0), 0, &jerr);
+        if (*out == NULL)
+            cls = err_set(ERR_FATAL, errstr, errstr_size, "%s: %s", what, jerr.text);
+    }
+    PQclear(res);
+    return cls;
+}
+
 static const char stuck_sql[] =
     "SELECT json_build_object('groups', coalesce(json_agg(g ORDER BY g.oldest, g.process, "
     "  g.state), '[]'))::text FROM ("
@@ -169,38 +198,7 @@ err_class_t query_stuck(PGconn *conn, const char *process, json_t **out, char *e
                         size_t errstr_size)
 {
     const char *params[1] = {process};
-    err_class_t cls;
-    PGresult *res =
-        db_query(conn, "reading open alerts", stuck_sql, 1, params, &cls, errstr, errstr_size);
-
-    *out = NULL;
-    if (res != NULL) {
-        json_error_t jerr;
-        *out = json_loads(PQgetvalue(res, 0, 0), 0, &jerr);
-        if (*out == NULL)
-            cls = err_set(ERR_FATAL, errstr, errstr_size, "reading open alerts: %s", jerr.text);
-    }
-    PQclear(res);
-    return cls;
-}
-
-/* Runs a statement answering one JSON text (or no row) into *out. */
-static err_class_t json_query(PGconn *conn, const char *what, const char *sql, int n,
-                              const char *const *params, json_t **out, char *errstr,
-                              size_t errstr_size)
-{
-    err_class_t cls;
-    PGresult *res = db_query(conn, what, sql, n, params, &cls, errstr, errstr_size);
-
-    *out = NULL;
-    if (res != NULL && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0)) {
-        json_error_t jerr;
-        *out = json_loads(PQgetvalue(res, 0, 0), 0, &jerr);
-        if (*out == NULL)
-            cls = err_set(ERR_FATAL, errstr, errstr_size, "%s: %s", what, jerr.text);
-    }
-    PQclear(res);
-    return cls;
+    return json_query(conn, "reading open alerts", stuck_sql, 1, params, out, errstr, errstr_size);
 }
 
 /* One more row than the page: whether there is a page after. */
@@ -225,7 +223,7 @@ static const char instances_sql[] =
     "  'watermark_at', steward.rfc3339(wm.watermark), "
     "  '.watermark_ms', steward.to_ms(wm.watermark), "
     "  '.deadline_ms', CASE WHEN s.status = 'active' THEN steward.to_ms(s.deadline_at) END, "
-    "  'ms_in_state', steward.to_ms(now() - s.state_entered_at), "
+    "  'ms_in_state', NULL, '.entered_ms', steward.to_ms(s.state_entered_at), "
     "  'claimed_by', s.claimed_by) ORDER BY s.process, s.key) "
     "  FROM shown s LEFT JOIN wm ON wm.process = s.process), '[]'), "
     "  'next', CASE WHEN (SELECT count(*) FROM page) > $8::int THEN "

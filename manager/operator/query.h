@@ -43,7 +43,9 @@ typedef struct query_absent {
  * left the step first: cancelled_at, cancel_reason) or "pending",
  * sent_at). ms_to_deadline counts to the deadline from the process's
  * watermark (watermark_at), as the scheduler judges it, not from the
- * clock. Print it with QUERY_REAL_PRECISION.
+ * clock, and ms_in_state counts from state_entered_at to the same
+ * watermark (engine_time_in_state(): never below 0); both null while the
+ * watermark is unknown. Print it with QUERY_REAL_PRECISION.
  */
 err_class_t query_instance(PGconn *conn, const char *process, const char *key, json_t **out,
                            query_absent_t *absent, char *errstr, size_t errstr_size);
@@ -78,8 +80,9 @@ typedef struct query_filter {
  * Each instance carries its state, status, owner (the state's team, else
  * the process's), deadline, overdue and overdue_ms (how far the process's
  * watermark, watermark_at, is past a deadline judged missed: 0 while not,
- * null without a deadline or a known watermark; engine_standing()), and
- * the lease holder (claimed_by).
+ * null without a deadline or a known watermark; engine_standing()),
+ * ms_in_state (from state_entered_at to that watermark, null while it is
+ * unknown; engine_time_in_state()), and the lease holder (claimed_by).
  */
 err_class_t query_instances(PGconn *conn, const query_filter_t *f, json_t **out, char *errstr,
                             size_t errstr_size);

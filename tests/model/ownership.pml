@@ -40,7 +40,7 @@
  *               with a reply or a lease claim/heartbeat carrying the token;
  *               once it answers with a token never issued (a misrouted or
  *               corrupted envelope).
- *   operator    manager/operator/actions.c instance_action: claim, release or close
+ *   operator    manager/operator/actions_instance.c action_instance: claim, release or close
  *               under lock_instance (the same advisory lock, waited for);
  *               what the claimant did not do is refused to anyone else.
  *
