@@ -10,7 +10,7 @@
  */
 #include "definitions/def.h"
 
-#include "definitions/def_internal.h"
+#include "definitions/def_int.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -3,11 +3,11 @@
  * pointer, a correlation key, a duration, a team, captures) and the rules
  * for names and topics. Each reports what is wrong at its JSON pointer and
  * returns NULL (or false, or -1) so that the caller carries on with the
- * next field. Shared by def_load.c and def_states.c (def_internal.h).
+ * next field. Shared by def_load.c and def_states.c (def_int.h).
  */
 #include "definitions/def.h"
 
-#include "definitions/def_internal.h"
+#include "definitions/def_int.h"
 #include "definitions/duration.h"
 #include "definitions/jsonptr.h"
 

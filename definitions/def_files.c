@@ -6,7 +6,7 @@
  */
 #include "definitions/def.h"
 
-#include "definitions/def_internal.h"
+#include "definitions/def_int.h"
 
 #include <dirent.h>
 #include <errno.h>

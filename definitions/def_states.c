@@ -7,7 +7,7 @@
  */
 #include "definitions/def.h"
 
-#include "definitions/def_internal.h"
+#include "definitions/def_int.h"
 #include "definitions/jsonptr.h"
 
 #include <stdio.h>

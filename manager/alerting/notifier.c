@@ -3,9 +3,9 @@
  * file owns the notifier's life and the delivery loop: each step claims
  * and starts due rows, lets the transfers run, and records those that
  * finished. The HTTP transfers, the outbox SQL and the Alertmanager
- * refresh are the other files notifier_private.h names.
+ * refresh are the other files notifier_int.h names.
  */
-#include "manager/alerting/notifier_private.h"
+#include "manager/alerting/notifier_int.h"
 
 #include "common/clock.h"
 #include "common/log.h"

@@ -4,7 +4,7 @@
  * what is kept of a response (the start of the body, a Retry-After); the
  * verdict on a finished transfer, by the sink type's rule.
  */
-#include "manager/alerting/notifier_private.h"
+#include "manager/alerting/notifier_int.h"
 
 #include "common/clock.h"
 #include "common/utf8.h"

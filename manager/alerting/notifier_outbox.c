@@ -5,7 +5,7 @@
  * resolved while silenced closed unsent, and each attempt marked:
  * delivered, failed, or due again after a backoff.
  */
-#include "manager/alerting/notifier_private.h"
+#include "manager/alerting/notifier_int.h"
 
 #include "common/backoff.h"
 #include "common/clock.h"

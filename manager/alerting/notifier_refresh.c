@@ -4,7 +4,7 @@
  * alertmanager_resend the open alerts are posted again, each to the
  * Alertmanager sinks its owner routes to, as transfers like any other.
  */
-#include "manager/alerting/notifier_private.h"
+#include "manager/alerting/notifier_int.h"
 
 #include "common/clock.h"
 #include "common/log.h"

@@ -105,7 +105,7 @@
  *
  * The module is the family manager/api/http_*.c, a file per concern
  * (server, database connection, tokens, router, metrics, probes, views,
- * actions); what they share is manager/api/http_internal.h.
+ * actions); what they share is manager/api/http_int.h.
  */
 #ifndef STEWARD_HTTP_H
 #define STEWARD_HTTP_H

@@ -6,7 +6,7 @@
  * runs the action on the connection within QUERY_BUDGET_MS, logs what an
  * operate token changed and maps the action's outcome to a status.
  */
-#include "manager/api/http_internal.h"
+#include "manager/api/http_int.h"
 
 #include "common/clock.h"
 #include "common/log.h"

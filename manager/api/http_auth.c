@@ -6,7 +6,7 @@
  * http.allow_anonymous_read, else need a token; actions need an operate
  * token. Neither a secret nor the header is ever logged or echoed.
  */
-#include "manager/api/http_internal.h"
+#include "manager/api/http_int.h"
 
 #include "common/sha256.h"
 #include "common/utf8.h"

@@ -7,7 +7,7 @@
  * network behaves) and each statement, besides the statement_timeout set
  * on the server (STATEMENT_TIMEOUT).
  */
-#include "manager/api/http_internal.h"
+#include "manager/api/http_int.h"
 
 #include "common/clock.h"
 #include "common/db.h"

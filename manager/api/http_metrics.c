@@ -6,7 +6,7 @@
  * process_ figures every Prometheus client exports. A metric name that
  * deploy/ uses is one written here (tests/deploy_check.sh).
  */
-#include "manager/api/http_internal.h"
+#include "manager/api/http_int.h"
 
 #include "common/clock.h"
 #include "common/log.h"

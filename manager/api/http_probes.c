@@ -4,7 +4,7 @@
  * long a worker thread may stay silent (http_set_stall_after()). /healthz
  * reads only atomics; /readyz asks the database within READY_BUDGET_MS.
  */
-#include "manager/api/http_internal.h"
+#include "manager/api/http_int.h"
 
 #include "common/clock.h"
 #include "common/log.h"

@@ -7,7 +7,7 @@
  * connection, database, token or daemon: the fuzz target and the unit
  * tests feed it any path.
  */
-#include "manager/api/http_internal.h"
+#include "manager/api/http_int.h"
 
 #include "common/utf8.h"
 #include "manager/operator/actions.h"

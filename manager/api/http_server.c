@@ -13,7 +13,7 @@
  * a body is read and dropped unseen): route, check the method, build the
  * reply, queue it.
  */
-#include "manager/api/http_internal.h"
+#include "manager/api/http_int.h"
 
 #include "common/db.h"
 #include "common/log.h"

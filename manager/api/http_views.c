@@ -7,7 +7,7 @@
  * are percent-decoded here; each view takes the connection's turn within
  * QUERY_BUDGET_MS.
  */
-#include "manager/api/http_internal.h"
+#include "manager/api/http_int.h"
 
 #include "common/clock.h"
 #include "definitions/duration.h"

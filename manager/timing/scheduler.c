@@ -3,9 +3,9 @@
  * scheduler.h. This file owns the scheduler's life (new, free, reloads),
  * the order of a pass (sched_tick) and its thread (sched_run); the due
  * pass, parked-event expiry and the blind check are the other files
- * scheduler_private.h names.
+ * scheduler_int.h names.
  */
-#include "manager/timing/scheduler_private.h"
+#include "manager/timing/scheduler_int.h"
 
 #include "common/clock.h"
 #include "common/log.h"

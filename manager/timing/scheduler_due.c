@@ -7,7 +7,7 @@
  * judged, set aside. A pass runs on up to n_workers connections at once,
  * each taking the rows the others have not locked.
  */
-#include "manager/timing/scheduler_private.h"
+#include "manager/timing/scheduler_int.h"
 
 #include "common/clock.h"
 #include "common/failpoint.h"

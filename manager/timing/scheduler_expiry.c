@@ -5,7 +5,7 @@
  * (engine_judge_parked()), and a violation is deleted from steward.parked,
  * recorded in history and alerted, in one transaction.
  */
-#include "manager/timing/scheduler_private.h"
+#include "manager/timing/scheduler_int.h"
 
 #include "common/clock.h"
 #include "common/pgarr.h"

@@ -7,7 +7,7 @@
  * (unowned), topics only an unloaded version reads; one blind alert per
  * group, and the watermarks and causes published for /metrics and /readyz.
  */
-#include "manager/timing/scheduler_private.h"
+#include "manager/timing/scheduler_int.h"
 
 #include "common/clock.h"
 #include "common/pgarr.h"

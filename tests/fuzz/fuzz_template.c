@@ -24,7 +24,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#define VAR_NAME_MAX 63 /* definitions/def_internal.h's NAME_MAX_LEN */
+#define VAR_NAME_MAX 63 /* definitions/def_int.h's NAME_MAX_LEN */
 
 /* A variable name a definition's "capture" accepts (definitions/def_fields.c, is_var_name). */
 static bool var_name(const char *s)

@@ -1,5 +1,5 @@
 /*
- * def_internal - what the files of the definitions module share: the
+ * def_int - what the files of the definitions module share: the
  * format's limits, the loader's state and the readers of one field each.
  * Private to definitions/: nothing outside it includes this header, and
  * def.h stays the module's whole interface.
@@ -9,8 +9,8 @@
  * reader reports what is wrong as a problem at its JSON pointer, counts
  * it in the loader, and lets the caller go on to the next field.
  */
-#ifndef STEWARD_DEF_INTERNAL_H
-#define STEWARD_DEF_INTERNAL_H
+#ifndef STEWARD_DEF_INT_H
+#define STEWARD_DEF_INT_H
 
 #include "definitions/def.h"
 

@@ -1,5 +1,5 @@
 /*
- * notifier_private - what the files of the notifier share; private to
+ * notifier_int - what the files of the notifier share; private to
  * manager/alerting/ (the interface is notifier.h).
  *
  * The notifier is one module, notifier_, in four files, one per concern:
@@ -15,8 +15,8 @@
  *
  * Everything here runs on the notifier's thread and its one connection.
  */
-#ifndef STEWARD_NOTIFIER_PRIVATE_H
-#define STEWARD_NOTIFIER_PRIVATE_H
+#ifndef STEWARD_NOTIFIER_INT_H
+#define STEWARD_NOTIFIER_INT_H
 
 #include "manager/alerting/notifier.h"
 

@@ -1,5 +1,5 @@
 /*
- * scheduler_private - what the files of the scheduler share; private to
+ * scheduler_int - what the files of the scheduler share; private to
  * manager/timing/ (the interface is scheduler.h).
  *
  * The scheduler is one module, sched_, in four files, one per concern:
@@ -20,8 +20,8 @@
  * share of a pass (scheduler_due.c), which reads struct sched but writes
  * only their own connection and, under versions_lock, the version cache.
  */
-#ifndef STEWARD_SCHEDULER_PRIVATE_H
-#define STEWARD_SCHEDULER_PRIVATE_H
+#ifndef STEWARD_SCHEDULER_INT_H
+#define STEWARD_SCHEDULER_INT_H
 
 #include "manager/timing/scheduler.h"
 

@@ -1,5 +1,5 @@
 /*
- * http_internal - private to manager/api/: what the files of the HTTP
+ * http_int - private to manager/api/: what the files of the HTTP
  * server share, and nothing else includes. The api's interface, what cli/
  * and the tests use, is http.h.
  *
@@ -20,8 +20,8 @@
  * Threads: every function here runs on a request's thread (one of MHD's
  * pool); what they share of http_t is guarded as struct http says.
  */
-#ifndef STEWARD_HTTP_INTERNAL_H
-#define STEWARD_HTTP_INTERNAL_H
+#ifndef STEWARD_HTTP_INT_H
+#define STEWARD_HTTP_INT_H
 
 #include "common/err.h"
 #include "manager/api/http.h"
