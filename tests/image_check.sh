@@ -39,9 +39,11 @@ fail() {
 
 cleanup() {
     if [[ $MODE == podman ]]; then
-        pm rm -f -t 0 "$name" >/dev/null 2>&1 || true
+        pm rm -af -t 0 >/dev/null 2>&1 || true
         pm rmi -af >/dev/null 2>&1 || true
-        pm system reset -f >/dev/null 2>&1 || true
+        # What the storage driver still has mounted below the test's folder
+        # (not `podman system reset`: it also removes the machine's networks).
+        grep -o " $work/podman[^ ]*" /proc/self/mounts | sort -r | xargs -r umount -l 2>/dev/null || true
     fi
     if [[ -n $STEWARD_PID ]] && kill -0 "$STEWARD_PID" 2>/dev/null; then
         kill -KILL "$STEWARD_PID" 2>/dev/null || true
@@ -51,6 +53,8 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
 
 for tool in psql kcat curl python3; do
     command -v "$tool" >/dev/null || fail "$tool is needed (scripts/test installs it)"
@@ -65,8 +69,8 @@ ref=$("$src/scripts/image" 2>"$work/image.log" | tail -n 1) || {
     cat "$work/image.log" >&2
     fail "scripts/image failed (above)"
 }
-layout=${ref%:*}
-tag=${ref##*:}
+layout=${ref%:steward:*}
+tag=steward:${ref##*:steward:}
 grep '^== image' "$work/image.log" || true
 
 # What the image says of itself, read from the layout (OCI image config).
@@ -118,18 +122,18 @@ if [[ ${STEWARD_TEST_IMAGE_RUNTIME:-} == chroot ]]; then
     why+=("STEWARD_TEST_IMAGE_RUNTIME=chroot: podman not tried")
 elif ! command -v podman >/dev/null; then
     why+=("podman is not installed")
-elif ! out=$(pm pull -q "oci:$layout:$tag" 2>&1); then
-    why+=("podman pull oci:$layout:$tag: $out")
+elif ! out=$(pm load -q -i "$(dirname "$layout")/$(tr : - <<<"$tag").oci.tar" 2>&1); then
+    why+=("podman load: $out")
+elif ! pm image exists "localhost/$tag"; then
+    fail "podman load named the image otherwise than localhost/$tag: $out"
 else
-    image_id=$(tail -n 1 <<<"$out")
-    pm tag "$image_id" "localhost/steward:$tag"
     for rt in crun runc; do
         if ! command -v "$rt" >/dev/null; then
             why+=("$rt: not installed")
             continue
         fi
         if out=$(pm --runtime "$rt" run --rm --network=host "${ULIMITS[@]}" \
-            --entrypoint /usr/bin/steward "localhost/steward:$tag" version 2>&1); then
+            --entrypoint /usr/bin/steward "localhost/$tag" version 2>&1); then
             RUNTIME=$rt
             break
         fi
@@ -152,7 +156,7 @@ fi
 # img_exec CMD...: one command in the image, as its user.
 img_exec() {
     if [[ $MODE == podman ]]; then
-        pm run --rm --network=host "${ULIMITS[@]}" --entrypoint "$1" "localhost/steward:$tag" "${@:2}"
+        pm run --rm --network=host "${ULIMITS[@]}" --entrypoint "$1" "localhost/$tag" "${@:2}"
     else
         local envs=() e
         for e in "${IMG_ENV[@]}"; do envs+=(--env "$e"); done
@@ -231,9 +235,12 @@ envs=(STEWARD_KAFKA_BROKERS="$STEWARD_TEST_KAFKA_BROKERS"
 if [[ $MODE == podman ]]; then
     args=()
     for e in "${envs[@]}"; do args+=(-e "$e"); done
+    # As the Deployment runs it: a read-only root (podman mounts tmpfs on
+    # /tmp and /run), no capabilities, no privilege gained.
     pm run -d --name "$name" --network=host "${ULIMITS[@]}" "${args[@]}" \
+        --read-only --cap-drop=ALL --security-opt=no-new-privileges \
         -v "$work/steward.json:/etc/steward/steward.json:ro" \
-        -v "$work/definitions:/etc/steward/definitions:ro" "localhost/steward:$tag" >/dev/null
+        -v "$work/definitions:/etc/steward/definitions:ro" "localhost/$tag" >/dev/null
     pid=$(pm inspect --format '{{.State.Pid}}' "$name")
     uid=$(awk '/^Uid:/ {print $2}' "/proc/$pid/status")
     [[ $uid == "${IMG_USER%%:*}" ]] || fail "steward runs as uid $uid in the container"

@@ -92,13 +92,16 @@ debroot_build() {
                 exit 0
             fi
             say "debian-root: refreshing the package lists of ${dir#"$STEWARD_ROOT"/}"
-            debroot_chroot "$dir" sh -c 'apt-get update -q && apt-get -y -q dist-upgrade && apt-get clean' \
-                >"$DEBROOT_CACHE/refresh.log" 2>&1 || {
-                tail -n 20 "$DEBROOT_CACHE/refresh.log" >&2
-                warn "debian-root: apt-get update/upgrade in the cached root failed (above)"
-                exit 1
-            }
-            date -u +%FT%TZ >"$dir/.steward-root"
+            # A mirror that cannot be reached now leaves the root as it was,
+            # still usable (apt's downloads are kept beside it), and the
+            # refresh is tried again next time.
+            if debroot_chroot "$dir" sh -c 'apt-get update -q && apt-get -y -q dist-upgrade && apt-get clean' \
+                >"$DEBROOT_CACHE/refresh.log" 2>&1; then
+                date -u +%FT%TZ >"$dir/.steward-root"
+            else
+                tail -n 5 "$DEBROOT_CACHE/refresh.log" >&2
+                warn "debian-root: refreshing the cached root failed (above); using it as it is"
+            fi
             exit 0
         fi
         say "debian-root: debootstrap --variant=minbase $release from $mirror into ${dir#"$STEWARD_ROOT"/}"
