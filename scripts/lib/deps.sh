@@ -105,8 +105,9 @@ install_schema_deps() {
 # What the deploy checks need: the packages above, and the manifests'
 # validator, installed by npm from tests/kubernetes/package-lock.json into
 # tests/kubernetes/node_modules, again only when the lock file changed
-# (unit.kubernetes fails without it). kubectl, which renders the overlays,
-# comes with the machine: Debian's kubernetes-client is too old for them.
+# (unit.kubernetes fails without it). The kubectl that renders the overlays
+# comes from there too, pinned: Debian's kubernetes-client is too old for
+# them.
 install_deploy_deps() {
     install_packages "${STEWARD_DEPLOY_PACKAGES[@]}"
     need_command python3 python3
@@ -120,5 +121,4 @@ install_deploy_deps() {
             die "npm ci in tests/kubernetes failed"
         echo "$sum" >"$dir/node_modules/.steward-lock"
     fi
-    command -v kubectl >/dev/null || warn "deps: no kubectl: unit.kubernetes will fail (it renders the overlays with kubectl kustomize)"
 }
