@@ -92,6 +92,18 @@ static void free_captures(def_capture_t *captures, size_t n)
     free(captures);
 }
 
+void def_envelope_clear(def_envelope_t *env)
+{
+    if (env == NULL)
+        return;
+    free(env->type_pointer);
+    free(env->type_header);
+    free(env->id_pointer);
+    free(env->time_pointer);
+    free(env->key_pointer);
+    memset(env, 0, sizeof *env);
+}
+
 void def_free(def_t *def)
 {
     if (def == NULL)
@@ -99,17 +111,15 @@ void def_free(def_t *def)
     free(def->process);
     free(def->owner);
     free(def->description);
-    free(def->key_pointer);
-    free(def->type_pointer);
-    free(def->id_pointer);
-    free(def->time_pointer);
-    free(def->type_header);
+    def_envelope_clear(&def->envelope);
     free(def->any);
     for (size_t i = 0; i < def->n_events; i++) {
         def_event_t *ev = &def->events[i];
         free(ev->name);
         free(ev->topic);
-        free(ev->key_pointer);
+        def_envelope_clear(&ev->envelope);
+        free(ev->own_type_pointer);
+        free(ev->own_type_header);
         free_captures(ev->captures, ev->n_captures);
     }
     free(def->events);
@@ -158,6 +168,15 @@ long def_find_event(const def_t *def, const char *name)
             return (long) i;
     }
     return -1;
+}
+
+const def_event_t *def_topic_event(const def_t *def, const char *topic)
+{
+    for (size_t i = 0; topic != NULL && i < def->n_events; i++) {
+        if (def->events[i].topic != NULL && strcmp(def->events[i].topic, topic) == 0)
+            return &def->events[i];
+    }
+    return NULL;
 }
 
 const def_transition_t *def_transition(const def_t *def, size_t state, size_t event)

@@ -21,7 +21,16 @@ void def_ld_problem(loader_t *ld, const char *pointer, const char *fmt, ...)
     va_list ap;
     ld->n_problems++;
     va_start(ap, fmt);
-    def_problems_vadd(ld->problems, ld->file, pointer, fmt, ap);
+    if (ld->context == NULL) {
+        def_problems_vadd(ld->problems, ld->file, pointer, fmt, ap);
+    } else {
+        char *message = NULL;
+        if (vasprintf(&message, fmt, ap) < 0)
+            message = NULL;
+        def_problems_add(ld->problems, ld->file, pointer, "%s%s", ld->context,
+                         message != NULL ? message : "out of memory");
+        free(message);
+    }
     va_end(ap);
 }
 

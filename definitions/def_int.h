@@ -33,11 +33,23 @@
 void def_problems_vadd(def_problems_t *problems, const char *file, const char *pointer,
                        const char *fmt, va_list ap);
 
+/* A topic's envelope (`topics`), over the process's; the name is
+ * borrowed from the document. */
+typedef struct ld_topic {
+    const char *name;
+    def_envelope_t envelope;
+} ld_topic_t;
+
 typedef struct loader {
     const char *file;
     def_problems_t *problems;
     size_t n_problems; /* counted even when def_problems_add drops one */
     def_t *def;
+    const char *context; /* put before each problem's message ("topic 'x': "); NULL: none */
+
+    /* The topics' envelopes (def_envelope.c). */
+    ld_topic_t *topics;
+    size_t n_topics;
 
     /* Names in document order, borrowed from def, for lookups and hints. */
     const char **state_names;
@@ -133,6 +145,32 @@ void def_ld_parse_captures(loader_t *ld, json_t *obj, const char *ptr, def_captu
 
 /* The event `name` used at pointer p, marked used; -1 (reported) if undeclared. */
 long def_ld_use_event(loader_t *ld, const char *name, const char *p);
+
+/* ---- def_envelope.c ---- */
+
+/*
+ * The envelope of obj (at ptr): its "envelope" member (type, id, time)
+ * and, when with_key, its "key", each field over *base, into *out (new
+ * strings; def_envelope_clear() it). With own_pointer and own_header not
+ * NULL, a declared type rule goes to them (new strings) instead of *out:
+ * an event's own rule. Returns true when obj declares any of them.
+ */
+bool def_ld_envelope(loader_t *ld, json_t *obj, const char *ptr, bool with_key,
+                     const def_envelope_t *base, def_envelope_t *out, char **own_pointer,
+                     char **own_header);
+
+/* The 'topics' member: each topic's envelope over the process's, into
+ * ld->topics. Run after the process's envelope is read. */
+void def_ld_parse_topics(loader_t *ld, json_t *doc);
+
+/* The envelope of `topic` from 'topics', borrowed; NULL when it has none. */
+const def_envelope_t *def_ld_topic_envelope(const loader_t *ld, const char *topic);
+
+/* After the events are read: every topic in 'topics' is some event's. */
+void def_ld_check_topics(loader_t *ld);
+
+/* Frees ld->topics. */
+void def_ld_topics_free(loader_t *ld);
 
 /* ---- def_states.c ---- */
 

@@ -28,97 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* envelope.type: a JSON pointer string, or {"header": NAME}. */
-static void parse_envelope_type(loader_t *ld, json_t *env, const char **type_ptr,
-                                const char **type_header)
-{
-    json_t *v = json_object_get(env, "type");
-    if (v == NULL)
-        return;
-    if (json_is_string(v)) {
-        *type_ptr = def_ld_get_pointer(ld, env, "/envelope", "type", false);
-        return;
-    }
-    if (!json_is_object(v)) {
-        def_ld_problem(
-            ld, "/envelope/type",
-            "expected a JSON pointer string such as '/type' or {\"header\": \"event-type\"}, "
-            "got %s",
-            jsonptr_kind(v));
-        return;
-    }
-    static const char *const fields[] = {"header"};
-    CHECK_FIELDS(ld, v, "/envelope/type", fields);
-    const char *h = def_ld_get_string(ld, v, "/envelope/type", "header", true);
-    if (h != NULL && !def_is_header_name(h)) {
-        def_ld_problem(ld, "/envelope/type/header",
-                       "header name '%s' is not valid: 1 to 255 printable ASCII characters without "
-                       "spaces",
-                       h);
-        return;
-    }
-    *type_header = h;
-}
-
-/* envelope.time: a JSON pointer string, {"pointer": P, "format": F} or
- * {"from": "kafka_timestamp"}. */
-static void parse_envelope_time(loader_t *ld, json_t *env, const char **time_ptr,
-                                def_time_format_t *format)
-{
-    json_t *v = json_object_get(env, "time");
-    if (v == NULL)
-        return;
-    if (json_is_string(v)) {
-        *time_ptr = def_ld_get_pointer(ld, env, "/envelope", "time", false);
-        return;
-    }
-    if (!json_is_object(v)) {
-        def_ld_problem(
-            ld, "/envelope/time",
-            "expected a JSON pointer string such as '/occurred_at', {\"pointer\": \"/ts\", "
-            "\"format\": \"epoch_millis\"} or {\"from\": \"kafka_timestamp\"}, got %s",
-            jsonptr_kind(v));
-        return;
-    }
-    static const char *const fields[] = {"pointer", "format", "from"};
-    CHECK_FIELDS(ld, v, "/envelope/time", fields);
-    if (json_object_get(v, "from") != NULL) {
-        const char *from = def_ld_get_string(ld, v, "/envelope/time", "from", false);
-        if (json_object_get(v, "pointer") != NULL || json_object_get(v, "format") != NULL)
-            def_ld_problem(
-                ld, "/envelope/time",
-                "'from' takes the time from the Kafka message: it cannot have 'pointer' or "
-                "'format' too");
-        else if (from != NULL && strcmp(from, "kafka_timestamp") != 0)
-            def_ld_problem(
-                ld, "/envelope/time/from",
-                "time source '%s' is not valid: expected 'kafka_timestamp'; for a payload "
-                "field give 'pointer' and 'format'",
-                from);
-        else if (from != NULL)
-            *format = DEF_TIME_KAFKA;
-        return;
-    }
-    const char *pointer = def_ld_get_pointer(ld, v, "/envelope/time", "pointer", true);
-    const char *f = def_ld_get_string(ld, v, "/envelope/time", "format", true);
-    if (f == NULL || pointer == NULL)
-        return;
-    static const char *const formats[] = {"rfc3339", "epoch_seconds", "epoch_millis"};
-    static const def_time_format_t values[] = {DEF_TIME_RFC3339, DEF_TIME_EPOCH_SECONDS,
-                                               DEF_TIME_EPOCH_MILLIS};
-    long k = def_find_name(formats, 3, f);
-    if (k < 0) {
-        char h[128];
-        def_ld_problem(ld, "/envelope/time/format",
-                       "time format '%s' is not valid: expected 'rfc3339', 'epoch_seconds' or "
-                       "'epoch_millis'%s",
-                       f, def_hint(h, sizeof h, f, formats, 3));
-        return;
-    }
-    *time_ptr = pointer;
-    *format = values[k];
-}
-
 /* Allocates def's events and states and names them, so that any field can
  * refer to any state or event whatever the order of the document. */
 static void prescan(loader_t *ld, json_t *doc)
@@ -213,32 +122,21 @@ static void parse_header(loader_t *ld, json_t *doc)
         def->description = def_ld_strdup(ld, json_string_value(v));
 
     const char *key_ptr;
-    def_ld_get_key(ld, doc, "", true, &key_ptr, &def->key_from_message);
-    def->key_pointer = def_ld_strdup(ld, key_ptr);
+    bool from_message;
+    def_ld_get_key(ld, doc, "", true, &key_ptr, &from_message);
 
     v = json_object_get(doc, "$schema");
     if (v != NULL && !json_is_string(v))
         def_ld_problem(ld, "/$schema", "expected the JSON Schema's URI as a string, got %s",
                        jsonptr_kind(v));
 
-    const char *type_ptr = "/type", *id_ptr = "/id", *time_ptr = NULL, *type_header = NULL;
-    v = json_object_get(doc, "envelope");
-    if (v != NULL && !json_is_object(v)) {
-        def_ld_problem(ld, "/envelope",
-                       "expected an object with JSON pointers for 'type', 'id' and 'time', got %s",
-                       jsonptr_kind(v));
-    } else if (v != NULL) {
-        static const char *const fields[] = {"type", "id", "time"};
-        CHECK_FIELDS(ld, v, "/envelope", fields);
-        parse_envelope_type(ld, v, &type_ptr, &type_header);
-        if (json_object_get(v, "id") != NULL)
-            id_ptr = def_ld_get_pointer(ld, v, "/envelope", "id", false);
-        parse_envelope_time(ld, v, &time_ptr, &def->time_format);
-    }
-    def->type_pointer = def_ld_strdup(ld, type_ptr);
-    def->type_header = def_ld_strdup(ld, type_header);
-    def->id_pointer = def_ld_strdup(ld, id_ptr);
-    def->time_pointer = def_ld_strdup(ld, time_ptr);
+    /* The process's envelope over the format's defaults; its key is the
+     * document's required `key`, read above. */
+    const def_envelope_t defaults = {.type_pointer = "/type",
+                                     .id_pointer = "/id",
+                                     .key_pointer = (char *) key_ptr,
+                                     .key_from_message = from_message};
+    def_ld_envelope(ld, doc, "", false, &defaults, &def->envelope, NULL, NULL);
 
     ld->process_deadline_given = json_object_get(doc, "deadline") != NULL;
     def_ld_get_duration(ld, doc, "", "deadline", false, &def->deadline_ms);
@@ -268,7 +166,7 @@ static void parse_events(loader_t *ld, json_t *doc)
     if (def->n_events == 0)
         return; /* out of memory, reported */
 
-    static const char *const fields[] = {"topic", "key", "capture", "type_from_topic"};
+    static const char *const fields[] = {"topic", "key", "envelope", "capture", "type_from_topic"};
     const char *name;
     json_t *v;
     size_t i = 0;
@@ -299,15 +197,16 @@ static void parse_events(loader_t *ld, json_t *doc)
         else
             ev->topic = def_ld_strdup(ld, topic);
 
-        const char *key;
-        bool from_message;
-        if (def_ld_get_key(ld, v, p, false, &key, &from_message)) {
-            ev->key_pointer = def_ld_strdup(ld, key);
-            ev->key_from_message = from_message;
-        } else {
-            ev->key_pointer = def_ld_strdup(ld, def->key_pointer);
-            ev->key_from_message = def->key_from_message;
-        }
+        /* The event's key and envelope over its topic's, else the process's. */
+        const def_envelope_t *base = def_ld_topic_envelope(ld, topic);
+        ev->topic_envelope = base != NULL;
+        char context[EVENT_NAME_MAX_LEN + TOPIC_MAX_LEN + 32];
+        snprintf(context, sizeof context, "event '%s' on topic '%s': ", name,
+                 topic != NULL ? topic : "?");
+        ld->context = json_object_get(v, "envelope") != NULL ? context : NULL;
+        def_ld_envelope(ld, v, p, true, base != NULL ? base : &def->envelope, &ev->envelope,
+                        &ev->own_type_pointer, &ev->own_type_header);
+        ld->context = NULL;
 
         json_t *fixed = json_object_get(v, "type_from_topic");
         if (fixed != NULL && !json_is_boolean(fixed))
@@ -315,6 +214,11 @@ static void parse_events(loader_t *ld, json_t *doc)
                            "expected true or false, got %s", jsonptr_kind(fixed));
         else
             ev->type_from_topic = json_is_true(fixed);
+        if (ev->type_from_topic && (ev->own_type_pointer != NULL || ev->own_type_header != NULL))
+            def_ld_problem(ld, def_ptr_join(sub, p, "type_from_topic"),
+                           "every message on topic '%s' is %s already: it needs no "
+                           "envelope.type as well",
+                           topic != NULL ? topic : "?", name);
 
         json_t *capture = json_object_get(v, "capture");
         if (capture != NULL)
@@ -437,14 +341,17 @@ def_t *def_load_json(const char *text, size_t len, const char *source, def_probl
     def_t *def = ld.def;
     def->source = def_ld_strdup(&ld, ld.file);
 
-    static const char *const fields[] = {
-        "$schema",  "process",        "version",  "mode",   "owner", "description", "key",
-        "envelope", "reorder_window", "deadline", "events", "start", "states",      "any"};
+    static const char *const fields[] = {"$schema",        "process",     "version", "mode",
+                                         "owner",          "description", "key",     "envelope",
+                                         "reorder_window", "deadline",    "topics",  "events",
+                                         "start",          "states",      "any"};
     CHECK_FIELDS(&ld, doc, "", fields);
 
     prescan(&ld, doc);
     parse_header(&ld, doc);
+    def_ld_parse_topics(&ld, doc);
     parse_events(&ld, doc);
+    def_ld_check_topics(&ld);
     parse_start(&ld, doc);
     def_ld_parse_states(&ld, doc);
     def_ld_parse_any(&ld, doc);
@@ -457,6 +364,7 @@ def_t *def_load_json(const char *text, size_t len, const char *source, def_probl
             ld.n_problems += def_check_template_paths(def, problems);
     }
 
+    def_ld_topics_free(&ld);
     free(ld.state_names);
     free(ld.event_names);
     free(ld.event_used);

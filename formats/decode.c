@@ -402,6 +402,33 @@ decode_reason_t decode_message(const decode_input_t *in, const decode_limits_t *
     return reason;
 }
 
+/* The type by one rule: the header's text when it names a header (header
+ * names compare without case, as HTTP's and CloudEvents' do), else
+ * ce_type, else the string at the pointer. */
+static const char *type_by_rule(const decode_message_t *msg, const char *pointer,
+                                const char *header)
+{
+    if (header != NULL) {
+        const char *name;
+        json_t *v;
+        json_object_foreach(msg->headers, name, v)
+        {
+            if (strcasecmp(name, header) == 0 && json_string_length(v) > 0)
+                return json_string_value(v);
+        }
+        return NULL;
+    }
+    if (msg->ce_type != NULL)
+        return msg->ce_type;
+    json_t *type = pointer != NULL ? jsonptr_get(msg->data, pointer) : NULL;
+    return json_is_string(type) ? json_string_value(type) : NULL;
+}
+
+const char *decode_type_of(const decode_message_t *msg, const def_envelope_t *env)
+{
+    return type_by_rule(msg, env->type_pointer, env->type_header);
+}
+
 const char *decode_event_type(const decode_message_t *msg, const decode_input_t *in,
                               const def_t *def)
 {
@@ -410,67 +437,69 @@ const char *decode_event_type(const decode_message_t *msg, const decode_input_t 
         if (def->events[i].type_from_topic && strcmp(def->events[i].topic, topic) == 0)
             return def->events[i].name;
     }
-    if (def->type_header != NULL) {
-        /* Header names compare without case, as HTTP's and CloudEvents' do. */
-        const char *name;
-        json_t *v;
-        json_object_foreach(msg->headers, name, v)
-        {
-            if (strcasecmp(name, def->type_header) == 0 && json_string_length(v) > 0)
-                return json_string_value(v);
-        }
-        return NULL;
+    /* An event with a rule of its own is itself when its rule reads its
+     * name: one topic, several producers' conventions. */
+    for (size_t i = 0; topic != NULL && i < def->n_events; i++) {
+        const def_event_t *ev = &def->events[i];
+        if ((ev->own_type_pointer == NULL && ev->own_type_header == NULL) ||
+            strcmp(ev->topic, topic) != 0)
+            continue;
+        const char *type = type_by_rule(msg, ev->own_type_pointer, ev->own_type_header);
+        if (type != NULL && strcmp(type, ev->name) == 0)
+            return ev->name;
     }
-    if (msg->ce_type != NULL)
-        return msg->ce_type;
-    json_t *type = jsonptr_get(msg->data, def->type_pointer);
-    return json_is_string(type) ? json_string_value(type) : NULL;
+    const def_event_t *first = def_topic_event(def, topic);
+    return decode_type_of(msg, first != NULL ? &first->envelope : &def->envelope);
 }
 
-void decode_type_source(const def_t *def, char *buf, size_t size)
+void decode_type_source(const def_t *def, const char *topic, char *buf, size_t size)
 {
-    if (def->type_header != NULL)
-        snprintf(buf, size, "no text in header '%.255s' (the definition's envelope.type)",
-                 def->type_header);
+    const def_event_t *first = def_topic_event(def, topic);
+    const def_envelope_t *env = first != NULL ? &first->envelope : &def->envelope;
+    char whose[300];
+    if (first != NULL && first->topic_envelope)
+        snprintf(whose, sizeof whose, "the envelope.type of topic %.249s", first->topic);
     else
-        snprintf(buf, size,
-                 "no ce_type header and no string at %s (the definition's "
-                 "envelope.type)",
-                 def->type_pointer);
+        snprintf(whose, sizeof whose, "the definition's envelope.type");
+    if (env->type_header != NULL)
+        snprintf(buf, size, "no text in header '%.255s' (%s)", env->type_header, whose);
+    else
+        snprintf(buf, size, "no ce_type header and no string at %s (%s)", env->type_pointer, whose);
 }
 
-/* The correlation key of `ev` into *key (new string). */
+/* The correlation key of event `name` by `env` into *key (new string). */
 static decode_reason_t read_key(const decode_message_t *msg, const decode_input_t *in,
-                                const def_event_t *ev, char **key, char *detail, size_t detail_size)
+                                const def_envelope_t *env, const char *name, char **key,
+                                char *detail, size_t detail_size)
 {
     *key = NULL;
-    if (ev->key_from_message) {
+    if (env->key_from_message) {
         if (in->key == NULL || in->key_len == 0) {
             snprintf(detail, detail_size,
                      "%s has no Kafka message key, and its correlation key is the message key",
-                     ev->name);
+                     name);
             return DECODE_MISSING_KEY;
         }
         if (in->key_len > DECODE_MAX_KEY_BYTES) {
             snprintf(detail, detail_size,
-                     "%s's Kafka message key is %zu bytes, over the limit of %d", ev->name,
-                     in->key_len, DECODE_MAX_KEY_BYTES);
+                     "%s's Kafka message key is %zu bytes, over the limit of %d", name, in->key_len,
+                     DECODE_MAX_KEY_BYTES);
             return DECODE_INVALID_KEY;
         }
         if (memchr(in->key, 0, in->key_len) != NULL || !utf8_valid(in->key, in->key_len)) {
             snprintf(detail, detail_size,
                      "%s's Kafka message key is not UTF-8 text without NUL bytes (a binary key "
                      "cannot be a correlation key)",
-                     ev->name);
+                     name);
             return DECODE_INVALID_KEY;
         }
         *key = strndup(in->key, in->key_len);
         return DECODE_OK;
     }
 
-    json_t *v = jsonptr_get(msg->data, ev->key_pointer);
+    json_t *v = env->key_pointer != NULL ? jsonptr_get(msg->data, env->key_pointer) : NULL;
     if (v == NULL || json_is_null(v)) {
-        snprintf(detail, detail_size, "%s has no correlation key at %s", ev->name, ev->key_pointer);
+        snprintf(detail, detail_size, "%s has no correlation key at %s", name, env->key_pointer);
         return DECODE_MISSING_KEY;
     }
     if (json_is_integer(v)) {
@@ -481,37 +510,36 @@ static decode_reason_t read_key(const decode_message_t *msg, const decode_input_
     }
     if (!json_is_string(v)) {
         snprintf(detail, detail_size,
-                 "%s's correlation key at %s is %s: expected a string or an integer", ev->name,
-                 ev->key_pointer, jsonptr_kind(v));
+                 "%s's correlation key at %s is %s: expected a string or an integer", name,
+                 env->key_pointer, jsonptr_kind(v));
         return DECODE_INVALID_KEY;
     }
     if (json_string_length(v) == 0) {
-        snprintf(detail, detail_size, "%s's correlation key at %s is an empty string", ev->name,
-                 ev->key_pointer);
+        snprintf(detail, detail_size, "%s's correlation key at %s is an empty string", name,
+                 env->key_pointer);
         return DECODE_INVALID_KEY;
     }
     if (json_string_length(v) > DECODE_MAX_KEY_BYTES) {
         snprintf(detail, detail_size,
-                 "%s's correlation key at %s is %zu bytes, over the limit of %d", ev->name,
-                 ev->key_pointer, json_string_length(v), DECODE_MAX_KEY_BYTES);
+                 "%s's correlation key at %s is %zu bytes, over the limit of %d", name,
+                 env->key_pointer, json_string_length(v), DECODE_MAX_KEY_BYTES);
         return DECODE_INVALID_KEY;
     }
     *key = strdup(json_string_value(v));
     return DECODE_OK;
 }
 
-/* The event time into *ms, as the definition declares it. */
+/* The event time of event `name` into *ms, as `env` declares it. */
 static decode_reason_t read_time(const decode_message_t *msg, const decode_input_t *in,
-                                 const def_t *def, const def_event_t *ev, int64_t *ms, char *detail,
-                                 size_t detail_size)
+                                 const def_envelope_t *env, const char *name, int64_t *ms,
+                                 char *detail, size_t detail_size)
 {
     static const char *const format_names[] = {"RFC 3339 text or epoch ms", "RFC 3339 text",
                                                "epoch seconds", "epoch milliseconds", ""};
-    if (def->time_format == DEF_TIME_KAFKA) {
+    if (env->time_format == DEF_TIME_KAFKA) {
         if (in->timestamp_ms < 0) {
             snprintf(detail, detail_size,
-                     "%s has no Kafka timestamp, and the definition takes its time from it",
-                     ev->name);
+                     "%s has no Kafka timestamp, and the definition takes its time from it", name);
             return DECODE_INVALID_TIME;
         }
         *ms = in->timestamp_ms;
@@ -520,7 +548,7 @@ static decode_reason_t read_time(const decode_message_t *msg, const decode_input
             snprintf(detail, detail_size,
                      "%s's Kafka timestamp %" PRId64
                      " ms is outside the years 0001 to 9999 Steward accepts",
-                     ev->name, *ms);
+                     name, *ms);
             return DECODE_INVALID_TIME;
         }
         return DECODE_OK;
@@ -529,39 +557,39 @@ static decode_reason_t read_time(const decode_message_t *msg, const decode_input
     /* CloudEvents time is the producer's own statement: it comes first. */
     const char *text = msg->ce_time;
     json_t *v = NULL;
-    if (text == NULL && def->time_pointer != NULL) {
-        v = jsonptr_get(msg->data, def->time_pointer);
-        if (v == NULL && def->time_format == DEF_TIME_TEXT_OR_MS)
+    if (text == NULL && env->time_pointer != NULL) {
+        v = jsonptr_get(msg->data, env->time_pointer);
+        if (v == NULL && env->time_format == DEF_TIME_TEXT_OR_MS)
             goto kafka; /* a plain pointer falls back when the field is absent */
         if (v == NULL || json_is_null(v)) {
-            snprintf(detail, detail_size, "%s has no time at %s (%s)", ev->name, def->time_pointer,
-                     format_names[def->time_format]);
+            snprintf(detail, detail_size, "%s has no time at %s (%s)", name, env->time_pointer,
+                     format_names[env->time_format]);
             return DECODE_INVALID_TIME;
         }
         if (json_is_string(v))
             text = json_string_value(v);
     }
-    if (text != NULL && v != NULL && def->time_format != DEF_TIME_TEXT_OR_MS &&
-        def->time_format != DEF_TIME_RFC3339) {
-        snprintf(detail, detail_size, "%s's time at %s is a string, not an integer of %s", ev->name,
-                 def->time_pointer, format_names[def->time_format]);
+    if (text != NULL && v != NULL && env->time_format != DEF_TIME_TEXT_OR_MS &&
+        env->time_format != DEF_TIME_RFC3339) {
+        snprintf(detail, detail_size, "%s's time at %s is a string, not an integer of %s", name,
+                 env->time_pointer, format_names[env->time_format]);
         return DECODE_INVALID_TIME;
     }
     if (text != NULL) {
         if (!rfc3339_parse(text, ms)) {
-            snprintf(detail, detail_size, "%s's time '%.60s' is not an RFC 3339 timestamp",
-                     ev->name, text);
+            snprintf(detail, detail_size, "%s's time '%.60s' is not an RFC 3339 timestamp", name,
+                     text);
             return DECODE_INVALID_TIME;
         }
-    } else if (v != NULL && json_is_integer(v) && def->time_format != DEF_TIME_RFC3339) {
+    } else if (v != NULL && json_is_integer(v) && env->time_format != DEF_TIME_RFC3339) {
         json_int_t n = json_integer_value(v);
-        if (def->time_format == DEF_TIME_EPOCH_SECONDS) {
+        if (env->time_format == DEF_TIME_EPOCH_SECONDS) {
             /* Range first: the product must not overflow. */
             if (n < DECODE_MIN_TIME_MS / 1000 || n > DECODE_MAX_TIME_MS / 1000) {
                 snprintf(detail, detail_size,
                          "%s's time %" JSON_INTEGER_FORMAT
                          " s is outside the years 0001 to 9999 Steward accepts",
-                         ev->name, n);
+                         name, n);
                 return DECODE_INVALID_TIME;
             }
             *ms = (int64_t) n * 1000;
@@ -569,8 +597,8 @@ static decode_reason_t read_time(const decode_message_t *msg, const decode_input
             *ms = n;
         }
     } else if (v != NULL) {
-        snprintf(detail, detail_size, "%s's time at %s is %s, not %s", ev->name, def->time_pointer,
-                 jsonptr_kind(v), format_names[def->time_format]);
+        snprintf(detail, detail_size, "%s's time at %s is %s, not %s", name, env->time_pointer,
+                 jsonptr_kind(v), format_names[env->time_format]);
         return DECODE_INVALID_TIME;
     } else {
     kafka:
@@ -579,7 +607,7 @@ static decode_reason_t read_time(const decode_message_t *msg, const decode_input
     if (!decode_time_in_range(*ms)) {
         snprintf(detail, detail_size,
                  "%s's time %" PRId64 " ms%s is outside the years 0001 to 9999 Steward accepts",
-                 ev->name, *ms, v != NULL || text != NULL ? "" : " (Kafka)");
+                 name, *ms, v != NULL || text != NULL ? "" : " (Kafka)");
         return DECODE_INVALID_TIME;
     }
     return DECODE_OK;
@@ -630,15 +658,14 @@ static int64_t read_token(const decode_message_t *msg, const def_t *def, size_t 
 }
 
 static decode_reason_t read_envelope(const decode_message_t *msg, const decode_input_t *in,
-                                     const def_t *def, size_t event, decode_envelope_t *out,
-                                     char *detail, size_t detail_size)
+                                     const def_envelope_t *env, const char *name,
+                                     decode_envelope_t *out, char *detail, size_t detail_size)
 {
-    const def_event_t *ev = &def->events[event];
     decode_reason_t reason;
 
     memset(out, 0, sizeof *out);
     char *key;
-    reason = read_key(msg, in, ev, &key, detail, detail_size);
+    reason = read_key(msg, in, env, name, &key, detail, detail_size);
     if (reason != DECODE_OK)
         return reason;
 
@@ -647,8 +674,8 @@ static decode_reason_t read_envelope(const decode_message_t *msg, const decode_i
     if (msg->cloudevent) {
         if (asprintf(&out->id, "%s#%s", msg->ce_source, msg->ce_id) < 0)
             out->id = NULL;
-    } else if ((id = jsonptr_get(msg->data, def->id_pointer)) != NULL && json_is_string(id) &&
-               json_string_length(id) > 0) {
+    } else if (env->id_pointer != NULL && (id = jsonptr_get(msg->data, env->id_pointer)) != NULL &&
+               json_is_string(id) && json_string_length(id) > 0) {
         out->id = strdup(json_string_value(id));
     } else if (id != NULL && json_is_integer(id)) {
         if (asprintf(&out->id, "%" JSON_INTEGER_FORMAT, json_integer_value(id)) < 0)
@@ -658,17 +685,16 @@ static decode_reason_t read_envelope(const decode_message_t *msg, const decode_i
         out->id = NULL;
     }
     if (out->id != NULL && strlen(out->id) > DECODE_MAX_ID_BYTES) {
-        snprintf(detail, detail_size, "%s's event id%s is %zu bytes, over the limit of %d",
-                 ev->name, msg->cloudevent ? " (CloudEvents source#id)" : "", strlen(out->id),
+        snprintf(detail, detail_size, "%s's event id%s is %zu bytes, over the limit of %d", name,
+                 msg->cloudevent ? " (CloudEvents source#id)" : "", strlen(out->id),
                  DECODE_MAX_ID_BYTES);
         reason = DECODE_INVALID_ID;
         goto fail;
     }
 
-    reason = read_time(msg, in, def, ev, &out->time_ms, detail, detail_size);
+    reason = read_time(msg, in, env, name, &out->time_ms, detail, detail_size);
     if (reason != DECODE_OK)
         goto fail;
-    out->token = read_token(msg, def, event);
     out->key = key;
     return DECODE_OK;
 
@@ -679,14 +705,26 @@ fail:
     return reason;
 }
 
+decode_reason_t decode_read(const decode_message_t *msg, const decode_input_t *in,
+                            const def_envelope_t *env, const char *event, decode_envelope_t *out,
+                            char *detail, size_t detail_size)
+{
+    detail[0] = '\0';
+    decode_reason_t reason = read_envelope(msg, in, env, event, out, detail, detail_size);
+    utf8_scrub(detail);
+    return reason;
+}
+
 /* The detail is a text column too: see decode_message(). */
 decode_reason_t decode_envelope(const decode_message_t *msg, const decode_input_t *in,
                                 const def_t *def, size_t event, decode_envelope_t *out,
                                 char *detail, size_t detail_size)
 {
-    detail[0] = '\0';
-    decode_reason_t reason = read_envelope(msg, in, def, event, out, detail, detail_size);
-    utf8_scrub(detail);
+    const def_event_t *ev = &def->events[event];
+    decode_reason_t reason =
+        decode_read(msg, in, &ev->envelope, ev->name, out, detail, detail_size);
+    if (reason == DECODE_OK)
+        out->token = read_token(msg, def, event);
     return reason;
 }
 

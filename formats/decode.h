@@ -133,17 +133,23 @@ decode_reason_t decode_message(const decode_input_t *in, const decode_limits_t *
 void decode_message_clear(decode_message_t *msg);
 
 /*
- * The event type as `def` reads it, in this order: the event whose topic
- * fixes its type (type_from_topic) when the message came on that topic;
- * the definition's type header when it names one; ce_type; the string at
- * the definition's type pointer. Borrowed from msg or def; NULL when there
- * is none.
+ * The event type as `def` reads it on the message's topic, in this order:
+ * the event whose topic fixes its type (type_from_topic); an event of the
+ * topic whose own type rule (its envelope.type) reads its name; then the
+ * topic's rule (its envelope in `topics`, else the process's): the type
+ * header when it names one, else ce_type, else the string at the type
+ * pointer. Borrowed from msg or def; NULL when there is none.
  */
 const char *decode_event_type(const decode_message_t *msg, const decode_input_t *in,
                               const def_t *def);
 
-/* Where `def` looks for an event type, in words for a rejection's detail. */
-void decode_type_source(const def_t *def, char *buf, size_t size);
+/* The type by one envelope's rule alone (its header, else ce_type, else
+ * its pointer), borrowed from msg; NULL when there is none. */
+const char *decode_type_of(const decode_message_t *msg, const def_envelope_t *env);
+
+/* Where `def` looks for an event type on `topic`, in words for a
+ * rejection's detail (naming the topic when its envelope is its own). */
+void decode_type_source(const def_t *def, const char *topic, char *buf, size_t size);
 
 /* What one process reads from an event it declares. */
 typedef struct decode_envelope {
@@ -155,7 +161,8 @@ typedef struct decode_envelope {
 
 /*
  * Reads the envelope of event `event` (an index into def->events) from a
- * decoded message. Key: the Kafka message key or the value at the key
+ * decoded message, where the event's envelope says (def_event_t.envelope:
+ * its own, its topic's or the process's). Key: the Kafka message key or the value at the key
  * pointer, a non-empty string or an integer (its decimal text). Identity:
  * CloudEvents source and id, else the string or integer at the id pointer,
  * else topic/partition/offset. Time: the Kafka timestamp when declared
@@ -170,6 +177,15 @@ typedef struct decode_envelope {
 decode_reason_t decode_envelope(const decode_message_t *msg, const decode_input_t *in,
                                 const def_t *def, size_t event, decode_envelope_t *out,
                                 char *detail, size_t detail_size);
+
+/*
+ * decode_envelope() by an envelope alone, without a definition (no
+ * token): `event` names the event in details. For readers that know where
+ * things are without a definition (`steward discover`).
+ */
+decode_reason_t decode_read(const decode_message_t *msg, const decode_input_t *in,
+                            const def_envelope_t *env, const char *event, decode_envelope_t *out,
+                            char *detail, size_t detail_size);
 
 void decode_envelope_clear(decode_envelope_t *env);
 

@@ -100,7 +100,7 @@ static err_class_t batch_route(batch_t *b, const def_set_t *defs, char *errstr, 
         if (listened && !typed) {
             /* Name the rule of the first process reading the topic: that is
              * the one a person fixes the producer (or the definition) for. */
-            decode_type_source(listener, b->msg_detail[m], sizeof b->msg_detail[m]);
+            decode_type_source(listener, in->topic, b->msg_detail[m], sizeof b->msg_detail[m]);
             b->msg_reason[m] = DECODE_MISSING_TYPE;
             decode_message_clear(msg);
         }

@@ -276,7 +276,7 @@ static void judge_against(const decode_message_t *msg, const decode_input_t *in,
     char detail[512];
     const char *type = decode_event_type(msg, in, def);
     if (type == NULL) {
-        decode_type_source(def, detail, sizeof detail);
+        decode_type_source(def, in->topic, detail, sizeof detail);
         FUZZ_CHECK(detail[0] != '\0' && utf8(detail), "a missing type's detail: %s", detail);
         return;
     }

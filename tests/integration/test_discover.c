@@ -155,7 +155,7 @@ START_TEST(discover_recovers_the_simulators_order_flow)
     ck_assert_msg(draft != NULL, "the draft does not load: %s: %s",
                   problems.n ? problems.items[0].pointer : "",
                   problems.n ? problems.items[0].message : "");
-    ck_assert_str_eq(draft->key_pointer, truth->key_pointer);
+    ck_assert_str_eq(draft->envelope.key_pointer, truth->envelope.key_pointer);
     ck_assert_str_eq(draft->events[draft->start_event].name,
                      truth->events[truth->start_event].name);
     for (size_t i = 0; i < draft->n_events; i++) {

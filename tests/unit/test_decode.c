@@ -575,7 +575,7 @@ START_TEST(type_from_a_named_header_or_the_topic)
     in.n_headers = 0; /* the payload's "type" is not where this definition looks */
     ck_assert_int_eq(judge(&in), DECODE_OK);
     ck_assert_ptr_null(decode_event_type(&msg, &in, d));
-    decode_type_source(d, detail, sizeof detail);
+    decode_type_source(d, "orders", detail, sizeof detail);
     ck_assert_msg(strstr(detail, "header 'event-type'") != NULL, "detail: %s", detail);
     def_free(d);
 

@@ -193,19 +193,19 @@ START_TEST(test_key_sources)
     json_t *doc = dt_base();
     dt_put(doc, "/key", "{\"from\": \"message_key\"}");
     def_t *def = dt_expect_valid(doc);
-    ck_assert(def->key_from_message);
-    ck_assert_ptr_null(def->key_pointer);
-    ck_assert(def->events[0].key_from_message);  /* inherits the process's */
-    ck_assert(!def->events[1].key_from_message); /* its own pointer */
-    ck_assert_str_eq(def->events[1].key_pointer, "/payment/order_id");
+    ck_assert(def->envelope.key_from_message);
+    ck_assert_ptr_null(def->envelope.key_pointer);
+    ck_assert(def->events[0].envelope.key_from_message);  /* inherits the process's */
+    ck_assert(!def->events[1].envelope.key_from_message); /* its own pointer */
+    ck_assert_str_eq(def->events[1].envelope.key_pointer, "/payment/order_id");
     def_free(def);
 
     def_problems_clear(&dt_problems);
     doc = dt_base();
     dt_put(doc, "/events/ShipmentDispatched/key", "{\"from\": \"message_key\"}");
     def = dt_expect_valid(doc);
-    ck_assert(def->events[3].key_from_message);
-    ck_assert(!def->events[0].key_from_message);
+    ck_assert(def->events[3].envelope.key_from_message);
+    ck_assert(!def->events[0].envelope.key_from_message);
     def_free(def);
 
     def_problems_clear(&dt_problems);
@@ -230,7 +230,7 @@ START_TEST(test_type_sources)
     json_t *doc = dt_base();
     dt_put(doc, "/envelope", "{\"type\": {\"header\": \"event-type\"}}");
     def_t *def = dt_expect_valid(doc);
-    ck_assert_str_eq(def->type_header, "event-type");
+    ck_assert_str_eq(def->envelope.type_header, "event-type");
     def_free(def);
 
     def_problems_clear(&dt_problems);
@@ -284,9 +284,9 @@ START_TEST(test_time_sources)
         snprintf(env, sizeof env, "{\"time\": %s}", ok[i].value);
         dt_put(doc, "/envelope", env);
         def_t *def = dt_expect_valid(doc);
-        ck_assert_int_eq(def->time_format, ok[i].format);
+        ck_assert_int_eq(def->envelope.time_format, ok[i].format);
         if (ok[i].format != DEF_TIME_KAFKA)
-            ck_assert_str_eq(def->time_pointer, "/at");
+            ck_assert_str_eq(def->envelope.time_pointer, "/at");
         def_free(def);
     }
 

@@ -22,10 +22,10 @@ START_TEST(test_base_valid)
     ck_assert_int_eq(def->mode, DEF_MODE_SHADOW);
     ck_assert_str_eq(def->owner, "fulfilment");
     ck_assert_ptr_null(def->description);
-    ck_assert_str_eq(def->key_pointer, "/order_id");
-    ck_assert_str_eq(def->type_pointer, "/type");
-    ck_assert_str_eq(def->id_pointer, "/id");
-    ck_assert_ptr_null(def->time_pointer);
+    ck_assert_str_eq(def->envelope.key_pointer, "/order_id");
+    ck_assert_str_eq(def->envelope.type_pointer, "/type");
+    ck_assert_str_eq(def->envelope.id_pointer, "/id");
+    ck_assert_ptr_null(def->envelope.time_pointer);
     ck_assert(def->deadline_ms == 0);
     ck_assert(def->reorder_window_ms == 5 * 60 * 1000);
     ck_assert_str_eq(def->source, "test.json");
@@ -35,9 +35,9 @@ START_TEST(test_base_valid)
     ck_assert_uint_eq(def->n_events, 4);
     ck_assert_str_eq(def->events[0].name, "OrderPlaced");
     ck_assert_str_eq(def->events[0].topic, "orders");
-    ck_assert_str_eq(def->events[0].key_pointer, "/order_id");
+    ck_assert_str_eq(def->events[0].envelope.key_pointer, "/order_id");
     ck_assert_str_eq(def->events[1].name, "PaymentCaptured");
-    ck_assert_str_eq(def->events[1].key_pointer, "/payment/order_id");
+    ck_assert_str_eq(def->events[1].envelope.key_pointer, "/payment/order_id");
     ck_assert_uint_eq(def->events[1].n_captures, 1);
     ck_assert_str_eq(def->events[1].captures[0].var, "payment_id");
     ck_assert_str_eq(def->events[1].captures[0].pointer, "/payment/id");
@@ -121,9 +121,9 @@ START_TEST(test_optional_fields)
     ck_assert(def->deadline_ms == 10 * 86400000LL);
     ck_assert(def->reorder_window_ms == 0);
     ck_assert_int_eq(def->mode, DEF_MODE_ACTIVE);
-    ck_assert_str_eq(def->type_pointer, "/event_type");
-    ck_assert_str_eq(def->id_pointer, "/meta/id");
-    ck_assert_str_eq(def->time_pointer, "/at");
+    ck_assert_str_eq(def->envelope.type_pointer, "/event_type");
+    ck_assert_str_eq(def->envelope.id_pointer, "/meta/id");
+    ck_assert_str_eq(def->envelope.time_pointer, "/at");
     ck_assert(def->states[1].deadline_ms == 0);
     def_free(def);
 }
@@ -187,7 +187,7 @@ START_TEST(test_examples)
     def = def_load_file(path, &dt_problems);
     ck_assert_msg(def != NULL, "%s invalid:%s", path, dt_listing());
     free(path);
-    ck_assert_str_eq(def->time_pointer, "/occurred_at");
+    ck_assert_str_eq(def->envelope.time_pointer, "/occurred_at");
     def_free(def);
 }
 END_TEST
