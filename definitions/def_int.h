@@ -5,7 +5,8 @@
  * def.h stays the module's whole interface.
  *
  * A loader_t lives for one def_load_json() call (def_load.c); the field
- * readers are in def_fields.c, the states' in def_states.c. Every def_ld_*
+ * readers are in def_fields.c, the states' in def_states.c, the envelopes'
+ * (process, topics, events) in def_envelope.c. Every def_ld_*
  * reader reports what is wrong as a problem at its JSON pointer, counts
  * it in the loader, and lets the caller go on to the next field.
  */

@@ -170,9 +170,10 @@ void decode_message_clear(decode_message_t *msg)
     memset(msg, 0, sizeof *msg);
 }
 
-/* The CloudEvents 1.0 required attributes, present and non-empty. */
-static decode_reason_t check_ce(decode_message_t *out, const char *specversion, char *detail,
-                                size_t detail_size)
+/* The CloudEvents 1.0 required attributes, present and non-empty; a
+ * binary-mode event's detail names the headers that carry them. */
+static decode_reason_t check_ce(decode_message_t *out, const char *specversion, bool binary,
+                                char *detail, size_t detail_size)
 {
     if (specversion == NULL) {
         snprintf(detail, detail_size, "CloudEvent without specversion");
@@ -187,6 +188,14 @@ static decode_reason_t check_ce(decode_message_t *out, const char *specversion, 
                           : out->ce_id == NULL || !*out->ce_id         ? "id"
                           : out->ce_source == NULL || !*out->ce_source ? "source"
                                                                        : NULL;
+    if (missing != NULL && binary) {
+        snprintf(detail, detail_size,
+                 "binary-mode CloudEvent (it has a ce_specversion header) without its required "
+                 "attribute '%s': header ce_%s is missing or empty; a CloudEvent needs "
+                 "ce_specversion, ce_type, ce_id and ce_source",
+                 missing, missing);
+        return DECODE_INVALID_CLOUDEVENT;
+    }
     if (missing != NULL) {
         snprintf(detail, detail_size, "CloudEvent without its required attribute '%s'", missing);
         return DECODE_INVALID_CLOUDEVENT;
@@ -235,7 +244,7 @@ static decode_reason_t structured_ce(decode_message_t *out, char *detail, size_t
         snprintf(detail, detail_size, "CloudEvent attributes must be strings");
         reason = DECODE_INVALID_CLOUDEVENT;
     } else {
-        reason = check_ce(out, specversion, detail, detail_size);
+        reason = check_ce(out, specversion, false, detail, detail_size);
     }
     free(specversion);
     if (reason != DECODE_OK)
@@ -259,29 +268,38 @@ static decode_reason_t structured_ce(decode_message_t *out, char *detail, size_t
  * types, times): each must be UTF-8 without NUL bytes and at most
  * DECODE_MAX_HEADER_BYTES, or PostgreSQL refuses the whole batch.
  */
+static decode_reason_t check_ce_header(const decode_input_t *in, const char *name, char *detail,
+                                       size_t detail_size)
+{
+    const decode_header_t *h = find_header(in, name);
+    if (h == NULL || h->value == NULL)
+        return DECODE_OK;
+    if (h->len > DECODE_MAX_HEADER_BYTES) {
+        /* ce_id and ce_source make the event id: name that limit */
+        bool id = strcmp(name, "ce_id") == 0 || strcmp(name, "ce_source") == 0;
+        snprintf(detail, detail_size, "header %s is %zu bytes, over the %s limit of %d", name,
+                 h->len, id ? "event id" : "header", DECODE_MAX_HEADER_BYTES);
+        return id ? DECODE_INVALID_ID : DECODE_INVALID_HEADER;
+    }
+    if (memchr(h->value, 0, h->len) != NULL) {
+        snprintf(detail, detail_size, "header %s holds a NUL byte", name);
+        return DECODE_INVALID_HEADER;
+    }
+    if (!utf8_valid(h->value, h->len)) {
+        snprintf(detail, detail_size, "header %s is not valid UTF-8", name);
+        return DECODE_INVALID_HEADER;
+    }
+    return DECODE_OK;
+}
+
 static decode_reason_t check_ce_headers(const decode_input_t *in, char *detail, size_t detail_size)
 {
     static const char *const names[] = {"ce_specversion", "ce_type", "ce_id",
                                         "ce_source",      "ce_time", "ce_subject"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        const decode_header_t *h = find_header(in, names[i]);
-        if (h == NULL || h->value == NULL)
-            continue;
-        if (h->len > DECODE_MAX_HEADER_BYTES) {
-            /* ce_id and ce_source make the event id: name that limit */
-            bool id = strcmp(names[i], "ce_id") == 0 || strcmp(names[i], "ce_source") == 0;
-            snprintf(detail, detail_size, "header %s is %zu bytes, over the %s limit of %d",
-                     names[i], h->len, id ? "event id" : "header", DECODE_MAX_HEADER_BYTES);
-            return id ? DECODE_INVALID_ID : DECODE_INVALID_HEADER;
-        }
-        if (memchr(h->value, 0, h->len) != NULL) {
-            snprintf(detail, detail_size, "header %s holds a NUL byte", names[i]);
-            return DECODE_INVALID_HEADER;
-        }
-        if (!utf8_valid(h->value, h->len)) {
-            snprintf(detail, detail_size, "header %s is not valid UTF-8", names[i]);
-            return DECODE_INVALID_HEADER;
-        }
+        decode_reason_t bad = check_ce_header(in, names[i], detail, detail_size);
+        if (bad != DECODE_OK)
+            return bad;
     }
     return DECODE_OK;
 }
@@ -315,9 +333,29 @@ static decode_reason_t binary_ce(const decode_input_t *in, decode_message_t *out
     out->ce_source = header_string(find_header(in, "ce_source"));
     out->ce_time = header_string(find_header(in, "ce_time"));
     out->ce_subject = header_string(find_header(in, "ce_subject"));
-    decode_reason_t reason = check_ce(out, specversion, detail, detail_size);
+    decode_reason_t reason = check_ce(out, specversion, true, detail, detail_size);
     free(specversion);
     return reason;
+}
+
+/*
+ * A ce_type header without ce_specversion: not a CloudEvent, but a plain
+ * JSON event whose producer names its type the CloudEvents way. The type
+ * is read from the header; the id and the time from the definition's
+ * envelope, as for any plain event (ce_id, ce_source and ce_time are not
+ * read: without ce_specversion they are not CloudEvents attributes).
+ */
+static decode_reason_t bare_ce_type(const decode_input_t *in, decode_message_t *out, char *detail,
+                                    size_t detail_size)
+{
+    decode_reason_t bad = check_ce_header(in, "ce_type", detail, detail_size);
+    if (bad != DECODE_OK)
+        return bad;
+    const decode_header_t *h = find_header(in, "ce_type");
+    if (h->value == NULL || h->len == 0)
+        return DECODE_OK; /* no text: the type is looked for where the envelope says */
+    out->ce_type = header_string(h);
+    return DECODE_OK;
 }
 
 static decode_reason_t judge_message(const decode_input_t *in, const decode_limits_t *limits,
@@ -376,8 +414,10 @@ static decode_reason_t judge_message(const decode_input_t *in, const decode_limi
     if (ctype != NULL && ctype->value != NULL && ctype->len >= 28 &&
         strncasecmp(ctype->value, "application/cloudevents+json", 28) == 0)
         reason = structured_ce(out, detail, detail_size);
-    else if (find_header(in, "ce_specversion") != NULL || find_header(in, "ce_type") != NULL)
+    else if (find_header(in, "ce_specversion") != NULL)
         reason = binary_ce(in, out, detail, detail_size);
+    else if (find_header(in, "ce_type") != NULL)
+        reason = bare_ce_type(in, out, detail, detail_size);
 
     if (reason == DECODE_OK)
         out->headers = text_headers(in);

@@ -112,7 +112,8 @@ typedef struct decode_message {
     const json_t *data; /* what pointers read: CloudEvents structured mode's
                            "data", else the value; borrowed from value */
     bool cloudevent;    /* binary or structured CloudEvents */
-    char *ce_type;      /* owned; NULL when not a CloudEvent */
+    char *ce_type;      /* owned; NULL when not a CloudEvent and no ce_type header
+                           names the type (a bare ce_type header: cloudevent false) */
     char *ce_id;
     char *ce_source;
     char *ce_time; /* may be NULL in a CloudEvent too */
