@@ -6,15 +6,20 @@
  * --since to the end it had when reading began, with assign() and no
  * commits: no consumer group is joined and no offset is stored, so no
  * running consumer is disturbed. Messages are judged as `steward run`
- * judges them (decode_message()); the type is ce_type, else the string at
- * /type; the id ce_source#ce_id, else /id; the time ce_time, else the
- * Kafka timestamp, which is what the draft's default envelope reads.
+ * judges them (decode_message()) and read by an envelope (decode_read())
+ * that the flags say (--type, --id, --time) or the default one: the type
+ * ce_type, else the string at /type; the id ce_source#ce_id, else /id; the
+ * time ce_time, else the Kafka timestamp. The draft's envelope is what the
+ * flags said, so it reads what discover read. The Kafka message key is a
+ * candidate key like any field (--key names the key instead).
  */
 #include "cli/cli.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/rfc3339.h"
+#include "common/utf8.h"
 #include "definitions/duration.h"
+#include "definitions/jsonptr.h"
 #include "formats/decode.h"
 #include "manager/config/config.h"
 #include "manager/runtime/kafka_conf.h"
@@ -51,6 +56,18 @@ static const char discover_usage[] =
     "  --max-messages N      stop after N messages (default: 100000)\n"
     "  --process NAME        the draft's process name (default: discovered)\n"
     "  --draft FILE          also write the draft definition to FILE\n"
+    "  --key KEY             the correlation key: a JSON pointer, or message_key\n"
+    "                        (default: the field, or the message key, that joins\n"
+    "                        the most events of different types)\n"
+    "  --type TYPE           where the event type is: a JSON pointer, or header:NAME\n"
+    "                        (default: ce_type, else /type)\n"
+    "  --id POINTER          the event id, for dropping repeats (default: ce_id, else\n"
+    "                        /id)\n"
+    "  --time TIME           the event time, which orders events: a JSON pointer, or\n"
+    "                        kafka_timestamp (default: ce_time, else the Kafka\n"
+    "                        timestamp)\n"
+    "  --time-format F       how --time's field is written: rfc3339, epoch_seconds or\n"
+    "                        epoch_millis (default: RFC 3339 text or epoch ms)\n"
     "  --kafka NAME=VALUE    a librdkafka property; repeatable, over the config's\n"
     "  --json                print everything as one JSON document\n";
 
@@ -58,11 +75,13 @@ typedef struct read_event {
     decode_message_t msg;
     char *topic;
     char *id;
-    const char *type; /* borrowed from msg */
+    char *message_key; /* as text; NULL when none or not text */
+    const char *type;  /* borrowed from msg */
     int64_t time_ms;
 } read_event_t;
 
 typedef struct reader {
+    const def_envelope_t *env; /* where the type, id and time are */
     read_event_t *ev;
     size_t n, cap;
     size_t rejected[DECODE_N_REASONS];
@@ -75,6 +94,7 @@ static void reader_clear(reader_t *r)
         decode_message_clear(&r->ev[i].msg);
         free(r->ev[i].topic);
         free(r->ev[i].id);
+        free(r->ev[i].message_key);
     }
     free(r->ev);
 }
@@ -130,11 +150,16 @@ static bool reader_add(reader_t *r, const rd_kafka_message_t *m)
         r->rejected[why]++;
         return true;
     }
-    const char *type = msg.ce_type;
-    if (type == NULL)
-        type = json_string_value(json_object_get(msg.data, "type"));
+    const char *type = decode_type_of(&msg, r->env);
     if (type == NULL) {
         r->untyped++;
+        decode_message_clear(&msg);
+        return true;
+    }
+    decode_envelope_t env;
+    why = decode_read(&msg, &in, r->env, type, &env, detail, sizeof detail);
+    if (why != DECODE_OK) {
+        r->rejected[why]++;
         decode_message_clear(&msg);
         return true;
     }
@@ -142,6 +167,7 @@ static bool reader_add(reader_t *r, const rd_kafka_message_t *m)
         size_t cap = r->cap ? 2 * r->cap : 1024;
         read_event_t *grown = realloc(r->ev, cap * sizeof *grown);
         if (grown == NULL) {
+            decode_envelope_clear(&env);
             decode_message_clear(&msg);
             return false;
         }
@@ -153,21 +179,17 @@ static bool reader_add(reader_t *r, const rd_kafka_message_t *m)
     e->msg = msg;
     e->type = type;
     e->topic = strdup(in.topic);
-    e->time_ms = in.timestamp_ms;
-    if (msg.ce_time != NULL && !rfc3339_parse(msg.ce_time, &e->time_ms))
-        e->time_ms = in.timestamp_ms;
-    const json_t *id = json_object_get(msg.data, "id");
-    char num[32];
-    if (msg.ce_id != NULL) {
-        size_t len = strlen(msg.ce_id) + (msg.ce_source ? strlen(msg.ce_source) : 0) + 2;
-        if ((e->id = malloc(len)) != NULL)
-            snprintf(e->id, len, "%s#%s", msg.ce_source ? msg.ce_source : "", msg.ce_id);
-    } else if (json_is_string(id)) {
-        e->id = strdup(json_string_value(id));
-    } else if (json_is_integer(id)) {
-        snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(id));
-        e->id = strdup(num);
+    e->time_ms = env.time_ms;
+    /* topic/partition/offset is no identity to drop repeats by */
+    if (msg.cloudevent ||
+        (r->env->id_pointer != NULL && jsonptr_get(msg.data, r->env->id_pointer) != NULL)) {
+        e->id = env.id;
+        env.id = NULL;
     }
+    decode_envelope_clear(&env);
+    if (m->key != NULL && m->key_len > 0 && m->key_len <= DECODE_MAX_KEY_BYTES &&
+        memchr(m->key, 0, m->key_len) == NULL && utf8_valid(m->key, m->key_len))
+        e->message_key = strndup(m->key, m->key_len);
     r->n++;
     return e->topic != NULL;
 }
@@ -345,17 +367,20 @@ static void print_text(const json_t *report, const reader_t *r, const char *sinc
             printf("%s%s", sep, topic);
             sep = ", ";
         }
-        printf("\n");
+        printf("%s\n", json_is_true(json_object_get(v, "set_aside")) ? "  (set aside)" : "");
     }
     printf("\ncandidate correlation keys (share: of the least covered type's events;\n"
-           "joining: values seen in events of two or more types):\n");
+           "joining: values seen in events of two or more types; joins: the types\n"
+           "those values join, beyond the first, which ranks them):\n");
     json_array_foreach(json_object_get(report, "keys"), i, v)
     {
-        printf("  %-28s share %5.1f%%  joining %lld of %lld values%s\n",
-               json_string_value(json_object_get(v, "pointer")),
+        const char *pointer = json_string_value(json_object_get(v, "pointer"));
+        printf("  %-28s share %5.1f%%  joining %lld of %lld values, %lld joins%s\n",
+               pointer != NULL ? pointer : "(the Kafka message key)",
                100 * json_real_value(json_object_get(v, "share")),
                (long long) json_integer_value(json_object_get(v, "joining")),
                (long long) json_integer_value(json_object_get(v, "distinct")),
+               (long long) json_integer_value(json_object_get(v, "joins")),
                i == 0 ? "  <- the key" : "");
     }
     printf("\nthe order of events per key (%lld keys; directly follows, count):\n",
@@ -399,6 +424,83 @@ static void print_text(const json_t *report, const reader_t *r, const char *sinc
     cli_print_json(draft);
 }
 
+/*
+ * The envelope the flags describe into *env (pointers borrowed from the
+ * arguments) and, in `json`, as a definition's "envelope" says it (the
+ * members the flags gave). False with the problem in why.
+ */
+static bool envelope_from_flags(def_envelope_t *env, json_t *json, const char *key,
+                                const char *type, const char *id, const char *time,
+                                const char *format, char *why, size_t why_size)
+{
+    char err[256];
+    env->type_pointer = "/type";
+    env->id_pointer = "/id";
+    if (key != NULL && strcmp(key, "message_key") != 0 && !jsonptr_valid(key, err, sizeof err)) {
+        snprintf(why, why_size, "--key is a JSON pointer or message_key: %s", err);
+        return false;
+    }
+    if (type != NULL && strncmp(type, "header:", 7) == 0) {
+        if (type[7] == '\0') {
+            snprintf(why, why_size, "--type header:NAME needs a header name");
+            return false;
+        }
+        env->type_header = (char *) type + 7;
+        json_object_set_new(json, "type", json_pack("{s:s}", "header", type + 7));
+    } else if (type != NULL) {
+        if (!jsonptr_valid(type, err, sizeof err) || type[0] == '\0') {
+            snprintf(why, why_size, "--type is a JSON pointer or header:NAME: %s",
+                     type[0] == '\0' ? "empty" : err);
+            return false;
+        }
+        env->type_pointer = (char *) type;
+        json_object_set_new(json, "type", json_string(type));
+    }
+    if (id != NULL) {
+        if (!jsonptr_valid(id, err, sizeof err) || id[0] == '\0') {
+            snprintf(why, why_size, "--id is a JSON pointer: %s", id[0] == '\0' ? "empty" : err);
+            return false;
+        }
+        env->id_pointer = (char *) id;
+        json_object_set_new(json, "id", json_string(id));
+    }
+    static const char *const formats[] = {"rfc3339", "epoch_seconds", "epoch_millis"};
+    static const def_time_format_t values[] = {DEF_TIME_RFC3339, DEF_TIME_EPOCH_SECONDS,
+                                               DEF_TIME_EPOCH_MILLIS};
+    long f = -1;
+    for (long i = 0; format != NULL && i < 3; i++) {
+        if (strcmp(format, formats[i]) == 0)
+            f = i;
+    }
+    if (format != NULL && f < 0) {
+        snprintf(why, why_size, "--time-format is rfc3339, epoch_seconds or epoch_millis");
+        return false;
+    }
+    if (time != NULL && strcmp(time, "kafka_timestamp") == 0) {
+        if (format != NULL) {
+            snprintf(why, why_size, "--time-format goes with a --time pointer");
+            return false;
+        }
+        env->time_format = DEF_TIME_KAFKA;
+        json_object_set_new(json, "time", json_pack("{s:s}", "from", "kafka_timestamp"));
+    } else if (time != NULL) {
+        if (!jsonptr_valid(time, err, sizeof err) || time[0] == '\0') {
+            snprintf(why, why_size, "--time is a JSON pointer or kafka_timestamp: %s",
+                     time[0] == '\0' ? "empty" : err);
+            return false;
+        }
+        env->time_pointer = (char *) time;
+        env->time_format = f >= 0 ? values[f] : DEF_TIME_TEXT_OR_MS;
+        json_object_set_new(json, "time",
+                            f >= 0 ? json_pack("{s:s, s:s}", "pointer", time, "format", formats[f])
+                                   : json_string(time));
+    } else if (format != NULL) {
+        snprintf(why, why_size, "--time-format goes with a --time pointer");
+        return false;
+    }
+    return true;
+}
+
 int cli_discover(int argc, char **argv)
 {
     static const struct option options[] = {
@@ -410,6 +512,11 @@ int cli_discover(int argc, char **argv)
         {"draft", required_argument, NULL, 'D'},
         {"kafka", required_argument, NULL, 'k'},
         {"json", no_argument, NULL, 'j'},
+        {"key", required_argument, NULL, 'K'},
+        {"type", required_argument, NULL, 'T'},
+        {"id", required_argument, NULL, 'I'},
+        {"time", required_argument, NULL, 'M'},
+        {"time-format", required_argument, NULL, 'F'},
         {"config", required_argument, NULL, 'c'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -417,6 +524,8 @@ int cli_discover(int argc, char **argv)
     const char *topics_arg = NULL, *since = "1h", *max_arg = NULL, *process = NULL,
                *draft_file = NULL;
     const char *brokers = NULL, *config_path = getenv("STEWARD_CONFIG");
+    const char *key_arg = NULL, *type_arg = NULL, *id_arg = NULL, *time_arg = NULL,
+               *time_format = NULL;
     const char **props = calloc((size_t) argc + 1, sizeof *props);
     size_t n_props = 0;
     int opt, as_json = 0;
@@ -451,6 +560,21 @@ int cli_discover(int argc, char **argv)
         case 'j':
             as_json = 1;
             break;
+        case 'K':
+            key_arg = optarg;
+            break;
+        case 'T':
+            type_arg = optarg;
+            break;
+        case 'I':
+            id_arg = optarg;
+            break;
+        case 'M':
+            time_arg = optarg;
+            break;
+        case 'F':
+            time_format = optarg;
+            break;
         default:
             free(props);
             return cli_help_or_usage(opt, discover_usage);
@@ -475,6 +599,9 @@ int cli_discover(int argc, char **argv)
         brokers = NULL;
     int64_t since_ms = 0;
     unsigned long long max_messages = DISCOVER_DEFAULT_MAX;
+    def_envelope_t where = {0};
+    json_t *envelope = json_object();
+    char why[512];
     char *end = NULL;
     if (max_arg != NULL)
         max_messages = strtoull(max_arg, &end, 10);
@@ -488,12 +615,16 @@ int cli_discover(int argc, char **argv)
             ? "--max-messages is a whole number from 1 to 100000000"
         : process != NULL && !valid_process_name(process)
             ? "--process is a name: [a-z][a-z0-9_]*, at most 63 characters"
+        : !envelope_from_flags(&where, envelope, key_arg, type_arg, id_arg, time_arg, time_format,
+                               why, sizeof why)
+            ? why
         : optind < argc ? "unexpected arguments"
                         : NULL;
     if (problem != NULL) {
         fprintf(stderr, "steward discover: %s\n%s", problem, discover_usage);
         config_free(cfg);
         free(props);
+        json_decref(envelope);
         return EXIT_USAGE;
     }
 
@@ -508,7 +639,7 @@ int cli_discover(int argc, char **argv)
 
     char errstr[1024], group[64];
     int rc = EXIT_OK;
-    reader_t r = {0};
+    reader_t r = {.env = &where};
     json_t *report = NULL;
     rd_kafka_t *rk = NULL;
     rd_kafka_conf_t *conf = NULL;
@@ -552,10 +683,19 @@ int cli_discover(int argc, char **argv)
     size_t n_events = 0;
     for (size_t i = 0; i < r.n; i++) {
         if (json_is_object(r.ev[i].msg.data))
-            events[n_events++] = (discover_event_t){r.ev[i].type, r.ev[i].topic, r.ev[i].time_ms,
-                                                    r.ev[i].id, r.ev[i].msg.data};
+            events[n_events++] =
+                (discover_event_t){r.ev[i].type, r.ev[i].topic,    r.ev[i].time_ms,
+                                   r.ev[i].id,   r.ev[i].msg.data, r.ev[i].message_key};
     }
-    discover_options_t dopts = {.process = process, .source = topics_arg};
+    discover_options_t dopts = {.process = process,
+                                .source = topics_arg,
+                                .key = key_arg,
+                                .type_pointer =
+                                    where.type_header == NULL ? where.type_pointer : NULL,
+                                .id_pointer = where.id_pointer,
+                                .time_pointer = where.time_pointer,
+                                .envelope = envelope,
+                                .kafka_time = time_arg == NULL};
     err_class_t cls = discover_analyse(events, n_events, &dopts, &report, errstr, sizeof errstr);
     free(events);
     if (cls != ERR_OK) {
@@ -587,5 +727,6 @@ out:
     free(topics_copy);
     free(props);
     config_free(cfg); /* after rk: brokers may be the config's */
+    json_decref(envelope);
     return rc;
 }

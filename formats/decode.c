@@ -704,10 +704,13 @@ static decode_reason_t read_envelope(const decode_message_t *msg, const decode_i
     decode_reason_t reason;
 
     memset(out, 0, sizeof *out);
-    char *key;
-    reason = read_key(msg, in, env, name, &key, detail, detail_size);
-    if (reason != DECODE_OK)
-        return reason;
+    char *key = NULL;
+    /* An envelope without a key (a reader that only orders events) reads none. */
+    if (env->key_from_message || env->key_pointer != NULL) {
+        reason = read_key(msg, in, env, name, &key, detail, detail_size);
+        if (reason != DECODE_OK)
+            return reason;
+    }
 
     /* Identity: what the producer says, else where the message sits. */
     json_t *id = NULL;

@@ -182,7 +182,8 @@ decode_reason_t decode_envelope(const decode_message_t *msg, const decode_input_
 /*
  * decode_envelope() by an envelope alone, without a definition (no
  * token): `event` names the event in details. For readers that know where
- * things are without a definition (`steward discover`).
+ * things are without a definition (`steward discover`). An envelope with
+ * neither a key pointer nor key_from_message reads no key (out->key NULL).
  */
 decode_reason_t decode_read(const decode_message_t *msg, const decode_input_t *in,
                             const def_envelope_t *env, const char *event, decode_envelope_t *out,
