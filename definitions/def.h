@@ -50,6 +50,13 @@ typedef enum def_time_format {
     DEF_TIME_KAFKA,          /* the Kafka message timestamp, declared ("from") */
 } def_time_format_t;
 
+/* How a topic's message values are framed (`topics.T.format`). */
+typedef enum def_format {
+    DEF_FORMAT_JSON = 0,      /* a JSON object, as it is */
+    DEF_FORMAT_CONFLUENT_JSON /* the Confluent wire format (magic byte 0, a 4-byte schema id)
+                                 around a JSON object, or a JSON object as it is */
+} def_format_t;
+
 /*
  * An envelope: where an event's type, correlation key, id and time are.
  * The process has one (its `key` and `envelope`); a topic may have its own
@@ -81,6 +88,7 @@ typedef struct def_event {
     char *own_type_pointer;
     char *own_type_header;
     bool topic_envelope;     /* its topic has an envelope of its own (`topics`) */
+    def_format_t format;     /* how its topic's values are framed (`topics`) */
     bool type_from_topic;    /* every message on its topic is this event, whatever it says */
     def_capture_t *captures; /* applied whenever this event moves an instance */
     size_t n_captures;

@@ -208,6 +208,28 @@ bool def_ld_envelope(loader_t *ld, json_t *obj, const char *ptr, bool with_key,
 
 /* ---- topics ---- */
 
+/* topics.T.format: "json" (the default) or "confluent_json". */
+static def_format_t parse_format(loader_t *ld, json_t *entry, const char *ptr)
+{
+    if (json_object_get(entry, "format") == NULL)
+        return DEF_FORMAT_JSON;
+    const char *f = def_ld_get_string(ld, entry, ptr, "format", false);
+    if (f == NULL)
+        return DEF_FORMAT_JSON;
+    static const char *const names[] = {"json", "confluent_json"};
+    long k = def_find_name(names, 2, f);
+    if (k < 0) {
+        char p[PTR_MAX], h[128];
+        def_ld_problem(ld, def_ptr_join(p, ptr, "format"),
+                       "format '%s' is not one Steward reads: 'json' (a JSON object) or "
+                       "'confluent_json' (the Confluent wire format around a JSON object, as "
+                       "the JSON Schema serializer writes it); Avro and Protobuf are not read%s",
+                       f, def_hint(h, sizeof h, f, names, 2));
+        return DEF_FORMAT_JSON;
+    }
+    return k == 1 ? DEF_FORMAT_CONFLUENT_JSON : DEF_FORMAT_JSON;
+}
+
 void def_ld_parse_topics(loader_t *ld, json_t *doc)
 {
     json_t *topics = json_object_get(doc, "topics");
@@ -227,7 +249,7 @@ void def_ld_parse_topics(loader_t *ld, json_t *doc)
     if (ld->topics == NULL)
         return;
 
-    static const char *const fields[] = {"key", "envelope"};
+    static const char *const fields[] = {"key", "envelope", "format"};
     const char *name;
     json_t *v;
     json_object_foreach(topics, name, v)
@@ -255,15 +277,16 @@ void def_ld_parse_topics(loader_t *ld, json_t *doc)
         ld_topic_t *t = &ld->topics[ld->n_topics++];
         t->name = name;
         def_ld_envelope(ld, v, p, true, &ld->def->envelope, &t->envelope, NULL, NULL);
+        t->format = parse_format(ld, v, p);
         ld->context = NULL;
     }
 }
 
-const def_envelope_t *def_ld_topic_envelope(const loader_t *ld, const char *topic)
+const ld_topic_t *def_ld_topic(const loader_t *ld, const char *topic)
 {
     for (size_t i = 0; topic != NULL && i < ld->n_topics; i++) {
         if (strcmp(ld->topics[i].name, topic) == 0)
-            return &ld->topics[i].envelope;
+            return &ld->topics[i];
     }
     return NULL;
 }

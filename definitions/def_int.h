@@ -39,6 +39,7 @@ void def_problems_vadd(def_problems_t *problems, const char *file, const char *p
 typedef struct ld_topic {
     const char *name;
     def_envelope_t envelope;
+    def_format_t format;
 } ld_topic_t;
 
 typedef struct loader {
@@ -164,8 +165,8 @@ bool def_ld_envelope(loader_t *ld, json_t *obj, const char *ptr, bool with_key,
  * ld->topics. Run after the process's envelope is read. */
 void def_ld_parse_topics(loader_t *ld, json_t *doc);
 
-/* The envelope of `topic` from 'topics', borrowed; NULL when it has none. */
-const def_envelope_t *def_ld_topic_envelope(const loader_t *ld, const char *topic);
+/* The entry of `topic` in 'topics', borrowed; NULL when it has none. */
+const ld_topic_t *def_ld_topic(const loader_t *ld, const char *topic);
 
 /* After the events are read: every topic in 'topics' is some event's. */
 void def_ld_check_topics(loader_t *ld);

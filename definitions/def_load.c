@@ -198,8 +198,10 @@ static void parse_events(loader_t *ld, json_t *doc)
             ev->topic = def_ld_strdup(ld, topic);
 
         /* The event's key and envelope over its topic's, else the process's. */
-        const def_envelope_t *base = def_ld_topic_envelope(ld, topic);
+        const ld_topic_t *entry = def_ld_topic(ld, topic);
+        const def_envelope_t *base = entry != NULL ? &entry->envelope : NULL;
         ev->topic_envelope = base != NULL;
+        ev->format = entry != NULL ? entry->format : DEF_FORMAT_JSON;
         char context[EVENT_NAME_MAX_LEN + TOPIC_MAX_LEN + 32];
         snprintf(context, sizeof context, "event '%s' on topic '%s': ", name,
                  topic != NULL ? topic : "?");

@@ -3,6 +3,8 @@
  */
 #include "formats/decode.h"
 
+#include "formats/format_confluent.h"
+
 #include "common/rfc3339.h"
 #include "common/utf8.h"
 #include "definitions/jsonptr.h"
@@ -34,6 +36,7 @@ static const char *const reason_names[DECODE_N_REASONS] = {
     "database_refused",
     "unknown_type",
     "unloadable_version",
+    "schema_registry_format",
 };
 
 const char *decode_reason_name(decode_reason_t reason)
@@ -359,12 +362,14 @@ static decode_reason_t bare_ce_type(const decode_input_t *in, decode_message_t *
 }
 
 static decode_reason_t judge_message(const decode_input_t *in, const decode_limits_t *limits,
-                                     decode_message_t *out, char *detail, size_t detail_size)
+                                     def_format_t format, decode_message_t *out, char *detail,
+                                     size_t detail_size)
 {
     decode_reason_t reason = DECODE_OK;
     json_error_t jerr;
 
     memset(out, 0, sizeof *out);
+    out->schema_id = -1;
     detail[0] = '\0';
     if (in->value == NULL) {
         snprintf(detail, detail_size, "the message has no value (a tombstone)");
@@ -375,24 +380,59 @@ static decode_reason_t judge_message(const decode_input_t *in, const decode_limi
                  in->value_len, limits->max_bytes);
         return DECODE_TOO_LARGE;
     }
-    if (!utf8_valid(in->value, in->value_len)) {
+    /* A value framed for a schema registry: read its payload where the
+     * topic's format says it is JSON, refuse it with its schema id
+     * otherwise (it would read as invalid_json, which blames the
+     * producer for what Steward does not read). */
+    const char *value = in->value;
+    size_t value_len = in->value_len;
+    uint32_t schema_id;
+    const void *payload;
+    size_t payload_len;
+    if (format_confluent_frame(in->value, in->value_len, &schema_id, &payload, &payload_len)) {
+        if (format != DEF_FORMAT_CONFLUENT_JSON) {
+            snprintf(detail, detail_size,
+                     "Confluent wire format (magic byte 0), schema id %" PRIu32
+                     ": the value is framed for a schema registry; declare the topic's "
+                     "\"format\": \"confluent_json\" if its payload is JSON (Avro and Protobuf "
+                     "are not read)",
+                     schema_id);
+            return DECODE_SCHEMA_REGISTRY_FORMAT;
+        }
+        const char *p = payload;
+        size_t skip = 0;
+        while (skip < payload_len &&
+               (p[skip] == ' ' || p[skip] == '\t' || p[skip] == '\n' || p[skip] == '\r'))
+            skip++;
+        if (skip == payload_len || p[skip] != '{' || !utf8_valid(payload, payload_len)) {
+            snprintf(detail, detail_size,
+                     "Confluent wire format (magic byte 0), schema id %" PRIu32
+                     ": the payload after the schema id is not a JSON object (Avro or "
+                     "Protobuf?); the topic's format confluent_json reads JSON payloads only",
+                     schema_id);
+            return DECODE_SCHEMA_REGISTRY_FORMAT;
+        }
+        value = payload;
+        value_len = payload_len;
+        out->schema_id = schema_id;
+    }
+    if (!utf8_valid((const unsigned char *) value, value_len)) {
         snprintf(detail, detail_size, "the value is not valid UTF-8");
         return DECODE_INVALID_UTF8;
     }
-    int depth = nesting_depth(in->value, in->value_len, limits->max_depth);
+    int depth = nesting_depth(value, value_len, limits->max_depth);
     if (depth > limits->max_depth) {
         snprintf(detail, detail_size, "the value nests deeper than %d levels", limits->max_depth);
         return DECODE_TOO_DEEP;
     }
     /* JSON_DECODE_ANY: a bare string, number or null is valid JSON and
      * gets the same reason as an array, not_an_object. */
-    out->value =
-        json_loadb(in->value, in->value_len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+    out->value = json_loadb(value, value_len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
     if (out->value == NULL && json_error_code(&jerr) == json_error_numeric_overflow) {
         /* An integer beyond 64 bits somewhere in the event: read it as a
          * real rather than refuse the event for a field nobody may read. */
         size_t wide_len;
-        char *wide = widen_big_integers(in->value, in->value_len, &wide_len);
+        char *wide = widen_big_integers(value, value_len, &wide_len);
         if (wide != NULL)
             out->value =
                 json_loadb(wide, wide_len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
@@ -437,7 +477,14 @@ done:
 decode_reason_t decode_message(const decode_input_t *in, const decode_limits_t *limits,
                                decode_message_t *out, char *detail, size_t detail_size)
 {
-    decode_reason_t reason = judge_message(in, limits, out, detail, detail_size);
+    return decode_message_as(in, limits, DEF_FORMAT_JSON, out, detail, detail_size);
+}
+
+decode_reason_t decode_message_as(const decode_input_t *in, const decode_limits_t *limits,
+                                  def_format_t format, decode_message_t *out, char *detail,
+                                  size_t detail_size)
+{
+    decode_reason_t reason = judge_message(in, limits, format, out, detail, detail_size);
     utf8_scrub(detail);
     return reason;
 }
@@ -764,6 +811,17 @@ decode_reason_t decode_envelope(const decode_message_t *msg, const decode_input_
                                 char *detail, size_t detail_size)
 {
     const def_event_t *ev = &def->events[event];
+    if (msg->schema_id >= 0 && ev->format != DEF_FORMAT_CONFLUENT_JSON) {
+        /* Another process reads the topic's framed values; this one did
+         * not say it does. */
+        memset(out, 0, sizeof *out);
+        snprintf(detail, detail_size,
+                 "Confluent wire format (magic byte 0), schema id %" PRId64
+                 ": %s's topic %s has no \"format\": \"confluent_json\" in this definition",
+                 msg->schema_id, ev->name, ev->topic);
+        utf8_scrub(detail);
+        return DECODE_SCHEMA_REGISTRY_FORMAT;
+    }
     decode_reason_t reason =
         decode_read(msg, in, &ev->envelope, ev->name, out, detail, detail_size);
     if (reason == DECODE_OK)

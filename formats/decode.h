@@ -29,20 +29,23 @@ typedef enum decode_reason {
     DECODE_TOO_DEEP,   /* nesting over limits.max_depth */
     DECODE_NOT_OBJECT, /* valid JSON, but not an object */
     DECODE_UNSUPPORTED_SPECVERSION,
-    DECODE_INVALID_CLOUDEVENT, /* a required attribute missing or mistyped */
-    DECODE_MISSING_TYPE,       /* no ce_type and nothing at the type pointer */
-    DECODE_MISSING_KEY,        /* nothing at the correlation key's pointer */
-    DECODE_INVALID_KEY,        /* the key is not a non-empty string or an integer */
-    DECODE_INVALID_TIME,       /* an event time not in its declared format, or
-                                  outside DECODE_MIN_TIME_MS..DECODE_MAX_TIME_MS */
-    DECODE_INVALID_ID,         /* an event id over DECODE_MAX_ID_BYTES */
-    DECODE_INVALID_HEADER,     /* a CloudEvents header that is not UTF-8, holds a NUL
-                                  byte or is over DECODE_MAX_HEADER_BYTES */
-    DECODE_DATABASE_REFUSED,   /* passed decode, but PostgreSQL refused its content */
-    DECODE_UNKNOWN_TYPE,       /* no loaded definition declares its type on its topic
-                                  (recorded only with intake.record_unknown) */
-    DECODE_UNLOADABLE_VERSION, /* its instance runs on a definition version (or is in a
-                                  state) this replica cannot load */
+    DECODE_INVALID_CLOUDEVENT,     /* a required attribute missing or mistyped */
+    DECODE_MISSING_TYPE,           /* no ce_type and nothing at the type pointer */
+    DECODE_MISSING_KEY,            /* nothing at the correlation key's pointer */
+    DECODE_INVALID_KEY,            /* the key is not a non-empty string or an integer */
+    DECODE_INVALID_TIME,           /* an event time not in its declared format, or
+                                      outside DECODE_MIN_TIME_MS..DECODE_MAX_TIME_MS */
+    DECODE_INVALID_ID,             /* an event id over DECODE_MAX_ID_BYTES */
+    DECODE_INVALID_HEADER,         /* a CloudEvents header that is not UTF-8, holds a NUL
+                                      byte or is over DECODE_MAX_HEADER_BYTES */
+    DECODE_DATABASE_REFUSED,       /* passed decode, but PostgreSQL refused its content */
+    DECODE_UNKNOWN_TYPE,           /* no loaded definition declares its type on its topic
+                                      (recorded only with intake.record_unknown) */
+    DECODE_UNLOADABLE_VERSION,     /* its instance runs on a definition version (or is in a
+                                      state) this replica cannot load */
+    DECODE_SCHEMA_REGISTRY_FORMAT, /* the Confluent wire format (magic byte 0, a schema id)
+                                      where the topic's format does not say so, or around
+                                      a payload that is not JSON; the detail names the id */
     DECODE_N_REASONS
 } decode_reason_t;
 
@@ -118,7 +121,8 @@ typedef struct decode_message {
     char *ce_source;
     char *ce_time; /* may be NULL in a CloudEvent too */
     char *ce_subject;
-    json_t *headers; /* name -> text of each header that is UTF-8 without NUL bytes
+    int64_t schema_id; /* the Confluent wire format's schema id; -1: not framed */
+    json_t *headers;   /* name -> text of each header that is UTF-8 without NUL bytes
                         and at most DECODE_MAX_HEADER_BYTES (the first of a name);
                         owned; what a definition's type header is read from */
 } decode_message_t;
@@ -130,6 +134,17 @@ typedef struct decode_message {
  */
 decode_reason_t decode_message(const decode_input_t *in, const decode_limits_t *limits,
                                decode_message_t *out, char *detail, size_t detail_size);
+
+/*
+ * decode_message() for a topic whose values are in `format`: with
+ * DEF_FORMAT_CONFLUENT_JSON a value in the Confluent wire format is the
+ * JSON object after its schema id (msg->schema_id set), and an unframed
+ * one is read as it is. With DEF_FORMAT_JSON (decode_message()) a framed
+ * value is refused as DECODE_SCHEMA_REGISTRY_FORMAT, naming its schema id.
+ */
+decode_reason_t decode_message_as(const decode_input_t *in, const decode_limits_t *limits,
+                                  def_format_t format, decode_message_t *out, char *detail,
+                                  size_t detail_size);
 
 void decode_message_clear(decode_message_t *msg);
 
@@ -173,7 +188,9 @@ typedef struct decode_envelope {
  * accepts the event (in its `on` or its lease) says replies carry it (a
  * JSON pointer or a header), a positive integer or its decimal text;
  * anything else counts as no token, so the reply is judged as one from a
- * producer that ignores Steward. On a rejection *out is empty.
+ * producer that ignores Steward. A framed value (msg->schema_id set) for
+ * an event whose topic's format is not confluent_json is refused as
+ * DECODE_SCHEMA_REGISTRY_FORMAT. On a rejection *out is empty.
  */
 decode_reason_t decode_envelope(const decode_message_t *msg, const decode_input_t *in,
                                 const def_t *def, size_t event, decode_envelope_t *out,

@@ -29,6 +29,21 @@ static long declared_event(const def_t *def, const char *type, const char *topic
     return idx >= 0 && strcmp(def->events[idx].topic, topic) == 0 ? idx : -1;
 }
 
+/* How the topic's values are framed: confluent_json when a process reading
+ * it says so (it reads plain JSON too; each process still refuses framed
+ * values it did not declare, in decode_envelope()). */
+static def_format_t topic_format(const def_set_t *defs, const char *topic)
+{
+    for (size_t d = 0; d < defs->n; d++) {
+        const def_t *def = defs->defs[d];
+        const def_event_t *ev = def_topic_event(def, topic);
+        if (ev != NULL && def_set_latest(defs, def->process) == def &&
+            ev->format == DEF_FORMAT_CONFLUENT_JSON)
+            return DEF_FORMAT_CONFLUENT_JSON;
+    }
+    return DEF_FORMAT_JSON;
+}
+
 /* Decodes every message and routes it to the processes that declare it.
  * Pure CPU; runs before the transaction. */
 static err_class_t batch_route(batch_t *b, const def_set_t *defs, char *errstr, size_t errstr_size)
@@ -42,8 +57,8 @@ static err_class_t batch_route(batch_t *b, const def_set_t *defs, char *errstr, 
             return err_set(ERR_FATAL, errstr, errstr_size,
                            "internal error: message from %s[%" PRId32 "] has no partition entry",
                            in->topic, in->partition);
-        b->msg_reason[m] =
-            decode_message(in, b->limits, msg, b->msg_detail[m], sizeof b->msg_detail[m]);
+        b->msg_reason[m] = decode_message_as(in, b->limits, topic_format(defs, in->topic), msg,
+                                             b->msg_detail[m], sizeof b->msg_detail[m]);
         if (b->msg_reason[m] != DECODE_OK)
             continue;
 

@@ -12,6 +12,11 @@
  * the payments team keys its messages by the Kafka message key: the
  * stalled claim of version 1 is paid in the new convention and finishes,
  * and a new claim runs on version 2 through all three topics.
+ *
+ * framing: values in the Confluent wire format (magic byte 0, a schema
+ * id): read where the topic says "confluent_json", rejected naming the
+ * schema id where it does not, or where the payload is not JSON; and
+ * steward backtest counts those rejections.
  */
 #include "testlib.h"
 #include "world.h"
@@ -181,6 +186,94 @@ START_TEST(each_team_keeps_its_conventions)
 }
 END_TEST
 
+/* value framed with schema id `id` (the Confluent wire format) */
+static void produce_framed(rd_kafka_t *rk, const char *topic, unsigned id, const char *payload,
+                           size_t len)
+{
+    char buf[512];
+    ck_assert_uint_le(len + 5, sizeof buf);
+    buf[0] = 0;
+    buf[1] = (char) (id >> 24);
+    buf[2] = (char) (id >> 16);
+    buf[3] = (char) (id >> 8);
+    buf[4] = (char) id;
+    memcpy(buf + 5, payload, len);
+    char *name = tw_topic(&w, topic);
+    rd_kafka_resp_err_t err = rd_kafka_producev(
+        rk, RD_KAFKA_V_TOPIC(name), RD_KAFKA_V_PARTITION(0), RD_KAFKA_V_VALUE(buf, len + 5),
+        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+    ck_assert_msg(err == RD_KAFKA_RESP_ERR_NO_ERROR, "produce: %s", rd_kafka_err2str(err));
+    free(name);
+}
+
+static const char policy_def[] =
+    "{\"process\": \"policy\", \"version\": 1, \"mode\": \"shadow\", \"owner\": \"policies\","
+    " \"key\": \"/policyId\","
+    " \"topics\": {\"@P@policies\": {\"format\": \"confluent_json\"}},"
+    " \"events\": {\"PolicyQuoted\": {\"topic\": \"@P@quotes\"},"
+    "            \"PolicyIssued\": {\"topic\": \"@P@policies\"}},"
+    " \"start\": {\"on\": \"PolicyQuoted\", \"to\": \"quoted\"},"
+    " \"states\": {\"quoted\": {\"deadline\": \"1h\", \"on\": {\"PolicyIssued\": \"issued\"}},"
+    "            \"issued\": {\"terminal\": \"success\"}}}";
+
+START_TEST(framed_values_are_read_where_declared)
+{
+    tw_init(&w, "framing");
+    tw_create_topics(&w, TW_LIST("quotes", "policies"), 1);
+    tw_migrate(&w);
+    json_t *cfg = tw_config(&w, "policy.json");
+    json_t *parts = json_pack("{s:{s:s}, s:{s:s}, s:{s:[{s:s}]}}", "scheduler", "interval", "200ms",
+                              "http", "listen", "", "routes", "default", "type", "log");
+    ck_assert_int_eq(json_object_update(cfg, parts), 0);
+    json_decref(parts);
+    tw_config_write(&w, cfg);
+    char *filled = tw_fill(policy_def, w.prefix, NULL);
+    char *def_path = tl_write_file(w.dir, "policy.json", filled);
+    free(filled);
+    tw_start(&w, NULL, false);
+
+    rd_kafka_t *rk = producer();
+    const char q1[] = "{\"type\": \"PolicyQuoted\", \"policyId\": \"P1\"}";
+    const char i1[] = "{\"type\": \"PolicyIssued\", \"policyId\": \"P1\"}";
+    const char avro[] = "\x04P2\x18PolicyIssued";
+    produce(rk, "quotes", NULL, NULL, q1);
+    produce_framed(rk, "policies", 7, i1, strlen(i1));        /* read: confluent_json */
+    produce_framed(rk, "quotes", 7, q1, strlen(q1));          /* quotes are plain JSON */
+    produce_framed(rk, "policies", 9, avro, sizeof avro - 1); /* not JSON after the id */
+    flush(rk);
+    rd_kafka_destroy(rk);
+
+    tw_wait(&w, "SELECT status FROM steward.instances WHERE key = 'P1'", NULL, "success", 60,
+            "P1 issued through a framed value");
+    tw_wait(&w, "SELECT count(*) FROM steward.rejected WHERE reason = 'schema_registry_format'",
+            NULL, "2", 30, "the two framed values Steward cannot read");
+    char *quotes = tw_topic(&w, "quotes"), *policies = tw_topic(&w, "policies");
+    tw_expect(&w,
+              "SELECT count(*) FROM steward.rejected WHERE topic = $1 "
+              "AND detail LIKE '%schema id 7%confluent_json%'",
+              TW_LIST(quotes), "1");
+    tw_expect(&w,
+              "SELECT count(*) FROM steward.rejected WHERE topic = $1 "
+              "AND detail LIKE '%schema id 9%not a JSON object%'",
+              TW_LIST(policies), "1");
+    tw_stop(&w, 30);
+
+    /* The backtest of the same definition counts them. */
+    const char *argv[] = {NULL,  "backtest",  "--definition",     def_path,     "--from",
+                          "10m", "--brokers", tl_kafka_brokers(), "--database", w.db_url,
+                          NULL};
+    tl_output_t o = tl_steward(argv, NULL);
+    ck_assert_msg(o.status == 0 && tl_contains(o.out, "messages rejected: 2 (") &&
+                      tl_contains(o.out, "schema_registry_format 2") &&
+                      tl_contains(o.out, "schema id 9"),
+                  "exit %d\n%s\n%s", o.status, o.out, o.err);
+    tl_output_free(&o);
+    free(quotes);
+    free(policies);
+    free(def_path);
+}
+END_TEST
+
 Suite *envelopes_suite(void)
 {
     Suite *s = suite_create("envelopes");
@@ -188,6 +281,7 @@ Suite *envelopes_suite(void)
     tcase_set_timeout(tc, 240);
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_add_test(tc, each_team_keeps_its_conventions);
+    tcase_add_test(tc, framed_values_are_read_where_declared);
     suite_add_tcase(s, tc);
     return s;
 }
