@@ -68,6 +68,9 @@ static const char discover_usage[] =
     "                        timestamp)\n"
     "  --time-format F       how --time's field is written: rfc3339, epoch_seconds or\n"
     "                        epoch_millis (default: RFC 3339 text or epoch ms)\n"
+    "  --format F            json, or confluent_json for JSON in the Confluent wire\n"
+    "                        format (default: json; framed values are counted as\n"
+    "                        schema_registry_format)\n"
     "  --kafka NAME=VALUE    a librdkafka property; repeatable, over the config's\n"
     "  --json                print everything as one JSON document\n";
 
@@ -82,6 +85,7 @@ typedef struct read_event {
 
 typedef struct reader {
     const def_envelope_t *env; /* where the type, id and time are */
+    def_format_t format;       /* how the values are framed (--format) */
     read_event_t *ev;
     size_t n, cap;
     size_t rejected[DECODE_N_REASONS];
@@ -145,7 +149,7 @@ static bool reader_add(reader_t *r, const rd_kafka_message_t *m)
     decode_limits_t limits = {DECODE_DEFAULT_MAX_BYTES, DECODE_DEFAULT_MAX_DEPTH};
     decode_message_t msg;
     char detail[256];
-    decode_reason_t why = decode_message(&in, &limits, &msg, detail, sizeof detail);
+    decode_reason_t why = decode_message_as(&in, &limits, r->format, &msg, detail, sizeof detail);
     if (why != DECODE_OK) {
         r->rejected[why]++;
         return true;
@@ -424,6 +428,29 @@ static void print_text(const json_t *report, const reader_t *r, const char *sinc
     cli_print_json(draft);
 }
 
+/* Gives every topic of the draft on which framed values were read its
+ * format: the definition must say so to read them. */
+static void mark_framed_topics(json_t *draft, const reader_t *r)
+{
+    const char *name;
+    json_t *ev;
+    json_object_foreach(json_object_get(draft, "events"), name, ev)
+    {
+        const char *topic = json_string_value(json_object_get(ev, "topic"));
+        bool framed = false;
+        for (size_t i = 0; topic != NULL && i < r->n && !framed; i++)
+            framed = r->ev[i].msg.schema_id >= 0 && strcmp(r->ev[i].topic, topic) == 0;
+        if (!framed)
+            continue;
+        json_t *topics = json_object_get(draft, "topics");
+        if (topics == NULL) {
+            topics = json_object();
+            json_object_set_new(draft, "topics", topics);
+        }
+        json_object_set_new(topics, topic, json_pack("{s:s}", "format", "confluent_json"));
+    }
+}
+
 /*
  * The envelope the flags describe into *env (pointers borrowed from the
  * arguments) and, in `json`, as a definition's "envelope" says it (the
@@ -517,6 +544,7 @@ int cli_discover(int argc, char **argv)
         {"id", required_argument, NULL, 'I'},
         {"time", required_argument, NULL, 'M'},
         {"time-format", required_argument, NULL, 'F'},
+        {"format", required_argument, NULL, 'R'},
         {"config", required_argument, NULL, 'c'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -525,7 +553,7 @@ int cli_discover(int argc, char **argv)
                *draft_file = NULL;
     const char *brokers = NULL, *config_path = getenv("STEWARD_CONFIG");
     const char *key_arg = NULL, *type_arg = NULL, *id_arg = NULL, *time_arg = NULL,
-               *time_format = NULL;
+               *time_format = NULL, *format_arg = NULL;
     const char **props = calloc((size_t) argc + 1, sizeof *props);
     size_t n_props = 0;
     int opt, as_json = 0;
@@ -575,6 +603,9 @@ int cli_discover(int argc, char **argv)
         case 'F':
             time_format = optarg;
             break;
+        case 'R':
+            format_arg = optarg;
+            break;
         default:
             free(props);
             return cli_help_or_usage(opt, discover_usage);
@@ -615,6 +646,9 @@ int cli_discover(int argc, char **argv)
             ? "--max-messages is a whole number from 1 to 100000000"
         : process != NULL && !valid_process_name(process)
             ? "--process is a name: [a-z][a-z0-9_]*, at most 63 characters"
+        : format_arg != NULL && strcmp(format_arg, "json") != 0 &&
+                strcmp(format_arg, "confluent_json") != 0
+            ? "--format is json or confluent_json"
         : !envelope_from_flags(&where, envelope, key_arg, type_arg, id_arg, time_arg, time_format,
                                why, sizeof why)
             ? why
@@ -639,7 +673,10 @@ int cli_discover(int argc, char **argv)
 
     char errstr[1024], group[64];
     int rc = EXIT_OK;
-    reader_t r = {.env = &where};
+    reader_t r = {.env = &where,
+                  .format = format_arg != NULL && strcmp(format_arg, "confluent_json") == 0
+                                ? DEF_FORMAT_CONFLUENT_JSON
+                                : DEF_FORMAT_JSON};
     json_t *report = NULL;
     rd_kafka_t *rk = NULL;
     rd_kafka_conf_t *conf = NULL;
@@ -700,9 +737,25 @@ int cli_discover(int argc, char **argv)
     free(events);
     if (cls != ERR_OK) {
         fprintf(stderr, "steward discover: %zu events read; %s\n", n_events, errstr);
+        /* What was left out is often why: say it here too. */
+        size_t bad = r.untyped;
+        for (int k = 0; k < DECODE_N_REASONS; k++)
+            bad += r.rejected[k];
+        if (bad > 0) {
+            fprintf(stderr, "steward discover: %zu messages left out:", bad);
+            for (int k = 0; k < DECODE_N_REASONS; k++) {
+                if (r.rejected[k] > 0)
+                    fprintf(stderr, " %s %zu", decode_reason_name((decode_reason_t) k),
+                            r.rejected[k]);
+            }
+            if (r.untyped > 0)
+                fprintf(stderr, " no_type %zu", r.untyped);
+            fprintf(stderr, "\n");
+        }
         rc = EXIT_RUNTIME;
         goto out;
     }
+    mark_framed_topics(json_object_get(report, "draft"), &r);
     if (draft_file != NULL && json_dump_file(json_object_get(report, "draft"), draft_file,
                                              JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0) {
         fprintf(stderr, "steward discover: cannot write %s\n", draft_file);

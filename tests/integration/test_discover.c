@@ -352,6 +352,58 @@ START_TEST(discover_drafts_claims_as_teams_publish_them)
 }
 END_TEST
 
+/* Values in the Confluent wire format: counted as schema_registry_format,
+ * or read with --format confluent_json, and the draft says so. */
+START_TEST(discover_reads_framed_json_with_format)
+{
+    char *unique = tl_unique("disc_framed");
+    char topics[2][256], list[600], draft_path[600];
+    snprintf(topics[0], sizeof topics[0], "%s.orders", unique);
+    snprintf(topics[1], sizeof topics[1], "%s.payments", unique);
+    snprintf(list, sizeof list, "%s,%s", topics[0], topics[1]);
+    snprintf(draft_path, sizeof draft_path, "%s/framed.json", tl_tmpdir());
+    const char *create[] = {topics[0], topics[1]};
+    tl_kafka_create_topics(create, 2, 1);
+    tl_producer_t *p = tl_producer_new();
+    for (int i = 0; i < 20; i++) {
+        char value[256];
+        int n =
+            snprintf(value, sizeof value,
+                     "%c%c%c%c%c{\"type\": \"OrderPlaced\", \"order\": \"O%d\"}", 0, 0, 0, 0, 3, i);
+        tl_produce(p, topics[0], 0, value, n, NULL, 0);
+        n = snprintf(value, sizeof value, "%c%c%c%c%c{\"type\": \"OrderPaid\", \"order\": \"O%d\"}",
+                     0, 0, 0, 0, 4, i);
+        tl_produce(p, topics[1], 0, value, n, NULL, 0);
+    }
+    tl_producer_free(p);
+
+    const char *plain[] = {NULL,       "discover", "--brokers", tl_kafka_brokers(),
+                           "--topics", list,       NULL};
+    tl_output_t o = tl_steward(plain, NULL);
+    ck_assert_msg(o.status != 0 && tl_contains(o.err, "0 events read") &&
+                      tl_contains(o.err, "40 messages left out: schema_registry_format 40"),
+                  "exit %d\n%s\n%s", o.status, o.out, o.err);
+    tl_output_free(&o);
+
+    const char *framed[] = {NULL,       "discover", "--brokers", tl_kafka_brokers(),
+                            "--topics", list,       "--format",  "confluent_json",
+                            "--draft",  draft_path, NULL};
+    o = tl_steward(framed, NULL);
+    ck_assert_msg(o.status == 0, "exit %d\n%s\n%s", o.status, o.out, o.err);
+    def_problems_t problems = {0};
+    def_t *draft = def_load_file(draft_path, &problems);
+    ck_assert_msg(draft != NULL, "the draft does not load: %s",
+                  problems.n ? problems.items[0].message : "");
+    ck_assert_str_eq(draft->envelope.key_pointer, "/order");
+    for (size_t i = 0; i < draft->n_events; i++)
+        ck_assert_int_eq(draft->events[i].format, DEF_FORMAT_CONFLUENT_JSON);
+    def_free(draft);
+    def_problems_clear(&problems);
+    tl_output_free(&o);
+    free(unique);
+}
+END_TEST
+
 START_TEST(discover_refuses_an_unknown_topic)
 {
     char *topic = tl_unique("disc_missing");
@@ -424,6 +476,7 @@ Suite *discover_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, discover_recovers_the_simulators_order_flow);
     tcase_add_test(tc, discover_drafts_claims_as_teams_publish_them);
+    tcase_add_test(tc, discover_reads_framed_json_with_format);
     tcase_add_test(tc, discover_refuses_an_unknown_topic);
     tcase_add_test(tc, discover_takes_brokers_and_kafka_properties_from_a_config);
     suite_add_tcase(s, tc);
