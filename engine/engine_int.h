@@ -10,7 +10,7 @@
  *                      lateness, parked events); defines the moves below
  *   engine_due.c       due times: deadlines, re-sends, on_timeout, lease
  *                      expiry and hand-offs, the standing figures
- *   engine_operator.c  an operator's re-send, move and close
+ *   engine_operator.c  an operator's re-send, move, close and upgrade
  *   engine_alert.c     the words of alerts; defines engine_expected_events()
  *   engine_topics.c    the watermark's topics
  */

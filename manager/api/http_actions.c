@@ -1,10 +1,12 @@
 /*
  * http_actions - the operator's requests: the actions of
  * manager/operator/actions.h (POST /v1/alerts/{id}/VERB,
- * /v1/instances/{process}/{key}/VERB) and the silences (GET and POST
- * /v1/silences, POST /v1/silences/{id}/unsilence). It reads the JSON body,
- * runs the action on the connection within QUERY_BUDGET_MS, logs what an
- * operate token changed and maps the action's outcome to a status.
+ * /v1/instances/{process}/{key}/VERB, /v1/processes/{process}/VERB) and
+ * the silences (GET and POST /v1/silences, POST
+ * /v1/silences/{id}/unsilence). It reads the JSON body (a verb's own
+ * options by name), runs the action on the connection within
+ * QUERY_BUDGET_MS, logs what an operate token changed and maps the
+ * action's outcome to a status.
  */
 #include "manager/api/http_int.h"
 
@@ -16,21 +18,83 @@
 #include <jansson.h>
 #include <microhttpd.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static void reply_action(http_reply_t *r, action_rc_t rc, json_t *result, const char *errstr);
 
-/* One action, by the token named actor, with the JSON body {"reason", "as"|"to"}. */
+/*
+ * The body's value of an option, as the command line gives it: a string
+ * as it is, a number as its digits; a flag true (given: "") or false; null
+ * or absent, not given; for an option that repeats, an array of strings
+ * joined by commas, or an object {"OLD": "NEW"} as "OLD=NEW,..." (--map).
+ * False for any other type. *owned (free it) holds what was made.
+ */
+static bool body_value(const json_t *v, const action_option_t *o, const char **value, char **owned)
+{
+    *value = NULL;
+    *owned = NULL;
+    if (v == NULL || json_is_null(v))
+        return true;
+    if (o->arg == NULL) { /* a flag */
+        *value = json_is_true(v) ? "" : NULL;
+        return json_is_boolean(v);
+    }
+    if (json_is_string(v)) {
+        *value = json_string_value(v);
+        return true;
+    }
+    if (json_is_integer(v)) {
+        if (asprintf(owned, "%" JSON_INTEGER_FORMAT, json_integer_value(v)) < 0)
+            *owned = NULL;
+        *value = *owned;
+        return *owned != NULL;
+    }
+    if (!o->repeats || (!json_is_array(v) && !json_is_object(v)))
+        return false;
+    size_t len = 0, i;
+    const char *k;
+    json_t *item;
+    json_array_foreach(v, i, item) len += json_string_length(item) + 1;
+    json_object_foreach((json_t *) v, k, item) len += strlen(k) + json_string_length(item) + 2;
+    char *out = malloc(len + 1);
+    if (out == NULL)
+        return false;
+    out[0] = '\0';
+    bool ok = true;
+    json_array_foreach(v, i, item)
+    {
+        ok = ok && json_is_string(item);
+        if (ok)
+            sprintf(out + strlen(out), "%s%s", out[0] ? "," : "", json_string_value(item));
+    }
+    json_object_foreach((json_t *) v, k, item)
+    {
+        ok = ok && json_is_string(item);
+        if (ok)
+            sprintf(out + strlen(out), "%s%s=%s", out[0] ? "," : "", k, json_string_value(item));
+    }
+    if (!ok) {
+        free(out);
+        return false;
+    }
+    *value = *owned = out;
+    return true;
+}
+
+/* One action, by the token named actor, with the JSON body {"reason", and
+ * the verb's own options by name ("as", "to", ...)}. */
 void http_post_action(http_t *h, action_verb_t verb, action_request_t *req, const char *body,
                       http_reply_t *r)
 {
     char errstr[1024];
     json_error_t jerr;
     json_t *doc = body != NULL ? json_loads(body, 0, &jerr) : NULL;
-    /* An action's one option, if any, is what it acts towards (its target). */
-    const action_option_t *target = &action_verb_def(verb)->options[0];
+    /* An action's first option, if any, is what it acts towards (its target). */
+    const action_verb_def_t *row = action_verb_def(verb);
+    const action_option_t *target = &row->options[0];
     if (!json_is_object(doc)) {
         json_decref(doc);
         http_reply_error(
@@ -39,9 +103,23 @@ void http_post_action(http_t *h, action_verb_t verb, action_request_t *req, cons
             target->name != NULL ? "\": \"" : "", target->name != NULL ? target->arg : "");
         return;
     }
+    const char *values[ACTION_VERB_OPTIONS_MAX] = {NULL};
+    char *owned[ACTION_VERB_OPTIONS_MAX] = {NULL};
+    for (size_t i = 0; i < ACTION_VERB_OPTIONS_MAX && row->options[i].name != NULL; i++) {
+        const action_option_t *o = &row->options[i];
+        if (!body_value(json_object_get(doc, o->name), o, &values[i], &owned[i])) {
+            http_reply_error(r, MHD_HTTP_BAD_REQUEST, "%s: expected %s%s", o->name,
+                             o->arg == NULL ? "true or false" : "a string",
+                             o->repeats ? ", an array of them or an object" : "");
+            for (size_t j = 0; j <= i; j++)
+                free(owned[j]);
+            json_decref(doc);
+            return;
+        }
+    }
     req->reason = json_string_value(json_object_get(doc, "reason"));
-    req->target =
-        target->name != NULL ? json_string_value(json_object_get(doc, target->name)) : NULL;
+    req->target = values[0];
+    req->options = values;
 
     json_t *result = NULL;
     action_rc_t rc = ACTION_FAILED;
@@ -62,6 +140,8 @@ void http_post_action(http_t *h, action_verb_t verb, action_request_t *req, cons
     }
     json_decref(result);
     json_decref(doc);
+    for (size_t i = 0; i < ACTION_VERB_OPTIONS_MAX; i++)
+        free(owned[i]);
 }
 
 /* A JSON body as an object, or NULL with the 400 in r. Caller frees. */

@@ -125,6 +125,8 @@ static http_endpoint_t verb_endpoint(const action_verb_def_t *v)
         return HTTP_EP_ALERT_ACTION;
     case ACTION_ON_INSTANCE:
         return HTTP_EP_INSTANCE_ACTION;
+    case ACTION_ON_PROCESS:
+        return HTTP_EP_PROCESS_ACTION;
     case ACTION_ON_SILENCE:
         break;
     }

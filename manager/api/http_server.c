@@ -340,6 +340,11 @@ static void route(http_t *h, struct MHD_Connection *conn, const char *url, const
         http_post_action(h, rt.verb, &req, q->body, r);
         break;
     }
+    case HTTP_EP_PROCESS_ACTION: {
+        action_request_t req = {.actor = actor, .process = rt.process};
+        http_post_action(h, rt.verb, &req, q->body, r);
+        break;
+    }
     case HTTP_EP_SILENCES:
         http_silences(h, method, NULL, actor,
                       MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "all"), q->body, r);

@@ -154,6 +154,11 @@ action_rc_t action_run(PGconn *conn, action_verb_t verb, const action_request_t 
                                "an alert id is a positive number");
         return action_alert(conn, verb, req, result, errstr, errstr_size);
     }
+    if (verb == ACTION_UPGRADE) {
+        if (req->process == NULL || *req->process == '\0')
+            return action_fail(ACTION_BAD_REQUEST, errstr, errstr_size, "upgrade needs a PROCESS");
+        return action_upgrade(conn, req, result, errstr, errstr_size);
+    }
     if (req->process == NULL || req->key == NULL)
         return action_fail(ACTION_BAD_REQUEST, errstr, errstr_size, "%s needs a PROCESS and a KEY",
                            action_verb_name(verb));

@@ -82,8 +82,7 @@ static bool read_engine_instance(PGconn *conn, const def_t *def, long state, con
     return true;
 }
 
-/* `ms` as a parameter in buf, or NULL for ENGINE_NO_DEADLINE. */
-static const char *ms_param(int64_t ms, char *buf, size_t size)
+const char *action_ms_param(int64_t ms, char *buf, size_t size)
 {
     if (ms == ENGINE_NO_DEADLINE)
         return NULL;
@@ -91,15 +90,7 @@ static const char *ms_param(int64_t ms, char *buf, size_t size)
     return buf;
 }
 
-/*
- * The command the engine decided to send, for steward.action_step(): its
- * row of steward.commands as JSON text (free it), or NULL when its
- * template cannot be rendered (ACTION_REFUSED, naming the variable it
- * lacks: nothing is queued and no alert is opened, since the operator
- * learns it here) or out of memory (ACTION_FAILED). *sent receives what
- * the result shows of it.
- */
-static char *command_row(const def_t *def, const char *key, const engine_instance_t *inst,
+char *action_command_row(const def_t *def, const char *key, const engine_instance_t *inst,
                          const engine_command_t *cmd, json_t **sent, action_rc_t *rc, char *errstr,
                          size_t errstr_size)
 {
@@ -181,8 +172,8 @@ static action_rc_t engine_action(PGconn *conn, const def_t *def, const action_re
                              : "nothing was changed");
         goto done;
     }
-    if (cmd.send &&
-        (command = command_row(def, key, &inst, &cmd, sent, &rc, errstr, errstr_size)) == NULL)
+    if (cmd.send && (command = action_command_row(def, key, &inst, &cmd, sent, &rc, errstr,
+                                                  errstr_size)) == NULL)
         goto done;
 
     char entered[32], step[16], attempt[16], token[32], deadline[32], next[32], expires[32],
@@ -195,17 +186,17 @@ static action_rc_t engine_action(PGconn *conn, const def_t *def, const action_re
         def->process,
         key,
         def->states[inst.state].name,
-        ms_param(inst.state_entered_ms, entered, sizeof entered),
+        action_ms_param(inst.state_entered_ms, entered, sizeof entered),
         step,
         attempt,
         token,
-        ms_param(inst.deadline_ms, deadline, sizeof deadline),
-        ms_param(engine_next_deadline(def, &inst), next, sizeof next),
+        action_ms_param(inst.deadline_ms, deadline, sizeof deadline),
+        action_ms_param(engine_next_deadline(def, &inst), next, sizeof next),
         inst.overdue ? "true" : "false",
         inst.resend_pending ? "true" : "false",
         inst.lease_holder,
-        ms_param(inst.lease_expires_ms, expires, sizeof expires),
-        ms_param(inst.lease_renewed_ms, renewed, sizeof renewed),
+        action_ms_param(inst.lease_expires_ms, expires, sizeof expires),
+        action_ms_param(inst.lease_renewed_ms, renewed, sizeof renewed),
         command,
         detail[0] != '\0' ? detail : NULL,
         req->actor,
@@ -255,7 +246,7 @@ static action_rc_t close_action(PGconn *conn, const def_t *def, const action_req
         req->key,
         def->states[inst.state].name,
         status,
-        ms_param(inst.state_entered_ms, entered, sizeof entered),
+        action_ms_param(inst.state_entered_ms, entered, sizeof entered),
         step,
         token,
         req->actor,

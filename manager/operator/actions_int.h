@@ -11,7 +11,9 @@
  *   actions_verbs.c     the verb table
  *   actions_alert.c     ack and resolve
  *   actions_instance.c  close, move, retry (decided by the engine), claim
- *                       and release
+ *                       and release; the command row the engine decided
+ *   actions_upgrade.c   upgrade (decided by the engine, instance by
+ *                       instance)
  *   actions_silence.c   silences
  *
  * Threading: as actions.h; one connection is used by one thread at a time.
@@ -21,10 +23,14 @@
 
 #include "manager/operator/actions.h"
 
+#include "definitions/def.h"
+#include "engine/engine.h"
+
 #include <jansson.h>
 #include <libpq-fe.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Writes the sentence to errstr and returns rc, so a refusal is one line:
  * `return action_fail(ACTION_CONFLICT, errstr, errstr_size, "...", ...)`. */
@@ -66,5 +72,25 @@ action_rc_t action_alert(PGconn *conn, action_verb_t verb, const action_request_
  * by action_run(). */
 action_rc_t action_instance(PGconn *conn, action_verb_t verb, const action_request_t *req,
                             json_t **result, char *errstr, size_t errstr_size);
+
+/* upgrade (actions_upgrade.c); req checked by action_run(), its options
+ * read here. */
+action_rc_t action_upgrade(PGconn *conn, const action_request_t *req, json_t **result, char *errstr,
+                           size_t errstr_size);
+
+/* `ms` as a statement parameter in buf, or NULL for ENGINE_NO_DEADLINE. */
+const char *action_ms_param(int64_t ms, char *buf, size_t size);
+
+/*
+ * The command the engine decided to send, for steward.action_step() and
+ * steward.action_upgrade(): its row of steward.commands as JSON text (free
+ * it), or NULL when its template cannot be rendered (ACTION_REFUSED,
+ * naming the variable it lacks: nothing is queued and no alert is opened,
+ * since the operator learns it here) or out of memory (ACTION_FAILED).
+ * *sent receives what the result shows of it (a new reference).
+ */
+char *action_command_row(const def_t *def, const char *key, const engine_instance_t *inst,
+                         const engine_command_t *cmd, json_t **sent, action_rc_t *rc, char *errstr,
+                         size_t errstr_size);
 
 #endif

@@ -2,7 +2,7 @@
  * actions_verbs - the verb table (actions.h): one row per operator verb,
  * read by the CLI, the HTTP router, GET /v1/verbs and the console, and
  * the man page's check. A verb's function is in actions_alert.c,
- * actions_instance.c or actions_silence.c.
+ * actions_instance.c, actions_upgrade.c or actions_silence.c.
  */
 #include "manager/operator/actions.h"
 
@@ -79,6 +79,42 @@ const action_verb_def_t action_verbs[] = {
         .console = "instance",
     },
     {
+        .name = "upgrade",
+        .on = ACTION_ON_PROCESS,
+        .verb = ACTION_UPGRADE,
+        .operands = "PROCESS",
+        .audited = true,
+        .options = {{"to", "VERSION", "the newer recorded version to move them to", true, true},
+                    {"map", "OLD=NEW", "state OLD goes to NEW (repeatable; default: the same name)",
+                     false, true, true},
+                    {"dry-run", NULL, "say what would happen, change nothing", false, true},
+                    {"from-version", "N", "only instances of version N", false, false},
+                    {"state", "S", "only instances in state S (repeatable)", false, false, true},
+                    {"key", "KEY", "only the instance KEY", false, false},
+                    {"older-than", "DURATION", "only instances started longer ago than DURATION",
+                     false, false},
+                    {"allow-terminal", NULL,
+                     "let a state go to a terminal one: its instances finish", false, false},
+                    {"send-current", NULL,
+                     "on a promotion to active: send the current step's command now", false, false},
+                    {"batch", "N", "instances per batch (default 100)", false, false}},
+        .method = "POST",
+        .path = "/v1/processes/{process}/upgrade",
+        .summary = "move a process's open instances to a newer version",
+        .about = "Moves the open instances of older versions of PROCESS (those of --from-version,\n"
+                 "in --state, the instance --key, started longer ago than --older-than) to\n"
+                 "recorded version VERSION, each into the state of the same name or the one\n"
+                 "--map names; refused before anything moves when a state has no target or\n"
+                 "its target is terminal (unless --allow-terminal). Each keeps its step, its\n"
+                 "vars and its token; its deadlines count from when it entered its state, by\n"
+                 "the new figures, and a missed deadline that no longer is resolves its\n"
+                 "alert. Instances move in batches, each under its lock; run it again to\n"
+                 "finish an upgrade cut short. Promoted to an active version, an instance\n"
+                 "sends nothing now (the next state's command goes on entry) unless\n"
+                 "--send-current. --dry-run prints what would happen and changes nothing.\n"
+                 "When the database fails midway, it exits 1 saying how many moved.",
+    },
+    {
         .name = "silence",
         .on = ACTION_ON_SILENCE,
         .audited = true,
@@ -145,6 +181,7 @@ json_t *action_verbs_json(void)
         [ACTION_ON_ALERT] = "alert",
         [ACTION_ON_INSTANCE] = "instance",
         [ACTION_ON_SILENCE] = "silence",
+        [ACTION_ON_PROCESS] = "process",
     };
     json_t *list = json_array();
     json_t *doc = json_pack("{s:o}", "verbs", list);

@@ -299,3 +299,21 @@ err_class_t query_graph(PGconn *conn, const char *process, json_t **out, char *e
     return json_query(conn, "reading a definition's graph", graph_sql, 1, params, out, errstr,
                       errstr_size);
 }
+
+err_class_t query_watermark(PGconn *conn, const char *process, int64_t *ms, char *errstr,
+                            size_t errstr_size)
+{
+    const char *params[1] = {process};
+    err_class_t cls;
+    *ms = ENGINE_NO_DEADLINE;
+    PGresult *res = db_query(conn, "reading the watermark",
+                             "WITH " WATERMARKS_CTE
+                             "SELECT steward.to_ms(watermark) FROM wm WHERE process = $1",
+                             1, params, &cls, errstr, errstr_size);
+    if (res == NULL)
+        return cls;
+    if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
+        *ms = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    return ERR_OK;
+}

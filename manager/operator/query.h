@@ -104,4 +104,12 @@ err_class_t query_processes(PGconn *conn, json_t **out, char *errstr, size_t err
 err_class_t query_graph(PGconn *conn, const char *process, json_t **out, char *errstr,
                         size_t errstr_size);
 
+/*
+ * The watermark of `process` as the schedulers judge its deadlines at (the
+ * least over the consumer groups that recorded its topics), in *ms;
+ * INT64_MIN (the engine's ENGINE_NO_DEADLINE) while it is unknown.
+ */
+err_class_t query_watermark(PGconn *conn, const char *process, int64_t *ms, char *errstr,
+                            size_t errstr_size);
+
 #endif

@@ -4,7 +4,9 @@
  * operate token (none or an unknown one 401, a read token 403), the
  * token's name is the actor, silences are set and lifted over HTTP,
  * SIGHUP reloads the tokens, and no secret reaches the log, an answer or
- * the metrics; a listener off the loopback is refused without tokens.
+ * the metrics; an upgrade of a process's instances goes the same way, its
+ * options in the body; a listener off the loopback is refused without
+ * tokens.
  */
 #include "test_actions.h"
 
@@ -259,6 +261,68 @@ START_TEST(http_actions_need_an_operate_token)
 }
 END_TEST
 
+/* steward upgrade over HTTP: POST /v1/processes/{process}/upgrade behind an
+ * operate token, its options in the body by name; a dry run first, then
+ * the move, audited under the token's name. */
+START_TEST(http_upgrade_needs_an_operate_token)
+{
+    char *dir = strdup(tl_tmpdir());
+    const char *lines[] = {"alice", "operate", OPS_SECRET, "reader", "read", READ_SECRET, NULL};
+    char *text = tokens_text(lines);
+    char *tokens = tl_write_file(dir, "tokens", text);
+    free(text);
+    ta_world_start(&w, "acthttpupg", "1s", "1h", "{\"default\":[{\"type\":\"log\"}]}",
+                   "127.0.0.1:0", tokens);
+    tl_wait_http_listening(w.log, w.base, sizeof w.base);
+    char *key = tl_unique("ORD-");
+    ta_send_event(&w, "orders", "OrderPlaced", key);
+    ta_wait_sql(&w, "SELECT count(*) FROM steward.alerts WHERE key = $1 AND resolved_at IS NULL",
+                key, "1", 30);
+    /* Version 2 fixes the deadline; recorded as steward run records one. */
+    tl_db_exec(w.conn, "INSERT INTO steward.definitions (process, version, mode, document, "
+                       "  checksum, topic_mapping) "
+                       "SELECT process, 2, mode, jsonb_set(jsonb_set(document, '{version}', '2'), "
+                       "  '{states,awaiting_payment,deadline}', '\"1h\"'), 'v2', topic_mapping "
+                       "FROM steward.definitions WHERE process = 'action_order' AND version = 1");
+
+    const char *path = "/v1/processes/action_order/upgrade";
+    const char *dry = "{\"reason\":\"deadline fixed\",\"to\":2,\"dry-run\":true}";
+    answer_t a = call("POST", path, NULL, dry);
+    ck_assert_msg(a.status == 401, "no token: %ld %s", a.status, a.body);
+    answer_free(&a);
+    expect_call("POST", path, READ_SECRET, dry, 403, "scope read");
+    expect_call("GET", path, OPS_SECRET, NULL, 405, "POST only");
+    expect_call("POST", path, OPS_SECRET, "{\"reason\":\"x\",\"to\":9}", 404,
+                "version 9 of action_order is not recorded");
+    expect_call("POST", path, OPS_SECRET, "{\"reason\":\"x\",\"to\":2,\"dry-run\":\"yes\"}", 400,
+                "dry-run: expected true or false");
+    expect_call("POST", path, OPS_SECRET, "{\"to\":2}", 400, "reason");
+    expect_call("POST", path, OPS_SECRET, dry, 200, "\"dry_run\":true");
+    expect_call("POST", path, OPS_SECRET, dry, 200, "\"moved\":1");
+    ta_expect(&w, "SELECT version FROM steward.instances WHERE key = $1", key, "1");
+    ta_expect(&w, "SELECT count(*) FROM steward.history WHERE key = $1 AND outcome = 'operator'",
+              key, "0");
+
+    expect_call("POST", path, OPS_SECRET,
+                "{\"reason\":\"deadline fixed\",\"to\":\"2\",\"map\":{\"awaiting_dispatch\":"
+                "\"awaiting_dispatch\"},\"state\":[\"awaiting_payment\"]}",
+                200, "\"alerts_resolved\":1");
+    ta_expect(&w,
+              "SELECT i.version || ' ' || h.actor || ' ' || h.reason || ' ' || a.resolved_by "
+              "FROM steward.instances i JOIN steward.history h USING (process, key) "
+              "JOIN steward.alerts a USING (process, key) WHERE key = $1 AND "
+              "h.event_type = 'operator:upgrade'",
+              key, "2 alice deadline fixed alice");
+    expect_call("POST", path, OPS_SECRET, "{\"reason\":\"again\",\"to\":2}", 200, "\"moved\":0");
+    free(key);
+    free(tokens);
+    free(dir);
+    free(all_answers);
+    all_answers = NULL;
+    tw_teardown(&w);
+}
+END_TEST
+
 START_TEST(a_listener_off_the_loopback_needs_tokens)
 {
     char *dir = strdup(tl_tmpdir());
@@ -295,6 +359,7 @@ Suite *actions_http_suite(void)
     TCase *tc = tcase_create("actions_http");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, http_actions_need_an_operate_token);
+    tcase_add_test(tc, http_upgrade_needs_an_operate_token);
     tcase_add_test(tc, a_listener_off_the_loopback_needs_tokens);
     suite_add_tcase(s, tc);
     return s;

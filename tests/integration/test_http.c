@@ -843,6 +843,12 @@ START_TEST(routes_every_verb_of_the_table)
                                                                    : HTTP_EP_INSTANCE_ACTION);
             ck_assert_str_eq(action_verb_name(rt.verb), v->name);
         }
+        if (v->on == ACTION_ON_PROCESS) {
+            ck_assert_int_eq(rt.endpoint, HTTP_EP_PROCESS_ACTION);
+            ck_assert_str_eq(action_verb_name(rt.verb), v->name);
+            ck_assert_str_eq(rt.process, "order");
+            ck_assert_ptr_null(rt.key);
+        }
         if (strstr(v->path, "{id}") != NULL)
             ck_assert_str_eq(rt.id, "7");
         if (strstr(v->path, "{key}") != NULL) {

@@ -14,7 +14,7 @@
  *              or alter a table (SQLSTATE 42501)
  *   operator   as a member of the operator role every action works
  *              (ack, resolve, claim, release, close, move and retry on an
- *              active version, silence, unsilence) and each audit row
+ *              active version, upgrade, silence, unsilence) and each audit row
  *              carries the login beside the given actor; the operator
  *              cannot UPDATE alerts or history, DELETE history or write an
  *              operator row; the runtime login cannot UPDATE or DELETE
@@ -521,9 +521,17 @@ START_TEST(operator_acts_and_the_audit_holds)
         {"move", "active_order", "k1", "--to", "picking", "--reason", "reserved by phone",
          "--actor", "mallory", NULL},
         {"retry", "active_order", "k1", "--reason", "again", "--actor", "mallory", NULL},
+        {"upgrade", "active_order", "--to", "2", "--reason", "version 2", "--actor", "mallory",
+         NULL},
         {"silence", "--process", "alert_order", "--for", "1h", "--reason", "window", "--actor",
          "mallory", NULL},
     };
+    /* A second version of active_order to upgrade to, as steward run records one. */
+    tl_db_exec(w.conn, "INSERT INTO steward.definitions (process, version, mode, document, "
+                       "  checksum, topic_mapping) "
+                       "SELECT process, 2, mode, jsonb_set(document, '{version}', '2'), 'v2', "
+                       "  topic_mapping FROM steward.definitions "
+                       "WHERE process = 'active_order' AND version = 1");
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
         operate(acts[i]);
     char *silence = scalar("SELECT max(id) FROM steward.silences", NULL);
@@ -540,7 +548,8 @@ START_TEST(operator_acts_and_the_audit_holds)
     ck_assert_str_eq(audit, "operator:ack mallory true, operator:resolve mallory true, "
                             "operator:claim mallory true, operator:release mallory true, "
                             "operator:close mallory true, operator:move mallory true, "
-                            "operator:retry mallory true");
+                            "operator:retry mallory true, operator:upgrade mallory true, "
+                            "operator:upgrade mallory true");
     free(audit);
     expect_scalar("SELECT count(*) FROM steward.history WHERE outcome <> 'operator' "
                   "AND login IS NOT NULL",
@@ -607,7 +616,7 @@ START_TEST(operator_acts_and_the_audit_holds)
     char *s = sqlstate_as(who.runtime_url, "SELECT steward.history_prune(now(), 100000)");
     ck_assert_str_eq(s, "");
     free(s);
-    expect_scalar("SELECT count(*) FROM steward.history WHERE outcome = 'operator'", NULL, "7");
+    expect_scalar("SELECT count(*) FROM steward.history WHERE outcome = 'operator'", NULL, "9");
     snprintf(sql, sizeof sql, "SELECT steward.history_week_drop('%s')", week + strlen("steward."));
     s = sqlstate_as(who.runtime_url, sql);
     ck_assert_str_eq(s, "22023");
@@ -641,7 +650,7 @@ START_TEST(operator_acts_and_the_audit_holds)
         ck_abort_msg("the runtime role's retention no longer prunes history (%s left)", last);
     }
     free(last);
-    expect_scalar("SELECT count(*) FROM steward.history WHERE outcome = 'operator'", NULL, "7");
+    expect_scalar("SELECT count(*) FROM steward.history WHERE outcome = 'operator'", NULL, "9");
 
     tw_stop(&w, 30);
     free(a1);
