@@ -364,7 +364,7 @@ static action_rc_t load_sources(upgrade_t *u, char *errstr, size_t errstr_size)
 
 /* ---- one instance ------------------------------------------------------------------ */
 
-/* The columns of steward.upgrade_rows() (migration 0024), then the clock. */
+/* The columns of steward.upgrade_rows() (migration 0021), then the clock. */
 enum {
     C_KEY,
     C_VERSION,

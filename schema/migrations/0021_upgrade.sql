@@ -1,4 +1,4 @@
--- 0024_upgrade: steward upgrade, which moves open instances of older
+-- 0021_upgrade: steward upgrade, which moves open instances of older
 -- definition versions to a newer recorded one. manager/operator decides
 -- every move with the engine (engine_operator_upgrade()), one instance at a
 -- time under its advisory lock, each in its own transaction; these
