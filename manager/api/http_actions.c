@@ -123,11 +123,12 @@ void http_post_action(http_t *h, action_verb_t verb, action_request_t *req, cons
 
     json_t *result = NULL;
     action_rc_t rc = ACTION_FAILED;
-    err_class_t cls =
-        http_db_acquire(h, clock_monotonic_ms() + QUERY_BUDGET_MS, errstr, sizeof errstr);
+    http_db_t *db;
+    err_class_t cls = http_db_acquire(h, false, clock_monotonic_ms() + QUERY_BUDGET_MS, &db, errstr,
+                                      sizeof errstr);
     if (cls == ERR_OK) {
-        rc = action_run(h->conn, verb, req, &result, errstr, sizeof errstr);
-        http_db_release(h);
+        rc = action_run(db->conn, verb, req, &result, errstr, sizeof errstr);
+        http_db_release(h, db);
     }
     if (cls != ERR_OK) {
         http_reply_db_error(r, cls, errstr);
@@ -214,17 +215,18 @@ void http_silences(http_t *h, const char *method, const char *id, const char *ac
         req.reason = json_string_value(json_object_get(doc, "reason"));
     }
     action_rc_t rc = ACTION_FAILED;
-    err_class_t cls =
-        http_db_acquire(h, clock_monotonic_ms() + QUERY_BUDGET_MS, errstr, sizeof errstr);
+    http_db_t *db;
+    err_class_t cls = http_db_acquire(h, false, clock_monotonic_ms() + QUERY_BUDGET_MS, &db, errstr,
+                                      sizeof errstr);
     if (cls == ERR_OK) {
         if (get)
-            rc = action_silences(h->conn, all != NULL && strcmp(all, "true") == 0, &result, errstr,
+            rc = action_silences(db->conn, all != NULL && strcmp(all, "true") == 0, &result, errstr,
                                  sizeof errstr);
         else if (id == NULL)
-            rc = action_silence(h->conn, &req, &result, errstr, sizeof errstr);
+            rc = action_silence(db->conn, &req, &result, errstr, sizeof errstr);
         else
-            rc = action_unsilence(h->conn, sid, actor, req.reason, &result, errstr, sizeof errstr);
-        http_db_release(h);
+            rc = action_unsilence(db->conn, sid, actor, req.reason, &result, errstr, sizeof errstr);
+        http_db_release(h, db);
     }
     if (cls != ERR_OK) {
         http_reply_db_error(r, cls, errstr);

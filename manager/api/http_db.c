@@ -1,11 +1,16 @@
 /*
- * http_db - the HTTP server's one PostgreSQL connection (struct http's
- * conn): opened at the first request that needs it, reopened after it is
- * lost, used by one request at a time under db_lock (a PGconn is not
- * thread-safe). Every wait is bounded by the caller's deadline: taking the
- * lock, connecting (without blocking past it however the server or the
- * network behaves) and each statement, besides the statement_timeout set
- * on the server (STATEMENT_TIMEOUT).
+ * http_db - the HTTP server's PostgreSQL connections: /readyz's own
+ * (struct http's probe) and a pool of HTTP_DB_POOL for the views, the
+ * actions and /metrics. Each is opened at the first request that needs
+ * it, reopened after it is lost, and used by one request at a time (a
+ * PGconn is not thread-safe). The probe has a connection of its own so
+ * that no view, however slow, makes a healthy replica answer 503 to its
+ * readiness probe; the pool lets one slow view wait for itself only.
+ *
+ * Every wait is bounded by the caller's deadline: the connection's turn,
+ * connecting (without blocking past it however the server or the network
+ * behaves) and each statement, besides the statement_timeout set on the
+ * server (READY_STATEMENT_TIMEOUT, STATEMENT_TIMEOUT).
  */
 #include "manager/api/http_int.h"
 
@@ -18,6 +23,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -34,21 +40,22 @@ static void first_line(const char *msg, char *buf, size_t buf_size)
 }
 
 /*
- * Opens h->conn by `deadline` (monotonic ms), without blocking past it
+ * Opens db->conn by `deadline` (monotonic ms), without blocking past it
  * however the server or the network behaves, name resolution aside
  * (libpq's own connect_timeout counts whole seconds, two at least).
- * Caller holds db_lock. On failure h->conn is NULL; errstr names the
- * server as libpq does, never the connection string.
+ * Caller holds db. On failure db->conn is NULL; errstr names the server
+ * as libpq does, never the connection string.
  */
-static err_class_t connect_by(http_t *h, int64_t deadline, char *errstr, size_t errstr_size)
+static err_class_t connect_by(http_t *h, http_db_t *db, int64_t deadline, char *errstr,
+                              size_t errstr_size)
 {
     const char *keys[] = {"dbname", "application_name", NULL};
-    const char *values[] = {h->conninfo, "steward http", NULL};
+    const char *values[] = {h->conninfo, db->probe ? "steward http probe" : "steward http", NULL};
     PostgresPollingStatusType st = PGRES_POLLING_WRITING;
     char line[512];
 
-    PQfinish(h->conn);
-    h->conn = NULL;
+    PQfinish(db->conn);
+    db->conn = NULL;
     /* expand_dbname = 1: conninfo is a whole connection string or URI, and
      * its own application_name wins over ours. */
     PGconn *c = PQconnectStartParams(keys, values, 1);
@@ -80,7 +87,7 @@ static err_class_t connect_by(http_t *h, int64_t deadline, char *errstr, size_t 
     }
     PQsetNoticeProcessor(c, quiet_notice, NULL);
 
-    const char *params[1] = {STATEMENT_TIMEOUT};
+    const char *params[1] = {db->probe ? READY_STATEMENT_TIMEOUT : STATEMENT_TIMEOUT};
     err_class_t cls =
         db_exec(c, "setting statement_timeout", "SELECT set_config('statement_timeout', $1, false)",
                 1, params, errstr, errstr_size);
@@ -88,16 +95,46 @@ static err_class_t connect_by(http_t *h, int64_t deadline, char *errstr, size_t 
         PQfinish(c);
         return cls;
     }
-    h->conn = c;
+    db->conn = c;
     return ERR_OK;
 }
 
-/*
- * Takes db_lock and makes sure h->conn is open, both by `deadline`. On
- * ERR_OK the caller holds the lock and must http_db_release(); on failure the
- * lock is not held.
- */
-err_class_t http_db_acquire(http_t *h, int64_t deadline, char *errstr, size_t errstr_size)
+bool http_db_init(http_t *h)
+{
+    pthread_condattr_t attr;
+    bool ok = pthread_condattr_init(&attr) == 0;
+
+    /* The waits count monotonic time, as every deadline here does. */
+    ok = ok && pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) == 0 &&
+         pthread_cond_init(&h->pool_free, &attr) == 0;
+    pthread_condattr_destroy(&attr);
+    if (!ok)
+        return false;
+    pthread_mutex_init(&h->probe_lock, NULL);
+    pthread_mutex_init(&h->pool_lock, NULL);
+    h->probe.probe = true;
+    return true;
+}
+
+void http_db_fini(http_t *h)
+{
+    PQfinish(h->probe.conn);
+    for (size_t i = 0; i < HTTP_DB_POOL; i++)
+        PQfinish(h->pool[i].conn);
+    pthread_mutex_destroy(&h->probe_lock);
+    pthread_mutex_destroy(&h->pool_lock);
+    pthread_cond_destroy(&h->pool_free);
+}
+
+static struct timespec monotonic_at(int64_t deadline_ms)
+{
+    return (struct timespec){.tv_sec = (time_t) (deadline_ms / 1000),
+                             .tv_nsec = (long) (deadline_ms % 1000) * 1000000L};
+}
+
+/* Takes the probe's turn by `deadline`; false when another probe held it
+ * all along. */
+static bool take_probe(http_t *h, int64_t deadline)
 {
     struct timespec until;
     int64_t left = deadline - clock_monotonic_ms();
@@ -111,39 +148,93 @@ err_class_t http_db_acquire(http_t *h, int64_t deadline, char *errstr, size_t er
         until.tv_sec++;
         until.tv_nsec -= 1000000000L;
     }
-    if (pthread_mutex_timedlock(&h->db_lock, &until) != 0)
+    return pthread_mutex_timedlock(&h->probe_lock, &until) == 0;
+}
+
+/* A pool connection that no request holds, taken by `deadline`; an open
+ * one rather than one to be opened. NULL when all stayed busy. */
+static http_db_t *take_pooled(http_t *h, int64_t deadline)
+{
+    struct timespec until = monotonic_at(deadline);
+    http_db_t *db = NULL;
+
+    pthread_mutex_lock(&h->pool_lock);
+    for (;;) {
+        for (size_t i = 0; i < HTTP_DB_POOL; i++) {
+            http_db_t *c = &h->pool[i];
+            if (!c->busy && (db == NULL || (db->conn == NULL && c->conn != NULL)))
+                db = c;
+        }
+        if (db != NULL || pthread_cond_timedwait(&h->pool_free, &h->pool_lock, &until) != 0)
+            break;
+    }
+    if (db != NULL)
+        db->busy = true;
+    pthread_mutex_unlock(&h->pool_lock);
+    return db;
+}
+
+/*
+ * Takes a connection (the probe's, or the pool's) and makes sure it is
+ * open, both by `deadline`. On ERR_OK *out is held until
+ * http_db_release(); on failure nothing is held.
+ */
+err_class_t http_db_acquire(http_t *h, bool probe, int64_t deadline, http_db_t **out, char *errstr,
+                            size_t errstr_size)
+{
+    http_db_t *db = NULL;
+
+    *out = NULL;
+    if (probe ? take_probe(h, deadline) : (db = take_pooled(h, deadline)) != NULL) {
+        if (probe)
+            db = &h->probe;
+    } else {
         return err_set(ERR_TRANSIENT, errstr, errstr_size,
-                       "the connection stayed busy with another request");
-    if (h->conn != NULL && PQstatus(h->conn) == CONNECTION_OK)
-        return ERR_OK;
-    err_class_t cls = connect_by(h, deadline, errstr, errstr_size);
-    if (cls != ERR_OK)
-        pthread_mutex_unlock(&h->db_lock);
-    return cls;
+                       probe ? "the probe's connection stayed busy with another probe"
+                             : "every connection stayed busy with other requests");
+    }
+    if (db->conn == NULL || PQstatus(db->conn) != CONNECTION_OK) {
+        err_class_t cls = connect_by(h, db, deadline, errstr, errstr_size);
+        if (cls != ERR_OK) {
+            http_db_release(h, db);
+            return cls;
+        }
+    }
+    *out = db;
+    return ERR_OK;
 }
 
 /* Gives the connection back, dropping it when it was lost: the next
  * request opens a new one. */
-void http_db_release(http_t *h)
+void http_db_release(http_t *h, http_db_t *db)
 {
-    if (h->conn != NULL && PQstatus(h->conn) != CONNECTION_OK) {
-        PQfinish(h->conn);
-        h->conn = NULL;
+    if (db == NULL)
+        return;
+    if (db->conn != NULL && PQstatus(db->conn) != CONNECTION_OK) {
+        PQfinish(db->conn);
+        db->conn = NULL;
     }
-    pthread_mutex_unlock(&h->db_lock);
+    if (db->probe) {
+        pthread_mutex_unlock(&h->probe_lock);
+        return;
+    }
+    pthread_mutex_lock(&h->pool_lock);
+    db->busy = false;
+    pthread_cond_signal(&h->pool_free);
+    pthread_mutex_unlock(&h->pool_lock);
 }
 
 /*
- * Runs one statement with text parameters on h->conn (db_lock held) and
+ * Runs one statement with text parameters on db (held) and
  * waits for its result until `deadline`; past it the connection is
  * dropped, since it still owes an answer. Returns the result in *out
  * (PQclear() it) on ERR_OK; *out is NULL otherwise.
  */
-err_class_t http_db_exec(http_t *h, const char *what, const char *sql, int nparams,
+err_class_t http_db_exec(http_db_t *db, const char *what, const char *sql, int nparams,
                          const char *const *params, int64_t deadline, PGresult **out, char *errstr,
                          size_t errstr_size)
 {
-    PGconn *c = h->conn;
+    PGconn *c = db->conn;
     PGresult *last = NULL;
     char line[512];
 
@@ -165,8 +256,8 @@ err_class_t http_db_exec(http_t *h, const char *what, const char *sql, int npara
                 else
                     snprintf(line, sizeof line, "no answer in time");
                 PQclear(last);
-                PQfinish(h->conn);
-                h->conn = NULL;
+                PQfinish(db->conn);
+                db->conn = NULL;
                 return err_set(ERR_TRANSIENT, errstr, errstr_size, "%s: %s", what, line);
             }
         }

@@ -8,7 +8,8 @@
  *   http_server.c   libmicrohttpd: the daemon and its limits, a request's
  *                   life from its first call to its reply, the security
  *                   headers, the Host check; the replies every file builds
- *   http_db.c       the one PostgreSQL connection, its lock and its budgets
+ *   http_db.c       the PostgreSQL connections: /readyz's own and the views'
+ *                   pool, their locks and their budgets
  *   http_auth.c     the tokens file and who may read or operate
  *   http_route.c    the pure router, http_route(), and percent-decoding
  *   http_metrics.c  GET /metrics
@@ -35,18 +36,34 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* /readyz: the lock, a connection and SELECT 1, all within this. */
+/* /readyz: its connection's turn, connecting and SELECT 1, all within
+ * this. */
 #define READY_BUDGET_MS 1000
+/* ... and what SELECT 1 may take on the server. */
+#define READY_STATEMENT_TIMEOUT "1s"
 /* Any other request: waiting for the connection and connecting, then its
  * statements, each within this. */
 #define QUERY_BUDGET_MS 5000
-/* What one statement may take on the server, so a slow query frees the
- * connection for the next request. */
+/* What one statement of the pool may take on the server, so a slow query
+ * frees its connection for the next request. */
 #define STATEMENT_TIMEOUT "5s"
 
 /* The scrape's gauges: waiting for the connection, connecting and the
  * three queries together, well inside Prometheus's 10 s scrape timeout. */
 #define METRICS_DB_BUDGET_MS 3000
+
+/* The views' pool: as many requests at once may wait on the database; one
+ * more waits for a connection to come back, within its budget. Fewer than
+ * the server's polling threads, so a slow database never holds them all. */
+#define HTTP_DB_POOL 4
+
+/* One PostgreSQL connection of the server's, used by one request at a
+ * time (a PGconn is not thread-safe). */
+typedef struct http_db {
+    PGconn *conn; /* NULL until a request needs it, and after it is lost */
+    bool busy;    /* in the pool: a request holds it (under pool_lock) */
+    bool probe;   /* /readyz's own: its statement_timeout is the probe's */
+} http_db_t;
 
 struct http {
     struct MHD_Daemon *daemon;
@@ -55,8 +72,13 @@ struct http {
     char *group;
     double started; /* when the server started, seconds since the epoch */
 
-    pthread_mutex_t db_lock; /* guards conn: one request at a time uses it */
-    PGconn *conn;            /* NULL until a request needs it, and after it is lost */
+    /* /readyz asks on a connection of its own, so a slow view, an action
+     * or a scrape never makes a healthy replica look unready. */
+    pthread_mutex_t probe_lock; /* guards probe: one /readyz at a time uses it */
+    http_db_t probe;
+    pthread_mutex_t pool_lock;    /* guards pool[].busy */
+    pthread_cond_t pool_free;     /* a pool connection was given back (CLOCK_MONOTONIC) */
+    http_db_t pool[HTTP_DB_POOL]; /* the views, the actions and /metrics */
 
     pthread_mutex_t log_lock; /* guards the two fields below */
     bool starting;            /* MHD's complaints are kept for http_new()'s errstr */
@@ -98,17 +120,24 @@ void http_reply_error(http_reply_t *r, unsigned int status, const char *fmt, ...
 /* A failed database read: 503 when the database may come back, else 500. */
 void http_reply_db_error(http_reply_t *r, err_class_t cls, const char *errstr);
 
-/* ---- the database connection (http_db.c) ---------------------------------- */
+/* ---- the database connections (http_db.c) --------------------------------- */
 
-/* Takes db_lock and makes sure h->conn is open, both by `deadline`
- * (monotonic ms). On ERR_OK the caller holds the lock and must
- * http_db_release(); on failure the lock is not held. */
-err_class_t http_db_acquire(http_t *h, int64_t deadline, char *errstr, size_t errstr_size);
+/* Sets up the probe's connection and the pool (none open yet); false when
+ * out of resources. */
+bool http_db_init(http_t *h);
+/* Closes every connection; after the server stopped (no request runs). */
+void http_db_fini(http_t *h);
+
+/* Takes a connection, open, by `deadline` (monotonic ms): /readyz's own
+ * (`probe`) or one of the pool's. On ERR_OK *out is the caller's until
+ * http_db_release(); on failure nothing is held. */
+err_class_t http_db_acquire(http_t *h, bool probe, int64_t deadline, http_db_t **out, char *errstr,
+                            size_t errstr_size);
 /* Gives the connection back, dropping it when it was lost. */
-void http_db_release(http_t *h);
-/* One statement on h->conn (db_lock held), its result in *out (PQclear()
- * it) on ERR_OK, waited for until `deadline`. */
-err_class_t http_db_exec(http_t *h, const char *what, const char *sql, int nparams,
+void http_db_release(http_t *h, http_db_t *db);
+/* One statement on db (held), its result in *out (PQclear() it) on
+ * ERR_OK, waited for until `deadline`. */
+err_class_t http_db_exec(http_db_t *db, const char *what, const char *sql, int nparams,
                          const char *const *params, int64_t deadline, PGresult **out, char *errstr,
                          size_t errstr_size);
 

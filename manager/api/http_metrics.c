@@ -280,13 +280,14 @@ static void write_database(http_t *h, prom_t *p)
     PGresult *res[N_GAUGES] = {NULL};
     char errstr[1024];
     int64_t deadline = clock_monotonic_ms() + METRICS_DB_BUDGET_MS;
-    err_class_t cls = http_db_acquire(h, deadline, errstr, sizeof errstr);
+    http_db_t *db;
+    err_class_t cls = http_db_acquire(h, false, deadline, &db, errstr, sizeof errstr);
 
     if (cls == ERR_OK) {
         for (int i = 0; i < N_GAUGES && cls == ERR_OK; i++)
-            cls = http_db_exec(h, "reading gauges", gauge_sql[i], 0, NULL, deadline, &res[i],
+            cls = http_db_exec(db, "reading gauges", gauge_sql[i], 0, NULL, deadline, &res[i],
                                errstr, sizeof errstr);
-        http_db_release(h);
+        http_db_release(h, db);
     }
     if (cls != ERR_OK)
         LOG_LIMITED(LOG_LEVEL_WARN, "http-gauges", 10000,

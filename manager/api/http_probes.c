@@ -2,7 +2,8 @@
  * http_probes - GET /healthz and /readyz, and what they are told from
  * outside: why the daemon is not serving yet (http_set_waiting()) and how
  * long a worker thread may stay silent (http_set_stall_after()). /healthz
- * reads only atomics; /readyz asks the database within READY_BUDGET_MS.
+ * reads only atomics; /readyz asks the database within READY_BUDGET_MS,
+ * on a connection of its own (http_db.c).
  */
 #include "manager/api/http_int.h"
 
@@ -58,6 +59,7 @@ void http_get_readyz(http_t *h, http_reply_t *r)
     int64_t deadline = clock_monotonic_ms() + READY_BUDGET_MS;
     char errstr[1024], reason[1100];
     PGresult *res = NULL;
+    http_db_t *db;
 
     pthread_mutex_lock(&h->state_lock);
     bool waiting = h->waiting != NULL;
@@ -74,12 +76,14 @@ void http_get_readyz(http_t *h, http_reply_t *r)
         not_ready(r, "joining the consumer group");
         return;
     }
-    err_class_t cls = http_db_acquire(h, deadline, errstr, sizeof errstr);
+    /* Its own connection: a view or a scrape holding the pool's never
+     * makes this wait. */
+    err_class_t cls = http_db_acquire(h, true, deadline, &db, errstr, sizeof errstr);
     if (cls == ERR_OK) {
-        cls =
-            http_db_exec(h, "SELECT 1", "SELECT 1", 0, NULL, deadline, &res, errstr, sizeof errstr);
+        cls = http_db_exec(db, "SELECT 1", "SELECT 1", 0, NULL, deadline, &res, errstr,
+                           sizeof errstr);
         PQclear(res);
-        http_db_release(h);
+        http_db_release(h, db);
     }
     if (cls != ERR_OK) {
         snprintf(reason, sizeof reason, "database unreachable: %s", errstr);

@@ -545,7 +545,12 @@ http_t *http_new(const char *listen, const char *conninfo, const char *group, co
         freeaddrinfo(addrs);
         return NULL;
     }
-    pthread_mutex_init(&h->db_lock, NULL);
+    if (!http_db_init(h)) {
+        *cls = err_set(ERR_FATAL, errstr, errstr_size, "out of resources for the connections");
+        free(h);
+        freeaddrinfo(addrs);
+        return NULL;
+    }
     pthread_mutex_init(&h->log_lock, NULL);
     pthread_mutex_init(&h->state_lock, NULL);
     pthread_mutex_init(&h->tokens_lock, NULL);
@@ -640,8 +645,7 @@ void http_free(http_t *h)
         return;
     if (h->daemon != NULL)
         MHD_stop_daemon(h->daemon); /* joins every thread: no request is left running */
-    PQfinish(h->conn);
-    pthread_mutex_destroy(&h->db_lock);
+    http_db_fini(h);
     pthread_mutex_destroy(&h->log_lock);
     pthread_mutex_destroy(&h->state_lock);
     pthread_mutex_destroy(&h->tokens_lock);

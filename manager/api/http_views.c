@@ -4,8 +4,8 @@
  * page, the stuck ones, the processes, a graph), the report of
  * shadow/report.h, the verb table (GET /v1/verbs) and the console's files
  * (manager/api/console.h). A view's query arguments arrive undecoded and
- * are percent-decoded here; each view takes the connection's turn within
- * QUERY_BUDGET_MS.
+ * are percent-decoded here; each view takes a connection of the pool
+ * within QUERY_BUDGET_MS.
  */
 #include "manager/api/http_int.h"
 
@@ -29,19 +29,20 @@ typedef err_class_t (*view_fn)(PGconn *conn, const void *arg, json_t **out, char
                                size_t errstr_size);
 
 /*
- * Runs fn on the connection within QUERY_BUDGET_MS. True with what it read
+ * Runs fn on a connection of the pool within QUERY_BUDGET_MS. True with what it read
  * in *doc (NULL: nothing there); false with the database error in r.
  */
 static bool view_read(http_t *h, view_fn fn, const void *arg, json_t **doc, http_reply_t *r)
 {
     char errstr[1024];
-    err_class_t cls =
-        http_db_acquire(h, clock_monotonic_ms() + QUERY_BUDGET_MS, errstr, sizeof errstr);
+    http_db_t *db;
+    err_class_t cls = http_db_acquire(h, false, clock_monotonic_ms() + QUERY_BUDGET_MS, &db, errstr,
+                                      sizeof errstr);
 
     *doc = NULL;
     if (cls == ERR_OK) {
-        cls = fn(h->conn, arg, doc, errstr, sizeof errstr);
-        http_db_release(h);
+        cls = fn(db->conn, arg, doc, errstr, sizeof errstr);
+        http_db_release(h, db);
     }
     if (cls != ERR_OK) {
         http_reply_db_error(r, cls, errstr);
