@@ -284,7 +284,7 @@ static int backtest_with(cli_opts_t *o, int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
-    rfc3339_format_seconds(from_ms, from_text, sizeof from_text);
+    rfc3339_format(from_ms, from_text, sizeof from_text);
     fprintf(stderr, "steward backtest: replaying %s from %s into %s\n", definition, from_text,
             scratch.name);
     log_set_level(LOG_LEVEL_WARN);

@@ -45,7 +45,7 @@ static void print_text(json_t *inst)
     json_t *ms_in_state = json_object_get(inst, "ms_in_state");
     if (json_is_integer(ms_in_state)) {
         char span[32];
-        duration_format(json_integer_value(ms_in_state), span, sizeof span);
+        duration_format_rounded(json_integer_value(ms_in_state), span, sizeof span);
         snprintf(in_state, sizeof in_state, "%s, at the watermark", span);
     } else {
         snprintf(in_state, sizeof in_state, "watermark unknown");
@@ -57,7 +57,7 @@ static void print_text(json_t *inst)
     printf("  in state since    %s (%s)\n", str(inst, "state_entered_at"), in_state);
     if (json_is_integer(ms_to_deadline)) {
         long long ms = json_integer_value(ms_to_deadline);
-        duration_format(ms < 0 ? -ms : ms, to_deadline, sizeof to_deadline);
+        duration_format_rounded(ms < 0 ? -ms : ms, to_deadline, sizeof to_deadline);
         printf("  deadline          %s (%s %s)\n", str(inst, "deadline_at"), to_deadline,
                ms < 0 ? "past, at the watermark" : "left, at the watermark");
     } else {

@@ -389,7 +389,7 @@ static engine_result_t judge(const def_t *def, engine_instance_t *inst, const en
         }
         if (late > 0) {
             char text[32];
-            duration_format(late, text, sizeof text);
+            duration_format_rounded(late, text, sizeof text);
             r.late_by_ms = late;
             snprintf(r.detail, sizeof r.detail, "arrived %s after the deadline of %s", text,
                      missed);

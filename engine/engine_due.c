@@ -165,7 +165,7 @@ static int held_by(const def_t *def, const engine_instance_t *inst, int64_t wate
                    size_t size)
 {
     char ago[32], lease[32];
-    duration_format(time_sub(watermark_ms, inst->lease_renewed_ms), ago, sizeof ago);
+    duration_format_rounded(time_sub(watermark_ms, inst->lease_renewed_ms), ago, sizeof ago);
     duration_format(def->states[inst->state].lease->duration_ms, lease, sizeof lease);
     return snprintf(buf, size, "held by %s, last heartbeat %s ago, lease %s",
                     inst->lease_holder != NULL ? inst->lease_holder : "an unnamed holder", ago,

@@ -360,11 +360,11 @@ static json_t *process_json(const def_t *def, const PGresult *res, int first, in
     json_object_set_new(volume, "started", json_integer(starts));
     json_object_set_new(volume, "first_start",
                         have_starts
-                            ? json_string(rfc3339_format_seconds(first_ms, when, sizeof when))
+                            ? json_string(rfc3339_format(first_ms, when, sizeof when))
                             : json_null());
     json_object_set_new(volume, "last_start",
                         have_starts
-                            ? json_string(rfc3339_format_seconds(last_ms, when, sizeof when))
+                            ? json_string(rfc3339_format(last_ms, when, sizeof when))
                             : json_null());
     json_object_set_new(volume, "period_ms",
                         period > 0 ? json_integer((json_int_t) llround(period)) : json_null());
@@ -500,11 +500,11 @@ static json_t *report_json(const def_t *const *defs, size_t n_defs, const report
     json_object_set_new(window, "since_ms",
                         opts->since_ms > 0 ? json_integer(opts->since_ms) : json_null());
     json_object_set_new(window, "from",
-                        opts->since_ms > 0 ? json_string(rfc3339_format_seconds(
+                        opts->since_ms > 0 ? json_string(rfc3339_format(
                                                  now_ms - opts->since_ms, when, sizeof when))
                                            : json_null());
     json_object_set_new(window, "to",
-                        json_string(rfc3339_format_seconds(now_ms, when, sizeof when)));
+                        json_string(rfc3339_format(now_ms, when, sizeof when)));
 
     json_t *processes = json_array();
     for (size_t i = 0; i < n_defs; i++) {
@@ -517,7 +517,7 @@ static json_t *report_json(const def_t *const *defs, size_t n_defs, const report
         json_array_append_new(processes, process_json(defs[i], res, first, end, bad_row));
     }
     return json_pack("{s:s, s:o, s:s?, s:o}", "generated_at",
-                     rfc3339_format_seconds(now_ms, when, sizeof when), "window", window,
+                     rfc3339_format(now_ms, when, sizeof when), "window", window,
                      "definitions", opts->definitions, "processes", processes);
 }
 

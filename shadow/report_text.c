@@ -70,15 +70,14 @@ static char *jrate(const json_t *obj, const char *name, char *buf, size_t buf_si
     return report_format_rate(json_is_number(v) ? json_number_value(v) : -1, buf, buf_size);
 }
 
-/* A duration in ms from the document: null prints as `none`. From 10s
- * on, to the nearest second: "5m65ms" says less than "5m". */
+/* A measured duration in ms from the document, in the one form for people
+ * (duration_format_rounded()): null prints as `none`. */
 static void jduration(const json_t *obj, const char *name, const char *none, char *buf,
                       size_t buf_size)
 {
     const json_t *v = json_object_get(obj, name);
     if (json_is_integer(v)) {
-        json_int_t ms = json_integer_value(v);
-        duration_format(ms >= 10000 ? (ms + 500) / 1000 * 1000 : ms, buf, buf_size);
+        duration_format_rounded(json_integer_value(v), buf, buf_size);
     } else {
         snprintf(buf, buf_size, "%s", none);
     }

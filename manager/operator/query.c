@@ -87,6 +87,22 @@ static json_t *ms_json(int64_t ms)
     return ms == ENGINE_NO_DEADLINE ? json_null() : json_integer((json_int_t) ms);
 }
 
+/* Replaces the helper fields ".entered_ms" (when the instance entered its
+ * state; null: no instance) and ".watermark_ms" with ms_in_state, the
+ * engine's time in the state at the process's watermark
+ * (engine_time_in_state(): it never runs back, 0 while the watermark is
+ * behind the entry); null while either is unknown. */
+static void in_state(json_t *doc)
+{
+    int64_t watermark = ms_field(doc, ".watermark_ms"), entered = ms_field(doc, ".entered_ms");
+    json_object_set_new(doc, "ms_in_state",
+                        ms_json(watermark == ENGINE_NO_DEADLINE || entered == ENGINE_NO_DEADLINE
+                                    ? ENGINE_NO_DEADLINE
+                                    : engine_time_in_state(entered, watermark)));
+    json_object_del(doc, ".entered_ms");
+    json_object_del(doc, ".watermark_ms");
+}
+
 /*
  * Replaces the helper fields of one instance (".entered_ms", when it
  * entered its state; ".deadline_ms", that state's deadline while active;
@@ -99,20 +115,15 @@ static json_t *ms_json(int64_t ms)
  */
 static void standing(json_t *inst, const char *overdue_field, const char *to_field)
 {
-    int64_t watermark = ms_field(inst, ".watermark_ms"), entered = ms_field(inst, ".entered_ms");
-    engine_standing_t s = engine_standing(
-        ms_field(inst, ".deadline_ms"), json_is_true(json_object_get(inst, "overdue")), watermark);
-    json_object_set_new(inst, "ms_in_state",
-                        ms_json(watermark == ENGINE_NO_DEADLINE || entered == ENGINE_NO_DEADLINE
-                                    ? ENGINE_NO_DEADLINE
-                                    : engine_time_in_state(entered, watermark)));
+    engine_standing_t s = engine_standing(ms_field(inst, ".deadline_ms"),
+                                          json_is_true(json_object_get(inst, "overdue")),
+                                          ms_field(inst, ".watermark_ms"));
+    in_state(inst);
     if (overdue_field != NULL)
         json_object_set_new(inst, overdue_field, ms_json(s.overdue_ms));
     if (to_field != NULL)
         json_object_set_new(inst, to_field, ms_json(s.to_deadline_ms));
-    json_object_del(inst, ".entered_ms");
     json_object_del(inst, ".deadline_ms");
-    json_object_del(inst, ".watermark_ms");
 }
 
 err_class_t query_instance(PGconn *conn, const char *process, const char *key, json_t **out,
@@ -173,32 +184,48 @@ static err_class_t json_query(PGconn *conn, const char *what, const char *sql, i
     return cls;
 }
 
+/* Each alert carries where its instance stands: its state and how long
+ * it has been in it (ms_in_state, the engine's at the watermark, added
+ * after by in_state(); a placeholder here, so it keeps its place). */
 static const char stuck_sql[] =
+    "WITH " WATERMARKS_CTE
     "SELECT json_build_object('groups', coalesce(json_agg(g ORDER BY g.oldest, g.process, "
     "  g.state), '[]'))::text FROM ("
-    "  SELECT coalesce(process, '') AS process, coalesce(state, '') AS state, "
-    "    min(opened_at) AS oldest, count(*) AS open, "
-    "    (array_agg(owner ORDER BY opened_at))[1] AS owner, "
-    "    json_agg(json_build_object('id', id, 'kind', kind, 'key', key, 'owner', owner, "
-    "      'summary', summary, 'dedup_key', dedup_key, "
-    "      'opened_at', steward.rfc3339(opened_at), "
-    "      'age_ms', steward.to_ms(now() - opened_at), "
-    "      'acked_by', acked_by, 'acked_at', steward.rfc3339(acked_at), "
+    "  SELECT coalesce(a.process, '') AS process, coalesce(a.state, '') AS state, "
+    "    min(a.opened_at) AS oldest, count(*) AS open, "
+    "    (array_agg(a.owner ORDER BY a.opened_at))[1] AS owner, "
+    "    json_agg(json_build_object('id', a.id, 'kind', a.kind, 'key', a.key, 'owner', a.owner, "
+    "      'summary', a.summary, 'dedup_key', a.dedup_key, "
+    "      'opened_at', steward.rfc3339(a.opened_at), "
+    "      'age_ms', steward.to_ms(now() - a.opened_at), "
+    "      'acked_by', a.acked_by, 'acked_at', steward.rfc3339(a.acked_at), "
     "      'silenced_until', (SELECT steward.rfc3339(max(s.ends_at)) FROM steward.silences s "
     "        WHERE s.process = a.process AND s.lifted_at IS NULL AND s.starts_at <= now() "
     "        AND s.ends_at > now() AND (s.state IS NULL OR s.state = a.state) "
     "        AND (s.team IS NULL OR s.team = a.owner)), "
-    "      'claimed_by', (SELECT i.claimed_by FROM steward.instances i "
-    "        WHERE i.process = a.process AND i.key = a.key)) "
-    "      ORDER BY opened_at, id) AS alerts "
-    "  FROM steward.alerts a WHERE resolved_at IS NULL AND ($1::text IS NULL OR process = $1) "
+    "      'claimed_by', i.claimed_by, 'instance_state', i.state, "
+    "      'instance_status', i.status, 'state_entered_at', steward.rfc3339(i.state_entered_at), "
+    "      'ms_in_state', NULL, '.entered_ms', steward.to_ms(i.state_entered_at), "
+    "      '.watermark_ms', steward.to_ms(wm.watermark)) "
+    "      ORDER BY a.opened_at, a.id) AS alerts "
+    "  FROM steward.alerts a "
+    "  LEFT JOIN steward.instances i ON i.process = a.process AND i.key = a.key "
+    "  LEFT JOIN wm ON wm.process = a.process "
+    "  WHERE a.resolved_at IS NULL AND ($1::text IS NULL OR a.process = $1) "
     "  GROUP BY 1, 2) g";
 
 err_class_t query_stuck(PGconn *conn, const char *process, json_t **out, char *errstr,
                         size_t errstr_size)
 {
     const char *params[1] = {process};
-    return json_query(conn, "reading open alerts", stuck_sql, 1, params, out, errstr, errstr_size);
+    err_class_t cls =
+        json_query(conn, "reading open alerts", stuck_sql, 1, params, out, errstr, errstr_size);
+    size_t i, j;
+    json_t *group, *alert;
+    if (*out != NULL)
+        json_array_foreach(json_object_get(*out, "groups"), i, group)
+            json_array_foreach(json_object_get(group, "alerts"), j, alert) in_state(alert);
+    return cls;
 }
 
 /* One more row than the page: whether there is a page after. */

@@ -54,7 +54,11 @@ err_class_t query_instance(PGconn *conn, const char *process, const char *key, j
  * Reads the open alerts, grouped by process and state, oldest first, as a
  * new JSON object {"groups": [{process, state, owner, open, alerts: [...]}]}
  * into *out. `process` NULL means every process. Alerts without a process
- * (blind) form a group of their own.
+ * (blind) form a group of their own. Each alert carries its age (age_ms,
+ * on the clock) and where its instance stands: instance_state,
+ * instance_status, state_entered_at and ms_in_state (how long it has been
+ * in that state, at the process's watermark, as the instance views count
+ * it; null without an instance or a known watermark), claimed_by.
  */
 err_class_t query_stuck(PGconn *conn, const char *process, json_t **out, char *errstr,
                         size_t errstr_size);

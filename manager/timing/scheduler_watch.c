@@ -171,7 +171,8 @@ err_class_t sched_check_blind(sched_t *s, metrics_watch_t *procs, size_t n_procs
             bool frozen = strcmp(PQgetvalue(res, row, 6), "t") == 0;
             if (frozen) {
                 char still[32];
-                duration_format(strtoll(PQgetvalue(res, row, 7), NULL, 10), still, sizeof still);
+                duration_format_rounded(strtoll(PQgetvalue(res, row, 7), NULL, 10), still,
+                                        sizeof still);
                 snprintf(part, sizeof part,
                          "%s[%s] is read but its watermark is frozen at %s for %s "
                          "(message times do not advance)",
@@ -180,11 +181,12 @@ err_class_t sched_check_blind(sched_t *s, metrics_watch_t *procs, size_t n_procs
             } else {
                 if (unread_ms < s->blind_after_ms && !(unowned && owners_settled))
                     continue;
-                duration_format(unread_ms, unread, sizeof unread);
+                duration_format_rounded(unread_ms, unread, sizeof unread);
                 if (PQgetisnull(res, row, 4))
                     snprintf(lag, sizeof lag, "never read");
                 else
-                    duration_format(strtoll(PQgetvalue(res, row, 4), NULL, 10), lag, sizeof lag);
+                    duration_format_rounded(strtoll(PQgetvalue(res, row, 4), NULL, 10), lag,
+                                            sizeof lag);
                 if (unowned && owners_settled)
                     snprintf(part, sizeof part,
                              "%s[%s] has no live owner (last %s) and is unread for %s (watermark "
