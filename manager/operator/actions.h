@@ -100,14 +100,16 @@ typedef struct action_verb_def {
     const char *operands; /* the command's positional arguments: "ALERT_ID", "PROCESS KEY" */
     bool audited;         /* changes something: takes --reason (required) and --actor */
     action_option_t options[ACTION_VERB_OPTIONS_MAX]; /* its own, in usage order */
-    const char *method;       /* HTTP: "POST" for what changes state, "GET" for a read */
-    const char *path;         /* HTTP: "/v1/alerts/{id}/ack"; {id}, {process}, {key} are captures */
-    const char *summary;      /* one line: steward --help */
-    const char *about;        /* steward NAME --help's paragraph */
-    const char *console;      /* the console views that offer it, space-separated: "overdue"
-                               (the stuck page's overdue rows), "alerts" (its alert rows),
-                               "instance" (the instance page); NULL: none */
-    const char *console_body; /* JSON object the console sends besides the reason; NULL: none */
+    const char *method;  /* HTTP: "POST" for what changes state, "GET" for a read */
+    const char *path;    /* HTTP: "/v1/alerts/{id}/ack"; {id}, {process}, {key} are captures */
+    const char *summary; /* one line: steward --help */
+    const char *about;   /* steward NAME --help's paragraph */
+    const char *console; /* the console views that offer it, space-separated: "overdue"
+                          (the stuck page's overdue rows), "bulk" (the same rows, selected
+                          together), "alerts" (its alert rows), "instance" (the instance
+                          page); NULL: none. The console asks for the reason and the
+                          options (close: an outcome of the instance's own version; move:
+                          one of its states) and offers a verb only where it applies */
 } action_verb_def_t;
 
 /* The table, in the order help lists it. */
@@ -122,7 +124,7 @@ const action_verb_def_t *action_verb_def(action_verb_t verb);
 
 /* The table as {"verbs": [{"name", "on", "operands", "options": [{"name",
  * "arg", "help", "required"}], "method", "path", "summary", "console":
- * [VIEW...], "console_body"?}]}: GET /v1/verbs. New reference; NULL when
+ * [VIEW...]}]}: GET /v1/verbs. New reference; NULL when
  * out of memory. */
 json_t *action_verbs_json(void);
 

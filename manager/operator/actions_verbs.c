@@ -41,8 +41,7 @@ const action_verb_def_t action_verbs[] = {
         .summary = "finish an instance in one of its outcomes",
         .about = "Finishes an active instance in the terminal state of OUTCOME (or the\n"
                  "terminal state so named) and resolves its open alerts.",
-        .console = "overdue instance",
-        .console_body = "{\"as\": \"cancelled\"}",
+        .console = "overdue bulk instance",
     },
     {
         INSTANCE_VERB("move", ACTION_MOVE),
@@ -53,6 +52,7 @@ const action_verb_def_t action_verbs[] = {
                  "missed deadline is resolved, and the old step's unsent commands are\n"
                  "cancelled. On an active definition version the state's command is\n"
                  "queued (refused, nothing changed, when its template lacks a variable).",
+        .console = "overdue instance",
     },
     {
         INSTANCE_VERB("retry", ACTION_RETRY),
@@ -63,7 +63,7 @@ const action_verb_def_t action_verbs[] = {
                  "instance of an active definition version in a state with a command:\n"
                  "in shadow mode, in a state without a command or for a finished\n"
                  "instance it is refused (exit 1) and nothing is sent.",
-        .console = "overdue instance",
+        .console = "overdue bulk instance",
     },
     {
         INSTANCE_VERB("claim", ACTION_CLAIM),
@@ -205,9 +205,7 @@ json_t *action_verbs_json(void)
                       subject[v->on], "operands", v->operands != NULL ? v->operands : "", "audited",
                       v->audited, "options", options, "method", v->method, "path", v->path,
                       "summary", v->summary, "console", console);
-        json_t *body = v->console_body != NULL ? json_loads(v->console_body, 0, NULL) : NULL;
-        if (row == NULL || (body != NULL && json_object_set_new(row, "console_body", body) != 0) ||
-            json_array_append_new(list, row) != 0) {
+        if (row == NULL || json_array_append_new(list, row) != 0) {
             json_decref(doc);
             return NULL;
         }

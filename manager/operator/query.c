@@ -42,6 +42,13 @@ static const char instance_sql[] =
     "  'lease_expires_at', steward.rfc3339(i.lease_expires_at), "
     "  'lease_renewed_at', steward.rfc3339(i.lease_renewed_at), "
     "  'resend_pending', i.resend_pending, "
+    "  'mode', d.mode, "
+    "  'has_command', coalesce((d.document->'states'->i.state) ? 'command', false), "
+    "  'outcomes', (SELECT coalesce(json_agg(json_build_object('outcome', s.value->>'terminal', "
+    "       'state', s.key) ORDER BY s.key), '[]') FROM jsonb_each(d.document->'states') s "
+    "     WHERE s.value ? 'terminal'), "
+    "  'states', (SELECT coalesce(json_agg(s.key ORDER BY s.key), '[]') "
+    "     FROM jsonb_each(d.document->'states') s WHERE NOT s.value ? 'terminal'), "
     "  'commands', coalesce((SELECT json_agg(json_build_object("
     "       'state', c.state, 'step', c.step, 'attempt', c.attempt, 'token', c.token, "
     "       'type', c.type, 'topic', c.topic, 'ce_id', c.ce_id, "
@@ -51,7 +58,7 @@ static const char instance_sql[] =
     "       'sent_at', steward.rfc3339(c.sent_at), "
     "       'cancelled_at', steward.rfc3339(c.cancelled_at), 'cancel_reason', c.cancel_reason, "
     "       'delivery_attempts', c.attempts, "
-    "       'last_error', c.last_error) ORDER BY c.id) "
+    "       'last_error', c.last_error, 'payload', c.payload) ORDER BY c.id) "
     "     FROM (SELECT * FROM steward.commands WHERE process = i.process AND key = i.key "
     "       ORDER BY id DESC LIMIT " QUERY_COMMANDS_STR ") c), '[]'), "
     "  'ms_in_state', NULL, '.entered_ms', steward.to_ms(i.state_entered_at), "
@@ -64,8 +71,17 @@ static const char instance_sql[] =
     "       'event_time', steward.rfc3339(h.event_time), "
     "       'from_state', h.from_state, 'to_state', h.to_state, 'outcome', h.outcome, "
     "       'replayed', h.replayed, 'detail', h.detail, 'actor', h.actor, "
-    "       'reason', h.reason) ORDER BY h.id) "
+    "       'reason', h.reason, 'recorded_at', steward.rfc3339(h.recorded_at)) "
+    "       ORDER BY h.event_time, h.id) "
     "     FROM steward.history h WHERE h.process = i.process AND h.key = i.key), '[]'), "
+    "  'parked', coalesce((SELECT json_agg(json_build_object("
+    "       'event_id', p.event_id, 'event_type', p.event_type, 'topic', p.topic, "
+    "       'partition', p.partition, 'offset', p.\"offset\", "
+    "       'event_time', steward.rfc3339(p.event_time), "
+    "       'parked_at', steward.rfc3339(p.parked_at), "
+    "       'expires_at', steward.rfc3339(p.expires_at), 'payload', p.payload) "
+    "       ORDER BY p.event_time, p.id) "
+    "     FROM steward.parked p WHERE p.process = i.process AND p.key = i.key), '[]'), "
     "  'alerts', coalesce((SELECT json_agg(json_build_object("
     "       'id', a.id, 'kind', a.kind, 'state', a.state, 'summary', a.summary, "
     "       'opened_at', steward.rfc3339(a.opened_at), "
@@ -73,7 +89,9 @@ static const char instance_sql[] =
     "       'acked_by', a.acked_by) ORDER BY a.id) "
     "     FROM steward.alerts a WHERE a.process = i.process AND a.key = i.key), '[]')"
     ")::text "
-    "FROM steward.instances i WHERE i.process = $1 AND i.key = $2";
+    "FROM steward.instances i LEFT JOIN steward.definitions d "
+    "  ON d.process = i.process AND d.version = i.version "
+    "WHERE i.process = $1 AND i.key = $2";
 
 /* The int field `name` of `doc` in ms, ENGINE_NO_DEADLINE when null. */
 static int64_t ms_field(const json_t *doc, const char *name)
@@ -184,15 +202,17 @@ static err_class_t json_query(PGconn *conn, const char *what, const char *sql, i
     return cls;
 }
 
-/* Each alert carries where its instance stands: its state and how long
- * it has been in it (ms_in_state, the engine's at the watermark, added
- * after by in_state(); a placeholder here, so it keeps its place). */
+/* A group's `oldest` is its oldest alert's opening time, in the one form
+ * (its text sorts as the times do). Each alert carries where its instance
+ * stands: its state and how long it has been in it (ms_in_state, the
+ * engine's at the watermark, added after by in_state(); a placeholder
+ * here, so it keeps its place). */
 static const char stuck_sql[] =
     "WITH " WATERMARKS_CTE
     "SELECT json_build_object('groups', coalesce(json_agg(g ORDER BY g.oldest, g.process, "
     "  g.state), '[]'))::text FROM ("
     "  SELECT coalesce(a.process, '') AS process, coalesce(a.state, '') AS state, "
-    "    min(a.opened_at) AS oldest, count(*) AS open, "
+    "    steward.rfc3339(min(a.opened_at)) AS oldest, count(*) AS open, "
     "    (array_agg(a.owner ORDER BY a.opened_at))[1] AS owner, "
     "    json_agg(json_build_object('id', a.id, 'kind', a.kind, 'key', a.key, 'owner', a.owner, "
     "      'summary', a.summary, 'dedup_key', a.dedup_key, "
@@ -232,7 +252,8 @@ err_class_t query_stuck(PGconn *conn, const char *process, json_t **out, char *e
 static const char instances_sql[] =
     "WITH " WATERMARKS_CTE ", page AS ("
     "  SELECT i.*, coalesce(d.document->'states'->i.state->>'owner', d.document->>'owner') "
-    "    AS owner FROM steward.instances i "
+    "    AS owner, d.mode, coalesce((d.document->'states'->i.state) ? 'command', false) "
+    "    AS has_command FROM steward.instances i "
     "  LEFT JOIN steward.definitions d ON d.process = i.process AND d.version = i.version "
     "  WHERE ($1::text IS NULL OR i.process = $1) AND ($2::text IS NULL OR i.state = $2) "
     "    AND ($3::text IS NULL OR left(i.key, length($3)) = $3) "
@@ -251,7 +272,8 @@ static const char instances_sql[] =
     "  '.watermark_ms', steward.to_ms(wm.watermark), "
     "  '.deadline_ms', CASE WHEN s.status = 'active' THEN steward.to_ms(s.deadline_at) END, "
     "  'ms_in_state', NULL, '.entered_ms', steward.to_ms(s.state_entered_at), "
-    "  'claimed_by', s.claimed_by) ORDER BY s.process, s.key) "
+    "  'claimed_by', s.claimed_by, 'mode', s.mode, 'has_command', s.has_command) "
+    "  ORDER BY s.process, s.key) "
     "  FROM shown s LEFT JOIN wm ON wm.process = s.process), '[]'), "
     "  'next', CASE WHEN (SELECT count(*) FROM page) > $8::int THEN "
     "    (SELECT json_build_object('process', s.process, 'key', s.key) FROM shown s "
@@ -295,36 +317,6 @@ static const char processes_sql[] =
 err_class_t query_processes(PGconn *conn, json_t **out, char *errstr, size_t errstr_size)
 {
     return json_query(conn, "listing processes", processes_sql, 0, NULL, out, errstr, errstr_size);
-}
-
-/* A transition's target is a state name, or an object naming it in "to". */
-static const char graph_sql[] =
-    "WITH d AS (SELECT process, version, mode, document FROM steward.definitions "
-    "  WHERE process = $1 ORDER BY version DESC LIMIT 1), "
-    "c AS (SELECT state, count(*) AS open, count(*) FILTER (WHERE overdue) AS overdue "
-    "  FROM steward.instances WHERE process = $1 AND status = 'active' GROUP BY state) "
-    "SELECT json_build_object('process', d.process, 'version', d.version, 'mode', d.mode, "
-    "  'start', d.document->'start'->>'to', "
-    "  'states', (SELECT coalesce(json_agg(json_build_object('name', s.key, "
-    "    'terminal', s.value->>'terminal', 'deadline', s.value->>'deadline', "
-    "    'owner', coalesce(s.value->>'owner', d.document->>'owner'), "
-    "    'open', coalesce(c.open, 0), 'overdue', coalesce(c.overdue, 0)) ORDER BY s.key), '[]') "
-    "    FROM jsonb_each(d.document->'states') s LEFT JOIN c ON c.state = s.key), "
-    "  'transitions', (SELECT coalesce(json_agg(t ORDER BY t.\"from\", t.event), '[]') FROM ("
-    "    SELECT s.key AS \"from\", o.key AS event, CASE jsonb_typeof(o.value) "
-    "      WHEN 'string' THEN o.value #>> '{}' ELSE o.value->>'to' END AS \"to\" "
-    "    FROM jsonb_each(d.document->'states') s, "
-    "      jsonb_each(coalesce(s.value->'on', '{}'::jsonb)) o "
-    "    UNION ALL SELECT s.key, 'timeout', s.value->>'on_timeout' "
-    "    FROM jsonb_each(d.document->'states') s WHERE s.value ? 'on_timeout') t)"
-    ")::text FROM d";
-
-err_class_t query_graph(PGconn *conn, const char *process, json_t **out, char *errstr,
-                        size_t errstr_size)
-{
-    const char *params[1] = {process};
-    return json_query(conn, "reading a definition's graph", graph_sql, 1, params, out, errstr,
-                      errstr_size);
 }
 
 err_class_t query_watermark(PGconn *conn, const char *process, int64_t *ms, char *errstr,
