@@ -41,8 +41,18 @@ bool cli_extra_args(int argc, char **argv, const char *cmd, const char *usage)
     return true;
 }
 
-int cli_help_or_usage(int opt, const char *usage)
+int cli_help_or_usage(const char *cmd, int opt, char **argv, const char *usage)
 {
+    if (opt == '?' || opt == ':') {
+        /* getopt left the offending word behind optind, or in optopt for
+         * a short option. */
+        char shortopt[3] = {'-', (char) optopt, '\0'};
+        const char *word = optopt > 0 && optopt < 128 ? shortopt : argv[optind - 1];
+        if (opt == ':')
+            fprintf(stderr, "%s: option '%s' needs a value\n", cmd, word);
+        else
+            fprintf(stderr, "%s: unknown option '%s'\n", cmd, word);
+    }
     fputs(usage, opt == 'h' ? stdout : stderr);
     return opt == 'h' ? EXIT_OK : EXIT_USAGE;
 }

@@ -52,9 +52,9 @@ static const char backtest_usage[] =
     "The scratch database is created on the server of the configured database\n"
     "(--database, $STEWARD_DATABASE_URL, the config's database or\n"
     "database_file), whose user needs CREATEDB; the live schema is not read.\n"
-    "--json prints {\"alerts\": [...], \"rejected\": {...}}: the alerts, and the\n"
-    "rejected messages by reason and by topic.\n"
-    "\n" CLI_COMMON_USAGE;
+    "\n" CLI_CONFIG_USAGE
+    "  --json                print {\"alerts\": [...], \"rejected\": {...}}: the\n"
+    "                        alerts, and the rejected messages by reason and topic\n" CLI_HELP_USAGE;
 
 static volatile sig_atomic_t backtest_done;
 

@@ -14,6 +14,7 @@
  * candidate key like any field (--key names the key instead).
  */
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/rfc3339.h"
@@ -559,7 +560,8 @@ int cli_discover(int argc, char **argv)
     int opt, as_json = 0;
 
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTIONS, options, NULL)) != -1) {
         switch (opt) {
         case 't':
             topics_arg = optarg;
@@ -608,7 +610,7 @@ int cli_discover(int argc, char **argv)
             break;
         default:
             free(props);
-            return cli_help_or_usage(opt, discover_usage);
+            return cli_help_or_usage("steward discover", opt, argv, discover_usage);
         }
     }
     /* The config as `steward run` reads it (file, then the environment), for

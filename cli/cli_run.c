@@ -19,6 +19,7 @@
  * exits 0.
  */
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "common/clock.h"
 #include "common/db.h"
 #include "common/err.h"
@@ -618,7 +619,8 @@ int cli_run(int argc, char **argv)
     if (flags == NULL)
         return EXIT_RUNTIME;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTIONS, options, NULL)) != -1) {
         const char *key = NULL;
         switch (opt) {
         case 'c':
@@ -672,7 +674,7 @@ int cli_run(int argc, char **argv)
             break;
         default:
             free(flags);
-            return cli_help_or_usage(opt, run_usage);
+            return cli_help_or_usage("steward run", opt, argv, run_usage);
         }
         flags[n_flags++] = (config_flag_t){key, optarg};
     }

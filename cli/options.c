@@ -57,20 +57,8 @@ int cli_opts_take(cli_opts_t *o, int opt, const char *arg)
     case CLI_OPT_JSON:
         o->json = true;
         return -1;
-    case '?':
-    case ':': {
-        /* getopt left the offending word behind optind, or in optopt for
-         * a short option. */
-        char shortopt[3] = {'-', (char) optopt, '\0'};
-        const char *word = optopt > 0 && optopt < 128 ? shortopt : o->argv[optind - 1];
-        if (opt == ':')
-            fprintf(stderr, "%s: option '%s' needs a value\n", o->cmd, word);
-        else
-            fprintf(stderr, "%s: unknown option '%s'\n", o->cmd, word);
-        return cli_help_or_usage(opt, o->usage);
-    }
     default:
-        return cli_help_or_usage(opt, o->usage);
+        return cli_help_or_usage(o->cmd, opt, o->argv, o->usage);
     }
 }
 

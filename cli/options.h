@@ -41,14 +41,18 @@ enum {
         "help", no_argument, NULL, 'h'                                                             \
     }
 
-/* The help lines for the common options, for a verb's usage text. */
-#define CLI_COMMON_USAGE                                                                           \
+/* The help lines for the common options, for a verb's usage text: all of
+ * them (CLI_COMMON_USAGE), or the three parts around --json's line for a
+ * verb whose --json prints something else. */
+#define CLI_CONFIG_USAGE                                                                           \
     "  --config FILE         a JSON config file ($STEWARD_CONFIG)\n"                               \
     "  --database CONNINFO   libpq connection string ($STEWARD_DATABASE_URL,\n"                    \
     "                        or the config's database / database_file)\n"                          \
-    "  --set KEY=VALUE       any config key, e.g. retention.history=60d\n"                         \
-    "  --json                print one JSON object instead of text\n"                              \
-    "  -h, --help            this help\n"
+    "  --set KEY=VALUE       any config key (KEY_file: a secret's file), e.g.\n"                   \
+    "                        retention.history=60d\n"
+#define CLI_JSON_USAGE   "  --json                print one JSON object instead of text\n"
+#define CLI_HELP_USAGE   "  -h, --help            this help\n"
+#define CLI_COMMON_USAGE CLI_CONFIG_USAGE CLI_JSON_USAGE CLI_HELP_USAGE
 
 typedef struct cli_opts {
     const char *cmd;         /* "steward stuck", for messages */

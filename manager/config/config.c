@@ -457,13 +457,25 @@ static err_class_t set_value(config_t *cfg, const config_key_t *key, const char 
     return ERR_FATAL;
 }
 
+static bool secret_file_key(const char *key, char *base, size_t base_size);
+
+/* NAME_file, as in the config file: the key NAME set to the text of the
+ * file `value` names (a secret), so --set takes every key the file does. */
 err_class_t config_set(config_t *cfg, const char *name, const char *value, char *errstr,
                        size_t errstr_size)
 {
+    char base[128], why[512];
     const config_key_t *key = find_key(name);
-    if (key == NULL)
+    if (key != NULL)
+        return set_value(cfg, key, value, errstr, errstr_size);
+    if (!secret_file_key(name, base, sizeof base) || (key = find_key(base)) == NULL)
         return unknown_key("", name, errstr, errstr_size);
-    return set_value(cfg, key, value, errstr, errstr_size);
+    char *text = secret_read_file(value, why, sizeof why);
+    if (text == NULL)
+        return err_set(ERR_INVALID, errstr, errstr_size, "%s: %s", name, why);
+    err_class_t cls = set_value(cfg, key, text, errstr, errstr_size);
+    free(text);
+    return cls;
 }
 
 /* The librdkafka properties Steward sets itself and relies on: one taken
