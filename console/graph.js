@@ -69,10 +69,15 @@ function drawGraph(graph) {
     .filter(e => e.a && e.b);
   for (const e of edges) { e.a.out.push(e); e.b.in.push(e); }
   const byRow = (f) => (x, y) => (f(x).row - f(y).row) || (f(x).col - f(y).col);
+  /* Exits sit 3 px above, entries 3 px below the even spacing: in a
+   * channel, an edge leaving column c never runs along one entering
+   * column c + 1 at the same height. */
   for (const n of Object.values(nodes)) {
-    n.out.sort(byRow(e => e.b)).forEach((e, i, all) => { e.y1 = n.y + H * (i + 1) / (all.length + 1); });
-    n.in.sort(byRow(e => e.a)).forEach((e, i, all) => { e.y2 = n.y + H * (i + 1) / (all.length + 1); });
+    n.out.sort(byRow(e => e.b)).forEach((e, i, all) => { e.y1 = n.y + H * (i + 1) / (all.length + 1) - 3; });
+    n.in.sort(byRow(e => e.a)).forEach((e, i, all) => { e.y2 = n.y + H * (i + 1) / (all.length + 1) + 3; });
   }
+  for (const e of edges)
+    if (e.b.col === e.a.col + 1 && Math.abs(e.y1 - e.y2) <= 6) e.y2 = e.y1; /* straight, not a jog */
   /* Lanes: the channel right of column c (c = -1: left of column 0), the
    * gap above row r (r = rows: below the last row). */
   const lanes = {};
