@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 static const char *const reason_names[DECODE_N_REASONS] = {
@@ -46,6 +47,52 @@ static const char *const reason_names[DECODE_N_REASONS] = {
 const char *decode_reason_name(decode_reason_t reason)
 {
     return reason < DECODE_N_REASONS ? reason_names[reason] : "unknown";
+}
+
+static const char *const trace_names[DECODE_TRACE_N] = {
+    "none", "ok", "bad_version", "bad_format", "zero_trace_id", "zero_span_id",
+};
+
+const char *decode_trace_name(decode_trace_t trace)
+{
+    return trace < DECODE_TRACE_N ? trace_names[trace] : "unknown";
+}
+
+/* n lowercase hex digits at s, and whether they are all zero. */
+static bool lower_hex(const char *s, size_t n, bool *zero)
+{
+    *zero = true;
+    for (size_t i = 0; i < n; i++) {
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+        if (s[i] != '0')
+            *zero = false;
+    }
+    return true;
+}
+
+decode_trace_t decode_traceparent(const char *text, size_t len,
+                                  char out[DECODE_TRACEPARENT_LEN + 1])
+{
+    bool zero;
+    out[0] = '\0';
+    if (len >= 3 && text[2] == '-' && lower_hex(text, 2, &zero) && memcmp(text, "00", 2) != 0)
+        return DECODE_TRACE_BAD_VERSION;
+    /* Version 00 has exactly these fields: a longer one is malformed too. */
+    if (len != DECODE_TRACEPARENT_LEN || memcmp(text, "00-", 3) != 0 || text[35] != '-' ||
+        text[52] != '-' || !lower_hex(text + 53, 2, &zero))
+        return DECODE_TRACE_BAD_FORMAT;
+    if (!lower_hex(text + 3, 32, &zero))
+        return DECODE_TRACE_BAD_FORMAT;
+    if (zero)
+        return DECODE_TRACE_ZERO_TRACE_ID;
+    if (!lower_hex(text + 36, 16, &zero))
+        return DECODE_TRACE_BAD_FORMAT;
+    if (zero)
+        return DECODE_TRACE_ZERO_SPAN_ID;
+    memcpy(out, text, DECODE_TRACEPARENT_LEN);
+    out[DECODE_TRACEPARENT_LEN] = '\0';
+    return DECODE_TRACE_OK;
 }
 
 /* The deepest nesting of arrays and objects, outside strings; stops
@@ -166,6 +213,24 @@ static json_t *text_headers(const decode_input_t *in)
     return out;
 }
 
+/* The event's traceparent (see decode_trace_t): the Kafka header, which
+ * the last producer's instrumentation sets, else the CloudEvents
+ * extension format_cloudevents() found. */
+static void read_trace(const decode_input_t *in, decode_message_t *out)
+{
+    for (size_t i = 0; i < in->n_headers; i++) {
+        const decode_header_t *h = &in->headers[i];
+        if (h->name != NULL && strcasecmp(h->name, "traceparent") == 0) {
+            out->trace = h->value != NULL ? decode_traceparent(h->value, h->len, out->traceparent)
+                                          : DECODE_TRACE_BAD_FORMAT;
+            return;
+        }
+    }
+    if (out->ce_traceparent != NULL)
+        out->trace =
+            decode_traceparent(out->ce_traceparent, strlen(out->ce_traceparent), out->traceparent);
+}
+
 static decode_reason_t judge_message(const decode_input_t *in, const decode_limits_t *limits,
                                      def_format_t format, decode_message_t *out, char *detail,
                                      size_t detail_size)
@@ -257,8 +322,10 @@ static decode_reason_t judge_message(const decode_input_t *in, const decode_limi
 
     reason = format_cloudevents(in, out, detail, detail_size);
 
-    if (reason == DECODE_OK)
+    if (reason == DECODE_OK) {
         out->headers = text_headers(in);
+        read_trace(in, out);
+    }
 
 done:
     if (reason != DECODE_OK)

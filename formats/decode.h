@@ -109,6 +109,37 @@ typedef struct decode_limits {
 /* True if `ms` is an event time Steward accepts (see above). */
 bool decode_time_in_range(int64_t ms);
 
+/*
+ * W3C Trace Context: the traceparent of an event, read from its Kafka
+ * header `traceparent`, else its CloudEvents distributed-tracing
+ * extension (binary mode's `ce_traceparent` header, structured mode's
+ * `traceparent` attribute). Version 00 only: "00-" 32 lowercase hex
+ * digits (the trace id, not all zero) "-" 16 (the span id, not all zero)
+ * "-" 2 (the flags). A malformed one never rejects the event: it is
+ * ignored, and its reason counted (steward_traceparent_ignored_total).
+ */
+typedef enum decode_trace {
+    DECODE_TRACE_NONE = 0,    /* the event carries none */
+    DECODE_TRACE_OK,          /* a valid one, kept */
+    DECODE_TRACE_BAD_VERSION, /* a version other than 00 */
+    DECODE_TRACE_BAD_FORMAT,  /* not 00-<32 hex>-<16 hex>-<2 hex> in lowercase */
+    DECODE_TRACE_ZERO_TRACE_ID,
+    DECODE_TRACE_ZERO_SPAN_ID,
+    DECODE_TRACE_N
+} decode_trace_t;
+
+#define DECODE_TRACEPARENT_LEN 55 /* "00-" + 32 + "-" + 16 + "-" + 2 */
+
+/* The name of a traceparent's fate, as the metric's reason label says it. */
+const char *decode_trace_name(decode_trace_t trace);
+
+/*
+ * Judges one traceparent (len bytes, not NUL-terminated). On
+ * DECODE_TRACE_OK `out` holds it as text; otherwise out is "".
+ */
+decode_trace_t decode_traceparent(const char *text, size_t len,
+                                  char out[DECODE_TRACEPARENT_LEN + 1]);
+
 /* A message that passed decode_message(). */
 typedef struct decode_message {
     json_t *value;      /* the parsed value; owned */
@@ -121,10 +152,14 @@ typedef struct decode_message {
     char *ce_source;
     char *ce_time; /* may be NULL in a CloudEvent too */
     char *ce_subject;
-    int64_t schema_id; /* the Confluent wire format's schema id; -1: not framed */
-    json_t *headers;   /* name -> text of each header that is UTF-8 without NUL bytes
-                        and at most DECODE_MAX_HEADER_BYTES (the first of a name);
-                        owned; what a definition's type header is read from */
+    char *ce_traceparent; /* the distributed-tracing extension as sent, unjudged; NULL:
+                             none (what counts is trace and traceparent below) */
+    int64_t schema_id;    /* the Confluent wire format's schema id; -1: not framed */
+    decode_trace_t trace; /* what became of the event's traceparent (see above) */
+    char traceparent[DECODE_TRACEPARENT_LEN + 1]; /* "" unless trace is DECODE_TRACE_OK */
+    json_t *headers; /* name -> text of each header that is UTF-8 without NUL bytes
+                      and at most DECODE_MAX_HEADER_BYTES (the first of a name);
+                      owned; what a definition's type header is read from */
 } decode_message_t;
 
 /*

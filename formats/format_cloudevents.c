@@ -36,7 +36,9 @@ void format_cloudevents_clear(decode_message_t *out)
     free(out->ce_source);
     free(out->ce_time);
     free(out->ce_subject);
+    free(out->ce_traceparent);
     out->ce_type = out->ce_id = out->ce_source = out->ce_time = out->ce_subject = NULL;
+    out->ce_traceparent = NULL;
 }
 
 /* The CloudEvents 1.0 required attributes, present and non-empty; a
@@ -107,6 +109,11 @@ static decode_reason_t structured_ce(decode_message_t *out, char *detail, size_t
     out->ce_source = member_string(out->value, "source", &mistyped);
     out->ce_time = member_string(out->value, "time", &mistyped);
     out->ce_subject = member_string(out->value, "subject", &mistyped);
+    /* An extension: mistyped, it is a malformed traceparent (ignored and
+     * counted by decode), never a rejected event. */
+    json_t *trace = json_object_get(out->value, "traceparent");
+    if (trace != NULL && !json_is_null(trace))
+        out->ce_traceparent = strdup(json_is_string(trace) ? json_string_value(trace) : "");
 
     decode_reason_t reason;
     if (mistyped) {
@@ -187,6 +194,7 @@ static decode_reason_t binary_ce(const decode_input_t *in, decode_message_t *out
     out->ce_source = header_string(find_header(in, "ce_source"));
     out->ce_time = header_string(find_header(in, "ce_time"));
     out->ce_subject = header_string(find_header(in, "ce_subject"));
+    out->ce_traceparent = header_string(find_header(in, "ce_traceparent"));
     decode_reason_t reason = check_ce(out, specversion, true, detail, detail_size);
     free(specversion);
     return reason;

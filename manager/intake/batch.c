@@ -293,6 +293,12 @@ err_class_t batch_commit(batch_ctx_t *ctx, batch_t *b, batch_stats_t *stats, cha
         metrics_add(&metrics.outcomes[i], b->outcome_counts[i]);
     for (size_t i = 0; i < DECODE_N_REASONS; i++)
         metrics_add(&metrics.rejected[i], b->reject_counts[i]);
+    for (size_t m = 0; m < b->n_msgs; m++) {
+        decode_trace_t trace = b->decoded[m].trace;
+        if (!batch_msg_fenced(b, m) && b->msg_reason[m] == DECODE_OK &&
+            trace != DECODE_TRACE_NONE && trace != DECODE_TRACE_OK)
+            metrics_add(&metrics.traceparent_ignored[trace], 1);
+    }
     metrics_add(&metrics.events_ignored, (long long) b->stats.ignored);
     metrics_add(&metrics.batches_committed, 1);
     metrics_add(&metrics.events_deferred, (long long) b->deferred.n);

@@ -12,7 +12,8 @@
 
 void batch_add_history(batch_t *b, const slot_t *slot, const char *event_id, const char *event_type,
                        const char *topic, int32_t partition, int64_t offset, int64_t time_ms,
-                       const engine_result_t *r, bool replayed, int64_t epoch)
+                       const engine_result_t *r, bool replayed, int64_t epoch,
+                       const char *traceparent)
 {
     const def_t *def = slot->def;
 
@@ -38,6 +39,7 @@ void batch_add_history(batch_t *b, const slot_t *slot, const char *event_id, con
             .entered_ms = batch_nullable_ms(r->entered_ms),
             .time_in_state_ms = r->time_in_state_ms >= 0 ? r->time_in_state_ms : ROWS_NULL,
             .deadline_late_by_ms = r->deadline_late_by_ms,
+            .traceparent = traceparent,
         });
     if (r->late_by_ms > 0)
         b->n_late++;
@@ -61,7 +63,7 @@ void batch_add_history(batch_t *b, const slot_t *slot, const char *event_id, con
 void batch_add_released(batch_t *b, const slot_t *slot, const char *event_id,
                         const char *event_type, const char *topic, int32_t partition,
                         int64_t offset, int64_t time_ms, const engine_result_t *r, bool replayed,
-                        int64_t epoch)
+                        int64_t epoch, const char *traceparent)
 {
     if (r->released[0] == '\0')
         return;
@@ -74,7 +76,7 @@ void batch_add_released(batch_t *b, const slot_t *slot, const char *event_id,
     rel.time_in_state_ms = -1;
     snprintf(rel.detail, sizeof rel.detail, "%s", r->released);
     batch_add_history(b, slot, event_id, event_type, topic, partition, offset, time_ms, &rel,
-                      replayed, epoch);
+                      replayed, epoch, traceparent);
 }
 
 /* One event to judge: a message of the batch or a deferred one; all
@@ -84,6 +86,7 @@ typedef struct event_view {
     int32_t partition;
     int64_t offset, time_ms, token, epoch;
     json_t *data;
+    const char *traceparent; /* NULL: none */
 } event_view_t;
 
 static err_class_t judge_event(batch_t *b, slot_t *slot, const event_view_t *v, char *errstr,
@@ -102,9 +105,9 @@ static err_class_t judge_event(batch_t *b, slot_t *slot, const event_view_t *v, 
         r = engine_undeclared(slot->def, &slot->inst, v->type);
     }
     batch_add_history(b, slot, v->id, v->type, v->topic, v->partition, v->offset, v->time_ms, &r,
-                      false, v->epoch);
+                      false, v->epoch, v->traceparent);
     batch_add_released(b, slot, v->id, v->type, v->topic, v->partition, v->offset, v->time_ms, &r,
-                       false, v->epoch);
+                       false, v->epoch, v->traceparent);
     batch_note_alerts(b, slot, &r, was_overdue, was_process_overdue, v->type, v->id);
     if (!seen && !batch_slot_add_seen(slot, v->id))
         return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
@@ -145,6 +148,9 @@ err_class_t batch_judge_item(batch_t *b, item_t *item, char *errstr, size_t errs
         .token = item->env.token,
         .epoch = b->parts[b->msg_part[item->msg]].epoch,
         .data = (json_t *) b->decoded[item->msg].data,
+        .traceparent = b->decoded[item->msg].trace == DECODE_TRACE_OK
+                           ? b->decoded[item->msg].traceparent
+                           : NULL,
     };
     return judge_event(b, item->slot, &v, errstr, errstr_size);
 }

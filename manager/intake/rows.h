@@ -70,7 +70,8 @@ typedef struct rows_bytes {
     X(late_by_ms, int)                                                                             \
     X(entered_ms, int)                                                                             \
     X(time_in_state_ms, int)                                                                       \
-    X(deadline_late_by_ms, int)
+    X(deadline_late_by_ms, int)                                                                    \
+    X(traceparent, text)
 
 #define ROWS_PARKED(X)                                                                             \
     ROWS_KEPT(X)                                                                                   \

@@ -564,15 +564,15 @@ err_class_t store_read_parked(store_t *store, const store_key_t *keys, size_t n,
 #define WRITE_HISTORY_INSERT                                                                       \
     "INSERT INTO steward.history (process, key, version, event_id, event_type, topic, "            \
     "  partition, \"offset\", event_time, from_state, to_state, outcome, replayed, detail, "       \
-    "  replica, epoch, late_by_ms, entered_at, time_in_state_ms) "                                 \
-    "SELECT p, k, v, e, t, tp, pa, o, steward.from_ms(et), fs, ts, oc, rp, d, $20, ep, lb, "       \
-    "  steward.from_ms(en), st "                                                                   \
+    "  replica, epoch, late_by_ms, entered_at, time_in_state_ms, traceparent) "                    \
+    "SELECT p, k, v, e, t, tp, pa, o, steward.from_ms(et), fs, ts, oc, rp, d, $21, ep, lb, "       \
+    "  steward.from_ms(en), st, tr "                                                               \
     "FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], "          \
     "  $7::int[], $8::bigint[], $9::bigint[], $10::text[], $11::text[], $12::text[], "             \
     "  $13::bool[], $14::text[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[], "     \
-    "  $19::bigint[]) "                                                                            \
+    "  $19::bigint[], $20::text[]) "                                                               \
     "  WITH ORDINALITY AS u(p, k, v, e, t, tp, pa, o, et, fs, ts, oc, rp, d, ep, lb, en, st, dl, " \
-    "  n) "                                                                                        \
+    "  tr, n) "                                                                                    \
     "ORDER BY n "
 
 static const char write_history_sql[] = WRITE_HISTORY_INSERT;

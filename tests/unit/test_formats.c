@@ -3,7 +3,10 @@
  * them (the Confluent wire format: magic byte 0, a 4-byte schema id, the
  * payload): refused with the schema id unless the topic's format says
  * the payload is JSON, read then; and each process refuses framed values
- * its own definition did not declare.
+ * its own definition did not declare. And the W3C traceparent of an
+ * event, from its Kafka header or its CloudEvents extension (binary and
+ * structured mode): kept when valid, ignored with its reason when not,
+ * never a rejection.
  */
 #include "formats/decode.h"
 #include "formats/format_confluent.h"
@@ -194,6 +197,129 @@ START_TEST(the_format_is_checked_naming_the_topic)
 }
 END_TEST
 
+#define TRACE_ID "4bf92f3577b34da6a3ce929d0e0e4736"
+#define TP       "00-" TRACE_ID "-00f067aa0ba902b7-01"
+
+START_TEST(a_traceparent_is_judged)
+{
+    static const struct {
+        const char *text;
+        decode_trace_t want;
+    } cases[] = {
+        {TP, DECODE_TRACE_OK},
+        {"00-" TRACE_ID "-00f067aa0ba902b7-00", DECODE_TRACE_OK},
+        {"01-" TRACE_ID "-00f067aa0ba902b7-01", DECODE_TRACE_BAD_VERSION},
+        {"ff-" TRACE_ID "-00f067aa0ba902b7-01", DECODE_TRACE_BAD_VERSION},
+        {"00-00000000000000000000000000000000-00f067aa0ba902b7-01", DECODE_TRACE_ZERO_TRACE_ID},
+        {"00-" TRACE_ID "-0000000000000000-01", DECODE_TRACE_ZERO_SPAN_ID},
+        {"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", DECODE_TRACE_BAD_FORMAT},
+        {"00-" TRACE_ID "-00f067aa0ba902b7-1", DECODE_TRACE_BAD_FORMAT},
+        {"00-" TRACE_ID "-00f067aa0ba902b7-01-", DECODE_TRACE_BAD_FORMAT},
+        {"00-" TRACE_ID "x00f067aa0ba902b7-01", DECODE_TRACE_BAD_FORMAT},
+        {"00-" TRACE_ID "-00f067aa0ba902g7-01", DECODE_TRACE_BAD_FORMAT},
+        {"00-" TRACE_ID "-00f067aa0ba902b7-zz", DECODE_TRACE_BAD_FORMAT},
+        {"", DECODE_TRACE_BAD_FORMAT},
+        {"garbage", DECODE_TRACE_BAD_FORMAT},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char out[DECODE_TRACEPARENT_LEN + 1];
+        decode_trace_t got = decode_traceparent(cases[i].text, strlen(cases[i].text), out);
+        ck_assert_msg(got == cases[i].want, "%s: %s, expected %s", cases[i].text,
+                      decode_trace_name(got), decode_trace_name(cases[i].want));
+        ck_assert_str_eq(out, got == DECODE_TRACE_OK ? cases[i].text : "");
+    }
+}
+END_TEST
+
+/* The message with `headers`, decoded; the event is never rejected. */
+static void decode_with(const char *value, const decode_header_t *headers, size_t n)
+{
+    decode_input_t in = input("orders", value, strlen(value));
+    in.headers = headers;
+    in.n_headers = n;
+    ck_assert_int_eq(decode_message(&in, &limits, &msg, detail, sizeof detail), DECODE_OK);
+}
+
+START_TEST(the_kafka_header_carries_it)
+{
+    decode_header_t ok[] = {{"traceparent", TP, strlen(TP)}};
+    decode_with("{\"order_id\":\"a\"}", ok, 1);
+    ck_assert_int_eq(msg.trace, DECODE_TRACE_OK);
+    ck_assert_str_eq(msg.traceparent, TP);
+    decode_message_clear(&msg);
+
+    decode_header_t bad[] = {{"traceparent", "00-zz", 5}};
+    decode_with("{\"order_id\":\"a\"}", bad, 1);
+    ck_assert_int_eq(msg.trace, DECODE_TRACE_BAD_FORMAT);
+    ck_assert_str_eq(msg.traceparent, "");
+    decode_message_clear(&msg);
+
+    decode_with("{\"order_id\":\"a\"}", NULL, 0);
+    ck_assert_int_eq(msg.trace, DECODE_TRACE_NONE);
+    ck_assert_str_eq(msg.traceparent, "");
+}
+END_TEST
+
+START_TEST(a_binary_cloudevent_carries_it_in_ce_traceparent)
+{
+    decode_header_t h[] = {{"ce_specversion", "1.0", 3},
+                           {"ce_type", "Placed", 6},
+                           {"ce_id", "1", 1},
+                           {"ce_source", "shop", 4},
+                           {"ce_traceparent", TP, strlen(TP)}};
+    decode_with("{\"order_id\":\"a\"}", h, 5);
+    ck_assert_int_eq(msg.trace, DECODE_TRACE_OK);
+    ck_assert_str_eq(msg.traceparent, TP);
+    decode_message_clear(&msg);
+
+    const char *zero = "00-" TRACE_ID "-0000000000000000-01";
+    h[4] = (decode_header_t){"ce_traceparent", zero, strlen(zero)};
+    decode_with("{\"order_id\":\"a\"}", h, 5);
+    ck_assert_int_eq(msg.trace, DECODE_TRACE_ZERO_SPAN_ID);
+    ck_assert_str_eq(msg.traceparent, "");
+}
+END_TEST
+
+START_TEST(a_structured_cloudevent_carries_it_as_an_attribute)
+{
+    decode_header_t ct[] = {{"content-type", "application/cloudevents+json", 28}};
+    decode_with("{\"specversion\":\"1.0\",\"type\":\"Placed\",\"id\":\"1\",\"source\":\"shop\","
+                "\"traceparent\":\"" TP "\",\"data\":{\"order_id\":\"a\"}}",
+                ct, 1);
+    ck_assert_int_eq(msg.trace, DECODE_TRACE_OK);
+    ck_assert_str_eq(msg.traceparent, TP);
+    decode_message_clear(&msg);
+
+    /* mistyped: ignored, the event still decodes */
+    decode_with("{\"specversion\":\"1.0\",\"type\":\"Placed\",\"id\":\"1\",\"source\":\"shop\","
+                "\"traceparent\":7,\"data\":{\"order_id\":\"a\"}}",
+                ct, 1);
+    ck_assert_int_eq(msg.trace, DECODE_TRACE_BAD_FORMAT);
+    decode_message_clear(&msg);
+
+    decode_with("{\"specversion\":\"1.0\",\"type\":\"Placed\",\"id\":\"1\",\"source\":\"shop\","
+                "\"traceparent\":\"01-" TRACE_ID "-00f067aa0ba902b7-01\","
+                "\"data\":{\"order_id\":\"a\"}}",
+                ct, 1);
+    ck_assert_int_eq(msg.trace, DECODE_TRACE_BAD_VERSION);
+}
+END_TEST
+
+START_TEST(the_kafka_header_comes_before_the_extension)
+{
+    const char *other = "00-" TRACE_ID "-1111111111111111-01";
+    decode_header_t h[] = {{"ce_specversion", "1.0", 3},
+                           {"ce_type", "Placed", 6},
+                           {"ce_id", "1", 1},
+                           {"ce_source", "shop", 4},
+                           {"ce_traceparent", other, strlen(other)},
+                           {"traceparent", TP, strlen(TP)}};
+    decode_with("{\"order_id\":\"a\"}", h, 6);
+    ck_assert_int_eq(msg.trace, DECODE_TRACE_OK);
+    ck_assert_str_eq(msg.traceparent, TP);
+}
+END_TEST
+
 Suite *formats_suite(void)
 {
     Suite *s = suite_create("formats");
@@ -204,6 +330,11 @@ Suite *formats_suite(void)
     tcase_add_test(tc, a_topic_in_confluent_json_is_read);
     tcase_add_test(tc, a_process_refuses_framed_values_it_did_not_declare);
     tcase_add_test(tc, the_format_is_checked_naming_the_topic);
+    tcase_add_test(tc, a_traceparent_is_judged);
+    tcase_add_test(tc, the_kafka_header_carries_it);
+    tcase_add_test(tc, a_binary_cloudevent_carries_it_in_ce_traceparent);
+    tcase_add_test(tc, a_structured_cloudevent_carries_it_as_an_attribute);
+    tcase_add_test(tc, the_kafka_header_comes_before_the_extension);
     suite_add_tcase(s, tc);
     return s;
 }
