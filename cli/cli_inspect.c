@@ -9,9 +9,11 @@
 #include "definitions/duration.h"
 #include "formats/decode.h"
 #include "manager/operator/query.h"
+#include "manager/sinks/payload.h"
 
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char inspect_usage[] =
@@ -32,7 +34,8 @@ static const char *str(const json_t *obj, const char *name)
     return value != NULL ? value : "-";
 }
 
-static void print_text(json_t *inst)
+/* tracing_link: the tracing.link template; NULL or "": trace ids alone. */
+static void print_text(json_t *inst, const char *tracing_link)
 {
     size_t i;
     json_t *h;
@@ -141,6 +144,13 @@ static void print_text(json_t *inst)
             printf("  (%s)", detail);
         if (json_is_string(json_object_get(h, "actor")))
             printf("  by %s: %s", str(h, "actor"), str(h, "reason"));
+        const char *trace = json_string_value(json_object_get(h, "trace_id"));
+        if (trace != NULL) {
+            char *link = payload_trace_link(tracing_link, trace);
+            printf("\n      trace %s%s%s", trace, link != NULL ? "  " : "",
+                   link != NULL ? link : "");
+            free(link);
+        }
         printf("\n");
     }
 }
@@ -199,7 +209,8 @@ int cli_inspect(int argc, char **argv)
         /* The HTTP answer, byte for byte in content: one query builds both. */
         cli_print_json(inst);
     } else {
-        print_text(inst);
+        const config_t *cfg = cli_opts_config(&o);
+        print_text(inst, cfg != NULL ? cfg->tracing_link : NULL);
     }
     json_decref(inst);
     PQfinish(conn);

@@ -444,10 +444,14 @@ static err_class_t open_workers(const config_t *cfg, const char *replica, run_ct
                            replica,
                            cfg->unowned_after_ms,
                            (size_t) cfg->scheduler_transactions};
-    notifier_config_t ncfg = {
-        cfg->database,       cfg->notifier_interval_ms,   cfg->http_timeout_ms,
-        cfg->max_backoff_ms, cfg->alertmanager_resend_ms, cfg->max_retry_after_ms,
-        cfg->group_window_ms};
+    notifier_config_t ncfg = {cfg->database,
+                              cfg->notifier_interval_ms,
+                              cfg->http_timeout_ms,
+                              cfg->max_backoff_ms,
+                              cfg->alertmanager_resend_ms,
+                              cfg->max_retry_after_ms,
+                              cfg->group_window_ms,
+                              cfg->tracing_link};
 
     dispatcher_config_t dcfg = {
         .conninfo = cfg->database,

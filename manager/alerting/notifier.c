@@ -40,10 +40,11 @@ notifier_t *notifier_new(const notifier_config_t *cfg, route_table_t *routes, ch
     n->max_retry_after_ms =
         cfg->max_retry_after_ms > 0 ? cfg->max_retry_after_ms : NOTIFIER_MAX_RETRY_AFTER_MS;
     n->group_window_ms = cfg->group_window_ms;
+    n->tracing_link = strdup(cfg->tracing_link != NULL ? cfg->tracing_link : "");
     n->last_claim_ms = INT64_MIN / 2;
     n->seed = (unsigned int) clock_wall_ms() ^ (unsigned int) getpid();
     n->multi = curl_multi_init();
-    if (n->conninfo == NULL || n->multi == NULL) {
+    if (n->conninfo == NULL || n->tracing_link == NULL || n->multi == NULL) {
         err_set(ERR_FATAL, errstr, errstr_size, "cannot set up the HTTP client");
         notifier_free(n);
         return NULL;
@@ -72,6 +73,7 @@ void notifier_free(notifier_t *n)
     if (n->multi != NULL)
         curl_multi_cleanup(n->multi);
     free(n->conninfo);
+    free(n->tracing_link);
     free(n);
 }
 
@@ -165,7 +167,7 @@ err_class_t notifier_start_row(notifier_t *n, PGresult *res, int row, int64_t no
     bool resolve = strcmp(event, "resolve") == 0;
     bool acknowledge = strcmp(event, "acknowledge") == 0;
     json_t *details;
-    payload_alert_t alert = notifier_read_alert(res, row, 4, &details);
+    payload_alert_t alert = notifier_read_alert(n, res, row, 4, &details);
     const sink_t *sink = route_find_sink(n->routes, destination);
     const sink_ops_t *ops = sink != NULL ? sink_ops(sink->type) : NULL;
     sink_event_t ev = resolve ? SINK_RESOLVE : acknowledge ? SINK_ACKNOWLEDGE : SINK_TRIGGER;

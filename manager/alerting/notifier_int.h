@@ -70,6 +70,7 @@ struct notifier {
     route_table_t *routes; /* borrowed */
     int64_t interval_ms, timeout_ms, max_backoff_ms, resend_ms, max_retry_after_ms;
     int64_t group_window_ms;
+    char *tracing_link; /* the tracing.link template; "" none */
     int64_t last_resend_ms, last_claim_ms;
     unsigned int seed;     /* jitter */
     transfer_t *in_flight; /* every transfer added to multi */
@@ -82,6 +83,12 @@ struct notifier {
     "(" a ".details || jsonb_strip_nulls(jsonb_build_object('acknowledged_by', " a ".acked_by, "   \
     "'claimed_by', (SELECT i.claimed_by FROM steward.instances i WHERE i.process = " a ".process " \
     "AND i.key = " a ".key))))::text"
+
+/* The trace id of the last event of an alert's instance that carried a W3C
+ * traceparent (history.traceparent, "00-<trace id>-..."); NULL: none. */
+#define ALERT_TRACE_SQL(a)                                                                         \
+    "(SELECT substr(h.traceparent, 4, 32) FROM steward.history h WHERE h.process = " a             \
+    ".process AND h.key = " a ".key AND h.traceparent IS NOT NULL ORDER BY h.id DESC LIMIT 1)"
 
 /* notifier.c: whether `sink` is posted (every type but the log sink, which
  * is written at once). */
@@ -104,10 +111,11 @@ attempt_t notifier_post_result(transfer_t *t, CURLcode rc);
 /* notifier_http.c: frees t, taking it off the multi handle first. */
 void notifier_transfer_free(notifier_t *n, transfer_t *t);
 
-/* notifier_outbox.c: reads an alert from columns first..first+12 of a row
- * (ALERT_DETAILS_SQL's the eighth); *details is new, and the alert
- * borrows from res and *details. */
-payload_alert_t notifier_read_alert(const PGresult *res, int row, int first, json_t **details);
+/* notifier_outbox.c: reads an alert from columns first..first+13 of a row
+ * (ALERT_DETAILS_SQL's the eighth, ALERT_TRACE_SQL's the last); *details
+ * is new, and the alert borrows from res, *details and n. */
+payload_alert_t notifier_read_alert(const notifier_t *n, const PGresult *res, int row, int first,
+                                    json_t **details);
 
 /* notifier_outbox.c: claims the due rows, sink by sink, and starts each. */
 err_class_t notifier_claim_due(notifier_t *n, notifier_stats_t *stats, char *errstr,

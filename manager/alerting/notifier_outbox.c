@@ -30,7 +30,7 @@
     "  a.key, a.state, a.owner, a.summary, " ALERT_DETAILS_SQL(                                    \
         "a") ", a.dedup_key, "                                                                     \
              "  steward.rfc3339(a.opened_at), steward.rfc3339(a.resolved_at), a.resolution, "      \
-             "  steward.rfc3339(a.deadline_at)"
+             "  steward.rfc3339(a.deadline_at), " ALERT_TRACE_SQL("a")
 
 static const char claim_sql[] =
     "UPDATE steward.outbox o SET next_attempt_at = now() + steward.ms_interval($1::bigint) "
@@ -108,8 +108,9 @@ static const char *nullable(const PGresult *res, int row, int col)
     return PQgetisnull(res, row, col) ? NULL : PQgetvalue(res, row, col);
 }
 
-/* Reads an alert from columns first..first+12 of a row; details is new. */
-payload_alert_t notifier_read_alert(const PGresult *res, int row, int first, json_t **details)
+/* Reads an alert from columns first..first+13 of a row; details is new. */
+payload_alert_t notifier_read_alert(const notifier_t *n, const PGresult *res, int row, int first,
+                                    json_t **details)
 {
     json_error_t jerr;
     *details = json_loads(PQgetvalue(res, row, first + 7), 0, &jerr);
@@ -127,6 +128,8 @@ payload_alert_t notifier_read_alert(const PGresult *res, int row, int first, jso
         .resolution = nullable(res, row, first + 11),
         .deadline_at = nullable(res, row, first + 12),
         .details = *details,
+        .trace_id = nullable(res, row, first + 13),
+        .tracing_link = n->tracing_link,
     };
 }
 
@@ -273,7 +276,7 @@ static err_class_t claim_group(notifier_t *n, const sink_t *sink, notifier_stats
     transfer_t *t = NULL;
     if (alerts != NULL && details != NULL && ids != NULL && attempts != NULL) {
         for (int row = 0; row < rows; row++) {
-            alerts[row] = notifier_read_alert(res, row, 4, &details[row]);
+            alerts[row] = notifier_read_alert(n, res, row, 4, &details[row]);
             ids[row] = strdup(PQgetvalue(res, row, 0));
             attempts[row] = atoi(PQgetvalue(res, row, 3)) + 1;
         }

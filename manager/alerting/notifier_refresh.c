@@ -17,10 +17,11 @@ static const char open_alerts_sql[] =
         "a") ", "
              "  a.dedup_key, "
              "  steward.rfc3339(a.opened_at), NULL, NULL, "
-             "  steward.rfc3339(a.deadline_at) "
-             "FROM steward.alerts a WHERE a.resolved_at IS NULL AND NOT " ALERT_SILENCED_SQL(
+             "  steward.rfc3339(a.deadline_at), " ALERT_TRACE_SQL(
                  "a") " "
-                      "ORDER BY a.id";
+                      "FROM steward.alerts a WHERE a.resolved_at IS NULL AND "
+                      "NOT " ALERT_SILENCED_SQL("a") " "
+                                                     "ORDER BY a.id";
 
 /*
  * Alertmanager forgets an alert that is not re-sent before its endsAt:
@@ -57,7 +58,7 @@ err_class_t notifier_resend_open(notifier_t *n, char *errstr, size_t errstr_size
             for (size_t i = 0; i < k; i++) {
                 if (sinks[i] == sink) {
                     json_decref(details[count]);
-                    alerts[count] = notifier_read_alert(res, row, 0, &details[count]);
+                    alerts[count] = notifier_read_alert(n, res, row, 0, &details[count]);
                     count++;
                     break;
                 }

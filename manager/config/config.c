@@ -30,6 +30,7 @@ typedef enum config_type {
     CONFIG_TOPIC_PREFIX, /* a string of Kafka topic characters; "" for none */
     CONFIG_TOPIC_MAP,    /* "name=broker_name,..." (or an object in the file) */
     CONFIG_NAME_LIST,    /* "a,b" or "*" (or an array of strings in the file) */
+    CONFIG_TRACE_LINK,   /* "" or an http(s) URL holding ${trace_id} */
 } config_type_t;
 
 typedef struct config_key {
@@ -169,6 +170,8 @@ static const config_key_t config_keys[] = {
     /* Taken up on SIGHUP even when the definitions' reload is refused. */
     {"dispatch.paused", CONFIG_NAME_LIST, OFF(dispatch_paused), 0, 0, "STEWARD_DISPATCH_PAUSED",
      true, "", "processes whose commands wait in the outbox; *: all"},
+    {"tracing.link", CONFIG_TRACE_LINK, OFF(tracing_link), 0, 0, "STEWARD_TRACING_LINK", false, "",
+     "a page's link to the trace of its last event; ${trace_id}: its trace id; \"\": none"},
 };
 
 #define N_KEYS (sizeof config_keys / sizeof config_keys[0])
@@ -181,8 +184,8 @@ static const config_key_info_t config_objects[] = {
 
 #define ROUTES_DEFAULT (config_objects[1].default_value)
 
-static const char *const sections[] = {"intake",    "scheduler", "notifier", "http",
-                                       "retention", "topics",    "roles",    "dispatch"};
+static const char *const sections[] = {"intake", "scheduler", "notifier", "http",   "retention",
+                                       "topics", "roles",     "dispatch", "tracing"};
 
 static err_class_t set_value(config_t *cfg, const config_key_t *key, const char *value,
                              char *errstr, size_t errstr_size);
@@ -230,7 +233,7 @@ void config_free(config_t *cfg)
         return;
     for (size_t i = 0; i < N_KEYS; i++) {
         if (config_keys[i].type == CONFIG_STRING || config_keys[i].type == CONFIG_TOPIC_PREFIX ||
-            config_keys[i].type == CONFIG_NAME_LIST)
+            config_keys[i].type == CONFIG_NAME_LIST || config_keys[i].type == CONFIG_TRACE_LINK)
             free(*(char **) ((char *) cfg + config_keys[i].offset));
     }
     for (size_t i = 0; i < cfg->n_kafka_props; i++)
@@ -369,6 +372,16 @@ static err_class_t set_value(config_t *cfg, const config_key_t *key, const char 
     char why[160];
 
     switch (key->type) {
+    case CONFIG_TRACE_LINK:
+        /* Checked here, at load: a page is no place to learn the link is broken. */
+        if (*value != '\0' &&
+            ((strncmp(value, "http://", 7) != 0 && strncmp(value, "https://", 8) != 0) ||
+             strstr(value, "${trace_id}") == NULL || strpbrk(value, " \t\r\n\"<>") != NULL))
+            return err_set(ERR_INVALID, errstr, errstr_size,
+                           "%s: '%.200s' is not an http:// or https:// URL holding ${trace_id} "
+                           "(e.g. https://tempo.example/trace/${trace_id}); \"\": no link",
+                           key->name, value);
+        /* fall through */
     case CONFIG_STRING: {
         char *copy = strdup(value);
         if (copy == NULL)
@@ -818,6 +831,7 @@ static bool key_differs(const config_t *a, const config_t *b, const config_key_t
     case CONFIG_TOPIC_MAP:
         return !json_equal(*(json_t *const *) fa, *(json_t *const *) fb);
     case CONFIG_STRING:
+    case CONFIG_TRACE_LINK:
     case CONFIG_NAME_LIST:
     case CONFIG_TOPIC_PREFIX: {
         const char *sa = *(char *const *) fa, *sb = *(char *const *) fb;

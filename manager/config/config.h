@@ -106,6 +106,10 @@ typedef struct config {
     /* Processes whose commands wait in the outbox: "" none, "*" all, else
      * names separated by commas (normalized). Reloaded on SIGHUP. */
     char *dispatch_paused;
+
+    /* W3C trace context: the link template of a page's trace
+     * ("https://tempo.example/trace/${trace_id}"); "": none. */
+    char *tracing_link;
 } config_t;
 
 /* A configuration holding every default; free with config_free(). */

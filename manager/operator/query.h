@@ -35,7 +35,8 @@ typedef struct query_absent {
  * resolved, oldest first), as a new
  * JSON object (json_decref() it) into *out. When there is no such
  * instance, *out is NULL and ERR_OK is returned, with *absent filled from
- * the history kept for the key. Times are RFC 3339 in UTC.
+ * the history kept for the key. Times are RFC 3339 in UTC. Each history
+ * row carries the trace_id of its event's W3C traceparent (null: none).
  *
  * Besides the state and deadlines it carries what active mode keeps: the
  * step, the fencing token of the last command, the lease (lease_holder,
