@@ -116,7 +116,7 @@ bool decode_time_in_range(int64_t ms);
  * `traceparent` attribute). Version 00 only: "00-" 32 lowercase hex
  * digits (the trace id, not all zero) "-" 16 (the span id, not all zero)
  * "-" 2 (the flags). A malformed one never rejects the event: it is
- * ignored, and its reason counted (steward_traceparent_ignored_total).
+ * ignored, and its reason counted (metrics.traceparent_ignored).
  */
 typedef enum decode_trace {
     DECODE_TRACE_NONE = 0,    /* the event carries none */
