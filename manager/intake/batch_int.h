@@ -52,9 +52,10 @@ typedef struct held {
     char *event_id, *event_type, *topic;
     int32_t partition;
     int64_t offset, time_ms;
-    int64_t token, epoch; /* a deferred event's */
-    json_t *payload;      /* owned */
-    bool settled;         /* parked: judged again in this batch and no longer parked */
+    int64_t token, epoch;                         /* a deferred event's */
+    json_t *payload;                              /* owned */
+    char traceparent[DECODE_TRACEPARENT_LEN + 1]; /* "": none */
+    bool settled; /* parked: judged again in this batch and no longer parked */
 } held_t;
 
 /* One touched instance. */
@@ -177,8 +178,7 @@ err_class_t batch_read(batch_t *b, char *errstr, size_t errstr_size);
  * of the batch; the history rows of a judgement and of a lease released. */
 err_class_t batch_judge_deferred(batch_t *b, slot_t *slot, char *errstr, size_t errstr_size);
 err_class_t batch_judge_item(batch_t *b, item_t *item, char *errstr, size_t errstr_size);
-/* traceparent: the event's W3C trace context, NULL when it carried none
- * (parked and deferred events keep none). */
+/* traceparent: the event's W3C trace context, NULL when it carried none. */
 void batch_add_history(batch_t *b, const slot_t *slot, const char *event_id, const char *event_type,
                        const char *topic, int32_t partition, int64_t offset, int64_t time_ms,
                        const engine_result_t *r, bool replayed, int64_t epoch,

@@ -123,6 +123,8 @@ static err_class_t judge_event(batch_t *b, slot_t *slot, const event_view_t *v, 
         p->offset = v->offset;
         p->time_ms = v->time_ms;
         p->payload = json_incref(v->data);
+        if (v->traceparent != NULL)
+            snprintf(p->traceparent, sizeof p->traceparent, "%s", v->traceparent);
         if (p->event_id == NULL || p->event_type == NULL || p->topic == NULL)
             return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
     } else if (r.outcome == ENGINE_STARTED || r.outcome == ENGINE_ADVANCED) {
@@ -174,6 +176,7 @@ err_class_t batch_judge_deferred(batch_t *b, slot_t *slot, char *errstr, size_t 
             .token = d->token,
             .epoch = d->epoch,
             .data = d->payload,
+            .traceparent = d->traceparent[0] != '\0' ? d->traceparent : NULL,
         };
         cls = judge_event(b, slot, &v, errstr, errstr_size);
         rows_add_undeferred(&b->undeferred, &(rows_undeferred_row_t){.id = d->db_id});

@@ -157,6 +157,8 @@ static err_class_t read_held(batch_t *b, const store_event_row_t *row, bool defe
         .epoch = row->epoch,
         .payload = json_loads(row->payload, deferred ? JSON_DECODE_ANY : 0, NULL),
     };
+    if (row->traceparent != NULL && strlen(row->traceparent) == DECODE_TRACEPARENT_LEN)
+        memcpy(h->traceparent, row->traceparent, DECODE_TRACEPARENT_LEN + 1);
     if (h->event_id == NULL || h->event_type == NULL || h->topic == NULL || h->payload == NULL)
         return err_set(ERR_FATAL, errstr, errstr_size, "out of memory reading %s events",
                        deferred ? "deferred" : "parked");

@@ -31,9 +31,11 @@ void batch_replay_parked(batch_t *b, slot_t *slot, int64_t epoch)
                 continue;
             p->settled = true;
             batch_add_history(b, slot, p->event_id, p->event_type, p->topic, p->partition,
-                              p->offset, p->time_ms, &r, true, epoch, NULL);
+                              p->offset, p->time_ms, &r, true, epoch,
+                              p->traceparent[0] != '\0' ? p->traceparent : NULL);
             batch_add_released(b, slot, p->event_id, p->event_type, p->topic, p->partition,
-                               p->offset, p->time_ms, &r, true, epoch, NULL);
+                               p->offset, p->time_ms, &r, true, epoch,
+                               p->traceparent[0] != '\0' ? p->traceparent : NULL);
             batch_note_alerts(b, slot, &r, was_overdue, was_process_overdue, p->event_type,
                               p->event_id);
             if (r.outcome == ENGINE_STARTED || r.outcome == ENGINE_ADVANCED) {

@@ -102,19 +102,23 @@ static void add_deferred(batch_t *b, const item_t *item)
     const decode_input_t *in = &b->msgs[item->msg];
     const json_t *data = b->decoded[item->msg].data;
     char *payload = data != NULL ? json_dumps(data, JSON_NUMBERS | JSON_ENCODE_ANY) : NULL;
-    rows_add_deferred(&b->deferred, &(rows_deferred_row_t){
-                                        .process = item->aside->process,
-                                        .key = item->aside->key,
-                                        .event_id = item->env.id,
-                                        .event_type = item->type,
-                                        .topic = in->topic,
-                                        .partition = in->partition,
-                                        .offset = in->offset,
-                                        .event_ms = item->env.time_ms,
-                                        .payload = payload != NULL ? payload : "null",
-                                        .token = item->env.token,
-                                        .epoch = b->parts[b->msg_part[item->msg]].epoch,
-                                    });
+    rows_add_deferred(&b->deferred,
+                      &(rows_deferred_row_t){
+                          .process = item->aside->process,
+                          .key = item->aside->key,
+                          .event_id = item->env.id,
+                          .event_type = item->type,
+                          .topic = in->topic,
+                          .partition = in->partition,
+                          .offset = in->offset,
+                          .event_ms = item->env.time_ms,
+                          .payload = payload != NULL ? payload : "null",
+                          .token = item->env.token,
+                          .epoch = b->parts[b->msg_part[item->msg]].epoch,
+                          .traceparent = b->decoded[item->msg].trace == DECODE_TRACE_OK
+                                             ? b->decoded[item->msg].traceparent
+                                             : NULL,
+                      });
     free(payload);
 }
 
@@ -160,19 +164,21 @@ void batch_rows(batch_t *b)
                 rows_add_unparked(&b->unparked, &(rows_unparked_row_t){.id = p->db_id});
             } else if (p->db_id == 0 && !p->settled) {
                 char *payload = json_dumps(p->payload, JSON_NUMBERS);
-                rows_add_parked(&b->parked,
-                                &(rows_parked_row_t){
-                                    .process = slot->process,
-                                    .key = slot->key,
-                                    .event_id = p->event_id,
-                                    .event_type = p->event_type,
-                                    .topic = p->topic,
-                                    .partition = p->partition,
-                                    .offset = p->offset,
-                                    .event_ms = p->time_ms,
-                                    .payload = payload,
-                                    .expires_ms = engine_park_expires_at(slot->def, p->time_ms),
-                                });
+                rows_add_parked(
+                    &b->parked,
+                    &(rows_parked_row_t){
+                        .process = slot->process,
+                        .key = slot->key,
+                        .event_id = p->event_id,
+                        .event_type = p->event_type,
+                        .topic = p->topic,
+                        .partition = p->partition,
+                        .offset = p->offset,
+                        .event_ms = p->time_ms,
+                        .payload = payload,
+                        .expires_ms = engine_park_expires_at(slot->def, p->time_ms),
+                        .traceparent = p->traceparent[0] != '\0' ? p->traceparent : NULL,
+                    });
                 free(payload);
             }
         }

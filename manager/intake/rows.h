@@ -75,7 +75,8 @@ typedef struct rows_bytes {
 
 #define ROWS_PARKED(X)                                                                             \
     ROWS_KEPT(X)                                                                                   \
-    X(expires_ms, int)
+    X(expires_ms, int)                                                                             \
+    X(traceparent, text)
 
 #define ROWS_UNPARKED(X) X(id, int)
 
@@ -118,7 +119,8 @@ typedef struct rows_bytes {
 #define ROWS_DEFERRED(X)                                                                           \
     ROWS_KEPT(X)                                                                                   \
     X(token, int)                                                                                  \
-    X(epoch, int)
+    X(epoch, int)                                                                                  \
+    X(traceparent, text)
 
 #define ROWS_UNDEFERRED(X) X(id, int)
 

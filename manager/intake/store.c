@@ -397,7 +397,8 @@ err_class_t store_pick_deferred(store_t *store, size_t limit, store_key_fn fn, v
  * The reads of events kept for instances (store_read_deferred(),
  * store_read_parked()): their statements select id, process, key,
  * event_id, event_type, topic, partition, offset, the event time in ms and
- * the payload, then, for deferred events, token and epoch.
+ * the payload, then, for deferred events, token and epoch; last the
+ * traceparent.
  */
 static err_class_t read_events(store_t *store, const char *what, const char *sql,
                                const store_key_t *keys, size_t n, bool deferred, store_event_fn fn,
@@ -420,6 +421,9 @@ static err_class_t read_events(store_t *store, const char *what, const char *sql
             .payload = PQgetvalue(res, row, 9),
             .token = deferred ? strtoll(PQgetvalue(res, row, 10), NULL, 10) : 0,
             .epoch = deferred ? strtoll(PQgetvalue(res, row, 11), NULL, 10) : 0,
+            .traceparent = PQgetisnull(res, row, deferred ? 12 : 10)
+                               ? NULL
+                               : PQgetvalue(res, row, deferred ? 12 : 10),
         };
         cls = fn(arg, &r, errstr, errstr_size);
     }
@@ -430,7 +434,7 @@ static err_class_t read_events(store_t *store, const char *what, const char *sql
 static const char read_deferred_sql[] =
     "SELECT d.id, d.process, d.key, d.event_id, d.event_type, d.topic, "
     "  d.partition, d.\"offset\", steward.to_ms(d.event_time), "
-    "  d.payload::text, d.token, d.epoch "
+    "  d.payload::text, d.token, d.epoch, d.traceparent "
     "FROM unnest($1::text[], $2::text[]) AS u(pr, k) "
     "CROSS JOIN LATERAL (SELECT * FROM steward.deferred "
     "  WHERE process = u.pr AND key = u.k ORDER BY id FOR UPDATE) d "
@@ -546,7 +550,7 @@ err_class_t store_read_judged(store_t *store, const store_key_t *keys, const cha
 static const char read_parked_sql[] =
     "SELECT p.id, p.process, p.key, p.event_id, p.event_type, p.topic, "
     "  p.partition, p.\"offset\", steward.to_ms(p.event_time), "
-    "  p.payload::text "
+    "  p.payload::text, p.traceparent "
     "FROM unnest($1::text[], $2::text[]) AS u(pr, k) "
     "CROSS JOIN LATERAL (SELECT * FROM steward.parked "
     "  WHERE process = u.pr AND key = u.k FOR UPDATE) p "
@@ -589,11 +593,11 @@ static const char write_late_history_sql[] =
 
 static const char write_parked_sql[] =
     "INSERT INTO steward.parked (process, key, event_id, event_type, topic, partition, "
-    "  \"offset\", event_time, payload, expires_at) "
-    "SELECT p, k, e, t, tp, pa, o, steward.from_ms(et), pl::jsonb, steward.from_ms(ex) "
+    "  \"offset\", event_time, payload, expires_at, traceparent) "
+    "SELECT p, k, e, t, tp, pa, o, steward.from_ms(et), pl::jsonb, steward.from_ms(ex), tr "
     "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], "
-    "  $7::bigint[], $8::bigint[], $9::text[], $10::bigint[]) "
-    "  AS u(p, k, e, t, tp, pa, o, et, pl, ex)";
+    "  $7::bigint[], $8::bigint[], $9::text[], $10::bigint[], $11::text[]) "
+    "  AS u(p, k, e, t, tp, pa, o, et, pl, ex, tr)";
 
 static const char write_rejected_sql[] =
     "INSERT INTO steward.rejected (consumer_group, topic, partition, \"offset\", process, "
@@ -720,11 +724,11 @@ err_class_t store_write_offsets(store_t *store, rows_t *rows, char *errstr, size
 
 static const char write_deferred_sql[] =
     "INSERT INTO steward.deferred (process, key, event_id, event_type, topic, partition, "
-    "  \"offset\", event_time, payload, token, epoch) "
-    "SELECT p, k, e, t, tp, pa, o, steward.from_ms(et), pl::jsonb, tk, ep "
+    "  \"offset\", event_time, payload, token, epoch, traceparent) "
+    "SELECT p, k, e, t, tp, pa, o, steward.from_ms(et), pl::jsonb, tk, ep, tr "
     "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], "
-    "  $7::bigint[], $8::bigint[], $9::text[], $10::bigint[], $11::bigint[]) WITH ORDINALITY "
-    "  AS u(p, k, e, t, tp, pa, o, et, pl, tk, ep, n) "
+    "  $7::bigint[], $8::bigint[], $9::text[], $10::bigint[], $11::bigint[], $12::text[]) "
+    "  WITH ORDINALITY AS u(p, k, e, t, tp, pa, o, et, pl, tk, ep, tr, n) "
     "ORDER BY n";
 
 err_class_t store_write_deferred(store_t *store, rows_t *rows, char *errstr, size_t errstr_size)

@@ -2,8 +2,10 @@
  * test_trace - W3C trace context end to end, on the real broker, PostgreSQL
  * and Alertmanager: an event with a `traceparent` Kafka header, one with
  * the CloudEvents extension (binary mode's ce_traceparent) and one with a
- * malformed traceparent (judged all the same, without a trace). Their
- * history rows keep the traceparent; each stall's page carries the trace
+ * malformed traceparent (judged all the same, without a trace), and one
+ * parked (it came before its instance's start) that keeps its traceparent
+ * in steward.parked until it is judged. Their history rows keep the
+ * traceparent; each stall's page carries the trace
  * id and the link tracing.link builds, in the webhook body and in
  * Alertmanager's annotations; `steward inspect` prints both.
  *
@@ -23,6 +25,7 @@
 #define TRACE_B "0af7651916cd43dd8448eb211c80319c"
 #define TP_A    "00-" TRACE_A "-00f067aa0ba902b7-01"
 #define TP_B    "00-" TRACE_B "-b7ad6b7169203331-01"
+#define TP_D    "00-" TRACE_B "-1111111111111111-00"
 #define LINK    "https://tempo.example/trace/"
 
 static tw_world_t w;
@@ -145,6 +148,30 @@ START_TEST(events_pages_and_inspect_carry_the_trace)
               "FROM steward.history WHERE key = ANY($1::text[]) AND outcome = 'started'",
               TW_LIST(keys), TP_A " " TP_B " -");
     tw_expect(&w, "SELECT count(*) FROM steward.rejected", NULL, "0");
+
+    /* D: the payment first, parked with its trace; then the start, which
+     * takes it from steward.parked into a history row with the trace. */
+    char *d = tl_unique("ORD-D-"), *payments = tw_topic(&w, "payments");
+    orders = tw_topic(&w, "orders");
+    p = tl_producer_new();
+    snprintf(value, sizeof value,
+             "{\"type\":\"PaymentCaptured\",\"id\":\"c-%s\",\"order_id\":\"%s\"}", d, d);
+    tl_produce(p, payments, -1, value, -1, TW_LIST("traceparent", TP_D), 0);
+    tl_producer_free(p);
+    tw_wait(&w, "SELECT traceparent FROM steward.parked WHERE key = $1", TW_LIST(d), TP_D, 30,
+            "the early payment parked with its traceparent");
+    p = tl_producer_new();
+    snprintf(value, sizeof value, "{\"type\":\"OrderPlaced\",\"id\":\"p-%s\",\"order_id\":\"%s\"}",
+             d, d);
+    tl_produce(p, orders, -1, value, -1, NULL, 0);
+    tl_producer_free(p);
+    tw_wait(&w,
+            "SELECT traceparent FROM steward.history WHERE key = $1 AND replayed "
+            "AND outcome = 'advanced'",
+            TW_LIST(d), TP_D, 30, "the parked payment judged with its traceparent");
+    free(d);
+    free(payments);
+    free(orders);
 
     /* Each stall pages; A's and B's pages carry their trace and its link. */
     ck_assert_msg(rcv_wait(r, 3, 30000), "three pages within 30 s");
