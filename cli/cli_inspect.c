@@ -113,7 +113,8 @@ static void print_text(json_t *inst, const char *tracing_link)
     printf("\nhistory in event-time order (%zu rows): event time, event, where it was read\n"
            "(topic[partition]@offset; an operator's action or Steward's own decision at a\n"
            "deadline was read from no topic), outcome (\"replayed\": a parked event judged\n"
-           "once the instance could take it), from -> to\n",
+           "once the instance could take it), from -> to; under a traced event, its trace\n"
+           "id (W3C traceparent) and, with tracing.link, the link to it\n",
            json_array_size(history));
     json_array_foreach(history, i, h)
     {
