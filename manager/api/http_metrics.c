@@ -55,6 +55,13 @@ static void write_counters(prom_t *p)
         prom_sample_int(p, "steward_events_rejected_total",
                         (const char *const[]){"reason", decode_reason_name(i), NULL},
                         metrics_get(&metrics.rejected[i]));
+    prom_family(p, "steward_traceparent_ignored_total", "counter",
+                "Trace contexts (traceparent) left out of an event's history row because they "
+                "were malformed, by reason; the event itself was judged.");
+    for (int i = DECODE_TRACE_BAD_VERSION; i < DECODE_TRACE_N; i++)
+        prom_sample_int(p, "steward_traceparent_ignored_total",
+                        (const char *const[]){"reason", decode_trace_name(i), NULL},
+                        metrics_get(&metrics.traceparent_ignored[i]));
 
     counter(p, "steward_batches_committed_total", "Batch transactions committed.",
             &metrics.batches_committed);
