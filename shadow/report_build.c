@@ -7,6 +7,7 @@
  */
 #include "shadow/report.h"
 #include "shadow/report_int.h"
+#include "shadow/report_upgrade.h"
 
 #include "common/clock.h"
 #include "common/db.h"
@@ -359,13 +360,11 @@ static json_t *process_json(const def_t *def, const PGresult *res, int first, in
     json_t *volume = json_object();
     json_object_set_new(volume, "started", json_integer(starts));
     json_object_set_new(volume, "first_start",
-                        have_starts
-                            ? json_string(rfc3339_format(first_ms, when, sizeof when))
-                            : json_null());
+                        have_starts ? json_string(rfc3339_format(first_ms, when, sizeof when))
+                                    : json_null());
     json_object_set_new(volume, "last_start",
-                        have_starts
-                            ? json_string(rfc3339_format(last_ms, when, sizeof when))
-                            : json_null());
+                        have_starts ? json_string(rfc3339_format(last_ms, when, sizeof when))
+                                    : json_null());
     json_object_set_new(volume, "period_ms",
                         period > 0 ? json_integer((json_int_t) llround(period)) : json_null());
     json_object_set_new(volume, "started_per_day", real_or_null(report_per_day(starts, period)));
@@ -499,12 +498,11 @@ static json_t *report_json(const def_t *const *defs, size_t n_defs, const report
                             : json_null());
     json_object_set_new(window, "since_ms",
                         opts->since_ms > 0 ? json_integer(opts->since_ms) : json_null());
-    json_object_set_new(window, "from",
-                        opts->since_ms > 0 ? json_string(rfc3339_format(
-                                                 now_ms - opts->since_ms, when, sizeof when))
-                                           : json_null());
-    json_object_set_new(window, "to",
-                        json_string(rfc3339_format(now_ms, when, sizeof when)));
+    json_object_set_new(
+        window, "from",
+        opts->since_ms > 0 ? json_string(rfc3339_format(now_ms - opts->since_ms, when, sizeof when))
+                           : json_null());
+    json_object_set_new(window, "to", json_string(rfc3339_format(now_ms, when, sizeof when)));
 
     json_t *processes = json_array();
     for (size_t i = 0; i < n_defs; i++) {
@@ -517,8 +515,8 @@ static json_t *report_json(const def_t *const *defs, size_t n_defs, const report
         json_array_append_new(processes, process_json(defs[i], res, first, end, bad_row));
     }
     return json_pack("{s:s, s:o, s:s?, s:o}", "generated_at",
-                     rfc3339_format(now_ms, when, sizeof when), "window", window,
-                     "definitions", opts->definitions, "processes", processes);
+                     rfc3339_format(now_ms, when, sizeof when), "window", window, "definitions",
+                     opts->definitions, "processes", processes);
 }
 
 err_class_t report_build(PGconn *conn, const def_t *const *defs, size_t n_defs,
@@ -600,6 +598,15 @@ err_class_t report_build(PGconn *conn, const def_t *const *defs, size_t n_defs,
         cls = err_set(ERR_FATAL, errstr, errstr_size, "%s",
                       bad_row ? "computing the report: unreadable step counts"
                               : "out of memory building the report");
+        json_decref(*out);
+        *out = NULL;
+        goto done;
+    }
+    /* What an upgrade to each suggestion would move, in the same snapshot. */
+    const json_t *processes = json_object_get(*out, "processes");
+    for (size_t i = 0; i < n_defs && cls == ERR_OK; i++)
+        cls = report_upgrade_add(conn, defs[i], json_array_get(processes, i), errstr, errstr_size);
+    if (cls != ERR_OK) {
         json_decref(*out);
         *out = NULL;
         goto done;

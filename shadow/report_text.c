@@ -286,6 +286,34 @@ static void print_process(const json_t *doc, const json_t *proc, FILE *out)
         }
     }
 
+    json_array_foreach(json_object_get(proc, "states"), i, st)
+    {
+        const json_t *sug = json_object_get(st, "suggestion");
+        const json_t *up = json_object_get(sug, "upgrade");
+        if (!json_is_object(up))
+            continue;
+        char d[32], ids[256] = "";
+        size_t j, len = 0;
+        const json_t *id;
+        json_array_foreach(json_object_get(up, "alert_ids"), j, id)
+        {
+            if (len + 24 >= sizeof ids) {
+                snprintf(ids + len, sizeof ids - len, ", ...");
+                break;
+            }
+            len += (size_t) snprintf(ids + len, sizeof ids - len, "%s%lld", j > 0 ? ", " : "",
+                                     (long long) json_integer_value(id));
+        }
+        json_int_t moved = jint(up, "instances"), resolved = jint(up, "alerts_resolved");
+        fprintf(out,
+                "  %s: an upgrade to the suggested %s would move %lld open instance%s and "
+                "resolve %lld deadline alert%s%s%s%s\n",
+                json_string_value(json_object_get(st, "state")),
+                duration_format(jint(sug, "deadline_ms"), d, sizeof d), (long long) moved,
+                moved == 1 ? "" : "s", (long long) resolved, resolved == 1 ? "" : "s",
+                resolved > 0 ? " (" : "", ids, resolved > 0 ? ")" : "");
+    }
+
     const json_t *would_send = json_object_get(proc, "would_send");
     const json_t *commands = json_object_get(would_send, "commands");
     if (json_array_size(commands) > 0) {

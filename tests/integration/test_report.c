@@ -17,6 +17,9 @@
  *
  * Noise the report must ignore: duplicate, late, unexpected and parked
  * rows, a resolved alert, a sequence alert.
+ *
+ * upg (its own database): what an upgrade to a suggested deadline would
+ * move and resolve, instances of an older version judged on theirs.
  */
 #include "testlib.h"
 
@@ -790,6 +793,108 @@ START_TEST(empty_database)
 }
 END_TEST
 
+/* %s the version, %s the awaiting_payment deadline. */
+static const char upg_fmt[] =
+    "{\"process\": \"upg\", \"version\": %s, \"mode\": \"shadow\", \"owner\": \"shop\","
+    " \"key\": \"/order_id\","
+    " \"events\": {\"OrderPlaced\": {\"topic\": \"orders\"},"
+    "   \"PaymentCaptured\": {\"topic\": \"payments\"}},"
+    " \"start\": {\"on\": \"OrderPlaced\", \"to\": \"awaiting_payment\"},"
+    " \"states\": {"
+    "   \"awaiting_payment\": {\"deadline\": \"%s\", \"on\": {\"PaymentCaptured\": \"paid\"}},"
+    "   \"paid\": {\"terminal\": \"success\"}}}";
+
+/* 25 orders paid after 60 s each (a suggestion of 2m: 60s * 1.5 up the
+ * ladder), and open now, judged missed on version 2's 2s (or version 1's
+ * 1s) with an open deadline alert: a (30 s in the state) and d (version 1,
+ * 20 s) are within 2m, b (10 min) is not; c (just in) is not overdue. */
+static const char *const upg_sql[] = {
+    "INSERT INTO steward.history (process, key, version, event_id, event_type, topic, "
+    "  partition, \"offset\", event_time, from_state, to_state, outcome, replica, epoch) "
+    "SELECT 'upg', 'p' || k, 2, v.id || k, v.type, 'orders', 0, 2 * k + v.n, "
+    "  now() - interval '1 h' + k * interval '1 min' + v.after, v.f, v.t, v.o, 'test', 1 "
+    "FROM generate_series(1, 25) k, (VALUES (1, 'o', 'OrderPlaced', interval '0', NULL, "
+    "  'awaiting_payment', 'started'), (2, 'c', 'PaymentCaptured', interval '60 s', "
+    "  'awaiting_payment', 'paid', 'advanced')) AS v(n, id, type, after, f, t, o) "
+    "ORDER BY k, v.n",
+    "INSERT INTO steward.instances (process, key, version, state, status, started_at, "
+    "  state_entered_at, deadline_at, overdue) "
+    "SELECT 'upg', v.key, v.version, 'awaiting_payment', 'active', now() - v.age, now() - v.age, "
+    "  now() - v.age + v.deadline, v.overdue "
+    "FROM (VALUES ('a', 2, interval '30 s', interval '2 s', true), "
+    "  ('b', 2, interval '10 min', interval '2 s', true), "
+    "  ('c', 2, interval '0', interval '2 s', false), "
+    "  ('d', 1, interval '20 s', interval '1 s', true)) AS v(key, version, age, deadline, overdue)",
+    "INSERT INTO steward.alerts (kind, process, key, state, owner, summary, dedup_key, "
+    "  opened_at) "
+    "SELECT k.kind, 'upg', k.key, 'awaiting_payment', 'shop', 'late', 'u' || k.key || k.kind, "
+    "  now() FROM (VALUES ('deadline', 'a'), ('deadline', 'b'), ('deadline', 'd'), "
+    "  ('sequence', 'a')) AS k(kind, key)",
+};
+
+START_TEST(what_an_upgrade_to_the_suggestion_would_move)
+{
+    const char *url = tl_db_create("report_upgrade");
+    tl_migrate(url);
+    char v1[2048], v2[2048];
+    snprintf(v1, sizeof v1, upg_fmt, "1", "1s");
+    snprintf(v2, sizeof v2, upg_fmt, "2", "2s");
+    PGconn *conn = tl_db_connect(url);
+    add_definition(conn, "upg", "1", "shadow", v1);
+    add_definition(conn, "upg", "2", "shadow", v2);
+    for (size_t i = 0; i < sizeof upg_sql / sizeof upg_sql[0]; i++)
+        tl_db_exec(conn, upg_sql[i]);
+    char *ids = tl_db_scalar(conn,
+                             "SELECT string_agg(id::text, ', ' ORDER BY id) FROM steward.alerts "
+                             "WHERE kind = 'deadline' AND key IN ('a', 'd')",
+                             0, NULL);
+
+    const char *argv[] = {NULL, "report", "--database", url, "--json", NULL};
+    const char *env[] = {"STEWARD_DEFINITIONS=", NULL};
+    tl_output_t o = tl_steward(argv, env);
+    ck_assert_msg(o.status == 0, "report --json: %d: %s", o.status, o.err);
+    json_t *doc = json_loads(o.out, 0, NULL);
+    ck_assert_msg(doc != NULL, "not JSON: %s", o.out);
+    tl_output_free(&o);
+    json_t *sug = json_object_get(state_of(doc, "upg", "awaiting_payment"), "suggestion");
+    ck_assert_int_eq(num(sug, "deadline_ms", NULL), 120000);
+    json_t *up = json_object_get(sug, "upgrade");
+    ck_assert_int_eq(num(up, "instances", NULL), 4);
+    ck_assert_int_eq(num(up, "alerts_resolved", NULL), 2);
+    char *got = json_dumps(json_object_get(up, "alert_ids"), JSON_COMPACT);
+    char want[128];
+    snprintf(want, sizeof want, "[%s]", ids);
+    for (char *c = want; *c != '\0'; c++) /* "1, 3" as JSON_COMPACT writes it: "1,3" */
+        if (*c == ' ')
+            memmove(c, c + 1, strlen(c));
+    ck_assert_str_eq(got, want);
+    free(got);
+    json_decref(doc);
+
+    /* Nothing moved: the report reads. */
+    char *left = tl_db_scalar(conn,
+                              "SELECT string_agg(key || version || overdue, ' ' ORDER BY key) || "
+                              "' ' || (SELECT count(*) FROM steward.alerts WHERE resolved_at IS "
+                              "NULL) FROM steward.instances",
+                              0, NULL);
+    ck_assert_str_eq(left, "a2true b2true c2false d1true 4");
+    free(left);
+
+    const char *text_argv[] = {NULL, "report", "--database", url, NULL};
+    o = tl_steward(text_argv, env);
+    ck_assert_msg(o.status == 0, "report: %d: %s", o.status, o.err);
+    char line[256];
+    snprintf(line, sizeof line,
+             "  awaiting_payment: an upgrade to the suggested 2m would move 4 open instances and "
+             "resolve 2 deadline alerts (%s)\n",
+             ids);
+    ck_assert_msg(tl_contains(o.out, line), "no line\n%sin:\n%s", line, o.out);
+    tl_output_free(&o);
+    free(ids);
+    PQfinish(conn);
+}
+END_TEST
+
 Suite *report_suite(void)
 {
     Suite *s = suite_create("report");
@@ -809,6 +914,7 @@ Suite *report_suite(void)
     tcase_add_test(tc, usage_and_database_errors);
     tcase_add_test(tc, empty_database);
     tcase_add_test(tc, engine_time_in_state);
+    tcase_add_test(tc, what_an_upgrade_to_the_suggestion_would_move);
     suite_add_tcase(s, tc);
     return s;
 }
