@@ -77,7 +77,7 @@ preamble = section_text("OPERATOR VERBS").split("\n.TP\n", 1)[0]
 def has(text, opt):
     return re.search(re.escape(opt) + r"(?![a-z-])", text) is not None
 lagging, n = [], 0
-for c in cmds + verbs:
+for c in dict.fromkeys(cmds + verbs):  # cmds holds the verbs too
     h = subprocess.run([steward, c, "-h"], capture_output=True, text=True)
     if h.returncode != 0 or not h.stdout.startswith("usage: steward " + c):
         sys.exit("deploy_check: steward %s -h: exit %d, no usage" % (c, h.returncode))
