@@ -11,6 +11,7 @@
 #include "definitions/graph.h"
 
 #include <getopt.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,9 @@ static const char graph_usage[] =
     "definition file; PROCESS (no such file) is the newest version recorded in\n"
     "steward.definitions. Prints to stdout.\n"
     "\n"
-    "  --format FORMAT       dot (Graphviz, the default), mermaid or svg\n" CLI_COMMON_USAGE;
+    "  --format FORMAT       dot (Graphviz, the default), mermaid or svg\n" CLI_CONFIG_USAGE
+    "  --json                print {\"process\", \"version\", \"format\", \"graph\"}, the\n"
+    "                        drawing as a JSON string\n" CLI_HELP_USAGE;
 
 /* The newest recorded version of `process`, loaded; NULL with a message on stderr. */
 static def_t *load_recorded(cli_opts_t *o, const char *process, int *rc)
@@ -68,6 +71,7 @@ int cli_graph(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     graph_format_t format = GRAPH_DOT;
+    const char *format_name = "dot";
     int opt, rc;
     cli_opts_t o;
 
@@ -81,6 +85,7 @@ int cli_graph(int argc, char **argv)
                 cli_opts_free(&o);
                 return EXIT_USAGE;
             }
+            format_name = optarg;
         } else if ((rc = cli_opts_take(&o, opt, optarg)) >= 0) {
             cli_opts_free(&o);
             return rc;
@@ -112,6 +117,16 @@ int cli_graph(int argc, char **argv)
         if (out == NULL) {
             fprintf(stderr, "steward graph: out of memory\n");
             rc = EXIT_RUNTIME;
+        } else if (o.json) {
+            json_t *doc = json_pack("{s:s, s:i, s:s, s:s}", "process", def->process, "version",
+                                    def->version, "format", format_name, "graph", out);
+            rc = doc != NULL && json_dumpf(doc, stdout, JSON_INDENT(2)) == 0 ? EXIT_OK
+                                                                             : EXIT_RUNTIME;
+            if (rc == EXIT_OK)
+                fputc('\n', stdout);
+            else
+                fprintf(stderr, "steward graph: out of memory\n");
+            json_decref(doc);
         } else {
             fputs(out, stdout);
             rc = EXIT_OK;

@@ -9,7 +9,9 @@
 #   - the man page lists every command `steward --help` prints
 #     (STEWARD, the binary, as the second argument), and its OPERATOR
 #     VERBS section exactly the verbs of the verb table (manager/operator/actions.h),
-#     which `steward --help` prints under "operator verbs:".
+#     which `steward --help` prints under "operator verbs:";
+#   - every option each command's -h lists is in the man page;
+#   - docs/quickstart.md installs the packages scripts/lib/deps.sh builds with.
 set -eu
 src=$1
 steward=$2
@@ -61,4 +63,48 @@ if sorted(listed) != sorted(verbs) or len(set(listed)) != len(listed):
     sys.exit("deploy_check: steward.1's OPERATOR VERBS list %s; the verb table has %s"
              % (", ".join(listed), ", ".join(verbs)))
 print("deploy_check: steward.1 lists the table's %d verbs" % len(verbs))
+
+# Each command's options, as its -h lists them, are in the man page: in the
+# command's own entry, under COMMON OPTIONS, or (for an operator verb) in
+# the OPERATOR VERBS preamble (--reason, --actor).
+def plain(t):
+    return re.sub(r"\\f[BIRP]", "", t).replace("\\-", "-")
+def section_text(name):
+    m = re.search(r"^\.SH %s\n(.*?)(?=^\.SH |\Z)" % name, man, re.M | re.S)
+    return plain(m.group(1)) if m else ""
+common = section_text("COMMON OPTIONS")
+preamble = section_text("OPERATOR VERBS").split("\n.TP\n", 1)[0]
+def has(text, opt):
+    return re.search(re.escape(opt) + r"(?![a-z-])", text) is not None
+lagging, n = [], 0
+for c in dict.fromkeys(cmds + verbs):  # cmds holds the verbs too
+    h = subprocess.run([steward, c, "-h"], capture_output=True, text=True)
+    if h.returncode != 0 or not h.stdout.startswith("usage: steward " + c):
+        sys.exit("deploy_check: steward %s -h: exit %d, no usage" % (c, h.returncode))
+    entry = re.search(r"^\.TP\n\.B %s\n(.*?)(?=^\.(?:TP|PP|SH)\b)" % c, man, re.M | re.S)
+    if entry is None:
+        sys.exit("deploy_check: steward.1 has no entry for " + c)
+    entry = plain(entry.group(1))
+    for o in re.findall(r"^  (?:-[a-zA-Z], )?(--[a-z][a-z-]*)", h.stdout, re.M):
+        n += 1
+        if not (has(entry, o) or has(common, o) or (c in verbs and has(preamble, o))):
+            lagging.append("%s %s" % (c, o))
+if lagging:
+    sys.exit("deploy_check: steward.1 lacks options their -h lists: " + ", ".join(lagging))
+print("deploy_check: steward.1 holds the %d options the commands' -h list" % n)
+
+# docs/quickstart.md's package list is the build's (scripts/lib/deps.sh).
+deps = open(src + "/scripts/lib/deps.sh").read()
+m = re.search(r"^STEWARD_BUILD_PACKAGES=\((.*?)\)", deps, re.M | re.S)
+build = m.group(1).split()
+quick = open(src + "/docs/quickstart.md").read()
+m = re.search(r"sudo apt-get install -y ((?:.*\\\n)*.*)", quick)
+qpkgs = m.group(1).replace("\\\n", " ").split()
+m = re.search(r"^\| Debian packages to build \| `([^`]*)`", quick, re.M)
+tpkgs = m.group(1).split() if m else []
+for what, got in (("build block", qpkgs), ("table", tpkgs)):
+    if sorted(got) != sorted(build):
+        sys.exit("deploy_check: docs/quickstart.md's %s installs %s; scripts/lib/deps.sh builds with %s"
+                 % (what, " ".join(got), " ".join(build)))
+print("deploy_check: the quick start installs the %d build packages" % len(build))
 PY

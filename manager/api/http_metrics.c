@@ -15,8 +15,10 @@
 
 #include <libpq-fe.h>
 #include <microhttpd.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 static void counter(prom_t *p, const char *name, const char *help, atomic_llong *value)
@@ -282,6 +284,32 @@ static void gauge_rows(prom_t *p, const char *name, const char *help, const PGre
     }
 }
 
+/* A 0 for every process the scheduler watches that has none queued, so a
+ * dashboard shows 0 rather than no data; before the scheduler's first pass,
+ * one unlabelled 0 when no command is queued at all. */
+static void write_commands_pending(prom_t *p, const PGresult *r)
+{
+    metrics_watch_t *w;
+    size_t n = metrics_watches(&w);
+    int rows = PQntuples(r);
+
+    gauge_rows(p, "steward_commands_pending",
+               "Commands queued and not yet sent, by process (paused ones included); 0 for a "
+               "loaded process with none.",
+               r, (const char *const[]){"process", NULL});
+    for (size_t i = 0; i < n; i++) {
+        bool queued = false;
+        for (int j = 0; j < rows && !queued; j++)
+            queued = strcmp(PQgetvalue(r, j, 0), w[i].process) == 0;
+        if (!queued)
+            prom_sample_int(p, "steward_commands_pending",
+                            (const char *const[]){"process", w[i].process, NULL}, 0);
+    }
+    if (n == 0 && rows == 0)
+        prom_sample_int(p, "steward_commands_pending", NULL, 0);
+    free(w);
+}
+
 static void write_database(http_t *h, prom_t *p)
 {
     PGresult *res[N_GAUGES] = {NULL};
@@ -310,10 +338,7 @@ static void write_database(http_t *h, prom_t *p)
                    "Unresolved alerts, by process, state and kind (blind alerts have neither "
                    "process nor state).",
                    res[GAUGE_ALERTS], (const char *const[]){"process", "state", "kind", NULL});
-        gauge_rows(p, "steward_commands_pending",
-                   "Commands queued and not yet sent, by process (paused ones included); a "
-                   "process with none is absent.",
-                   res[GAUGE_COMMANDS], (const char *const[]){"process", NULL});
+        write_commands_pending(p, res[GAUGE_COMMANDS]);
 
         PGresult *r = res[GAUGE_OUTBOX];
         prom_family(p, "steward_outbox_pending", "gauge",

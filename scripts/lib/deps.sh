@@ -110,6 +110,8 @@ install_schema_deps() {
 # them.
 install_deploy_deps() {
     install_packages "${STEWARD_DEPLOY_PACKAGES[@]}"
+    # unit.install runs `systemd-analyze verify` on the installed unit.
+    need_command systemd-analyze systemd
     need_command python3 python3
     need_command node nodejs
     need_command npm npm

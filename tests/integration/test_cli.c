@@ -2,7 +2,10 @@
  * test_cli - what every verb shares, through the binary: -h, the config
  * file and its secrets, the schema check, and the consistency rules.
  *
- *   help       `steward VERB -h` prints the usage on stdout and exits 0
+ *   help       every verb `steward --help` lists (the operator verbs being the
+ *              verb table's): -h prints the usage on stdout and exits 0, an
+ *              unknown option exits 2 with the one wording
+ *   json       every verb whose -h offers --json prints a JSON object with it
  *   config     STEWARD_CONFIG and --config, with database_file, reach the
  *              database for stuck, inspect, report, migrate, prune and the
  *              operator verbs; backtest takes its database and brokers there
@@ -21,6 +24,8 @@
  *   escapes    the operator verbs' text output escapes control characters
  */
 #include "testlib.h"
+
+#include "manager/operator/actions.h"
 
 #include <arpa/inet.h>
 #include <check.h>
@@ -51,13 +56,48 @@ static char *write_definition(const char *dir, const char *prefix, const char *d
     return tl_write_file(dir, "cli_order.json", text);
 }
 
+/* The command names one section of `steward --help` lists ("commands:" or
+ * "operator verbs:"), two-space indented, into names; returns how many.
+ * The names live in buf, a HELP_NAMES_SIZE buffer the caller keeps, after
+ * its first *used bytes. */
+#define HELP_NAMES_SIZE 4096
+static size_t help_section(const char *help, const char *heading, const char **names, size_t max,
+                           char *buf, size_t *used)
+{
+    const char *p = strstr(help, heading);
+    size_t n = 0;
+    ck_assert_msg(p != NULL, "steward --help lists no %s", heading);
+    for (p += strlen(heading); strncmp(p, "  ", 2) == 0 && n < max; p = strchr(p, '\n') + 1) {
+        size_t len = strcspn(p + 2, " \n");
+        ck_assert(*used + len + 1 <= HELP_NAMES_SIZE);
+        memcpy(buf + *used, p + 2, len);
+        buf[*used + len] = '\0';
+        names[n++] = buf + *used;
+        *used += len + 1;
+    }
+    return n;
+}
+
 START_TEST(every_verb_has_help)
 {
-    const char *verbs[] = {"run",     "check",    "migrate",  "inspect",   "stuck",  "report",
-                           "demo",    "backtest", "prune",    "discover",  "graph",  "version",
-                           "ack",     "resolve",  "close",    "move",      "retry",  "claim",
-                           "release", "silence",  "silences", "unsilence", "upgrade"};
-    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++) {
+    /* Every verb: the commands `steward --help` lists (cli/main.c's table)
+     * and the operator verbs, which are the verb table's, in its order. */
+    const char *argv_help[] = {NULL, "--help", NULL};
+    tl_output_t h = tl_steward(argv_help, NULL);
+    ck_assert_msg(h.status == 0, "steward --help: exit %d", h.status);
+    const char *verbs[64];
+    char names[HELP_NAMES_SIZE];
+    size_t used = 0;
+    size_t n_commands = help_section(h.out, "\ncommands:\n", verbs, 32, names, &used);
+    size_t n_verbs =
+        help_section(h.out, "\noperator verbs:\n", verbs + n_commands, 32, names, &used);
+    tl_output_free(&h);
+    ck_assert_msg(n_commands >= 12, "steward --help lists %zu commands", n_commands);
+    ck_assert_uint_eq(n_verbs, action_verb_count);
+    for (size_t i = 0; i < action_verb_count; i++)
+        ck_assert_str_eq(verbs[n_commands + i], action_verbs[i].name);
+
+    for (size_t i = 0; i < n_commands + n_verbs; i++) {
         /* An unknown option: exit 2, said one way by every verb. */
         const char *bad[] = {NULL, verbs[i], "--no-such-option", NULL};
         tl_output_t b = tl_steward(bad, NULL);
@@ -111,6 +151,131 @@ START_TEST(every_verb_has_help)
     tl_output_free(&o);
     free(def);
     free(tokens);
+}
+END_TEST
+
+/* Active, with a command, and two non-terminal states (for move). */
+static const char json_refund[] =
+    "{\"process\": \"refund\", \"version\": %d, \"mode\": \"active\","
+    " \"owner\": \"payments-ops\", \"key\": \"/order_id\","
+    " \"events\": {\"RefundRequested\": {\"topic\": \"refunds\"},"
+    "   \"RefundHeld\": {\"topic\": \"refunds\"}, \"RefundIssued\": {\"topic\": \"refunds\"}},"
+    " \"start\": {\"on\": \"RefundRequested\", \"to\": \"awaiting_refund\"},"
+    " \"states\": {"
+    "   \"awaiting_refund\": {\"deadline\": \"10m\","
+    "     \"on\": {\"RefundIssued\": \"refunded\", \"RefundHeld\": \"reviewing\"},"
+    "     \"command\": {\"topic\": \"refund-commands\", \"type\": \"IssueRefund\","
+    "                 \"payload\": {\"order_id\": \"${key}\"}}},"
+    "   \"reviewing\": {\"deadline\": \"1h\", \"on\": {\"RefundIssued\": \"refunded\"}},"
+    "   \"refunded\": {\"terminal\": \"success\"}}}";
+
+START_TEST(every_verb_prints_json)
+{
+    /* A database holding two versions of refund, two instances waiting in
+     * awaiting_refund and two open alerts on r-1: no broker, no steward run. */
+    const char *url = tl_db_create("cli_json");
+    tl_migrate(url);
+    PGconn *conn = tl_db_connect(url);
+    char doc[2][2048], version[2][12];
+    for (int v = 0; v < 2; v++) {
+        snprintf(doc[v], sizeof doc[v], json_refund, v + 1);
+        snprintf(version[v], sizeof version[v], "%d", v + 1);
+        const char *params[2] = {version[v], doc[v]};
+        free(tl_db_scalar(conn,
+                          "INSERT INTO steward.definitions (process, version, mode, document, "
+                          "checksum) VALUES ('refund', $1::int, 'active', $2::jsonb, "
+                          "md5($2::text)) RETURNING 'ok'",
+                          2, params));
+    }
+    tl_db_exec(conn, "INSERT INTO steward.instances (process, key, version, state, status, "
+                     "  started_at, state_entered_at, deadline_at, next_deadline_at, step, token) "
+                     "SELECT 'refund', k, 1, 'awaiting_refund', 'active', "
+                     "  '2100-01-01T00:00:00Z', '2100-01-01T01:00:00Z', '2100-01-01T01:10:00Z', "
+                     "  '2100-01-01T01:10:00Z', 1, 3 FROM unnest(ARRAY['r-1', 'r-2']) AS k");
+    char *alert1 = tl_db_scalar(conn,
+                                "INSERT INTO steward.alerts (kind, process, key, state, owner, "
+                                "summary, dedup_key, opened_at) VALUES ('deadline', 'refund', "
+                                "'r-1', 'awaiting_refund', 'payments-ops', 'late', 'j1', now()) "
+                                "RETURNING id::text",
+                                0, NULL);
+    char *alert2 = tl_db_scalar(conn,
+                                "INSERT INTO steward.alerts (kind, process, key, state, owner, "
+                                "summary, dedup_key, opened_at) VALUES ('deadline', 'refund', "
+                                "'r-1', 'awaiting_refund', 'payments-ops', 'late', 'j2', now()) "
+                                "RETURNING id::text",
+                                0, NULL);
+    PQfinish(conn);
+    const char *dir = tl_tmpdir();
+    char *def = tl_write_file(dir, "refund.json", doc[0]);
+
+    /* Each verb whose -h offers --json, where it prints data (unsilence
+     * ends the silence silence made: its id is read from silence's JSON). */
+    char silence_id[32] = "";
+    const char *const runs[][12] = {
+        {"version", NULL},
+        {"check", def, NULL},
+        {"graph", def, NULL},
+        {"graph", "refund", "--format", "mermaid", "--database", url, NULL},
+        {"migrate", "--status", "--database", url, NULL},
+        {"stuck", "--database", url, NULL},
+        {"inspect", "refund", "r-1", "--database", url, NULL},
+        {"report", "--database", url, NULL},
+        {"prune", "--dry-run", "--database", url, NULL},
+        {"ack", alert1, "--reason", "x", "--database", url, NULL},
+        {"resolve", alert2, "--reason", "x", "--database", url, NULL},
+        {"claim", "refund", "r-1", "--reason", "x", "--database", url, NULL},
+        {"release", "refund", "r-1", "--reason", "x", "--database", url, NULL},
+        {"retry", "refund", "r-1", "--reason", "x", "--database", url, NULL},
+        {"move", "refund", "r-2", "--to", "reviewing", "--reason", "x", "--database", url, NULL},
+        {"close", "refund", "r-1", "--as", "success", "--reason", "x", "--database", url, NULL},
+        {"upgrade", "refund", "--to", "2", "--dry-run", "--reason", "x", "--database", url, NULL},
+        {"silence", "--process", "refund", "--for", "1h", "--reason", "x", "--database", url, NULL},
+        {"silences", "--database", url, NULL},
+        {"unsilence", silence_id, "--reason", "x", "--database", url, NULL},
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        const char *argv[16] = {NULL};
+        size_t n = 1;
+        for (size_t j = 0; runs[i][j] != NULL; j++)
+            argv[n++] = runs[i][j];
+        argv[n++] = "--json";
+        tl_output_t o = tl_steward(argv, NULL);
+        json_error_t jerr;
+        json_t *out = json_loads(o.out, 0, &jerr);
+        ck_assert_msg(o.status == 0 && json_is_object(out),
+                      "steward %s --json: exit %d, %s; stdout %s, stderr %s", runs[i][0], o.status,
+                      out == NULL ? jerr.text : "not an object", o.out, o.err);
+        if (strcmp(runs[i][0], "silence") == 0) {
+            json_t *id = json_object_get(out, "id");
+            ck_assert_msg(json_is_integer(id), "silence --json has no id: %s", o.out);
+            snprintf(silence_id, sizeof silence_id, "%lld", (long long) json_integer_value(id));
+        }
+        json_decref(out);
+        tl_output_free(&o);
+    }
+    /* The runs cover every verb whose -h offers --json, except backtest and
+     * discover, which read Kafka (their suites check their JSON). */
+    const char *argv_help[] = {NULL, "--help", NULL};
+    tl_output_t h = tl_steward(argv_help, NULL);
+    const char *verbs[64];
+    char names[HELP_NAMES_SIZE];
+    size_t used = 0;
+    size_t n = help_section(h.out, "\ncommands:\n", verbs, 32, names, &used);
+    n += help_section(h.out, "\noperator verbs:\n", verbs + n, 32, names, &used);
+    tl_output_free(&h);
+    for (size_t i = 0; i < n; i++) {
+        const char *argv[] = {NULL, verbs[i], "-h", NULL};
+        tl_output_t o = tl_steward(argv, NULL);
+        bool covered = strcmp(verbs[i], "backtest") == 0 || strcmp(verbs[i], "discover") == 0;
+        for (size_t r = 0; r < sizeof runs / sizeof runs[0] && !covered; r++)
+            covered = strcmp(runs[r][0], verbs[i]) == 0;
+        ck_assert_msg(covered || !tl_contains(o.out, "  --json "),
+                      "steward %s offers --json, and no run here checks it", verbs[i]);
+        tl_output_free(&o);
+    }
+    free(alert1);
+    free(alert2);
+    free(def);
 }
 END_TEST
 
@@ -523,6 +688,7 @@ Suite *cli_suite(void)
     TCase *tc = tcase_create("cli");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, every_verb_has_help);
+    tcase_add_test(tc, every_verb_prints_json);
     tcase_add_test(tc, config_file_reaches_the_database_for_every_verb);
     tcase_add_test(tc, backtest_takes_database_and_brokers_from_the_config);
     tcase_add_test(tc, operator_verbs_name_a_missing_schema);

@@ -443,6 +443,8 @@ START_TEST(serves_probes_metrics_and_views)
     /* The three pages were delivered: nothing waits in the outbox. */
     ck_assert_double_eq(series(text, "steward_outbox_pending"), 0);
     ck_assert_double_eq(series(text, "steward_outbox_oldest_pending_seconds"), 0);
+    /* No command is queued: the process shows 0, not no data. */
+    ck_assert_double_eq(series(text, "steward_commands_pending{process=\"alert_order\"}"), 0);
     ck_assert_msg(series(text, "process_resident_memory_bytes") > 1e6, "resident memory");
     char *output;
     int status = promtool(text, &output);
