@@ -19,13 +19,16 @@
  *       transaction that entered the state) and from its event's sent_ms,
  *       as p50, p99 and max in milliseconds
  *
- *   steward-bench-active bare BROKERS TOPIC PARTITIONS CONNINFO PROCESS
+ *   steward-bench-active bare BROKERS TOPIC PARTITIONS CONNINFO PROCESS [RATE]
  *       reads the commands steward sent for PROCESS (steward.commands) and
  *       sends the very same messages (key, value, the CloudEvents headers of
- *       the contract) to TOPIC (created with PARTITIONS when missing) with a bare librdkafka
- * idempotent producer (enable.idempotence=true, acks=all, everything else librdkafka's defaults),
- * all of them built before the clock starts; timed from the first produce to the last delivery
- * report
+ *       the contract) to TOPIC (created with PARTITIONS when missing) with a
+ *       bare librdkafka idempotent producer (enable.idempotence=true,
+ *       acks=all, everything else librdkafka's defaults), all of them built
+ *       before the clock starts; timed from the first produce to the last
+ *       delivery report. With RATE, at RATE messages a second instead, and
+ *       each one's latency from its produce to its delivery report (p50,
+ *       p99, max): what Kafka alone takes at that offered load
  *
  *   steward-bench-active synthetic BROKERS TOPIC PARTITIONS N
  *       the bare producer on N messages shaped like the demo's commands
@@ -60,6 +63,7 @@ static const char *const header_names[N_HEADERS] = {
 };
 
 static uint64_t delivered, failed;
+static double *sent_at, *acked_after; /* per message of a paced bare run, by its opaque - 1 */
 
 static double now_s(void)
 {
@@ -72,6 +76,9 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
 {
     (void) rk;
     (void) opaque;
+    size_t i = (size_t) (uintptr_t) m->_private;
+    if (i > 0 && sent_at != NULL)
+        acked_after[i - 1] = (now_s() - sent_at[i - 1]) * 1e3;
     if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR)
         delivered++;
     else if (failed++ < 5)
@@ -143,8 +150,9 @@ static bool create_topics(rd_kafka_t *rk, const char *const *names, int n, int p
     return ok;
 }
 
-/* Produces one message, waiting while the queue is full. */
-static bool send_one(rd_kafka_t *rk, const char *topic, const message_t *m)
+/* Produces one message, waiting while the queue is full; its report gets
+ * `opaque`. */
+static bool send_one(rd_kafka_t *rk, const char *topic, const message_t *m, void *opaque)
 {
     for (;;) {
         rd_kafka_headers_t *hdrs = NULL;
@@ -154,16 +162,16 @@ static bool send_one(rd_kafka_t *rk, const char *topic, const message_t *m)
                 rd_kafka_header_add(hdrs, header_names[h], -1, m->headers[h], -1);
         }
         rd_kafka_resp_err_t err =
-            hdrs != NULL
-                ? rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic),
-                                    RD_KAFKA_V_KEY(m->key, strlen(m->key)),
-                                    RD_KAFKA_V_VALUE(m->value, strlen(m->value)),
-                                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                                    RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END)
-                : rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic),
-                                    RD_KAFKA_V_KEY(m->key, strlen(m->key)),
-                                    RD_KAFKA_V_VALUE(m->value, strlen(m->value)),
-                                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+            hdrs != NULL ? rd_kafka_producev(
+                               rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(m->key, strlen(m->key)),
+                               RD_KAFKA_V_VALUE(m->value, strlen(m->value)),
+                               RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hdrs),
+                               RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END)
+                         : rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic),
+                                             RD_KAFKA_V_KEY(m->key, strlen(m->key)),
+                                             RD_KAFKA_V_VALUE(m->value, strlen(m->value)),
+                                             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                             RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
         /* Copied: the events are written into one reused buffer, and
          * librdkafka otherwise keeps the pointer until delivery. The
          * dispatcher copies too, so the bare half pays what it pays. */
@@ -180,9 +188,30 @@ static bool send_one(rd_kafka_t *rk, const char *topic, const message_t *m)
     }
 }
 
-/* Sends every message and waits for every report; prints the figures. */
+static int double_cmp(const void *a, const void *b)
+{
+    double x = *(const double *) a, y = *(const double *) b;
+    return x < y ? -1 : x > y;
+}
+
+/* p50, p99 (nearest rank) and max of v[0..n), sorted here. */
+static void print_latency(const char *name, double *v, size_t n)
+{
+    if (n == 0) {
+        printf("%s_count=0\n", name);
+        return;
+    }
+    qsort(v, n, sizeof *v, double_cmp);
+    size_t p50 = (n * 50 + 99) / 100, p99 = (n * 99 + 99) / 100;
+    printf("%s_count=%zu\n%s_p50_ms=%.1f\n%s_p99_ms=%.1f\n%s_max_ms=%.1f\n", name, n, name,
+           v[p50 > 0 ? p50 - 1 : 0], name, v[p99 > 0 ? p99 - 1 : 0], name, v[n - 1]);
+}
+
+/* Sends every message and waits for every report; prints the figures.
+ * With rate > 0 the messages go at that rate, and the figures are the
+ * latency of each, from its produce to its delivery report. */
 static int run_bare(const char *brokers, const char *topic, int partitions, message_t *msgs,
-                    size_t n)
+                    size_t n, double rate)
 {
     rd_kafka_t *rk = producer(brokers);
     if (rk == NULL)
@@ -204,13 +233,29 @@ static int run_bare(const char *brokers, const char *topic, int partitions, mess
         for (int h = 0; msgs[i].headers[0] != NULL && h < N_HEADERS; h++)
             bytes += strlen(header_names[h]) + strlen(msgs[i].headers[h]);
     }
+    if (rate > 0) {
+        sent_at = calloc(n, sizeof *sent_at);
+        acked_after = calloc(n, sizeof *acked_after);
+    }
     double t0 = now_s();
     for (size_t i = 0; i < n; i++) {
-        if (!send_one(rk, topic, &msgs[i])) {
+        if (rate > 0) {
+            double wait = t0 + (double) i / rate - now_s();
+            if (wait > 0) {
+                rd_kafka_poll(rk, 0);
+                struct timespec ts = {(time_t) wait,
+                                      (long) ((wait - (double) (time_t) wait) * 1e9)};
+                nanosleep(&ts, NULL);
+            }
+            sent_at[i] = now_s();
+        }
+        if (!send_one(rk, topic, &msgs[i], rate > 0 ? (void *) (uintptr_t) (i + 1) : NULL)) {
             rd_kafka_destroy(rk);
             return 1;
         }
-        if ((i & 1023) == 0)
+        if (rate > 0)
+            rd_kafka_poll(rk, 0);
+        else if ((i & 1023) == 0)
             rd_kafka_poll(rk, 0);
     }
     while (delivered + failed < n)
@@ -220,6 +265,11 @@ static int run_bare(const char *brokers, const char *topic, int partitions, mess
     printf("bare_messages=%zu\nbare_failed=%" PRIu64 "\nbare_bytes=%zu\nbare_seconds=%.3f\n"
            "bare_per_s=%.0f\n",
            n, failed, bytes, secs, secs > 0 ? (double) n / secs : 0.0);
+    if (rate > 0)
+        print_latency("bare", acked_after, n);
+    free(sent_at);
+    free(acked_after);
+    sent_at = acked_after = NULL;
     return failed == 0 ? 0 : 1;
 }
 
@@ -339,7 +389,7 @@ static int run_events(const char *brokers, const char *events, const char *comma
                  "\"customer_id\":\"cus-%05zu\",\"sent_ms\":%.0f}",
                  i, i, 10 + i % 90, i % 100, i % 100000, wall_ms());
         message_t m = {key, value, {NULL}};
-        if (!send_one(rk, events, &m)) {
+        if (!send_one(rk, events, &m, NULL)) {
             rd_kafka_destroy(rk);
             return 1;
         }
@@ -364,25 +414,6 @@ typedef struct row {
 static int row_cmp(const void *a, const void *b)
 {
     return strcmp(((const row_t *) a)->ce_id, ((const row_t *) b)->ce_id);
-}
-
-static int double_cmp(const void *a, const void *b)
-{
-    double x = *(const double *) a, y = *(const double *) b;
-    return x < y ? -1 : x > y;
-}
-
-/* p50, p99 (nearest rank) and max of v[0..n), sorted here. */
-static void print_latency(const char *name, double *v, size_t n)
-{
-    if (n == 0) {
-        printf("%s_count=0\n", name);
-        return;
-    }
-    qsort(v, n, sizeof *v, double_cmp);
-    size_t p50 = (n * 50 + 99) / 100, p99 = (n * 99 + 99) / 100;
-    printf("%s_count=%zu\n%s_p50_ms=%.1f\n%s_p99_ms=%.1f\n%s_max_ms=%.1f\n", name, n, name,
-           v[p50 > 0 ? p50 - 1 : 0], name, v[p99 > 0 ? p99 - 1 : 0], name, v[n - 1]);
 }
 
 static int run_topic(const char *brokers, const char *topic, int partitions, const char *conninfo,
@@ -531,14 +562,15 @@ int main(int argc, char **argv)
                           argc == 8 ? strtod(argv[7], NULL) : 0);
     if (argc == 7 && strcmp(argv[1], "topic") == 0)
         return run_topic(argv[2], argv[3], atoi(argv[4]), argv[5], argv[6]);
-    if (argc == 7 && strcmp(argv[1], "bare") == 0) {
+    if ((argc == 7 || argc == 8) && strcmp(argv[1], "bare") == 0) {
         size_t n = 0;
         message_t *msgs = load_commands(argv[5], argv[6], &n);
         if (msgs == NULL) {
             fprintf(stderr, "steward-bench-active: no sent commands of %s to copy\n", argv[6]);
             return 1;
         }
-        int rc = run_bare(argv[2], argv[3], atoi(argv[4]), msgs, n);
+        int rc = run_bare(argv[2], argv[3], atoi(argv[4]), msgs, n,
+                          argc == 8 ? strtod(argv[7], NULL) : 0);
         free_messages(msgs, n);
         return rc;
     }
@@ -547,14 +579,15 @@ int main(int argc, char **argv)
         message_t *msgs = n > 0 ? synthetic(n) : NULL;
         if (msgs == NULL)
             return 1;
-        int rc = run_bare(argv[2], argv[3], atoi(argv[4]), msgs, n);
+        int rc = run_bare(argv[2], argv[3], atoi(argv[4]), msgs, n, 0);
         free_messages(msgs, n);
         return rc;
     }
     fprintf(stderr, "usage: steward-bench-active events BROKERS EVENT_TOPIC COMMAND_TOPIC "
                     "PARTITIONS N [RATE]\n"
                     "       steward-bench-active topic BROKERS TOPIC PARTITIONS CONNINFO PROCESS\n"
-                    "       steward-bench-active bare BROKERS TOPIC PARTITIONS CONNINFO PROCESS\n"
+                    "       steward-bench-active bare BROKERS TOPIC PARTITIONS CONNINFO PROCESS "
+                    "[RATE]\n"
                     "       steward-bench-active synthetic BROKERS TOPIC PARTITIONS N\n");
     return 2;
 }
