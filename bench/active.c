@@ -3,13 +3,14 @@
  * steward's instances enter a commanded state, and the bare producer its
  * dispatcher is measured against.
  *
- *   steward-bench-active events BROKERS EVENT_TOPIC COMMAND_TOPIC PARTITIONS N [RATE]
+ *   steward-bench-active events BROKERS EVENT_TOPIC COMMAND_TOPIC PARTITIONS N [RATE [PREFIX]]
  *       creates both topics (PARTITIONS each; existing ones are kept; the
  *       command topic with the broker's append time as each message's
- *       timestamp) and produces N "Start" events, keys k-0 .. k-(N-1), each
- *       of which starts an instance in bench/active's definition; each
- *       carries sent_ms, the wall clock when it was produced. With RATE,
- *       at RATE events a second (the offered load), else as fast as it can
+ *       timestamp) and produces N "Start" events, keys k-0 .. k-(N-1)
+ *       (PREFIX-0 ... with PREFIX), each of which starts an instance in
+ *       bench/active's definition; each carries sent_ms, the wall clock when
+ *       it was produced. With RATE (0: none), at RATE events a second (the
+ *       offered load), else as fast as it can
  *
  *   steward-bench-active topic BROKERS TOPIC PARTITIONS CONNINFO PROCESS
  *       reads TOPIC to its end and compares it with steward.commands: how
@@ -17,7 +18,8 @@
  *       came before), how many not a row's; and per message, from the
  *       broker's append time, the latency from its row's created_at (the
  *       transaction that entered the state) and from its event's sent_ms,
- *       as p50, p99 and max in milliseconds
+ *       as p50, p99 and max in milliseconds; messages keyed warm-... are
+ *       checked but not timed
  *
  *   steward-bench-active bare BROKERS TOPIC PARTITIONS CONNINFO PROCESS [RATE]
  *       reads the commands steward sent for PROCESS (steward.commands) and
@@ -361,7 +363,7 @@ static double wall_ms(void)
 }
 
 static int run_events(const char *brokers, const char *events, const char *commands, int partitions,
-                      size_t n, double rate)
+                      size_t n, double rate, const char *prefix)
 {
     rd_kafka_t *rk = producer(brokers);
     if (rk == NULL)
@@ -370,6 +372,17 @@ static int run_events(const char *brokers, const char *events, const char *comma
     if (!create_topics(rk, names, 2, partitions, 1)) {
         rd_kafka_destroy(rk);
         return 1;
+    }
+    if (rate > 0) {
+        /* Connected, the topic's metadata known and the producer id
+         * granted before the first event's time is taken, so that the
+         * load starts at its rate, not with a burst of what waited. */
+        rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, events, NULL);
+        const struct rd_kafka_metadata *md;
+        if (rd_kafka_metadata(rk, 0, rkt, &md, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR)
+            rd_kafka_metadata_destroy(md);
+        rd_kafka_topic_destroy(rkt);
+        rd_kafka_poll(rk, 1000);
     }
     char key[64], value[256];
     double t0 = now_s();
@@ -383,11 +396,11 @@ static int run_events(const char *brokers, const char *events, const char *comma
                 nanosleep(&ts, NULL);
             }
         }
-        snprintf(key, sizeof key, "k-%zu", i);
+        snprintf(key, sizeof key, "%s-%zu", prefix, i);
         snprintf(value, sizeof value,
-                 "{\"type\":\"Start\",\"id\":\"start-%zu\",\"key\":\"k-%zu\",\"total\":%zu.%02zu,"
+                 "{\"type\":\"Start\",\"id\":\"start-%s\",\"key\":\"%s\",\"total\":%zu.%02zu,"
                  "\"customer_id\":\"cus-%05zu\",\"sent_ms\":%.0f}",
-                 i, i, 10 + i % 90, i % 100, i % 100000, wall_ms());
+                 key, key, 10 + i % 90, i % 100, i % 100000, wall_ms());
         message_t m = {key, value, {NULL}};
         if (!send_one(rk, events, &m, NULL)) {
             rd_kafka_destroy(rk);
@@ -478,7 +491,7 @@ static int run_topic(const char *brokers, const char *topic, int partitions, con
     }
     rd_kafka_assign(rk, list);
     rd_kafka_topic_partition_list_destroy(list);
-    size_t messages = 0, copies = 0, foreign = 0, cap = 1024, n_lat = 0;
+    size_t messages = 0, copies = 0, foreign = 0, ids = 0, cap = 1024, n_lat = 0;
     double *entry = malloc(cap * sizeof *entry), *event = malloc(cap * sizeof *event);
     double until = now_s() + 120;
     while (left > 0 && now_s() < until) {
@@ -509,8 +522,10 @@ static int run_topic(const char *brokers, const char *topic, int partitions, con
             foreign++;
         } else if (row->seen) {
             copies++;
+        } else if ((row->seen = true, ids++, m->key_len >= 5 && memcmp(m->key, "warm-", 5) == 0)) {
+            /* a warm-up: its path was cold (metadata, connections, the
+             * first fetch); not timed */
         } else {
-            row->seen = true;
             if (n_lat == cap) {
                 cap *= 2;
                 entry = realloc(entry, cap * sizeof *entry);
@@ -541,7 +556,7 @@ static int run_topic(const char *brokers, const char *topic, int partitions, con
     }
     printf("topic_messages=%zu\ntopic_ids=%zu\ntopic_copies=%zu\ntopic_foreign=%zu\n"
            "rows=%zu\nrows_unseen=%zu\n",
-           messages, n_lat, copies, foreign, n_rows, unseen);
+           messages, ids, copies, foreign, n_rows, unseen);
     print_latency("entry", entry, n_lat);
     size_t n_event = 0;
     for (size_t i = 0; i < n_lat; i++)
@@ -557,9 +572,9 @@ static int run_topic(const char *brokers, const char *topic, int partitions, con
 
 int main(int argc, char **argv)
 {
-    if ((argc == 7 || argc == 8) && strcmp(argv[1], "events") == 0)
+    if (argc >= 7 && argc <= 9 && strcmp(argv[1], "events") == 0)
         return run_events(argv[2], argv[3], argv[4], atoi(argv[5]), strtoul(argv[6], NULL, 10),
-                          argc == 8 ? strtod(argv[7], NULL) : 0);
+                          argc >= 8 ? strtod(argv[7], NULL) : 0, argc == 9 ? argv[8] : "k");
     if (argc == 7 && strcmp(argv[1], "topic") == 0)
         return run_topic(argv[2], argv[3], atoi(argv[4]), argv[5], argv[6]);
     if ((argc == 7 || argc == 8) && strcmp(argv[1], "bare") == 0) {
@@ -584,7 +599,7 @@ int main(int argc, char **argv)
         return rc;
     }
     fprintf(stderr, "usage: steward-bench-active events BROKERS EVENT_TOPIC COMMAND_TOPIC "
-                    "PARTITIONS N [RATE]\n"
+                    "PARTITIONS N [RATE [PREFIX]]\n"
                     "       steward-bench-active topic BROKERS TOPIC PARTITIONS CONNINFO PROCESS\n"
                     "       steward-bench-active bare BROKERS TOPIC PARTITIONS CONNINFO PROCESS "
                     "[RATE]\n"
