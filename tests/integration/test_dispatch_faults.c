@@ -343,9 +343,11 @@ START_TEST(killed_replica_taken_over)
     printf("dispatch takeover: %d commands of the killed replica on the topic %.2f s after the "
            "kill (lease %.0f s)\n",
            ROWS, took, DT_LEASE_S);
-    /* The lease, a look (100 ms), the producer's reconnection (at most
-     * 500 ms) and the delivery and its mark. */
-    ck_assert_msg(took <= DT_LEASE_S + 1.5,
+    /* The lease and a look (100 ms), the documented bound; then the
+     * producer's reconnection (at most 500 ms here), the delivery and its
+     * mark, on a sanitizer build of a shared machine: 2.5 s for those. A
+     * lease that followed the delivery timeout would be 60 s. */
+    ck_assert_msg(took <= DT_LEASE_S + 2.5,
                   "the survivor took %.2f s to send what the killed replica held", took);
     ck_assert_int_eq(tl_stop(b, SIGTERM, 30), 0);
     dt_seen_list_t got = dt_read_topic(topic, 1);
