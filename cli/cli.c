@@ -1,11 +1,15 @@
 /*
  * cli - what the subcommands share: where the database is, connecting to
- * it, refusing stray arguments, printing JSON. See cli.h.
+ * it, refusing stray arguments, reading an instant, printing JSON. See
+ * cli.h.
  */
 #include "cli/cli.h"
 
+#include "common/clock.h"
 #include "common/db.h"
 #include "common/err.h"
+#include "common/rfc3339.h"
+#include "definitions/duration.h"
 #include "manager/operator/query.h"
 
 #include <getopt.h>
@@ -37,8 +41,18 @@ bool cli_extra_args(int argc, char **argv, const char *cmd, const char *usage)
     return true;
 }
 
-int cli_help_or_usage(int opt, const char *usage)
+int cli_help_or_usage(const char *cmd, int opt, char **argv, const char *usage)
 {
+    if (opt == '?' || opt == ':') {
+        /* getopt left the offending word behind optind, or in optopt for
+         * a short option. */
+        char shortopt[3] = {'-', (char) optopt, '\0'};
+        const char *word = optopt > 0 && optopt < 128 ? shortopt : argv[optind - 1];
+        if (opt == ':')
+            fprintf(stderr, "%s: option '%s' needs a value\n", cmd, word);
+        else
+            fprintf(stderr, "%s: unknown option '%s'\n", cmd, word);
+    }
     fputs(usage, opt == 'h' ? stdout : stderr);
     return opt == 'h' ? EXIT_OK : EXIT_USAGE;
 }
@@ -47,4 +61,17 @@ void cli_print_json(const json_t *doc)
 {
     json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | QUERY_REAL_PRECISION);
     printf("\n");
+}
+
+bool cli_parse_when(const char *text, int64_t *ms)
+{
+    int64_t ago;
+    char why[128];
+    if (rfc3339_parse(text, ms))
+        return true;
+    if (duration_parse(text, &ago, why, sizeof why)) {
+        *ms = clock_wall_ms() - ago;
+        return true;
+    }
+    return false;
 }

@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include <libpq-fe.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 int cli_check(int argc, char **argv);
 int cli_migrate(int argc, char **argv);
@@ -41,10 +42,18 @@ PGconn *cli_connect(const char *flag_value, const char *cmd);
  * when arguments are left after the options (optind < argc). */
 bool cli_extra_args(int argc, char **argv, const char *cmd, const char *usage);
 
-/* The end of an option switch: for 'h' (--help) prints usage to stdout and
- * returns EXIT_OK; for anything else (an unknown option, a missing value,
- * which getopt already named) prints it to stderr and returns EXIT_USAGE. */
-int cli_help_or_usage(int opt, const char *usage);
+/* The end of an option switch, one wording for every verb: for 'h'
+ * (--help) prints usage to stdout and returns EXIT_OK; for '?' prints
+ * "cmd: unknown option 'X'", for ':' "cmd: option 'X' needs a value", then
+ * the usage, to stderr, and returns EXIT_USAGE (for anything else the
+ * usage alone). getopt must be quiet: opterr = 0 and a short option string
+ * that starts with ':' (CLI_SHORT_OPTIONS). */
+int cli_help_or_usage(const char *cmd, int opt, char **argv, const char *usage);
+
+/* An instant given as RFC 3339, or as a duration meaning that long before
+ * now (the wall clock), in *ms; false when text is neither (*ms may then
+ * be anything). */
+bool cli_parse_when(const char *text, int64_t *ms);
 
 /* Prints doc to stdout as indented JSON in its own order, then a newline. */
 void cli_print_json(const json_t *doc);

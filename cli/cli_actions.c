@@ -1,6 +1,7 @@
 /*
- * cli_actions - the operator verbs: `steward ack|resolve ALERT_ID` and
- * `steward close|move|retry|claim|release PROCESS KEY`, and the silences:
+ * cli_actions - the operator verbs: `steward ack|resolve ALERT_ID`,
+ * `steward close|move|retry|claim|release PROCESS KEY`, `steward upgrade
+ * PROCESS`, and the silences:
  * `steward silence`, `silences`, `unsilence ID`. Each is a row of
  * manager/operator/actions.h's verb table, and one parser reads every verb's line
  * from its row: its usage, operands and own options, and the shared ones
@@ -139,6 +140,7 @@ enum {
 typedef struct verb_line {
     const char *reason, *actor;
     const char *value[ACTION_VERB_OPTIONS_MAX]; /* by the row's option index; a flag given: "" */
+    char *joined[ACTION_VERB_OPTIONS_MAX];      /* a repeated option's values, owned */
     char **operands;
     int n_operands;
 } verb_line_t;
@@ -202,14 +204,24 @@ static int verb_parse(const action_verb_def_t *def, cli_opts_t *o, int argc, cha
             fputs(o->usage, stderr);
             return EXIT_USAGE;
         }
-        if (opt == OPT_REASON)
+        if (opt == OPT_REASON) {
             line->reason = optarg;
-        else if (opt == OPT_ACTOR)
+        } else if (opt == OPT_ACTOR) {
             line->actor = optarg;
-        else if (index >= 0)
+        } else if (index >= 0 && def->options[index].repeats && line->value[index] != NULL) {
+            /* Given again: the values joined, as one value may list them. */
+            char *both = NULL;
+            if (asprintf(&both, "%s,%s", line->value[index], optarg) < 0) {
+                fprintf(stderr, "%s: out of memory\n", o->cmd);
+                return EXIT_RUNTIME;
+            }
+            free(line->joined[index]);
+            line->value[index] = line->joined[index] = both;
+        } else if (index >= 0) {
             line->value[index] = optarg != NULL ? optarg : "";
-        else if ((rc = cli_opts_take(o, opt, optarg)) >= 0)
+        } else if ((rc = cli_opts_take(o, opt, optarg)) >= 0) {
             return rc;
+        }
     }
 
     int expected = 0;
@@ -253,66 +265,204 @@ static long long operand_id(const char *text)
     return *text == '\0' || *end != '\0' || id <= 0 ? 0 : id;
 }
 
-/* An alert or instance verb: action_run(). */
+/*
+ * What a verb prints and returns once its action ran: the reason when it
+ * did not happen (arc not ACTION_OK; EXIT_USAGE for a bad request, else
+ * EXIT_RUNTIME), else the result as JSON with --json or as `text` writes
+ * it. Takes result (may be NULL).
+ */
+static int answer(const action_verb_def_t *def, const cli_opts_t *o, const verb_line_t *line,
+                  action_rc_t arc, json_t *result, const char *errstr,
+                  void (*text)(const action_verb_def_t *, const verb_line_t *, const json_t *))
+{
+    int rc = EXIT_OK;
+    if (arc != ACTION_OK) {
+        fprintf(stderr, "%s: %s\n", o->cmd, shown(errstr));
+        rc = arc == ACTION_BAD_REQUEST ? EXIT_USAGE : EXIT_RUNTIME;
+    } else if (o->json) {
+        cli_print_json(result);
+    } else {
+        text(def, line, result);
+    }
+    json_decref(result);
+    return rc;
+}
+
+static void action_text(const action_verb_def_t *def, const verb_line_t *line, const json_t *result)
+{
+    if (def->on == ACTION_ON_ALERT) {
+        printf("alert %s %s by %s\n", shown(line->operands[0]),
+               def->verb == ACTION_ACK ? "acknowledged" : "resolved", shown(line->actor));
+        return;
+    }
+    json_t *before = json_object_get(result, "before"), *after = json_object_get(result, "after");
+    printf("%s %s: %s %s -> %s (%s) by %s\n", shown(line->operands[0]), shown(line->operands[1]),
+           def->name, shown(json_string_value(json_object_get(before, "state"))),
+           shown(json_string_value(json_object_get(after, "state"))),
+           shown(json_string_value(json_object_get(after, "status"))), shown(line->actor));
+    json_t *command = json_object_get(result, "command");
+    if (command != NULL)
+        printf("queued %s to %s (step %" JSON_INTEGER_FORMAT ", attempt %" JSON_INTEGER_FORMAT
+               ", token %" JSON_INTEGER_FORMAT ")\n",
+               shown(json_string_value(json_object_get(command, "type"))),
+               shown(json_string_value(json_object_get(command, "topic"))),
+               json_integer_value(json_object_get(command, "step")),
+               json_integer_value(json_object_get(command, "attempt")),
+               json_integer_value(json_object_get(command, "token")));
+}
+
+/* ---- upgrade ---- */
+
+/* The lines a section of the upgrade's text prints before "... and N more". */
+#define UPGRADE_TEXT_ROWS 20
+
+static const char *text_of(const json_t *obj, const char *name)
+{
+    const char *s = json_string_value(json_object_get(obj, name));
+    return s != NULL ? shown(s) : "-";
+}
+
+static long long int_of(const json_t *obj, const char *name)
+{
+    return (long long) json_integer_value(json_object_get(obj, name));
+}
+
+/* A section's heading and count, then its first rows by `row`, then how
+ * many more there are. */
+static void section(const json_t *result, const char *heading, const char *count, const char *list,
+                    void (*row)(const json_t *))
+{
+    long long n = int_of(result, count);
+    json_t *items = json_object_get(result, list), *item;
+    size_t i;
+    printf("%s: %lld\n", heading, n);
+    json_array_foreach(items, i, item)
+    {
+        if (i == UPGRADE_TEXT_ROWS)
+            break;
+        row(item);
+    }
+    if (n > UPGRADE_TEXT_ROWS)
+        printf("  ... and %lld more (--json lists up to %d)\n", n - UPGRADE_TEXT_ROWS,
+               ACTION_UPGRADE_LIST_MAX);
+}
+
+static void deadline_row(const json_t *d)
+{
+    char change[48] = "";
+    json_t *ms = json_object_get(d, "change_ms");
+    if (json_is_integer(ms)) {
+        long long v = (long long) json_integer_value(ms);
+        char text[32];
+        duration_format(v < 0 ? -v : v, text, sizeof text);
+        snprintf(change, sizeof change, " (%c%s)", v < 0 ? '-' : '+', text);
+    }
+    printf("  %s %s, %s deadline: %s -> %s%s\n", text_of(d, "key"), text_of(d, "state"),
+           text_of(d, "deadline"), text_of(d, "before"), text_of(d, "after"), change);
+}
+
+static void alert_row(const json_t *a)
+{
+    printf("  alert %lld (%s) of %s\n", int_of(a, "id"), text_of(a, "kind"), text_of(a, "key"));
+}
+
+static void due_row(const json_t *d)
+{
+    printf("  %s %s: deadline %s passed, then %s\n", text_of(d, "key"), text_of(d, "state"),
+           text_of(d, "deadline"), text_of(d, "then"));
+}
+
+static void command_row(const json_t *c)
+{
+    printf("  %s %s to %s (step %lld, attempt %lld, token %lld)\n", text_of(c, "key"),
+           text_of(c, "type"), text_of(c, "topic"), int_of(c, "step"), int_of(c, "attempt"),
+           int_of(c, "token"));
+}
+
+static void skipped_row(const json_t *s)
+{
+    printf("  %s: %s\n", text_of(s, "key"), text_of(s, "why"));
+}
+
+static void upgrade_text(const action_verb_def_t *def, const verb_line_t *line,
+                         const json_t *result)
+{
+    (void) def;
+    bool dry = json_is_true(json_object_get(result, "dry_run"));
+    long long moved = int_of(result, "moved");
+    printf("%s to version %lld: %lld instance%s %s%s\n", shown(line->operands[0]),
+           int_of(result, "to_version"), moved, moved == 1 ? "" : "s", dry ? "would move" : "moved",
+           dry ? " (a dry run: nothing was changed)" : "");
+    json_t *states = json_object_get(result, "states"), *s;
+    size_t i;
+    json_array_foreach(states, i, s)
+        printf("  version %lld %s -> %s: %lld\n", int_of(s, "from_version"),
+               text_of(s, "from_state"), text_of(s, "to_state"), int_of(s, "instances"));
+    section(result, "deadlines changed", "deadlines_changed", "deadlines", deadline_row);
+    section(result, "alerts resolved", "alerts_resolved", "alerts", alert_row);
+    section(result, "due at once (the scheduler's next pass judges them)", "due_at_once", "due",
+            due_row);
+    section(result, "commands queued", "commands_queued", "commands", command_row);
+    long long promoted = int_of(result, "promoted");
+    if (promoted > 0)
+        printf("promoted to active: %lld (%s)\n", promoted,
+               json_is_true(json_object_get(result, "send_current"))
+                   ? "the current step's command sent now"
+                   : "nothing sent now: each sends its next state's command on entry");
+    json_t *skipped = json_object_get(result, "skipped");
+    if (json_array_size(skipped) > 0) {
+        printf("skipped: %zu\n", json_array_size(skipped));
+        json_array_foreach(skipped, i, s)
+        {
+            if (i == UPGRADE_TEXT_ROWS)
+                break;
+            skipped_row(s);
+        }
+    }
+}
+
+/* An alert, instance or process verb: action_run(). */
 static int run_action(const action_verb_def_t *def, cli_opts_t *o, const verb_line_t *line)
 {
-    action_verb_t verb = def->verb;
-    const char *cmd = o->cmd;
-    action_request_t r = {.actor = line->actor, .reason = line->reason}, *req = &r;
+    action_request_t req = {.actor = line->actor, .reason = line->reason};
     char errstr[1024];
     int rc;
 
-    bool on_alert = def->on == ACTION_ON_ALERT;
-    if (on_alert) {
-        if ((req->alert_id = operand_id(line->operands[0])) == 0) {
-            fprintf(stderr, "%s: %s is not an alert id (steward stuck lists them)\n", cmd,
+    if (def->on == ACTION_ON_ALERT) {
+        if ((req.alert_id = operand_id(line->operands[0])) == 0) {
+            fprintf(stderr, "%s: %s is not an alert id (steward stuck lists them)\n", o->cmd,
                     line->operands[0]);
             return EXIT_USAGE;
         }
     } else {
-        req->process = line->operands[0];
-        req->key = line->operands[1];
+        req.process = line->operands[0];
+        req.key = def->on == ACTION_ON_INSTANCE ? line->operands[1] : NULL;
     }
-    /* An instance verb's one option, if any, is what it acts towards. */
-    req->target = def->options[0].name != NULL ? line->value[0] : NULL;
+    /* A verb's first option, if any, is what it acts towards; an upgrade
+     * reads all of its own. */
+    req.target = def->options[0].name != NULL ? line->value[0] : NULL;
+    req.options = line->value;
 
     PGconn *conn = cli_opts_connect(o, true, &rc);
     if (conn == NULL)
         return rc;
     json_t *result = NULL;
-    action_rc_t arc = action_run(conn, verb, req, &result, errstr, sizeof errstr);
+    action_rc_t arc = action_run(conn, def->verb, &req, &result, errstr, sizeof errstr);
     PQfinish(conn);
-    if (arc != ACTION_OK) {
-        fprintf(stderr, "%s: %s\n", cmd, shown(errstr));
-        return arc == ACTION_BAD_REQUEST ? EXIT_USAGE : EXIT_RUNTIME;
-    }
-    if (o->json) {
-        cli_print_json(result);
-    } else if (on_alert) {
-        printf("alert %s %s by %s\n", shown(line->operands[0]),
-               verb == ACTION_ACK ? "acknowledged" : "resolved", shown(req->actor));
-    } else {
-        json_t *before = json_object_get(result, "before"),
-               *after = json_object_get(result, "after");
-        printf("%s %s: %s %s -> %s (%s) by %s\n", shown(req->process), shown(req->key),
-               action_verb_name(verb), shown(json_string_value(json_object_get(before, "state"))),
-               shown(json_string_value(json_object_get(after, "state"))),
-               shown(json_string_value(json_object_get(after, "status"))), shown(req->actor));
-        json_t *command = json_object_get(result, "command");
-        if (command != NULL)
-            printf("queued %s to %s (step %" JSON_INTEGER_FORMAT ", attempt %" JSON_INTEGER_FORMAT
-                   ", token %" JSON_INTEGER_FORMAT ")\n",
-                   shown(json_string_value(json_object_get(command, "type"))),
-                   shown(json_string_value(json_object_get(command, "topic"))),
-                   json_integer_value(json_object_get(command, "step")),
-                   json_integer_value(json_object_get(command, "attempt")),
-                   json_integer_value(json_object_get(command, "token")));
-    }
-    json_decref(result);
-    return EXIT_OK;
+    return answer(def, o, line, arc, result, errstr,
+                  def->on == ACTION_ON_PROCESS ? upgrade_text : action_text);
 }
 
 /* ---- silences ---- */
+
+static void silence_text(const action_verb_def_t *def, const verb_line_t *line,
+                         const json_t *result)
+{
+    (void) def;
+    (void) line;
+    printf("silence %lld until %s\n", (long long) json_integer_value(json_object_get(result, "id")),
+           json_string_value(json_object_get(result, "ends_at")));
+}
 
 static int run_silence(const action_verb_def_t *def, cli_opts_t *o, const verb_line_t *line)
 {
@@ -335,18 +485,15 @@ static int run_silence(const action_verb_def_t *def, cli_opts_t *o, const verb_l
     json_t *result = NULL;
     action_rc_t arc = action_silence(conn, &req, &result, errstr, sizeof errstr);
     PQfinish(conn);
-    if (arc != ACTION_OK) {
-        fprintf(stderr, "%s: %s\n", o->cmd, shown(errstr));
-        return arc == ACTION_BAD_REQUEST ? EXIT_USAGE : EXIT_RUNTIME;
-    }
-    if (o->json)
-        cli_print_json(result);
-    else
-        printf("silence %lld until %s\n",
-               (long long) json_integer_value(json_object_get(result, "id")),
-               json_string_value(json_object_get(result, "ends_at")));
-    json_decref(result);
-    return EXIT_OK;
+    return answer(def, o, line, arc, result, errstr, silence_text);
+}
+
+static void unsilence_text(const action_verb_def_t *def, const verb_line_t *line,
+                           const json_t *result)
+{
+    (void) def;
+    (void) result;
+    printf("silence %lld ended\n", operand_id(line->operands[0]));
 }
 
 static int run_unsilence(const action_verb_def_t *def, cli_opts_t *o, const verb_line_t *line)
@@ -359,7 +506,6 @@ static int run_unsilence(const action_verb_def_t *def, cli_opts_t *o, const verb
         fputs(o->usage, stderr);
         return EXIT_USAGE;
     }
-    (void) def;
     PGconn *conn = cli_opts_connect(o, true, &rc);
     if (conn == NULL)
         return rc;
@@ -367,56 +513,44 @@ static int run_unsilence(const action_verb_def_t *def, cli_opts_t *o, const verb
     action_rc_t arc =
         action_unsilence(conn, id, line->actor, line->reason, &result, errstr, sizeof errstr);
     PQfinish(conn);
-    if (arc != ACTION_OK) {
-        fprintf(stderr, "%s: %s\n", o->cmd, shown(errstr));
-        return arc == ACTION_BAD_REQUEST ? EXIT_USAGE : EXIT_RUNTIME;
+    return answer(def, o, line, arc, result, errstr, unsilence_text);
+}
+
+static void silences_text(const action_verb_def_t *def, const verb_line_t *line,
+                          const json_t *result)
+{
+    bool all = option_value(def, line, "all") != NULL;
+    json_t *list = json_object_get(result, "silences"), *s;
+    size_t i;
+    if (json_array_size(list) == 0)
+        printf("no silences%s\n", all ? "" : " in force");
+    json_array_foreach(list, i, s)
+    {
+        const char *state = json_string_value(json_object_get(s, "state"));
+        const char *team = json_string_value(json_object_get(s, "team"));
+        printf("%-6lld %s%s%s%s%s until %s by %s: %s%s\n",
+               (long long) json_integer_value(json_object_get(s, "id")),
+               shown(json_string_value(json_object_get(s, "process"))), state ? " state " : "",
+               state ? shown(state) : "", team ? " team " : "", team ? shown(team) : "",
+               shown(json_string_value(json_object_get(s, "ends_at"))),
+               shown(json_string_value(json_object_get(s, "actor"))),
+               shown(json_string_value(json_object_get(s, "reason"))),
+               json_is_true(json_object_get(s, "live")) ? "" : " (ended)");
     }
-    if (o->json)
-        cli_print_json(result);
-    else
-        printf("silence %lld ended\n", id);
-    json_decref(result);
-    return EXIT_OK;
 }
 
 static int run_silences(const action_verb_def_t *def, cli_opts_t *o, const verb_line_t *line)
 {
     char errstr[1024];
     int rc;
-    bool all = option_value(def, line, "all") != NULL;
     PGconn *conn = cli_opts_connect(o, true, &rc);
     if (conn == NULL)
         return rc;
-    json_t *doc = NULL;
-    action_rc_t arc = action_silences(conn, all, &doc, errstr, sizeof errstr);
+    json_t *result = NULL;
+    action_rc_t arc = action_silences(conn, option_value(def, line, "all") != NULL, &result, errstr,
+                                      sizeof errstr);
     PQfinish(conn);
-    if (arc != ACTION_OK) {
-        fprintf(stderr, "%s: %s\n", o->cmd, shown(errstr));
-        return EXIT_RUNTIME;
-    }
-    if (o->json) {
-        cli_print_json(doc);
-    } else {
-        json_t *list = json_object_get(doc, "silences"), *s;
-        size_t i;
-        if (json_array_size(list) == 0)
-            printf("no silences%s\n", all ? "" : " in force");
-        json_array_foreach(list, i, s)
-        {
-            const char *state = json_string_value(json_object_get(s, "state"));
-            const char *team = json_string_value(json_object_get(s, "team"));
-            printf("%-6lld %s%s%s%s%s until %s by %s: %s%s\n",
-                   (long long) json_integer_value(json_object_get(s, "id")),
-                   shown(json_string_value(json_object_get(s, "process"))), state ? " state " : "",
-                   state ? shown(state) : "", team ? " team " : "", team ? shown(team) : "",
-                   shown(json_string_value(json_object_get(s, "ends_at"))),
-                   shown(json_string_value(json_object_get(s, "actor"))),
-                   shown(json_string_value(json_object_get(s, "reason"))),
-                   json_is_true(json_object_get(s, "live")) ? "" : " (ended)");
-        }
-    }
-    json_decref(doc);
-    return EXIT_OK;
+    return answer(def, o, line, arc, result, errstr, silences_text);
 }
 
 /* The silence rows' functions; alert and instance rows all go to
@@ -454,6 +588,8 @@ int cli_verb(const action_verb_def_t *def, int argc, char **argv)
     int rc = verb_parse(def, &o, argc, argv, &line);
     if (rc < 0)
         rc = run(def, &o, &line);
+    for (size_t i = 0; i < ACTION_VERB_OPTIONS_MAX; i++)
+        free(line.joined[i]);
     cli_opts_free(&o);
     return rc;
 }

@@ -8,10 +8,14 @@
  * prints the alerts the candidate would have raised and the report. Live
  * state is never touched: not the live schema, not the live group's
  * offsets. The scratch database is dropped at the end unless --keep.
+ * The messages the replay rejected are counted by reason and by topic,
+ * with a sample detail: a definition that reads nothing of a topic shows
+ * it there, not as a quiet report.
  */
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "common/clock.h"
+#include "common/db.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "common/rfc3339.h"
@@ -48,8 +52,9 @@ static const char backtest_usage[] =
     "The scratch database is created on the server of the configured database\n"
     "(--database, $STEWARD_DATABASE_URL, the config's database or\n"
     "database_file), whose user needs CREATEDB; the live schema is not read.\n"
-    "--json prints only the alerts, as a JSON array.\n"
-    "\n" CLI_COMMON_USAGE;
+    "\n" CLI_CONFIG_USAGE
+    "  --json                print {\"alerts\": [...], \"rejected\": {...}}: the\n"
+    "                        alerts, and the rejected messages by reason and topic\n" CLI_HELP_USAGE;
 
 static volatile sig_atomic_t backtest_done;
 
@@ -67,28 +72,79 @@ static void stop_when_drained(intake_t *intake, void *arg)
         backtest_done = 1;
 }
 
-/* RFC 3339, or a duration meaning that long ago. */
-static bool parse_when(const char *text, int64_t *ms)
+/*
+ * The messages the replay rejected, into *out (a new object): total,
+ * by_reason {reason: count}, and by_topic [{topic, reason, count,
+ * sample}], most first, sample the detail of the first one.
+ */
+static err_class_t read_rejections(PGconn *conn, json_t **out, char *errstr, size_t errstr_size)
 {
-    int64_t ago;
-    char why[128];
-    if (rfc3339_parse(text, ms))
-        return true;
-    if (duration_parse(text, &ago, why, sizeof why)) {
-        *ms = clock_wall_ms() - ago;
-        return true;
+    err_class_t cls = ERR_OK;
+    *out = NULL;
+    PGresult *res = db_query(conn, "reading the rejected messages",
+                             "SELECT topic, reason, count(*), (array_agg(detail ORDER BY id))[1] "
+                             "FROM steward.rejected GROUP BY topic, reason ORDER BY 3 DESC, 1, 2",
+                             0, NULL, &cls, errstr, errstr_size);
+    if (res == NULL)
+        return cls;
+    json_t *by_reason = json_object(), *by_topic = json_array();
+    long long total = 0;
+    for (int i = 0; by_reason != NULL && by_topic != NULL && i < PQntuples(res); i++) {
+        const char *reason = PQgetvalue(res, i, 1);
+        long long n = atoll(PQgetvalue(res, i, 2));
+        total += n;
+        json_t *sum = json_object_get(by_reason, reason);
+        json_object_set_new(by_reason, reason,
+                            json_integer((sum != NULL ? json_integer_value(sum) : 0) + n));
+        json_array_append_new(by_topic,
+                              json_pack("{s:s, s:s, s:I, s:s?}", "topic", PQgetvalue(res, i, 0),
+                                        "reason", reason, "count", (json_int_t) n, "sample",
+                                        PQgetisnull(res, i, 3) ? NULL : PQgetvalue(res, i, 3)));
     }
-    return false;
+    PQclear(res);
+    if (by_reason == NULL || by_topic == NULL) {
+        json_decref(by_reason);
+        json_decref(by_topic);
+        return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    }
+    *out = json_pack("{s:I, s:o, s:o}", "total", (json_int_t) total, "by_reason", by_reason,
+                     "by_topic", by_topic);
+    return *out != NULL ? ERR_OK : err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
 }
 
-/* Prints the alerts backtest_alerts() found; as JSON or one line each. */
-static void print_alerts(const json_t *list, bool as_json)
+/* The rejections read_rejections() found, as text: the total by reason,
+ * then one line per topic and reason with a sample detail. */
+static void print_rejections(const json_t *rejected)
 {
-    if (as_json) {
-        json_dumpf(list, stdout, JSON_INDENT(2));
-        printf("\n");
-        return;
+    const json_t *by_reason = json_object_get(rejected, "by_reason");
+    printf("messages rejected: %lld",
+           (long long) json_integer_value(json_object_get(rejected, "total")));
+    const char *reason, *sep = " (";
+    json_t *n;
+    json_object_foreach((json_t *) by_reason, reason, n)
+    {
+        printf("%s%s %lld", sep, reason, (long long) json_integer_value(n));
+        sep = ", ";
     }
+    printf("%s\n", json_object_size(by_reason) > 0 ? ")" : "");
+    size_t i;
+    json_t *row;
+    json_array_foreach(json_object_get(rejected, "by_topic"), i, row)
+    {
+        printf("  %-28s %-20s %8lld  e.g. %s\n", json_string_value(json_object_get(row, "topic")),
+               json_string_value(json_object_get(row, "reason")),
+               (long long) json_integer_value(json_object_get(row, "count")),
+               json_is_string(json_object_get(row, "sample"))
+                   ? json_string_value(json_object_get(row, "sample"))
+                   : "");
+    }
+    if (json_object_size(by_reason) > 0)
+        printf("(each is in the scratch database's steward.rejected: keep it with --keep)\n");
+}
+
+/* Prints the alerts backtest_alerts() found, one line each. */
+static void print_alerts(const json_t *list)
+{
     printf("alerts the definition would have raised: %zu\n", json_array_size(list));
     size_t i;
     json_t *a;
@@ -182,14 +238,14 @@ static int backtest_with(cli_opts_t *o, int argc, char **argv)
     bool as_json = o->json;
     int64_t from_ms = 0, to_ms = clock_wall_ms();
     const char *problem =
-        definition == NULL                      ? "--definition is required"
-        : from == NULL                          ? "--from is required"
-        : brokers == NULL                       ? "no brokers: give --brokers"
-        : !parse_when(from, &from_ms)           ? "--from is neither RFC 3339 nor a duration"
-        : to != NULL && !parse_when(to, &to_ms) ? "--to is neither RFC 3339 nor a duration"
-        : from_ms >= to_ms                      ? "--from must come before --to"
-        : optind < argc                         ? "unexpected arguments"
-                                                : NULL;
+        definition == NULL                          ? "--definition is required"
+        : from == NULL                              ? "--from is required"
+        : brokers == NULL                           ? "no brokers: give --brokers"
+        : !cli_parse_when(from, &from_ms)           ? "--from is neither RFC 3339 nor a duration"
+        : to != NULL && !cli_parse_when(to, &to_ms) ? "--to is neither RFC 3339 nor a duration"
+        : from_ms >= to_ms                          ? "--from must come before --to"
+        : optind < argc                             ? "unexpected arguments"
+                                                    : NULL;
     if (problem != NULL) {
         fprintf(stderr, "steward backtest: %s\n%s", problem, backtest_usage);
         return EXIT_USAGE;
@@ -228,7 +284,7 @@ static int backtest_with(cli_opts_t *o, int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
-    rfc3339_format_seconds(from_ms, from_text, sizeof from_text);
+    rfc3339_format(from_ms, from_text, sizeof from_text);
     fprintf(stderr, "steward backtest: replaying %s from %s into %s\n", definition, from_text,
             scratch.name);
     log_set_level(LOG_LEVEL_WARN);
@@ -275,15 +331,27 @@ static int backtest_with(cli_opts_t *o, int argc, char **argv)
     }
     sched_free(sched);
 
-    json_t *alerts = NULL, *report = NULL;
+    json_t *alerts = NULL, *report = NULL, *rejected = NULL;
     const def_t *candidate = def_set_latest(defs, defs->defs[0]->process);
-    if (backtest_alerts(scratch.conn, candidate, &alerts, errstr, sizeof errstr) != ERR_OK) {
+    if (backtest_alerts(scratch.conn, candidate, &alerts, errstr, sizeof errstr) != ERR_OK ||
+        read_rejections(scratch.conn, &rejected, errstr, sizeof errstr) != ERR_OK) {
         fprintf(stderr, "steward backtest: %s\n", errstr);
+        json_decref(alerts);
         rc = EXIT_RUNTIME;
         goto out;
     }
-    print_alerts(alerts, as_json);
-    json_decref(alerts);
+    if (as_json) {
+        json_t *doc = json_pack("{s:o, s:o}", "alerts", alerts, "rejected", rejected);
+        json_dumpf(doc, stdout, JSON_INDENT(2));
+        printf("\n");
+        json_decref(doc);
+    } else {
+        print_alerts(alerts);
+        printf("\n");
+        print_rejections(rejected);
+        json_decref(alerts);
+        json_decref(rejected);
+    }
     if (!as_json) {
         size_t n_latest;
         const def_t **latest = latest_defs(defs, &n_latest);

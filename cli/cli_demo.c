@@ -13,6 +13,7 @@
  * check held.
  */
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "cli/cli_demo.h"
 #include "common/db.h"
 #include "common/err.h"
@@ -608,7 +609,8 @@ int cli_demo(int argc, char **argv)
     char errstr[1024];
 
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTIONS, options, NULL)) != -1) {
         switch (opt) {
         case 'o':
             orders = optarg;
@@ -641,7 +643,7 @@ int cli_demo(int argc, char **argv)
             serve = 1;
             break;
         default:
-            return cli_help_or_usage(opt, demo_usage);
+            return cli_help_or_usage("steward demo", opt, argv, demo_usage);
         }
     }
     if (atol(orders) <= 0 || atof(rate) <= 0 || atof(stall_rate) < 0 || atof(stall_rate) > 1 ||

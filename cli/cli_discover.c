@@ -6,15 +6,21 @@
  * --since to the end it had when reading began, with assign() and no
  * commits: no consumer group is joined and no offset is stored, so no
  * running consumer is disturbed. Messages are judged as `steward run`
- * judges them (decode_message()); the type is ce_type, else the string at
- * /type; the id ce_source#ce_id, else /id; the time ce_time, else the
- * Kafka timestamp, which is what the draft's default envelope reads.
+ * judges them (decode_message()) and read by an envelope (decode_read())
+ * that the flags say (--type, --id, --time) or the default one: the type
+ * ce_type, else the string at /type; the id ce_source#ce_id, else /id; the
+ * time ce_time, else the Kafka timestamp. The draft's envelope is what the
+ * flags said, so it reads what discover read. The Kafka message key is a
+ * candidate key like any field (--key names the key instead).
  */
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/rfc3339.h"
+#include "common/utf8.h"
 #include "definitions/duration.h"
+#include "definitions/jsonptr.h"
 #include "formats/decode.h"
 #include "manager/config/config.h"
 #include "manager/runtime/kafka_conf.h"
@@ -51,6 +57,21 @@ static const char discover_usage[] =
     "  --max-messages N      stop after N messages (default: 100000)\n"
     "  --process NAME        the draft's process name (default: discovered)\n"
     "  --draft FILE          also write the draft definition to FILE\n"
+    "  --key KEY             the correlation key: a JSON pointer, or message_key\n"
+    "                        (default: the field, or the message key, that joins\n"
+    "                        the most events of different types)\n"
+    "  --type TYPE           where the event type is: a JSON pointer, or header:NAME\n"
+    "                        (default: ce_type, else /type)\n"
+    "  --id POINTER          the event id, for dropping repeats (default: ce_id, else\n"
+    "                        /id)\n"
+    "  --time TIME           the event time, which orders events: a JSON pointer, or\n"
+    "                        kafka_timestamp (default: ce_time, else the Kafka\n"
+    "                        timestamp)\n"
+    "  --time-format F       how --time's field is written: rfc3339, epoch_seconds or\n"
+    "                        epoch_millis (default: RFC 3339 text or epoch ms)\n"
+    "  --format F            json, or confluent_json for JSON in the Confluent wire\n"
+    "                        format (default: json; framed values are counted as\n"
+    "                        schema_registry_format)\n"
     "  --kafka NAME=VALUE    a librdkafka property; repeatable, over the config's\n"
     "  --json                print everything as one JSON document\n";
 
@@ -58,11 +79,14 @@ typedef struct read_event {
     decode_message_t msg;
     char *topic;
     char *id;
-    const char *type; /* borrowed from msg */
+    char *message_key; /* as text; NULL when none or not text */
+    const char *type;  /* borrowed from msg */
     int64_t time_ms;
 } read_event_t;
 
 typedef struct reader {
+    const def_envelope_t *env; /* where the type, id and time are */
+    def_format_t format;       /* how the values are framed (--format) */
     read_event_t *ev;
     size_t n, cap;
     size_t rejected[DECODE_N_REASONS];
@@ -75,22 +99,9 @@ static void reader_clear(reader_t *r)
         decode_message_clear(&r->ev[i].msg);
         free(r->ev[i].topic);
         free(r->ev[i].id);
+        free(r->ev[i].message_key);
     }
     free(r->ev);
-}
-
-/* RFC 3339, or a duration meaning that long ago. */
-static bool parse_when(const char *text, int64_t *ms)
-{
-    int64_t ago;
-    char why[128];
-    if (rfc3339_parse(text, ms))
-        return true;
-    if (duration_parse(text, &ago, why, sizeof why)) {
-        *ms = clock_wall_ms() - ago;
-        return true;
-    }
-    return false;
 }
 
 /* A process name as definitions allow it: [a-z][a-z0-9_]*, at most 63. */
@@ -139,16 +150,21 @@ static bool reader_add(reader_t *r, const rd_kafka_message_t *m)
     decode_limits_t limits = {DECODE_DEFAULT_MAX_BYTES, DECODE_DEFAULT_MAX_DEPTH};
     decode_message_t msg;
     char detail[256];
-    decode_reason_t why = decode_message(&in, &limits, &msg, detail, sizeof detail);
+    decode_reason_t why = decode_message_as(&in, &limits, r->format, &msg, detail, sizeof detail);
     if (why != DECODE_OK) {
         r->rejected[why]++;
         return true;
     }
-    const char *type = msg.ce_type;
-    if (type == NULL)
-        type = json_string_value(json_object_get(msg.data, "type"));
+    const char *type = decode_type_of(&msg, r->env);
     if (type == NULL) {
         r->untyped++;
+        decode_message_clear(&msg);
+        return true;
+    }
+    decode_envelope_t env;
+    why = decode_read(&msg, &in, r->env, type, &env, detail, sizeof detail);
+    if (why != DECODE_OK) {
+        r->rejected[why]++;
         decode_message_clear(&msg);
         return true;
     }
@@ -156,6 +172,7 @@ static bool reader_add(reader_t *r, const rd_kafka_message_t *m)
         size_t cap = r->cap ? 2 * r->cap : 1024;
         read_event_t *grown = realloc(r->ev, cap * sizeof *grown);
         if (grown == NULL) {
+            decode_envelope_clear(&env);
             decode_message_clear(&msg);
             return false;
         }
@@ -167,21 +184,17 @@ static bool reader_add(reader_t *r, const rd_kafka_message_t *m)
     e->msg = msg;
     e->type = type;
     e->topic = strdup(in.topic);
-    e->time_ms = in.timestamp_ms;
-    if (msg.ce_time != NULL && !rfc3339_parse(msg.ce_time, &e->time_ms))
-        e->time_ms = in.timestamp_ms;
-    const json_t *id = json_object_get(msg.data, "id");
-    char num[32];
-    if (msg.ce_id != NULL) {
-        size_t len = strlen(msg.ce_id) + (msg.ce_source ? strlen(msg.ce_source) : 0) + 2;
-        if ((e->id = malloc(len)) != NULL)
-            snprintf(e->id, len, "%s#%s", msg.ce_source ? msg.ce_source : "", msg.ce_id);
-    } else if (json_is_string(id)) {
-        e->id = strdup(json_string_value(id));
-    } else if (json_is_integer(id)) {
-        snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(id));
-        e->id = strdup(num);
+    e->time_ms = env.time_ms;
+    /* topic/partition/offset is no identity to drop repeats by */
+    if (msg.cloudevent ||
+        (r->env->id_pointer != NULL && jsonptr_get(msg.data, r->env->id_pointer) != NULL)) {
+        e->id = env.id;
+        env.id = NULL;
     }
+    decode_envelope_clear(&env);
+    if (m->key != NULL && m->key_len > 0 && m->key_len <= DECODE_MAX_KEY_BYTES &&
+        memchr(m->key, 0, m->key_len) == NULL && utf8_valid(m->key, m->key_len))
+        e->message_key = strndup(m->key, m->key_len);
     r->n++;
     return e->topic != NULL;
 }
@@ -359,17 +372,20 @@ static void print_text(const json_t *report, const reader_t *r, const char *sinc
             printf("%s%s", sep, topic);
             sep = ", ";
         }
-        printf("\n");
+        printf("%s\n", json_is_true(json_object_get(v, "set_aside")) ? "  (set aside)" : "");
     }
     printf("\ncandidate correlation keys (share: of the least covered type's events;\n"
-           "joining: values seen in events of two or more types):\n");
+           "joining: values seen in events of two or more types; joins: the types\n"
+           "those values join, beyond the first, which ranks them):\n");
     json_array_foreach(json_object_get(report, "keys"), i, v)
     {
-        printf("  %-28s share %5.1f%%  joining %lld of %lld values%s\n",
-               json_string_value(json_object_get(v, "pointer")),
+        const char *pointer = json_string_value(json_object_get(v, "pointer"));
+        printf("  %-28s share %5.1f%%  joining %lld of %lld values, %lld joins%s\n",
+               pointer != NULL ? pointer : "(the Kafka message key)",
                100 * json_real_value(json_object_get(v, "share")),
                (long long) json_integer_value(json_object_get(v, "joining")),
                (long long) json_integer_value(json_object_get(v, "distinct")),
+               (long long) json_integer_value(json_object_get(v, "joins")),
                i == 0 ? "  <- the key" : "");
     }
     printf("\nthe order of events per key (%lld keys; directly follows, count):\n",
@@ -413,6 +429,106 @@ static void print_text(const json_t *report, const reader_t *r, const char *sinc
     cli_print_json(draft);
 }
 
+/* Gives every topic of the draft on which framed values were read its
+ * format: the definition must say so to read them. */
+static void mark_framed_topics(json_t *draft, const reader_t *r)
+{
+    const char *name;
+    json_t *ev;
+    json_object_foreach(json_object_get(draft, "events"), name, ev)
+    {
+        const char *topic = json_string_value(json_object_get(ev, "topic"));
+        bool framed = false;
+        for (size_t i = 0; topic != NULL && i < r->n && !framed; i++)
+            framed = r->ev[i].msg.schema_id >= 0 && strcmp(r->ev[i].topic, topic) == 0;
+        if (!framed)
+            continue;
+        json_t *topics = json_object_get(draft, "topics");
+        if (topics == NULL) {
+            topics = json_object();
+            json_object_set_new(draft, "topics", topics);
+        }
+        json_object_set_new(topics, topic, json_pack("{s:s}", "format", "confluent_json"));
+    }
+}
+
+/*
+ * The envelope the flags describe into *env (pointers borrowed from the
+ * arguments) and, in `json`, as a definition's "envelope" says it (the
+ * members the flags gave). False with the problem in why.
+ */
+static bool envelope_from_flags(def_envelope_t *env, json_t *json, const char *key,
+                                const char *type, const char *id, const char *time,
+                                const char *format, char *why, size_t why_size)
+{
+    char err[256];
+    env->type_pointer = "/type";
+    env->id_pointer = "/id";
+    if (key != NULL && strcmp(key, "message_key") != 0 && !jsonptr_valid(key, err, sizeof err)) {
+        snprintf(why, why_size, "--key is a JSON pointer or message_key: %s", err);
+        return false;
+    }
+    if (type != NULL && strncmp(type, "header:", 7) == 0) {
+        if (type[7] == '\0') {
+            snprintf(why, why_size, "--type header:NAME needs a header name");
+            return false;
+        }
+        env->type_header = (char *) type + 7;
+        json_object_set_new(json, "type", json_pack("{s:s}", "header", type + 7));
+    } else if (type != NULL) {
+        if (!jsonptr_valid(type, err, sizeof err) || type[0] == '\0') {
+            snprintf(why, why_size, "--type is a JSON pointer or header:NAME: %s",
+                     type[0] == '\0' ? "empty" : err);
+            return false;
+        }
+        env->type_pointer = (char *) type;
+        json_object_set_new(json, "type", json_string(type));
+    }
+    if (id != NULL) {
+        if (!jsonptr_valid(id, err, sizeof err) || id[0] == '\0') {
+            snprintf(why, why_size, "--id is a JSON pointer: %s", id[0] == '\0' ? "empty" : err);
+            return false;
+        }
+        env->id_pointer = (char *) id;
+        json_object_set_new(json, "id", json_string(id));
+    }
+    static const char *const formats[] = {"rfc3339", "epoch_seconds", "epoch_millis"};
+    static const def_time_format_t values[] = {DEF_TIME_RFC3339, DEF_TIME_EPOCH_SECONDS,
+                                               DEF_TIME_EPOCH_MILLIS};
+    long f = -1;
+    for (long i = 0; format != NULL && i < 3; i++) {
+        if (strcmp(format, formats[i]) == 0)
+            f = i;
+    }
+    if (format != NULL && f < 0) {
+        snprintf(why, why_size, "--time-format is rfc3339, epoch_seconds or epoch_millis");
+        return false;
+    }
+    if (time != NULL && strcmp(time, "kafka_timestamp") == 0) {
+        if (format != NULL) {
+            snprintf(why, why_size, "--time-format goes with a --time pointer");
+            return false;
+        }
+        env->time_format = DEF_TIME_KAFKA;
+        json_object_set_new(json, "time", json_pack("{s:s}", "from", "kafka_timestamp"));
+    } else if (time != NULL) {
+        if (!jsonptr_valid(time, err, sizeof err) || time[0] == '\0') {
+            snprintf(why, why_size, "--time is a JSON pointer or kafka_timestamp: %s",
+                     time[0] == '\0' ? "empty" : err);
+            return false;
+        }
+        env->time_pointer = (char *) time;
+        env->time_format = f >= 0 ? values[f] : DEF_TIME_TEXT_OR_MS;
+        json_object_set_new(json, "time",
+                            f >= 0 ? json_pack("{s:s, s:s}", "pointer", time, "format", formats[f])
+                                   : json_string(time));
+    } else if (format != NULL) {
+        snprintf(why, why_size, "--time-format goes with a --time pointer");
+        return false;
+    }
+    return true;
+}
+
 int cli_discover(int argc, char **argv)
 {
     static const struct option options[] = {
@@ -424,6 +540,12 @@ int cli_discover(int argc, char **argv)
         {"draft", required_argument, NULL, 'D'},
         {"kafka", required_argument, NULL, 'k'},
         {"json", no_argument, NULL, 'j'},
+        {"key", required_argument, NULL, 'K'},
+        {"type", required_argument, NULL, 'T'},
+        {"id", required_argument, NULL, 'I'},
+        {"time", required_argument, NULL, 'M'},
+        {"time-format", required_argument, NULL, 'F'},
+        {"format", required_argument, NULL, 'R'},
         {"config", required_argument, NULL, 'c'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -431,12 +553,15 @@ int cli_discover(int argc, char **argv)
     const char *topics_arg = NULL, *since = "1h", *max_arg = NULL, *process = NULL,
                *draft_file = NULL;
     const char *brokers = NULL, *config_path = getenv("STEWARD_CONFIG");
+    const char *key_arg = NULL, *type_arg = NULL, *id_arg = NULL, *time_arg = NULL,
+               *time_format = NULL, *format_arg = NULL;
     const char **props = calloc((size_t) argc + 1, sizeof *props);
     size_t n_props = 0;
     int opt, as_json = 0;
 
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTIONS, options, NULL)) != -1) {
         switch (opt) {
         case 't':
             topics_arg = optarg;
@@ -465,9 +590,27 @@ int cli_discover(int argc, char **argv)
         case 'j':
             as_json = 1;
             break;
+        case 'K':
+            key_arg = optarg;
+            break;
+        case 'T':
+            type_arg = optarg;
+            break;
+        case 'I':
+            id_arg = optarg;
+            break;
+        case 'M':
+            time_arg = optarg;
+            break;
+        case 'F':
+            time_format = optarg;
+            break;
+        case 'R':
+            format_arg = optarg;
+            break;
         default:
             free(props);
-            return cli_help_or_usage(opt, discover_usage);
+            return cli_help_or_usage("steward discover", opt, argv, discover_usage);
         }
     }
     /* The config as `steward run` reads it (file, then the environment), for
@@ -489,6 +632,9 @@ int cli_discover(int argc, char **argv)
         brokers = NULL;
     int64_t since_ms = 0;
     unsigned long long max_messages = DISCOVER_DEFAULT_MAX;
+    def_envelope_t where = {0};
+    json_t *envelope = json_object();
+    char why[512];
     char *end = NULL;
     if (max_arg != NULL)
         max_messages = strtoull(max_arg, &end, 10);
@@ -496,18 +642,25 @@ int cli_discover(int argc, char **argv)
         topics_arg == NULL || topics_arg[0] == '\0' ? "--topics is required"
         : brokers == NULL
             ? "no brokers: give --brokers, STEWARD_KAFKA_BROKERS or a config's brokers"
-        : !parse_when(since, &since_ms) ? "--since is neither RFC 3339 nor a duration"
+        : !cli_parse_when(since, &since_ms) ? "--since is neither RFC 3339 nor a duration"
         : max_arg != NULL && (max_arg[0] < '0' || max_arg[0] > '9' || *end != '\0' ||
                               max_messages == 0 || max_messages > 100000000)
             ? "--max-messages is a whole number from 1 to 100000000"
         : process != NULL && !valid_process_name(process)
             ? "--process is a name: [a-z][a-z0-9_]*, at most 63 characters"
+        : format_arg != NULL && strcmp(format_arg, "json") != 0 &&
+                strcmp(format_arg, "confluent_json") != 0
+            ? "--format is json or confluent_json"
+        : !envelope_from_flags(&where, envelope, key_arg, type_arg, id_arg, time_arg, time_format,
+                               why, sizeof why)
+            ? why
         : optind < argc ? "unexpected arguments"
                         : NULL;
     if (problem != NULL) {
         fprintf(stderr, "steward discover: %s\n%s", problem, discover_usage);
         config_free(cfg);
         free(props);
+        json_decref(envelope);
         return EXIT_USAGE;
     }
 
@@ -522,7 +675,10 @@ int cli_discover(int argc, char **argv)
 
     char errstr[1024], group[64];
     int rc = EXIT_OK;
-    reader_t r = {0};
+    reader_t r = {.env = &where,
+                  .format = format_arg != NULL && strcmp(format_arg, "confluent_json") == 0
+                                ? DEF_FORMAT_CONFLUENT_JSON
+                                : DEF_FORMAT_JSON};
     json_t *report = NULL;
     rd_kafka_t *rk = NULL;
     rd_kafka_conf_t *conf = NULL;
@@ -566,17 +722,42 @@ int cli_discover(int argc, char **argv)
     size_t n_events = 0;
     for (size_t i = 0; i < r.n; i++) {
         if (json_is_object(r.ev[i].msg.data))
-            events[n_events++] = (discover_event_t){r.ev[i].type, r.ev[i].topic, r.ev[i].time_ms,
-                                                    r.ev[i].id, r.ev[i].msg.data};
+            events[n_events++] =
+                (discover_event_t){r.ev[i].type, r.ev[i].topic,    r.ev[i].time_ms,
+                                   r.ev[i].id,   r.ev[i].msg.data, r.ev[i].message_key};
     }
-    discover_options_t dopts = {.process = process, .source = topics_arg};
+    discover_options_t dopts = {.process = process,
+                                .source = topics_arg,
+                                .key = key_arg,
+                                .type_pointer =
+                                    where.type_header == NULL ? where.type_pointer : NULL,
+                                .id_pointer = where.id_pointer,
+                                .time_pointer = where.time_pointer,
+                                .envelope = envelope,
+                                .kafka_time = time_arg == NULL};
     err_class_t cls = discover_analyse(events, n_events, &dopts, &report, errstr, sizeof errstr);
     free(events);
     if (cls != ERR_OK) {
         fprintf(stderr, "steward discover: %zu events read; %s\n", n_events, errstr);
+        /* What was left out is often why: say it here too. */
+        size_t bad = r.untyped;
+        for (int k = 0; k < DECODE_N_REASONS; k++)
+            bad += r.rejected[k];
+        if (bad > 0) {
+            fprintf(stderr, "steward discover: %zu messages left out:", bad);
+            for (int k = 0; k < DECODE_N_REASONS; k++) {
+                if (r.rejected[k] > 0)
+                    fprintf(stderr, " %s %zu", decode_reason_name((decode_reason_t) k),
+                            r.rejected[k]);
+            }
+            if (r.untyped > 0)
+                fprintf(stderr, " no_type %zu", r.untyped);
+            fprintf(stderr, "\n");
+        }
         rc = EXIT_RUNTIME;
         goto out;
     }
+    mark_framed_topics(json_object_get(report, "draft"), &r);
     if (draft_file != NULL && json_dump_file(json_object_get(report, "draft"), draft_file,
                                              JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0) {
         fprintf(stderr, "steward discover: cannot write %s\n", draft_file);
@@ -601,5 +782,6 @@ out:
     free(topics_copy);
     free(props);
     config_free(cfg); /* after rk: brokers may be the config's */
+    json_decref(envelope);
     return rc;
 }

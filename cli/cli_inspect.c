@@ -9,21 +9,24 @@
 #include "definitions/duration.h"
 #include "formats/decode.h"
 #include "manager/operator/query.h"
+#include "manager/sinks/payload.h"
 
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char inspect_usage[] =
     "usage: steward inspect PROCESS KEY [--json] [--config FILE] [--database CONNINFO]\n"
     "\n"
-    "Prints the instance (state, status, start, time in the current state,\n"
-    "its deadline, variables, definition version; in active mode its step,\n"
-    "fencing token, lease holder and expiry, and its latest commands, sent or\n"
-    "pending) and its history, oldest first, with what each event did. Exits 1 when there is no "
-    "such instance.\n"
-    "--json prints exactly what GET /instances/PROCESS/KEY answers.\n"
-    "\n" CLI_COMMON_USAGE;
+    "Prints the instance (state, whether it is open or how it finished, start,\n"
+    "time in the current state, its deadline, variables, definition version and\n"
+    "mode, who claimed it; in active mode its step, fencing token, lease holder\n"
+    "and expiry, and its latest commands, sent or pending) and its history in\n"
+    "event-time order, with what each event did. Exits 1 when there is no such\n"
+    "instance.\n"
+    "\n" CLI_CONFIG_USAGE
+    "  --json                print what GET /v1/instances/PROCESS/KEY answers\n" CLI_HELP_USAGE;
 
 static const char *str(const json_t *obj, const char *name)
 {
@@ -31,26 +34,40 @@ static const char *str(const json_t *obj, const char *name)
     return value != NULL ? value : "-";
 }
 
-static void print_text(json_t *inst)
+/* tracing_link: the tracing.link template; NULL or "": trace ids alone. */
+static void print_text(json_t *inst, const char *tracing_link)
 {
     size_t i;
     json_t *h;
     decode_json_printable(inst); /* keys and details came from producers */
-    char in_state[32], to_deadline[32];
+    char in_state[64], to_deadline[32];
     json_t *ms_to_deadline = json_object_get(inst, "ms_to_deadline");
     char *vars = json_dumps(json_object_get(inst, "vars"),
                             JSON_COMPACT | JSON_SORT_KEYS | QUERY_REAL_PRECISION);
 
-    duration_format(json_integer_value(json_object_get(inst, "ms_in_state")), in_state,
-                    sizeof in_state);
-    printf("%s %s (definition version %lld)\n", str(inst, "process"), str(inst, "key"),
-           (long long) json_integer_value(json_object_get(inst, "version")));
-    printf("  state             %s (%s)\n", str(inst, "state"), str(inst, "status"));
+    /* Time in the state counts to the watermark, as the deadline does. */
+    json_t *ms_in_state = json_object_get(inst, "ms_in_state");
+    if (json_is_integer(ms_in_state)) {
+        char span[32];
+        duration_format_rounded(json_integer_value(ms_in_state), span, sizeof span);
+        snprintf(in_state, sizeof in_state, "%s, at the watermark", span);
+    } else {
+        snprintf(in_state, sizeof in_state, "watermark unknown");
+    }
+    /* An instance's status is "active" until it finishes: said "open" here,
+     * so it is not read as active mode. */
+    const char *inst_status = str(inst, "status");
+    printf("%s %s (definition version %lld, %s mode)\n", str(inst, "process"), str(inst, "key"),
+           (long long) json_integer_value(json_object_get(inst, "version")), str(inst, "mode"));
+    if (strcmp(inst_status, "active") == 0)
+        printf("  state             %s (open)\n", str(inst, "state"));
+    else
+        printf("  state             %s (%s)\n", str(inst, "state"), inst_status);
     printf("  started           %s\n", str(inst, "started_at"));
     printf("  in state since    %s (%s)\n", str(inst, "state_entered_at"), in_state);
     if (json_is_integer(ms_to_deadline)) {
         long long ms = json_integer_value(ms_to_deadline);
-        duration_format(ms < 0 ? -ms : ms, to_deadline, sizeof to_deadline);
+        duration_format_rounded(ms < 0 ? -ms : ms, to_deadline, sizeof to_deadline);
         printf("  deadline          %s (%s %s)\n", str(inst, "deadline_at"), to_deadline,
                ms < 0 ? "past, at the watermark" : "left, at the watermark");
     } else {
@@ -93,13 +110,26 @@ static void print_text(json_t *inst)
     }
 
     json_t *history = json_object_get(inst, "history");
-    printf("\nhistory, oldest first (%zu events)\n", json_array_size(history));
+    printf("\nhistory in event-time order (%zu rows): event time, event, where it was read\n"
+           "(topic[partition]@offset; an operator's action or Steward's own decision at a\n"
+           "deadline was read from no topic), outcome (\"replayed\": a parked event judged\n"
+           "once the instance could take it), from -> to; under a traced event, its trace\n"
+           "id (W3C traceparent) and, with tracing.link, the link to it\n",
+           json_array_size(history));
     json_array_foreach(history, i, h)
     {
-        char where[160], move[160];
-        snprintf(where, sizeof where, "%s[%lld]@%lld", str(h, "topic"),
-                 (long long) json_integer_value(json_object_get(h, "partition")),
-                 (long long) json_integer_value(json_object_get(h, "offset")));
+        char where[160], move[160], outcome[64];
+        const char *topic = str(h, "topic");
+        if (strcmp(str(h, "outcome"), "operator") == 0)
+            snprintf(where, sizeof where, "(operator)");
+        else if (topic[0] == '\0' || json_integer_value(json_object_get(h, "partition")) < 0)
+            snprintf(where, sizeof where, "(steward)");
+        else
+            snprintf(where, sizeof where, "%s[%lld]@%lld", topic,
+                     (long long) json_integer_value(json_object_get(h, "partition")),
+                     (long long) json_integer_value(json_object_get(h, "offset")));
+        snprintf(outcome, sizeof outcome, "%s%s", str(h, "outcome"),
+                 json_is_true(json_object_get(h, "replayed")) ? " (replayed)" : "");
         const char *from = json_string_value(json_object_get(h, "from_state"));
         const char *to = json_string_value(json_object_get(h, "to_state"));
         if (from != NULL && to != NULL && strcmp(from, to) != 0)
@@ -108,13 +138,20 @@ static void print_text(json_t *inst)
             snprintf(move, sizeof move, "-> %s", to);
         else
             snprintf(move, sizeof move, "%s", from != NULL ? from : "");
-        printf("  %s  %-22s %-20s %-10s%s %s", str(h, "event_time"), str(h, "event_type"), where,
-               str(h, "outcome"), json_is_true(json_object_get(h, "replayed")) ? "*" : " ", move);
+        printf("  %s  %-22s %-20s %-11s %s", str(h, "event_time"), str(h, "event_type"), where,
+               outcome, move);
         const char *detail = json_string_value(json_object_get(h, "detail"));
         if (detail != NULL)
             printf("  (%s)", detail);
         if (json_is_string(json_object_get(h, "actor")))
             printf("  by %s: %s", str(h, "actor"), str(h, "reason"));
+        const char *trace = json_string_value(json_object_get(h, "trace_id"));
+        if (trace != NULL) {
+            char *link = payload_trace_link(tracing_link, trace);
+            printf("\n      trace %s%s%s", trace, link != NULL ? "  " : "",
+                   link != NULL ? link : "");
+            free(link);
+        }
         printf("\n");
     }
 }
@@ -173,7 +210,8 @@ int cli_inspect(int argc, char **argv)
         /* The HTTP answer, byte for byte in content: one query builds both. */
         cli_print_json(inst);
     } else {
-        print_text(inst);
+        const config_t *cfg = cli_opts_config(&o);
+        print_text(inst, cfg != NULL ? cfg->tracing_link : NULL);
     }
     json_decref(inst);
     PQfinish(conn);

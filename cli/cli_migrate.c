@@ -140,17 +140,17 @@ int cli_migrate(int argc, char **argv)
 
     if (!cli_opts_init(&o, "steward migrate", migrate_usage, argc, argv))
         return EXIT_RUNTIME;
-    while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTIONS, options, NULL)) != -1) {
+    while ((opt = cli_opts_next(&o, argc, argv, options, true, &rc)) != -1) {
         if (opt == 's')
             status_only = true;
         else if (opt == 'R')
             roles = true;
         else if (opt == 'P')
             print_only = true;
-        else if ((rc = cli_opts_take(&o, opt, optarg)) >= 0) {
-            cli_opts_free(&o);
-            return rc;
-        }
+    }
+    if (rc >= 0) {
+        cli_opts_free(&o);
+        return rc;
     }
     if (cli_extra_args(argc, argv, o.cmd, migrate_usage) || (print_only && !roles) ||
         (status_only && roles)) {

@@ -79,22 +79,12 @@ int cli_prune(int argc, char **argv)
 
     if (!cli_opts_init(&o, "steward prune", prune_usage, argc, argv))
         return EXIT_RUNTIME;
-    while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTIONS, options, NULL)) != -1) {
-        if (opt == 'n') {
+    while ((opt = cli_opts_next(&o, argc, argv, options, false, &rc)) != -1)
+        if (opt == 'n')
             dry_run = true;
-        } else if ((rc = cli_opts_take(&o, opt, optarg)) >= 0) {
-            cli_opts_free(&o);
-            return rc;
-        }
-    }
-    if (cli_extra_args(argc, argv, o.cmd, prune_usage)) {
-        cli_opts_free(&o);
-        return EXIT_USAGE;
-    }
-
     /* The same settings `steward run` would use: file, environment, flags. */
-    PGconn *conn = cli_opts_connect(&o, true, &rc);
-    if (conn == NULL) {
+    PGconn *conn = NULL;
+    if (rc >= 0 || (conn = cli_opts_connect(&o, true, &rc)) == NULL) {
         cli_opts_free(&o);
         return rc;
     }

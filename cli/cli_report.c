@@ -82,21 +82,17 @@ int cli_report(int argc, char **argv)
 
     if (!cli_opts_init(&o, "steward report", report_usage, argc, argv))
         return EXIT_RUNTIME;
-    while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTIONS, options, NULL)) != -1) {
-        if (opt == 'p') {
+    while ((opt = cli_opts_next(&o, argc, argv, options, false, &rc)) != -1) {
+        if (opt == 'p')
             process = optarg;
-        } else if (opt == 's') {
+        else if (opt == 's')
             since_text = optarg;
-        } else if (opt == 'f') {
+        else if (opt == 'f')
             cli_opts_add(&o, "definitions", optarg);
-        } else if ((rc = cli_opts_take(&o, opt, optarg)) >= 0) {
-            cli_opts_free(&o);
-            return rc;
-        }
     }
-    if (cli_extra_args(argc, argv, o.cmd, report_usage) || cli_opts_config(&o) == NULL) {
+    if (rc >= 0 || cli_opts_config(&o) == NULL) {
         cli_opts_free(&o);
-        return EXIT_USAGE;
+        return rc >= 0 ? rc : EXIT_USAGE;
     }
     if (o.cfg->definitions != NULL && *o.cfg->definitions != '\0')
         path = o.cfg->definitions;

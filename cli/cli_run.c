@@ -19,6 +19,7 @@
  * exits 0.
  */
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "common/clock.h"
 #include "common/db.h"
 #include "common/err.h"
@@ -443,10 +444,14 @@ static err_class_t open_workers(const config_t *cfg, const char *replica, run_ct
                            replica,
                            cfg->unowned_after_ms,
                            (size_t) cfg->scheduler_transactions};
-    notifier_config_t ncfg = {
-        cfg->database,       cfg->notifier_interval_ms,   cfg->http_timeout_ms,
-        cfg->max_backoff_ms, cfg->alertmanager_resend_ms, cfg->max_retry_after_ms,
-        cfg->group_window_ms};
+    notifier_config_t ncfg = {cfg->database,
+                              cfg->notifier_interval_ms,
+                              cfg->http_timeout_ms,
+                              cfg->max_backoff_ms,
+                              cfg->alertmanager_resend_ms,
+                              cfg->max_retry_after_ms,
+                              cfg->group_window_ms,
+                              cfg->tracing_link};
 
     dispatcher_config_t dcfg = {
         .conninfo = cfg->database,
@@ -609,7 +614,7 @@ int cli_run(int argc, char **argv)
     /* One malloc arena for the daemon. glibc gives each thread that
      * allocates an arena of its own, and each keeps the high-water mark of
      * what it held: a batch decoded on the consumer's thread and committed
-     * on a thread of its own (manager/intake/intake.c) then holds a batch's
+     * on a thread of its own (manager/intake/intake_lanes.c) then holds a batch's
      * memory twice. Measured: a 77 MiB peak with an arena per thread, 36
      * MiB with one, at the same throughput (docs/performance.md, "The batch
      * pipeline"). */
@@ -618,7 +623,8 @@ int cli_run(int argc, char **argv)
     if (flags == NULL)
         return EXIT_RUNTIME;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTIONS, options, NULL)) != -1) {
         const char *key = NULL;
         switch (opt) {
         case 'c':
@@ -672,7 +678,7 @@ int cli_run(int argc, char **argv)
             break;
         default:
             free(flags);
-            return cli_help_or_usage(opt, run_usage);
+            return cli_help_or_usage("steward run", opt, argv, run_usage);
         }
         flags[n_flags++] = (config_flag_t){key, optarg};
     }

@@ -12,13 +12,15 @@
 
 #include <getopt.h>
 #include <stdio.h>
+#include <string.h>
 
 static const char stuck_usage[] =
     "usage: steward stuck [--process NAME] [--json] [--config FILE] [--database CONNINFO]\n"
     "\n"
-    "Lists the open alerts grouped by process and state, oldest first, with\n"
-    "their age and owning team. Exits 1 when --process names a process the\n"
-    "database has no definition of.\n"
+    "Lists the open alerts grouped by process and state, oldest first: for\n"
+    "each, how long its instance has been in its state (at the process's\n"
+    "watermark), how long the alert has been open, and who owns it. Exits 1\n"
+    "when --process names a process the database has no definition of.\n"
     "\n"
     "  --process NAME        only this process\n" CLI_COMMON_USAGE;
 
@@ -41,13 +43,25 @@ static void print_text(json_t *doc)
                (long long) json_integer_value(json_object_get(group, "open")));
         json_array_foreach(json_object_get(group, "alerts"), j, alert)
         {
-            char age[32];
-            duration_format(json_integer_value(json_object_get(alert, "age_ms")), age, sizeof age);
+            char age[32], stuck[64];
+            duration_format_rounded(json_integer_value(json_object_get(alert, "age_ms")), age,
+                                    sizeof age);
+            /* How long the instance has been stuck leads: the alert may be
+             * younger (opened at the deadline, or a sequence alert). */
+            json_t *in_state = json_object_get(alert, "ms_in_state");
+            const char *at = json_string_value(json_object_get(alert, "instance_state"));
+            if (json_is_integer(in_state))
+                duration_format_rounded(json_integer_value(in_state), stuck, sizeof stuck);
+            else
+                snprintf(stuck, sizeof stuck, "%s", at != NULL ? "?" : "-");
             const char *key = json_string_value(json_object_get(alert, "key"));
-            printf("  %-16s %-17s open %-8s %s  [alert %lld", key != NULL ? key : "-",
+            printf("  %-16s in state %-7s %-17s alert open %-7s %s  [alert %lld",
+                   key != NULL ? key : "-", stuck,
                    json_string_value(json_object_get(alert, "kind")), age,
                    json_string_value(json_object_get(alert, "summary")),
                    (long long) json_integer_value(json_object_get(alert, "id")));
+            if (at != NULL && strcmp(at, json_string_value(json_object_get(group, "state"))) != 0)
+                printf("; now in %s", at);
             /* Who is on it, so a second person does not start the same work. */
             const char *acked = json_string_value(json_object_get(alert, "acked_by"));
             const char *claimed = json_string_value(json_object_get(alert, "claimed_by"));
@@ -93,21 +107,11 @@ int cli_stuck(int argc, char **argv)
 
     if (!cli_opts_init(&o, "steward stuck", stuck_usage, argc, argv))
         return EXIT_RUNTIME;
-    while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTIONS, options, NULL)) != -1) {
-        if (opt == 'p') {
+    while ((opt = cli_opts_next(&o, argc, argv, options, false, &rc)) != -1)
+        if (opt == 'p')
             process = optarg;
-        } else if ((rc = cli_opts_take(&o, opt, optarg)) >= 0) {
-            cli_opts_free(&o);
-            return rc;
-        }
-    }
-    rc = EXIT_OK;
-    if (cli_extra_args(argc, argv, o.cmd, stuck_usage)) {
-        cli_opts_free(&o);
-        return EXIT_USAGE;
-    }
-    PGconn *conn = cli_opts_connect(&o, true, &rc);
-    if (conn == NULL) {
+    PGconn *conn = NULL;
+    if (rc >= 0 || (conn = cli_opts_connect(&o, true, &rc)) == NULL) {
         cli_opts_free(&o);
         return rc;
     }

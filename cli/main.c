@@ -20,11 +20,13 @@
  * command the mask the process started with is restored.
  */
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "common/err.h"
 #include "common/failpoint.h"
 #include "manager/operator/actions.h"
 
 #include <curl/curl.h>
+#include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -79,6 +81,40 @@ static void block_handled(int argc, char **argv, char **envp)
 __attribute__((used, section(".preinit_array"))) static void (*const block_handled_at_start)(
     int, char **, char **) = block_handled;
 
+static const char version_usage[] = "usage: steward version [--json]\n"
+                                    "\n"
+                                    "Prints the version of this binary.\n"
+                                    "\n"
+                                    "  --json                print {\"version\": \"...\"}\n"
+                                    "  -h, --help            this help\n";
+
+/* `steward version [--json]` (also `steward --version`). */
+static int print_version(int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    bool json = false;
+    int opt;
+
+    optind = 1;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTIONS, options, NULL)) != -1) {
+        if (opt != 'j')
+            return cli_help_or_usage("steward version", opt, argv, version_usage);
+        json = true;
+    }
+    if (cli_extra_args(argc, argv, "steward version", version_usage))
+        return EXIT_USAGE;
+    if (json)
+        printf("{\"version\": \"%s\"}\n", STEWARD_VERSION);
+    else
+        printf("steward %s\n", STEWARD_VERSION);
+    return EXIT_OK;
+}
+
 static void usage(FILE *out)
 {
     fprintf(out, "usage: steward COMMAND [OPTIONS]\n\ncommands:\n");
@@ -111,10 +147,8 @@ int main(int argc, char **argv)
         usage(stdout);
         return EXIT_OK;
     }
-    if (strcmp(name, "version") == 0 || strcmp(name, "--version") == 0) {
-        printf("steward %s\n", STEWARD_VERSION);
-        return EXIT_OK;
-    }
+    if (strcmp(name, "version") == 0 || strcmp(name, "--version") == 0)
+        return print_version(argc - 1, argv + 1);
     /* Before any thread starts: libcurl's global setup is not thread-safe,
      * and the failpoint table is read-only once threads run. A typo in the
      * variable stops here, so a test cannot pass vacuously. Every command

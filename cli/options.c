@@ -57,21 +57,27 @@ int cli_opts_take(cli_opts_t *o, int opt, const char *arg)
     case CLI_OPT_JSON:
         o->json = true;
         return -1;
-    case '?':
-    case ':': {
-        /* getopt left the offending word behind optind, or in optopt for
-         * a short option. */
-        char shortopt[3] = {'-', (char) optopt, '\0'};
-        const char *word = optopt > 0 && optopt < 128 ? shortopt : o->argv[optind - 1];
-        if (opt == ':')
-            fprintf(stderr, "%s: option '%s' needs a value\n", o->cmd, word);
-        else
-            fprintf(stderr, "%s: unknown option '%s'\n", o->cmd, word);
-        return cli_help_or_usage(opt, o->usage);
-    }
     default:
-        return cli_help_or_usage(opt, o->usage);
+        return cli_help_or_usage(o->cmd, opt, o->argv, o->usage);
     }
+}
+
+int cli_opts_next(cli_opts_t *o, int argc, char **argv, const struct option *options, bool operands,
+                  int *exit_code)
+{
+    int opt;
+    *exit_code = -1;
+    while ((opt = getopt_long(argc, argv, CLI_SHORT_OPTIONS, options, NULL)) != -1) {
+        bool common = opt == 'h' || opt == '?' || opt == ':' ||
+                      (opt >= CLI_OPT_CONFIG && opt <= CLI_OPT_JSON);
+        if (!common)
+            return opt;
+        if ((*exit_code = cli_opts_take(o, opt, optarg)) >= 0)
+            return -1;
+    }
+    if (!operands && cli_extra_args(argc, argv, o->cmd, o->usage))
+        *exit_code = EXIT_USAGE;
+    return -1;
 }
 
 const config_t *cli_opts_config(cli_opts_t *o)

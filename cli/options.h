@@ -20,7 +20,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Option codes above any character, so they never clash with a verb's. */
+/* Option codes above any character, so they never clash with a verb's;
+ * CLI_OPT_CONFIG to CLI_OPT_JSON are the common ones (cli_opts_next()). */
 enum {
     CLI_OPT_CONFIG = 0x1000,
     CLI_OPT_DATABASE,
@@ -40,14 +41,18 @@ enum {
         "help", no_argument, NULL, 'h'                                                             \
     }
 
-/* The help lines for the common options, for a verb's usage text. */
-#define CLI_COMMON_USAGE                                                                           \
+/* The help lines for the common options, for a verb's usage text: all of
+ * them (CLI_COMMON_USAGE), or the three parts around --json's line for a
+ * verb whose --json prints something else. */
+#define CLI_CONFIG_USAGE                                                                           \
     "  --config FILE         a JSON config file ($STEWARD_CONFIG)\n"                               \
     "  --database CONNINFO   libpq connection string ($STEWARD_DATABASE_URL,\n"                    \
     "                        or the config's database / database_file)\n"                          \
-    "  --set KEY=VALUE       any config key, e.g. retention.history=60d\n"                         \
-    "  --json                print one JSON object instead of text\n"                              \
-    "  -h, --help            this help\n"
+    "  --set KEY=VALUE       any config key (KEY_file: a secret's file), e.g.\n"                   \
+    "                        retention.history=60d\n"
+#define CLI_JSON_USAGE   "  --json                print one JSON object instead of text\n"
+#define CLI_HELP_USAGE   "  -h, --help            this help\n"
+#define CLI_COMMON_USAGE CLI_CONFIG_USAGE CLI_JSON_USAGE CLI_HELP_USAGE
 
 typedef struct cli_opts {
     const char *cmd;         /* "steward stuck", for messages */
@@ -75,6 +80,19 @@ void cli_opts_free(cli_opts_t *o);
  * value" and the usage on stderr for anything else.
  */
 int cli_opts_take(cli_opts_t *o, int opt, const char *arg);
+
+/*
+ * getopt_long() over `options` (the verb's own and CLI_COMMON_OPTIONS;
+ * short ones CLI_SHORT_OPTIONS), the common options taken on the way by
+ * cli_opts_take(). Returns the code of the next option of the verb's own,
+ * its value in optarg; -1 once none is left, with *exit_code -1 when the
+ * verb goes on (its operands from optind on), else the code it must return
+ * at once: EXIT_OK after -h, EXIT_USAGE after a usage error (printed),
+ * among them an argument left after the options when `operands` is false
+ * (cli_extra_args()).
+ */
+int cli_opts_next(cli_opts_t *o, int argc, char **argv, const struct option *options, bool operands,
+                  int *exit_code);
 
 /* Adds a setting as if given by --set key=value (a verb's own flag that
  * maps to a config key). False when out of memory. */

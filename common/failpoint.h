@@ -50,7 +50,8 @@
     X("dispatcher.after_mark_sent", false)                                                         \
     X("notifier.before_record", true)                                                              \
     X("notifier.after_record", false)                                                              \
-    X("actions.before_commit", true)
+    X("actions.before_commit", true)                                                               \
+    X("upgrade.between_batches", false)
 
 /*
  * Parses `spec` (the variable's text; NULL or "" sets nothing) into the

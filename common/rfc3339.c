@@ -102,11 +102,3 @@ char *rfc3339_format(int64_t ms, char *buf, size_t buf_size)
     snprintf(buf + n, buf_size - n, ".%03dZ", (int) (ms - secs * 1000));
     return buf;
 }
-
-char *rfc3339_format_seconds(int64_t ms, char *buf, size_t buf_size)
-{
-    size_t n;
-    format_secs(ms, buf, buf_size, &n);
-    snprintf(buf + n, buf_size - n, "Z");
-    return buf;
-}

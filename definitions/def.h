@@ -41,12 +41,54 @@ typedef struct def_capture {
     char *pointer; /* JSON pointer into the event payload ("/total") */
 } def_capture_t;
 
+/* How the event time is read at an envelope's time_pointer. */
+typedef enum def_time_format {
+    DEF_TIME_TEXT_OR_MS = 0, /* a plain pointer: RFC 3339 text or an integer of epoch ms */
+    DEF_TIME_RFC3339,        /* RFC 3339 text only */
+    DEF_TIME_EPOCH_SECONDS,  /* an integer of seconds since 1970 */
+    DEF_TIME_EPOCH_MILLIS,   /* an integer of milliseconds since 1970 */
+    DEF_TIME_KAFKA,          /* the Kafka message timestamp, declared ("from") */
+} def_time_format_t;
+
+/* How a topic's message values are framed (`topics.T.format`). */
+typedef enum def_format {
+    DEF_FORMAT_JSON = 0,      /* a JSON object, as it is */
+    DEF_FORMAT_CONFLUENT_JSON /* the Confluent wire format (magic byte 0, a 4-byte schema id)
+                                 around a JSON object, or a JSON object as it is */
+} def_format_t;
+
+/*
+ * An envelope: where an event's type, correlation key, id and time are.
+ * The process has one (its `key` and `envelope`); a topic may have its own
+ * (`topics`), and an event too, each field defaulting to the one above.
+ * CloudEvents attributes (ce_type, ce_id, ce_time) take precedence over
+ * the payload's fields; a type header and a declared Kafka timestamp take
+ * precedence over them.
+ */
+typedef struct def_envelope {
+    char *type_pointer; /* default "/type" */
+    char *type_header;  /* the message header naming the type; NULL: none */
+    char *id_pointer;   /* default "/id" */
+    char *time_pointer; /* NULL: the Kafka message timestamp */
+    def_time_format_t time_format;
+    char *key_pointer;     /* the correlation key, e.g. "/order_id"; NULL when
+                              key_from_message */
+    bool key_from_message; /* the correlation key is the Kafka message key */
+} def_envelope_t;
+
 typedef struct def_event {
-    char *name;              /* the event type, as the payload or ce_type says it */
-    char *topic;             /* the Kafka topic it arrives on, as the definition names it */
-    char *key_pointer;       /* correlation key; the process's key when the event names none;
-                                NULL when key_from_message */
-    bool key_from_message;   /* the correlation key is the Kafka message key */
+    char *name;  /* the event type, as the payload or ce_type says it */
+    char *topic; /* the Kafka topic it arrives on, as the definition names it */
+    /* Where this event's type (its topic's rule), key, id and time are:
+     * each from the event's own envelope (or `key`), else its topic's
+     * (`topics`), else the process's. */
+    def_envelope_t envelope;
+    /* The event's own type rule (its envelope.type): a message on its topic
+     * is this event when the rule reads its name there. Both NULL: none. */
+    char *own_type_pointer;
+    char *own_type_header;
+    bool topic_envelope;     /* its topic has an envelope of its own (`topics`) */
+    def_format_t format;     /* how its topic's values are framed (`topics`) */
     bool type_from_topic;    /* every message on its topic is this event, whatever it says */
     def_capture_t *captures; /* applied whenever this event moves an instance */
     size_t n_captures;
@@ -85,15 +127,6 @@ typedef struct def_token {
     char *header;
 } def_token_t;
 
-/* How the event time is read at def_t.time_pointer. */
-typedef enum def_time_format {
-    DEF_TIME_TEXT_OR_MS = 0, /* a plain pointer: RFC 3339 text or an integer of epoch ms */
-    DEF_TIME_RFC3339,        /* RFC 3339 text only */
-    DEF_TIME_EPOCH_SECONDS,  /* an integer of seconds since 1970 */
-    DEF_TIME_EPOCH_MILLIS,   /* an integer of milliseconds since 1970 */
-    DEF_TIME_KAFKA,          /* the Kafka message timestamp, declared ("from") */
-} def_time_format_t;
-
 typedef struct def_state {
     char *name;
     char *terminal;       /* the outcome ("success", "cancelled"...) if terminal, else NULL */
@@ -117,16 +150,9 @@ typedef struct def {
     char *owner;       /* the team that owns the outcome */
     char *description; /* may be NULL */
 
-    /* Where an event's envelope lives in its JSON payload. CloudEvents
-     * attributes (ce_type, ce_id, ce_time) take precedence. */
-    char *key_pointer;     /* the default correlation key, e.g. "/order_id"; NULL when
-                              key_from_message */
-    bool key_from_message; /* the default key is the Kafka message key */
-    char *type_pointer;    /* default "/type" */
-    char *type_header;     /* the message header naming the type; NULL: none */
-    char *id_pointer;      /* default "/id" */
-    char *time_pointer;    /* NULL: the Kafka message timestamp */
-    def_time_format_t time_format;
+    /* The process's envelope: its `key` and `envelope`, the default of
+     * every topic's and event's (def_event_t.envelope is what applies). */
+    def_envelope_t envelope;
 
     int64_t deadline_ms;       /* start to terminal state; 0 when none */
     int64_t reorder_window_ms; /* how long an out-of-order event may wait */
@@ -185,6 +211,14 @@ void def_free(def_t *def); /* NULL is a no-op */
 /* Lookups; -1 when there is no such name. */
 long def_find_state(const def_t *def, const char *name);
 long def_find_event(const def_t *def, const char *name);
+
+/* The first event declared on `topic` (as def names it, mapped or not),
+ * borrowed; NULL when none is. Every event on a topic has the same type
+ * rule in its envelope (the topic's, else the process's). */
+const def_event_t *def_topic_event(const def_t *def, const char *topic);
+
+/* Frees what an envelope owns and zeroes it; NULL is a no-op. */
+void def_envelope_clear(def_envelope_t *env);
 
 /*
  * The transition `state` takes on `event`, borrowed from def; NULL if none.

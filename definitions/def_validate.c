@@ -2,9 +2,10 @@
  * def_validate - the checks that look across a whole definition, and the
  * "did you mean" suggestions in messages; see def.h.
  *
- * def.c reads fields one by one; what needs the whole picture lives here:
- * the state graph (a terminal state exists, every state is reachable, every
- * reachable state can finish) and the variables of command templates.
+ * The loader (def_load.c, def_states.c) reads fields one by one; what
+ * needs the whole picture lives here: the state graph (a terminal state
+ * exists, every state is reachable, every reachable state can finish) and
+ * the variables of command templates.
  */
 #include "definitions/def.h"
 #include "definitions/jsonptr.h"
@@ -227,6 +228,38 @@ size_t def_check_command_topics(const def_t *def, def_problems_t *problems)
     return count;
 }
 
+/* Calls on_string(arg, text, pointer) for every string in `v`, its pointer
+ * in ptr (of ptr_size bytes), restoring ptr as it returns so the whole walk
+ * shares one buffer. */
+static void walk_strings(const json_t *v, char *ptr, size_t ptr_size,
+                         void (*on_string)(void *arg, const char *text, const char *ptr), void *arg)
+{
+    size_t len = strlen(ptr);
+    if (json_is_string(v)) {
+        on_string(arg, json_string_value(v), ptr);
+    } else if (json_is_object(v)) {
+        const char *key;
+        json_t *child;
+        json_object_foreach((json_t *) v, key, child)
+        {
+            jsonptr_append(ptr, ptr_size, key);
+            walk_strings(child, ptr, ptr_size, on_string, arg);
+            ptr[len] = '\0';
+        }
+    } else if (json_is_array(v)) {
+        size_t i;
+        json_t *child;
+        json_array_foreach(v, i, child)
+        {
+            char index[32];
+            snprintf(index, sizeof index, "%zu", i);
+            jsonptr_append(ptr, ptr_size, index);
+            walk_strings(child, ptr, ptr_size, on_string, arg);
+            ptr[len] = '\0';
+        }
+    }
+}
+
 /* ---- command templates ---- */
 
 static const char *const template_builtins[] = {"key",     "process", "state",
@@ -241,8 +274,9 @@ typedef struct template_walk {
     size_t count;
 } template_walk_t;
 
-static void check_template_string(template_walk_t *w, const char *text, const char *ptr)
+static void check_template_string(void *arg, const char *text, const char *ptr)
 {
+    template_walk_t *w = arg;
     for (const char *p = strstr(text, "${"); p != NULL; p = strstr(p, "${")) {
         const char *name = p + 2;
         const char *end = strchr(name, '}');
@@ -304,36 +338,6 @@ static void check_template_string(template_walk_t *w, const char *text, const ch
     }
 }
 
-/* Walks `v` with its pointer in ptr (of ptr_size bytes), restoring ptr as
- * it returns so the whole walk shares one buffer. */
-static void walk_template(template_walk_t *w, const json_t *v, char *ptr, size_t ptr_size)
-{
-    size_t len = strlen(ptr);
-    if (json_is_string(v)) {
-        check_template_string(w, json_string_value(v), ptr);
-    } else if (json_is_object(v)) {
-        const char *key;
-        json_t *child;
-        json_object_foreach((json_t *) v, key, child)
-        {
-            jsonptr_append(ptr, ptr_size, key);
-            walk_template(w, child, ptr, ptr_size);
-            ptr[len] = '\0';
-        }
-    } else if (json_is_array(v)) {
-        size_t i;
-        json_t *child;
-        json_array_foreach(v, i, child)
-        {
-            char index[32];
-            snprintf(index, sizeof index, "%zu", i);
-            jsonptr_append(ptr, ptr_size, index);
-            walk_template(w, child, ptr, ptr_size);
-            ptr[len] = '\0';
-        }
-    }
-}
-
 size_t def_check_template(const json_t *payload, const char *const *vars, size_t n_vars,
                           const char *file, const char *pointer, def_problems_t *problems)
 {
@@ -342,7 +346,7 @@ size_t def_check_template(const json_t *payload, const char *const *vars, size_t
     template_walk_t w = {vars, vars != NULL ? n_vars : 0, file, problems, 0};
     char ptr[1024];
     snprintf(ptr, sizeof ptr, "%s", pointer != NULL ? pointer : "");
-    walk_template(&w, payload, ptr, sizeof ptr);
+    walk_strings(payload, ptr, sizeof ptr, check_template_string, &w);
     return w.count;
 }
 
@@ -350,7 +354,7 @@ size_t def_check_template(const json_t *payload, const char *const *vars, size_t
 
 static bool captures_var(const def_capture_t *caps, size_t n, const char *var)
 {
-    /* A capture with an invalid name has none (def.c reported it). */
+    /* A capture with an invalid name has none (def_fields.c reported it). */
     for (size_t i = 0; i < n; i++)
         if (caps[i].var != NULL && strcmp(caps[i].var, var) == 0)
             return true;
@@ -432,8 +436,9 @@ typedef struct path_walk {
     size_t count;
 } path_walk_t;
 
-static void check_path_string(path_walk_t *w, const char *text, const char *ptr)
+static void check_path_string(void *arg, const char *text, const char *ptr)
 {
+    path_walk_t *w = arg;
     for (const char *p = strstr(text, "${vars."); p != NULL; p = strstr(p, "${vars.")) {
         const char *name = p + 7;
         const char *end = strchr(name, '}');
@@ -458,34 +463,6 @@ static void check_path_string(path_walk_t *w, const char *text, const char *ptr)
     }
 }
 
-static void walk_paths(path_walk_t *w, const json_t *v, char *ptr, size_t ptr_size)
-{
-    size_t len = strlen(ptr);
-    if (json_is_string(v)) {
-        check_path_string(w, json_string_value(v), ptr);
-    } else if (json_is_object(v)) {
-        const char *key;
-        json_t *child;
-        json_object_foreach((json_t *) v, key, child)
-        {
-            jsonptr_append(ptr, ptr_size, key);
-            walk_paths(w, child, ptr, ptr_size);
-            ptr[len] = '\0';
-        }
-    } else if (json_is_array(v)) {
-        size_t i;
-        json_t *child;
-        json_array_foreach(v, i, child)
-        {
-            char index[32];
-            snprintf(index, sizeof index, "%zu", i);
-            jsonptr_append(ptr, ptr_size, index);
-            walk_paths(w, child, ptr, ptr_size);
-            ptr[len] = '\0';
-        }
-    }
-}
-
 size_t def_check_template_paths(const def_t *def, def_problems_t *problems)
 {
     path_walk_t w = {def, 0, problems, 0};
@@ -497,7 +474,7 @@ size_t def_check_template_paths(const def_t *def, def_problems_t *problems)
         size_t len = strlen(ptr);
         snprintf(ptr + len, sizeof ptr - len, "/command/payload");
         w.state = i;
-        walk_paths(&w, def->states[i].command->payload, ptr, sizeof ptr);
+        walk_strings(def->states[i].command->payload, ptr, sizeof ptr, check_path_string, &w);
     }
     return w.count;
 }

@@ -143,6 +143,17 @@ char *duration_format_rounded(int64_t ms, char *buf, size_t buf_size)
     uint64_t mag = ms < 0 ? (uint64_t) 0 - (uint64_t) ms : (uint64_t) ms;
     if (buf == NULL || buf_size == 0 || mag < 1000)
         return duration_format(ms, buf, buf_size);
+    /* Under ten seconds, to the hundredth: "9.01s", "1.5s", "2s". */
+    uint64_t cs = (mag + 5) / 10;
+    if (cs < 1000) {
+        char frac[4] = "";
+        if (cs % 100 != 0)
+            snprintf(frac, sizeof frac, ".%02u", (unsigned) (cs % 100));
+        if (frac[0] != '\0' && frac[2] == '0')
+            frac[2] = '\0';
+        snprintf(buf, buf_size, "%s%u%ss", ms < 0 ? "-" : "", (unsigned) (cs / 100), frac);
+        return buf;
+    }
 
     /* Round to the unit below the largest one that fits (to whole seconds
      * below a minute): 1m0.212s reads "1m", 3d4h31m reads "3d5h". */

@@ -24,10 +24,17 @@ bool duration_parse(const char *text, int64_t *ms_out, char *errstr, size_t errs
 char *duration_format(int64_t ms, char *buf, size_t buf_size);
 
 /*
- * Formats `ms` for people reading a page: like duration_format(), but the
- * second unit is rounded and nothing below it shown ("1m" for 1m212ms,
- * "3d5h" for 3d4h31m, "45s" for 45.4s); under a second, milliseconds
- * ("250ms"). Returns buf.
+ * Formats `ms` for people: the one form of every measured duration Steward
+ * shows (a time in a state, an age, a lateness, a percentile) in the CLI,
+ * the report, the pages, the API's texts and the console (console.js
+ * writes the same). Under a second, milliseconds ("250ms"); under ten
+ * seconds, seconds to the hundredth, trailing zeros dropped ("9.01s",
+ * "1.5s", "2s"); under a minute, whole seconds ("45s" for 45.4s); beyond,
+ * the two largest units, the second rounded and nothing below it ("7m31s"
+ * for 7m30.6s, "1m" for 1m212ms, "5h28m", "3d5h" for 3d4h31m). A value
+ * that rounds up into the next form takes it ("1m" for 59.6s). Durations
+ * people wrote (a deadline, a setting) print with duration_format().
+ * Returns buf.
  */
 char *duration_format_rounded(int64_t ms, char *buf, size_t buf_size);
 

@@ -26,9 +26,9 @@ bool graph_format_parse(const char *name, graph_format_t *out)
     return true;
 }
 
-/* The annotation lines of a state's box, without its name. At most four. */
-static size_t state_notes(const def_t *def, const def_state_t *st, char notes[4][160])
+size_t graph_state_notes(const def_t *def, size_t state, char notes[GRAPH_MAX_NOTES][160])
 {
+    const def_state_t *st = &def->states[state];
     size_t n = 0;
     char d[32];
     if (st->terminal != NULL) {
@@ -85,8 +85,8 @@ static void render_dot(const def_t *def, FILE *f)
           f);
     for (size_t i = 0; i < def->n_states; i++) {
         const def_state_t *st = &def->states[i];
-        char notes[4][160];
-        size_t n = state_notes(def, st, notes);
+        char notes[GRAPH_MAX_NOTES][160];
+        size_t n = graph_state_notes(def, i, notes);
         fprintf(f, "  s%zu [label=\"", i);
         put_escaped(f, st->name, GRAPH_DOT);
         for (size_t k = 0; k < n; k++) {
@@ -123,8 +123,8 @@ static void render_mermaid(const def_t *def, FILE *f)
     fputs("flowchart LR\n  start((start))\n", f);
     for (size_t i = 0; i < def->n_states; i++) {
         const def_state_t *st = &def->states[i];
-        char notes[4][160];
-        size_t n = state_notes(def, st, notes);
+        char notes[GRAPH_MAX_NOTES][160];
+        size_t n = graph_state_notes(def, i, notes);
         fprintf(f, "  s%zu%s\"", i, st->terminal != NULL ? "([" : "[");
         put_escaped(f, st->name, GRAPH_MERMAID);
         for (size_t k = 0; k < n; k++) {
@@ -185,16 +185,24 @@ static void svg_edge(FILE *f, pos_t a, pos_t b, const char *label, const char *d
     fputs("</text>\n", f);
 }
 
-static void render_svg(const def_t *def, FILE *f)
+bool graph_layout(const def_t *def, graph_layout_t *out)
 {
     size_t n = def->n_states;
     long *depth = malloc((n + 1) * sizeof *depth);
     size_t *queue = malloc((n + 1) * sizeof *queue);
-    int *row = calloc(n + 1, sizeof *row);
     int *col_rows = calloc(n + 2, sizeof *col_rows);
-    pos_t *pos = malloc((n + 1) * sizeof *pos);
-    if (depth == NULL || queue == NULL || row == NULL || col_rows == NULL || pos == NULL)
-        goto out;
+
+    memset(out, 0, sizeof *out);
+    out->column = calloc(n + 1, sizeof *out->column);
+    out->row = calloc(n + 1, sizeof *out->row);
+    if (depth == NULL || queue == NULL || col_rows == NULL || out->column == NULL ||
+        out->row == NULL) {
+        free(depth);
+        free(queue);
+        free(col_rows);
+        graph_layout_free(out);
+        return false;
+    }
 
     /* Columns: BFS depth from the start state over on, on_timeout and any. */
     for (size_t i = 0; i < n; i++)
@@ -229,23 +237,52 @@ static void render_svg(const def_t *def, FILE *f)
     }
     int max_rows = 0;
     for (size_t i = 0; i < n; i++) {
-        row[i] = col_rows[depth[i]]++;
+        out->column[i] = (int) depth[i];
+        out->row[i] = col_rows[depth[i]]++;
         if (col_rows[depth[i]] > max_rows)
             max_rows = col_rows[depth[i]];
     }
-    bool has_any = def->n_any > 0;
-    if (has_any) { /* the "any state" node: below the states of column 0 */
-        row[n] = col_rows[0]++;
+    out->has_any = def->n_any > 0;
+    if (out->has_any) { /* the "any state" node: below the states of column 0 */
+        out->column[n] = 0;
+        out->row[n] = col_rows[0]++;
         if (col_rows[0] > max_rows)
             max_rows = col_rows[0];
     }
-    for (size_t i = 0; i <= n; i++) {
-        long d = i < n ? depth[i] : 0;
-        pos[i].x = MARGIN + 40 + (int) d * (BOX_W + COL_GAP);
-        pos[i].y = MARGIN + row[i] * (BOX_H + ROW_GAP);
+    out->n_nodes = n + (out->has_any ? 1 : 0);
+    out->columns = (int) max_depth + 1;
+    out->rows = max_rows;
+    free(depth);
+    free(queue);
+    free(col_rows);
+    return true;
+}
+
+void graph_layout_free(graph_layout_t *l)
+{
+    if (l == NULL)
+        return;
+    free(l->column);
+    free(l->row);
+    memset(l, 0, sizeof *l);
+}
+
+static void render_svg(const def_t *def, FILE *f)
+{
+    size_t n = def->n_states;
+    graph_layout_t l;
+    pos_t *pos = malloc((n + 1) * sizeof *pos);
+    if (pos == NULL || !graph_layout(def, &l)) {
+        free(pos);
+        return;
     }
-    int width = MARGIN * 2 + 40 + (int) (max_depth + 1) * (BOX_W + COL_GAP) - COL_GAP;
-    int height = MARGIN * 2 + max_rows * (BOX_H + ROW_GAP) + 40;
+    for (size_t i = 0; i < l.n_nodes; i++) {
+        pos[i].x = MARGIN + 40 + l.column[i] * (BOX_W + COL_GAP);
+        pos[i].y = MARGIN + l.row[i] * (BOX_H + ROW_GAP);
+    }
+    bool has_any = l.has_any;
+    int width = MARGIN * 2 + 40 + l.columns * (BOX_W + COL_GAP) - COL_GAP;
+    int height = MARGIN * 2 + l.rows * (BOX_H + ROW_GAP) + 40;
 
     fprintf(f,
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
@@ -282,8 +319,8 @@ static void render_svg(const def_t *def, FILE *f)
                 p.x + BOX_W / 2, p.y + 20);
         put_escaped(f, st->name, GRAPH_SVG);
         fputs("</text>\n", f);
-        char notes[4][160];
-        size_t nn = state_notes(def, st, notes);
+        char notes[GRAPH_MAX_NOTES][160];
+        size_t nn = graph_state_notes(def, i, notes);
         for (size_t k = 0; k < nn && k < 3; k++) {
             fprintf(f, "    <text x=\"%d\" y=\"%d\" text-anchor=\"middle\" class=\"note\">",
                     p.x + BOX_W / 2, p.y + 36 + (int) k * LINE_H);
@@ -316,12 +353,7 @@ static void render_svg(const def_t *def, FILE *f)
         svg_edge(f, pos[n], pos[def->any[k].to], def->events[def->any[k].event].name,
                  " stroke-dasharray=\"2 3\"", 0);
     fputs("</svg>\n", f);
-
-out:
-    free(depth);
-    free(queue);
-    free(row);
-    free(col_rows);
+    graph_layout_free(&l);
     free(pos);
 }
 

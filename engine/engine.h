@@ -44,8 +44,14 @@
  * one (SQL only selects candidates by a time the engine computed, and
  * stores the verdicts):
  *
- *   judging an event        engine_apply(), engine_replay()
+ *   judging an event        engine_apply(), engine_replay(): the verdicts
+ *                           above, named as history records them
+ *                           (engine_outcome_name()); a duplicate by the
+ *                           caller's `seen`
+ *   parked or unexpected    engine_may_accept(): whether the current state
+ *                           or any state after it accepts the event
  *   an undeclared event     engine_undeclared()
+ *   an instance's status    engine_status(): active, or its terminal outcome
  *   lateness                engine_result_t.late_by_ms (from the event's time);
  *                           deadline_late_by_ms, the part past the state's
  *                           own deadline, stored on its open deadline alert
@@ -53,9 +59,12 @@
  *                           engine_time_in_state(); stored per history row
  *                           (engine_result_t.entered_ms, time_in_state_ms)
  *   a step late for its own state's deadline   engine_state_late_by()
+ *   the time judged at      engine_judge_time(): the process's watermark,
+ *                           never past the wall clock
  *   deadlines due           engine_judge_due(): state and process deadline
  *                           against the watermark less the grace, with what
- *                           the alert says (engine_due_alert())
+ *                           the alert says (engine_due_alert()); callers
+ *                           select candidates by engine_due_bound()
  *   a sequence alert's words engine_sequence_alert()
  *   the next deadline       engine_next_deadline()
  *   parked-event expiry     engine_park_expires_at() (when a parked event's
@@ -86,6 +95,13 @@
  *                           into the terminal state as an event's, now; the
  *                           step's unsent commands cancelled, every open
  *                           alert resolved
+ *   an upgrade              engine_upgrade_targets() (where each state of
+ *                           an older version goes in a newer one, and which
+ *                           mappings are refused), engine_operator_upgrade()
+ *                           (steward upgrade: the instance on the newer
+ *                           version, its deadlines counted from when the
+ *                           attempt began, what resolves, what is due at
+ *                           once, and on a promotion what is sent)
  *   overdue and time left   engine_standing(): against the process's
  *                           watermark, as engine_judge_due() judges, for
  *                           the API's overdue_ms and ms_to_deadline
@@ -104,10 +120,22 @@
  *                           (engine_judge_due()): shadow alerts, active
  *                           hands off within retry.max (a hand-off is an
  *                           attempt), then takes the lease's end as the
- *                           last attempt's: on_timeout, else the page
+ *                           last attempt's: on_timeout, else the page;
+ *                           leaving a step someone held releases it
+ *                           (engine_result_t.released)
+ *
+ * The rules are kept by concern: engine.c judges an event (the instance,
+ * fencing, lease claims and renewals, time in a state, lateness, parked
+ * events), engine_due.c due times (deadlines, re-sends and their backoff,
+ * on_timeout, lease expiry and hand-offs, the standing figures, command
+ * ids), engine_operator.c an operator's actions (an upgrade's among
+ * them), engine_alert.c the words
+ * of alerts, engine_topics.c the watermark's topics; engine_int.h, private
+ * to engine/, holds what they share.
  *
  * Only an instance whose own version is active sends commands: promotion
- * is a new version, and instances keep the version they started on.
+ * is a new version, and instances keep the version they started on until
+ * an operator upgrades them (engine_operator_upgrade()).
  */
 #ifndef STEWARD_ENGINE_H
 #define STEWARD_ENGINE_H
@@ -406,6 +434,92 @@ bool engine_operator_move(const def_t *def, engine_instance_t *inst, long state,
  */
 bool engine_operator_close(const def_t *def, engine_instance_t *inst, long state, int64_t now_ms,
                            const char **status, char *detail, size_t detail_size);
+
+/* ---- an upgrade to a newer version (steward upgrade) ------------------------ */
+
+/*
+ * The state mapping of an upgrade: each of the n pairs names a state of an
+ * older version (from[i]) and the state of the newer one its instances go
+ * to (to[i]); every other state goes to the state of the same name. All
+ * borrowed.
+ */
+typedef struct engine_upgrade_map {
+    const char *const *from;
+    const char *const *to;
+    size_t n;
+    bool allow_terminal; /* a non-terminal state may go to a terminal one: its instances finish */
+} engine_upgrade_map_t;
+
+/*
+ * Where each state of `from` goes in `to` under `map`, checked before
+ * anything moves: targets[s] (sized from->n_states) is the index in `to`,
+ * or -1 for a terminal state of `from` (no open instance is in one) and
+ * for a state `only` leaves out (only: NULL for every state, else sized
+ * from->n_states, true for the states the upgrade may find instances in).
+ * Returns false with the reason in why, naming the state, when a state
+ * that may hold instances has no target (`to` declares none of its name
+ * and the map names none), goes to a terminal state while
+ * map->allow_terminal is false, or the map sends it to a state `to` does
+ * not declare.
+ */
+bool engine_upgrade_targets(const def_t *from, const def_t *to, const engine_upgrade_map_t *map,
+                            const bool *only, long *targets, char *why, size_t why_size);
+
+/* What an upgrade does to one instance (engine_operator_upgrade()). */
+typedef struct engine_upgrade {
+    long to_state;      /* in the newer version */
+    const char *status; /* "active", or the outcome of a terminal to_state (borrowed from it) */
+    /* The state's and the process's deadlines before and after;
+     * ENGINE_NO_DEADLINE: none. */
+    int64_t deadline_before_ms, deadline_after_ms;
+    int64_t process_deadline_before_ms, process_deadline_after_ms;
+    bool resolve_deadline;         /* its open deadline alert resolves: no longer missed */
+    bool resolve_process_deadline; /* its open process_deadline alert resolves */
+    bool resolve_all;              /* it finished: every open alert resolves, as on a close */
+    bool cancel_unsent; /* its unsent commands are cancelled: a shadow version sends nothing,
+                           a finished instance neither */
+    bool promoted;      /* from a shadow version to an active one */
+    /* A deadline (or lease) of the newer version has passed at the time
+     * judged and was not judged yet: the scheduler's next pass judges it,
+     * and due_kind is what that pass does first (a page, a re-send, the
+     * wait before one (ENGINE_DUE_RESEND too), on_timeout); due_ms is the
+     * deadline that passed. */
+    bool due;
+    engine_due_kind_t due_kind;
+    int64_t due_ms;
+    engine_command_t command; /* what to queue now: a promotion's current step (send_current) */
+    char detail[256];         /* for history; on false, why not */
+} engine_upgrade_t;
+
+/*
+ * Moves an open instance of version `from` into state `to_state` of the
+ * newer version `to` (steward upgrade), at wall-clock `now_ms`, its
+ * deadlines judged at `watermark_ms` (the process's, never past the clock;
+ * ENGINE_NO_DEADLINE while unknown: the clock). It stays the same step:
+ * entered when it entered its state, the same attempt and token, its vars
+ * kept. Its state's deadline counts from when the current attempt began
+ * (the state's entry, or a re-send: the attempt had the state's whole
+ * deadline from it), by the newer version's figure, and the process
+ * deadline from the start; a pending re-send's backoff is over (a deadline
+ * already passed is judged again under the newer version's rules). A
+ * deadline judged missed stays judged (its alert open) while the new one
+ * has passed as well, and resolves otherwise. A lease runs on when the new
+ * state declares one: to min(the last claim or renewal + its duration, the
+ * new deadline), as a renewal would have set it; otherwise it is over.
+ * Into a terminal state (allowed by engine_upgrade_targets()) the instance
+ * finishes as engine_operator_close() finishes it. On a promotion (shadow
+ * to active) nothing of the current step is sent unless `send_current`:
+ * its command is then queued now, attempt 0 with the next token, and the
+ * step's deadline counts from now, as after any send; otherwise the next
+ * state entered sends its own, and a missed deadline here re-sends as in
+ * any active step. Unsent commands are cancelled when the newer version is
+ * shadow. Returns false with the reason in up->detail and *inst untouched
+ * when the instance does not exist or has finished, or `to` is not a newer
+ * version of the same process.
+ */
+bool engine_operator_upgrade(const def_t *from, const def_t *to, engine_instance_t *inst,
+                             long to_state, bool send_current, int64_t watermark_ms, int64_t now_ms,
+                             engine_upgrade_t *up);
 
 /*
  * How the instance stands against its current state's deadline at the

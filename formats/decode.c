@@ -1,7 +1,13 @@
 /*
- * decode - message checks, CloudEvents and envelopes; see decode.h.
+ * decode - message checks and envelopes; see decode.h. The formats a
+ * value may come in are their own files: format_cloudevents.c (binary,
+ * structured, a bare ce_type) and format_confluent.c (the Confluent wire
+ * format's framing).
  */
 #include "formats/decode.h"
+
+#include "formats/format_cloudevents.h"
+#include "formats/format_confluent.h"
 
 #include "common/rfc3339.h"
 #include "common/utf8.h"
@@ -13,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 static const char *const reason_names[DECODE_N_REASONS] = {
@@ -34,11 +41,58 @@ static const char *const reason_names[DECODE_N_REASONS] = {
     "database_refused",
     "unknown_type",
     "unloadable_version",
+    "schema_registry_format",
 };
 
 const char *decode_reason_name(decode_reason_t reason)
 {
     return reason < DECODE_N_REASONS ? reason_names[reason] : "unknown";
+}
+
+static const char *const trace_names[DECODE_TRACE_N] = {
+    "none", "ok", "bad_version", "bad_format", "zero_trace_id", "zero_span_id",
+};
+
+const char *decode_trace_name(decode_trace_t trace)
+{
+    return trace < DECODE_TRACE_N ? trace_names[trace] : "unknown";
+}
+
+/* n lowercase hex digits at s, and whether they are all zero. */
+static bool lower_hex(const char *s, size_t n, bool *zero)
+{
+    *zero = true;
+    for (size_t i = 0; i < n; i++) {
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+        if (s[i] != '0')
+            *zero = false;
+    }
+    return true;
+}
+
+decode_trace_t decode_traceparent(const char *text, size_t len,
+                                  char out[DECODE_TRACEPARENT_LEN + 1])
+{
+    bool zero;
+    out[0] = '\0';
+    if (len >= 3 && text[2] == '-' && lower_hex(text, 2, &zero) && memcmp(text, "00", 2) != 0)
+        return DECODE_TRACE_BAD_VERSION;
+    /* Version 00 has exactly these fields: a longer one is malformed too. */
+    if (len != DECODE_TRACEPARENT_LEN || memcmp(text, "00-", 3) != 0 || text[35] != '-' ||
+        text[52] != '-' || !lower_hex(text + 53, 2, &zero))
+        return DECODE_TRACE_BAD_FORMAT;
+    if (!lower_hex(text + 3, 32, &zero))
+        return DECODE_TRACE_BAD_FORMAT;
+    if (zero)
+        return DECODE_TRACE_ZERO_TRACE_ID;
+    if (!lower_hex(text + 36, 16, &zero))
+        return DECODE_TRACE_BAD_FORMAT;
+    if (zero)
+        return DECODE_TRACE_ZERO_SPAN_ID;
+    memcpy(out, text, DECODE_TRACEPARENT_LEN);
+    out[DECODE_TRACEPARENT_LEN] = '\0';
+    return DECODE_TRACE_OK;
 }
 
 /* The deepest nesting of arrays and objects, outside strings; stops
@@ -136,154 +190,12 @@ static char *widen_big_integers(const char *s, size_t len, size_t *out_len)
     return out;
 }
 
-static const decode_header_t *find_header(const decode_input_t *in, const char *name)
-{
-    for (size_t i = 0; i < in->n_headers; i++) {
-        if (strcasecmp(in->headers[i].name, name) == 0)
-            return &in->headers[i];
-    }
-    return NULL;
-}
-
-static char *header_string(const decode_header_t *h)
-{
-    if (h == NULL || h->value == NULL)
-        return NULL;
-    return strndup(h->value, h->len);
-}
-
-static void clear_ce(decode_message_t *out)
-{
-    free(out->ce_type);
-    free(out->ce_id);
-    free(out->ce_source);
-    free(out->ce_time);
-    free(out->ce_subject);
-    out->ce_type = out->ce_id = out->ce_source = out->ce_time = out->ce_subject = NULL;
-}
-
 void decode_message_clear(decode_message_t *msg)
 {
     json_decref(msg->value);
     json_decref(msg->headers);
-    clear_ce(msg);
+    format_cloudevents_clear(msg);
     memset(msg, 0, sizeof *msg);
-}
-
-/* The CloudEvents 1.0 required attributes, present and non-empty. */
-static decode_reason_t check_ce(decode_message_t *out, const char *specversion, char *detail,
-                                size_t detail_size)
-{
-    if (specversion == NULL) {
-        snprintf(detail, detail_size, "CloudEvent without specversion");
-        return DECODE_INVALID_CLOUDEVENT;
-    }
-    if (strcmp(specversion, "1.0") != 0) {
-        snprintf(detail, detail_size, "CloudEvents specversion '%.40s' is not supported (1.0 is)",
-                 specversion);
-        return DECODE_UNSUPPORTED_SPECVERSION;
-    }
-    const char *missing = out->ce_type == NULL || !*out->ce_type       ? "type"
-                          : out->ce_id == NULL || !*out->ce_id         ? "id"
-                          : out->ce_source == NULL || !*out->ce_source ? "source"
-                                                                       : NULL;
-    if (missing != NULL) {
-        snprintf(detail, detail_size, "CloudEvent without its required attribute '%s'", missing);
-        return DECODE_INVALID_CLOUDEVENT;
-    }
-    int64_t ms;
-    if (out->ce_time != NULL && !rfc3339_parse(out->ce_time, &ms)) {
-        snprintf(detail, detail_size, "CloudEvent time '%.60s' is not an RFC 3339 timestamp",
-                 out->ce_time);
-        return DECODE_INVALID_TIME;
-    }
-    if (out->ce_time != NULL && !decode_time_in_range(ms)) {
-        snprintf(detail, detail_size,
-                 "CloudEvent time '%.60s' is outside the years 0001 to 9999 Steward accepts",
-                 out->ce_time);
-        return DECODE_INVALID_TIME;
-    }
-    return DECODE_OK;
-}
-
-static char *member_string(const json_t *obj, const char *name, bool *mistyped)
-{
-    json_t *v = json_object_get(obj, name);
-    if (v == NULL || json_is_null(v))
-        return NULL;
-    if (!json_is_string(v)) {
-        *mistyped = true;
-        return NULL;
-    }
-    return strdup(json_string_value(v));
-}
-
-static decode_reason_t structured_ce(decode_message_t *out, char *detail, size_t detail_size)
-{
-    bool mistyped = false;
-    char *specversion = member_string(out->value, "specversion", &mistyped);
-
-    out->cloudevent = true;
-    out->ce_type = member_string(out->value, "type", &mistyped);
-    out->ce_id = member_string(out->value, "id", &mistyped);
-    out->ce_source = member_string(out->value, "source", &mistyped);
-    out->ce_time = member_string(out->value, "time", &mistyped);
-    out->ce_subject = member_string(out->value, "subject", &mistyped);
-
-    decode_reason_t reason;
-    if (mistyped) {
-        snprintf(detail, detail_size, "CloudEvent attributes must be strings");
-        reason = DECODE_INVALID_CLOUDEVENT;
-    } else {
-        reason = check_ce(out, specversion, detail, detail_size);
-    }
-    free(specversion);
-    if (reason != DECODE_OK)
-        return reason;
-
-    if (json_object_get(out->value, "data_base64") != NULL) {
-        snprintf(detail, detail_size, "CloudEvent data_base64 is not supported: send JSON data");
-        return DECODE_INVALID_CLOUDEVENT;
-    }
-    json_t *data = json_object_get(out->value, "data");
-    if (data == NULL || !json_is_object(data)) {
-        snprintf(detail, detail_size, "CloudEvent data must be a JSON object");
-        return DECODE_NOT_OBJECT;
-    }
-    out->data = data;
-    return DECODE_OK;
-}
-
-/*
- * The CloudEvents attribute headers become text columns (event ids,
- * types, times): each must be UTF-8 without NUL bytes and at most
- * DECODE_MAX_HEADER_BYTES, or PostgreSQL refuses the whole batch.
- */
-static decode_reason_t check_ce_headers(const decode_input_t *in, char *detail, size_t detail_size)
-{
-    static const char *const names[] = {"ce_specversion", "ce_type", "ce_id",
-                                        "ce_source",      "ce_time", "ce_subject"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        const decode_header_t *h = find_header(in, names[i]);
-        if (h == NULL || h->value == NULL)
-            continue;
-        if (h->len > DECODE_MAX_HEADER_BYTES) {
-            /* ce_id and ce_source make the event id: name that limit */
-            bool id = strcmp(names[i], "ce_id") == 0 || strcmp(names[i], "ce_source") == 0;
-            snprintf(detail, detail_size, "header %s is %zu bytes, over the %s limit of %d",
-                     names[i], h->len, id ? "event id" : "header", DECODE_MAX_HEADER_BYTES);
-            return id ? DECODE_INVALID_ID : DECODE_INVALID_HEADER;
-        }
-        if (memchr(h->value, 0, h->len) != NULL) {
-            snprintf(detail, detail_size, "header %s holds a NUL byte", names[i]);
-            return DECODE_INVALID_HEADER;
-        }
-        if (!utf8_valid(h->value, h->len)) {
-            snprintf(detail, detail_size, "header %s is not valid UTF-8", names[i]);
-            return DECODE_INVALID_HEADER;
-        }
-    }
-    return DECODE_OK;
 }
 
 /* The headers a definition may read as text (see decode_message_t). */
@@ -301,32 +213,33 @@ static json_t *text_headers(const decode_input_t *in)
     return out;
 }
 
-static decode_reason_t binary_ce(const decode_input_t *in, decode_message_t *out, char *detail,
-                                 size_t detail_size)
+/* The event's traceparent (see decode_trace_t): the Kafka header, which
+ * the last producer's instrumentation sets, else the CloudEvents
+ * extension format_cloudevents() found. */
+static void read_trace(const decode_input_t *in, decode_message_t *out)
 {
-    decode_reason_t bad = check_ce_headers(in, detail, detail_size);
-    if (bad != DECODE_OK)
-        return bad;
-    char *specversion = header_string(find_header(in, "ce_specversion"));
-
-    out->cloudevent = true;
-    out->ce_type = header_string(find_header(in, "ce_type"));
-    out->ce_id = header_string(find_header(in, "ce_id"));
-    out->ce_source = header_string(find_header(in, "ce_source"));
-    out->ce_time = header_string(find_header(in, "ce_time"));
-    out->ce_subject = header_string(find_header(in, "ce_subject"));
-    decode_reason_t reason = check_ce(out, specversion, detail, detail_size);
-    free(specversion);
-    return reason;
+    for (size_t i = 0; i < in->n_headers; i++) {
+        const decode_header_t *h = &in->headers[i];
+        if (h->name != NULL && strcasecmp(h->name, "traceparent") == 0) {
+            out->trace = h->value != NULL ? decode_traceparent(h->value, h->len, out->traceparent)
+                                          : DECODE_TRACE_BAD_FORMAT;
+            return;
+        }
+    }
+    if (out->ce_traceparent != NULL)
+        out->trace =
+            decode_traceparent(out->ce_traceparent, strlen(out->ce_traceparent), out->traceparent);
 }
 
 static decode_reason_t judge_message(const decode_input_t *in, const decode_limits_t *limits,
-                                     decode_message_t *out, char *detail, size_t detail_size)
+                                     def_format_t format, decode_message_t *out, char *detail,
+                                     size_t detail_size)
 {
     decode_reason_t reason = DECODE_OK;
     json_error_t jerr;
 
     memset(out, 0, sizeof *out);
+    out->schema_id = -1;
     detail[0] = '\0';
     if (in->value == NULL) {
         snprintf(detail, detail_size, "the message has no value (a tombstone)");
@@ -337,24 +250,59 @@ static decode_reason_t judge_message(const decode_input_t *in, const decode_limi
                  in->value_len, limits->max_bytes);
         return DECODE_TOO_LARGE;
     }
-    if (!utf8_valid(in->value, in->value_len)) {
+    /* A value framed for a schema registry: read its payload where the
+     * topic's format says it is JSON, refuse it with its schema id
+     * otherwise (it would read as invalid_json, which blames the
+     * producer for what Steward does not read). */
+    const char *value = in->value;
+    size_t value_len = in->value_len;
+    uint32_t schema_id;
+    const void *payload;
+    size_t payload_len;
+    if (format_confluent_frame(in->value, in->value_len, &schema_id, &payload, &payload_len)) {
+        if (format != DEF_FORMAT_CONFLUENT_JSON) {
+            snprintf(detail, detail_size,
+                     "Confluent wire format (magic byte 0), schema id %" PRIu32
+                     ": the value is framed for a schema registry; declare the topic's "
+                     "\"format\": \"confluent_json\" if its payload is JSON (Avro and Protobuf "
+                     "are not read)",
+                     schema_id);
+            return DECODE_SCHEMA_REGISTRY_FORMAT;
+        }
+        const char *p = payload;
+        size_t skip = 0;
+        while (skip < payload_len &&
+               (p[skip] == ' ' || p[skip] == '\t' || p[skip] == '\n' || p[skip] == '\r'))
+            skip++;
+        if (skip == payload_len || p[skip] != '{' || !utf8_valid(payload, payload_len)) {
+            snprintf(detail, detail_size,
+                     "Confluent wire format (magic byte 0), schema id %" PRIu32
+                     ": the payload after the schema id is not a JSON object (Avro or "
+                     "Protobuf?); the topic's format confluent_json reads JSON payloads only",
+                     schema_id);
+            return DECODE_SCHEMA_REGISTRY_FORMAT;
+        }
+        value = payload;
+        value_len = payload_len;
+        out->schema_id = schema_id;
+    }
+    if (!utf8_valid((const unsigned char *) value, value_len)) {
         snprintf(detail, detail_size, "the value is not valid UTF-8");
         return DECODE_INVALID_UTF8;
     }
-    int depth = nesting_depth(in->value, in->value_len, limits->max_depth);
+    int depth = nesting_depth(value, value_len, limits->max_depth);
     if (depth > limits->max_depth) {
         snprintf(detail, detail_size, "the value nests deeper than %d levels", limits->max_depth);
         return DECODE_TOO_DEEP;
     }
     /* JSON_DECODE_ANY: a bare string, number or null is valid JSON and
      * gets the same reason as an array, not_an_object. */
-    out->value =
-        json_loadb(in->value, in->value_len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+    out->value = json_loadb(value, value_len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
     if (out->value == NULL && json_error_code(&jerr) == json_error_numeric_overflow) {
         /* An integer beyond 64 bits somewhere in the event: read it as a
          * real rather than refuse the event for a field nobody may read. */
         size_t wide_len;
-        char *wide = widen_big_integers(in->value, in->value_len, &wide_len);
+        char *wide = widen_big_integers(value, value_len, &wide_len);
         if (wide != NULL)
             out->value =
                 json_loadb(wide, wide_len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
@@ -372,15 +320,12 @@ static decode_reason_t judge_message(const decode_input_t *in, const decode_limi
     }
     out->data = out->value;
 
-    const decode_header_t *ctype = find_header(in, "content-type");
-    if (ctype != NULL && ctype->value != NULL && ctype->len >= 28 &&
-        strncasecmp(ctype->value, "application/cloudevents+json", 28) == 0)
-        reason = structured_ce(out, detail, detail_size);
-    else if (find_header(in, "ce_specversion") != NULL || find_header(in, "ce_type") != NULL)
-        reason = binary_ce(in, out, detail, detail_size);
+    reason = format_cloudevents(in, out, detail, detail_size);
 
-    if (reason == DECODE_OK)
+    if (reason == DECODE_OK) {
         out->headers = text_headers(in);
+        read_trace(in, out);
+    }
 
 done:
     if (reason != DECODE_OK)
@@ -397,9 +342,43 @@ done:
 decode_reason_t decode_message(const decode_input_t *in, const decode_limits_t *limits,
                                decode_message_t *out, char *detail, size_t detail_size)
 {
-    decode_reason_t reason = judge_message(in, limits, out, detail, detail_size);
+    return decode_message_as(in, limits, DEF_FORMAT_JSON, out, detail, detail_size);
+}
+
+decode_reason_t decode_message_as(const decode_input_t *in, const decode_limits_t *limits,
+                                  def_format_t format, decode_message_t *out, char *detail,
+                                  size_t detail_size)
+{
+    decode_reason_t reason = judge_message(in, limits, format, out, detail, detail_size);
     utf8_scrub(detail);
     return reason;
+}
+
+/* The type by one rule: the header's text when it names a header (header
+ * names compare without case, as HTTP's and CloudEvents' do), else
+ * ce_type, else the string at the pointer. */
+static const char *type_by_rule(const decode_message_t *msg, const char *pointer,
+                                const char *header)
+{
+    if (header != NULL) {
+        const char *name;
+        json_t *v;
+        json_object_foreach(msg->headers, name, v)
+        {
+            if (strcasecmp(name, header) == 0 && json_string_length(v) > 0)
+                return json_string_value(v);
+        }
+        return NULL;
+    }
+    if (msg->ce_type != NULL)
+        return msg->ce_type;
+    json_t *type = pointer != NULL ? jsonptr_get(msg->data, pointer) : NULL;
+    return json_is_string(type) ? json_string_value(type) : NULL;
+}
+
+const char *decode_type_of(const decode_message_t *msg, const def_envelope_t *env)
+{
+    return type_by_rule(msg, env->type_pointer, env->type_header);
 }
 
 const char *decode_event_type(const decode_message_t *msg, const decode_input_t *in,
@@ -410,67 +389,69 @@ const char *decode_event_type(const decode_message_t *msg, const decode_input_t 
         if (def->events[i].type_from_topic && strcmp(def->events[i].topic, topic) == 0)
             return def->events[i].name;
     }
-    if (def->type_header != NULL) {
-        /* Header names compare without case, as HTTP's and CloudEvents' do. */
-        const char *name;
-        json_t *v;
-        json_object_foreach(msg->headers, name, v)
-        {
-            if (strcasecmp(name, def->type_header) == 0 && json_string_length(v) > 0)
-                return json_string_value(v);
-        }
-        return NULL;
+    /* An event with a rule of its own is itself when its rule reads its
+     * name: one topic, several producers' conventions. */
+    for (size_t i = 0; topic != NULL && i < def->n_events; i++) {
+        const def_event_t *ev = &def->events[i];
+        if ((ev->own_type_pointer == NULL && ev->own_type_header == NULL) ||
+            strcmp(ev->topic, topic) != 0)
+            continue;
+        const char *type = type_by_rule(msg, ev->own_type_pointer, ev->own_type_header);
+        if (type != NULL && strcmp(type, ev->name) == 0)
+            return ev->name;
     }
-    if (msg->ce_type != NULL)
-        return msg->ce_type;
-    json_t *type = jsonptr_get(msg->data, def->type_pointer);
-    return json_is_string(type) ? json_string_value(type) : NULL;
+    const def_event_t *first = def_topic_event(def, topic);
+    return decode_type_of(msg, first != NULL ? &first->envelope : &def->envelope);
 }
 
-void decode_type_source(const def_t *def, char *buf, size_t size)
+void decode_type_source(const def_t *def, const char *topic, char *buf, size_t size)
 {
-    if (def->type_header != NULL)
-        snprintf(buf, size, "no text in header '%.255s' (the definition's envelope.type)",
-                 def->type_header);
+    const def_event_t *first = def_topic_event(def, topic);
+    const def_envelope_t *env = first != NULL ? &first->envelope : &def->envelope;
+    char whose[300];
+    if (first != NULL && first->topic_envelope)
+        snprintf(whose, sizeof whose, "the envelope.type of topic %.249s", first->topic);
     else
-        snprintf(buf, size,
-                 "no ce_type header and no string at %s (the definition's "
-                 "envelope.type)",
-                 def->type_pointer);
+        snprintf(whose, sizeof whose, "the definition's envelope.type");
+    if (env->type_header != NULL)
+        snprintf(buf, size, "no text in header '%.255s' (%s)", env->type_header, whose);
+    else
+        snprintf(buf, size, "no ce_type header and no string at %s (%s)", env->type_pointer, whose);
 }
 
-/* The correlation key of `ev` into *key (new string). */
+/* The correlation key of event `name` by `env` into *key (new string). */
 static decode_reason_t read_key(const decode_message_t *msg, const decode_input_t *in,
-                                const def_event_t *ev, char **key, char *detail, size_t detail_size)
+                                const def_envelope_t *env, const char *name, char **key,
+                                char *detail, size_t detail_size)
 {
     *key = NULL;
-    if (ev->key_from_message) {
+    if (env->key_from_message) {
         if (in->key == NULL || in->key_len == 0) {
             snprintf(detail, detail_size,
                      "%s has no Kafka message key, and its correlation key is the message key",
-                     ev->name);
+                     name);
             return DECODE_MISSING_KEY;
         }
         if (in->key_len > DECODE_MAX_KEY_BYTES) {
             snprintf(detail, detail_size,
-                     "%s's Kafka message key is %zu bytes, over the limit of %d", ev->name,
-                     in->key_len, DECODE_MAX_KEY_BYTES);
+                     "%s's Kafka message key is %zu bytes, over the limit of %d", name, in->key_len,
+                     DECODE_MAX_KEY_BYTES);
             return DECODE_INVALID_KEY;
         }
         if (memchr(in->key, 0, in->key_len) != NULL || !utf8_valid(in->key, in->key_len)) {
             snprintf(detail, detail_size,
                      "%s's Kafka message key is not UTF-8 text without NUL bytes (a binary key "
                      "cannot be a correlation key)",
-                     ev->name);
+                     name);
             return DECODE_INVALID_KEY;
         }
         *key = strndup(in->key, in->key_len);
         return DECODE_OK;
     }
 
-    json_t *v = jsonptr_get(msg->data, ev->key_pointer);
+    json_t *v = env->key_pointer != NULL ? jsonptr_get(msg->data, env->key_pointer) : NULL;
     if (v == NULL || json_is_null(v)) {
-        snprintf(detail, detail_size, "%s has no correlation key at %s", ev->name, ev->key_pointer);
+        snprintf(detail, detail_size, "%s has no correlation key at %s", name, env->key_pointer);
         return DECODE_MISSING_KEY;
     }
     if (json_is_integer(v)) {
@@ -481,37 +462,36 @@ static decode_reason_t read_key(const decode_message_t *msg, const decode_input_
     }
     if (!json_is_string(v)) {
         snprintf(detail, detail_size,
-                 "%s's correlation key at %s is %s: expected a string or an integer", ev->name,
-                 ev->key_pointer, jsonptr_kind(v));
+                 "%s's correlation key at %s is %s: expected a string or an integer", name,
+                 env->key_pointer, jsonptr_kind(v));
         return DECODE_INVALID_KEY;
     }
     if (json_string_length(v) == 0) {
-        snprintf(detail, detail_size, "%s's correlation key at %s is an empty string", ev->name,
-                 ev->key_pointer);
+        snprintf(detail, detail_size, "%s's correlation key at %s is an empty string", name,
+                 env->key_pointer);
         return DECODE_INVALID_KEY;
     }
     if (json_string_length(v) > DECODE_MAX_KEY_BYTES) {
         snprintf(detail, detail_size,
-                 "%s's correlation key at %s is %zu bytes, over the limit of %d", ev->name,
-                 ev->key_pointer, json_string_length(v), DECODE_MAX_KEY_BYTES);
+                 "%s's correlation key at %s is %zu bytes, over the limit of %d", name,
+                 env->key_pointer, json_string_length(v), DECODE_MAX_KEY_BYTES);
         return DECODE_INVALID_KEY;
     }
     *key = strdup(json_string_value(v));
     return DECODE_OK;
 }
 
-/* The event time into *ms, as the definition declares it. */
+/* The event time of event `name` into *ms, as `env` declares it. */
 static decode_reason_t read_time(const decode_message_t *msg, const decode_input_t *in,
-                                 const def_t *def, const def_event_t *ev, int64_t *ms, char *detail,
-                                 size_t detail_size)
+                                 const def_envelope_t *env, const char *name, int64_t *ms,
+                                 char *detail, size_t detail_size)
 {
     static const char *const format_names[] = {"RFC 3339 text or epoch ms", "RFC 3339 text",
                                                "epoch seconds", "epoch milliseconds", ""};
-    if (def->time_format == DEF_TIME_KAFKA) {
+    if (env->time_format == DEF_TIME_KAFKA) {
         if (in->timestamp_ms < 0) {
             snprintf(detail, detail_size,
-                     "%s has no Kafka timestamp, and the definition takes its time from it",
-                     ev->name);
+                     "%s has no Kafka timestamp, and the definition takes its time from it", name);
             return DECODE_INVALID_TIME;
         }
         *ms = in->timestamp_ms;
@@ -520,7 +500,7 @@ static decode_reason_t read_time(const decode_message_t *msg, const decode_input
             snprintf(detail, detail_size,
                      "%s's Kafka timestamp %" PRId64
                      " ms is outside the years 0001 to 9999 Steward accepts",
-                     ev->name, *ms);
+                     name, *ms);
             return DECODE_INVALID_TIME;
         }
         return DECODE_OK;
@@ -529,39 +509,39 @@ static decode_reason_t read_time(const decode_message_t *msg, const decode_input
     /* CloudEvents time is the producer's own statement: it comes first. */
     const char *text = msg->ce_time;
     json_t *v = NULL;
-    if (text == NULL && def->time_pointer != NULL) {
-        v = jsonptr_get(msg->data, def->time_pointer);
-        if (v == NULL && def->time_format == DEF_TIME_TEXT_OR_MS)
+    if (text == NULL && env->time_pointer != NULL) {
+        v = jsonptr_get(msg->data, env->time_pointer);
+        if (v == NULL && env->time_format == DEF_TIME_TEXT_OR_MS)
             goto kafka; /* a plain pointer falls back when the field is absent */
         if (v == NULL || json_is_null(v)) {
-            snprintf(detail, detail_size, "%s has no time at %s (%s)", ev->name, def->time_pointer,
-                     format_names[def->time_format]);
+            snprintf(detail, detail_size, "%s has no time at %s (%s)", name, env->time_pointer,
+                     format_names[env->time_format]);
             return DECODE_INVALID_TIME;
         }
         if (json_is_string(v))
             text = json_string_value(v);
     }
-    if (text != NULL && v != NULL && def->time_format != DEF_TIME_TEXT_OR_MS &&
-        def->time_format != DEF_TIME_RFC3339) {
-        snprintf(detail, detail_size, "%s's time at %s is a string, not an integer of %s", ev->name,
-                 def->time_pointer, format_names[def->time_format]);
+    if (text != NULL && v != NULL && env->time_format != DEF_TIME_TEXT_OR_MS &&
+        env->time_format != DEF_TIME_RFC3339) {
+        snprintf(detail, detail_size, "%s's time at %s is a string, not an integer of %s", name,
+                 env->time_pointer, format_names[env->time_format]);
         return DECODE_INVALID_TIME;
     }
     if (text != NULL) {
         if (!rfc3339_parse(text, ms)) {
-            snprintf(detail, detail_size, "%s's time '%.60s' is not an RFC 3339 timestamp",
-                     ev->name, text);
+            snprintf(detail, detail_size, "%s's time '%.60s' is not an RFC 3339 timestamp", name,
+                     text);
             return DECODE_INVALID_TIME;
         }
-    } else if (v != NULL && json_is_integer(v) && def->time_format != DEF_TIME_RFC3339) {
+    } else if (v != NULL && json_is_integer(v) && env->time_format != DEF_TIME_RFC3339) {
         json_int_t n = json_integer_value(v);
-        if (def->time_format == DEF_TIME_EPOCH_SECONDS) {
+        if (env->time_format == DEF_TIME_EPOCH_SECONDS) {
             /* Range first: the product must not overflow. */
             if (n < DECODE_MIN_TIME_MS / 1000 || n > DECODE_MAX_TIME_MS / 1000) {
                 snprintf(detail, detail_size,
                          "%s's time %" JSON_INTEGER_FORMAT
                          " s is outside the years 0001 to 9999 Steward accepts",
-                         ev->name, n);
+                         name, n);
                 return DECODE_INVALID_TIME;
             }
             *ms = (int64_t) n * 1000;
@@ -569,8 +549,8 @@ static decode_reason_t read_time(const decode_message_t *msg, const decode_input
             *ms = n;
         }
     } else if (v != NULL) {
-        snprintf(detail, detail_size, "%s's time at %s is %s, not %s", ev->name, def->time_pointer,
-                 jsonptr_kind(v), format_names[def->time_format]);
+        snprintf(detail, detail_size, "%s's time at %s is %s, not %s", name, env->time_pointer,
+                 jsonptr_kind(v), format_names[env->time_format]);
         return DECODE_INVALID_TIME;
     } else {
     kafka:
@@ -579,7 +559,7 @@ static decode_reason_t read_time(const decode_message_t *msg, const decode_input
     if (!decode_time_in_range(*ms)) {
         snprintf(detail, detail_size,
                  "%s's time %" PRId64 " ms%s is outside the years 0001 to 9999 Steward accepts",
-                 ev->name, *ms, v != NULL || text != NULL ? "" : " (Kafka)");
+                 name, *ms, v != NULL || text != NULL ? "" : " (Kafka)");
         return DECODE_INVALID_TIME;
     }
     return DECODE_OK;
@@ -630,25 +610,27 @@ static int64_t read_token(const decode_message_t *msg, const def_t *def, size_t 
 }
 
 static decode_reason_t read_envelope(const decode_message_t *msg, const decode_input_t *in,
-                                     const def_t *def, size_t event, decode_envelope_t *out,
-                                     char *detail, size_t detail_size)
+                                     const def_envelope_t *env, const char *name,
+                                     decode_envelope_t *out, char *detail, size_t detail_size)
 {
-    const def_event_t *ev = &def->events[event];
     decode_reason_t reason;
 
     memset(out, 0, sizeof *out);
-    char *key;
-    reason = read_key(msg, in, ev, &key, detail, detail_size);
-    if (reason != DECODE_OK)
-        return reason;
+    char *key = NULL;
+    /* An envelope without a key (a reader that only orders events) reads none. */
+    if (env->key_from_message || env->key_pointer != NULL) {
+        reason = read_key(msg, in, env, name, &key, detail, detail_size);
+        if (reason != DECODE_OK)
+            return reason;
+    }
 
     /* Identity: what the producer says, else where the message sits. */
     json_t *id = NULL;
     if (msg->cloudevent) {
         if (asprintf(&out->id, "%s#%s", msg->ce_source, msg->ce_id) < 0)
             out->id = NULL;
-    } else if ((id = jsonptr_get(msg->data, def->id_pointer)) != NULL && json_is_string(id) &&
-               json_string_length(id) > 0) {
+    } else if (env->id_pointer != NULL && (id = jsonptr_get(msg->data, env->id_pointer)) != NULL &&
+               json_is_string(id) && json_string_length(id) > 0) {
         out->id = strdup(json_string_value(id));
     } else if (id != NULL && json_is_integer(id)) {
         if (asprintf(&out->id, "%" JSON_INTEGER_FORMAT, json_integer_value(id)) < 0)
@@ -658,17 +640,16 @@ static decode_reason_t read_envelope(const decode_message_t *msg, const decode_i
         out->id = NULL;
     }
     if (out->id != NULL && strlen(out->id) > DECODE_MAX_ID_BYTES) {
-        snprintf(detail, detail_size, "%s's event id%s is %zu bytes, over the limit of %d",
-                 ev->name, msg->cloudevent ? " (CloudEvents source#id)" : "", strlen(out->id),
+        snprintf(detail, detail_size, "%s's event id%s is %zu bytes, over the limit of %d", name,
+                 msg->cloudevent ? " (CloudEvents source#id)" : "", strlen(out->id),
                  DECODE_MAX_ID_BYTES);
         reason = DECODE_INVALID_ID;
         goto fail;
     }
 
-    reason = read_time(msg, in, def, ev, &out->time_ms, detail, detail_size);
+    reason = read_time(msg, in, env, name, &out->time_ms, detail, detail_size);
     if (reason != DECODE_OK)
         goto fail;
-    out->token = read_token(msg, def, event);
     out->key = key;
     return DECODE_OK;
 
@@ -679,14 +660,37 @@ fail:
     return reason;
 }
 
+decode_reason_t decode_read(const decode_message_t *msg, const decode_input_t *in,
+                            const def_envelope_t *env, const char *event, decode_envelope_t *out,
+                            char *detail, size_t detail_size)
+{
+    detail[0] = '\0';
+    decode_reason_t reason = read_envelope(msg, in, env, event, out, detail, detail_size);
+    utf8_scrub(detail);
+    return reason;
+}
+
 /* The detail is a text column too: see decode_message(). */
 decode_reason_t decode_envelope(const decode_message_t *msg, const decode_input_t *in,
                                 const def_t *def, size_t event, decode_envelope_t *out,
                                 char *detail, size_t detail_size)
 {
-    detail[0] = '\0';
-    decode_reason_t reason = read_envelope(msg, in, def, event, out, detail, detail_size);
-    utf8_scrub(detail);
+    const def_event_t *ev = &def->events[event];
+    if (msg->schema_id >= 0 && ev->format != DEF_FORMAT_CONFLUENT_JSON) {
+        /* Another process reads the topic's framed values; this one did
+         * not say it does. */
+        memset(out, 0, sizeof *out);
+        snprintf(detail, detail_size,
+                 "Confluent wire format (magic byte 0), schema id %" PRId64
+                 ": %s's topic %s has no \"format\": \"confluent_json\" in this definition",
+                 msg->schema_id, ev->name, ev->topic);
+        utf8_scrub(detail);
+        return DECODE_SCHEMA_REGISTRY_FORMAT;
+    }
+    decode_reason_t reason =
+        decode_read(msg, in, &ev->envelope, ev->name, out, detail, detail_size);
+    if (reason == DECODE_OK)
+        out->token = read_token(msg, def, event);
     return reason;
 }
 

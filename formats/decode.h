@@ -29,20 +29,23 @@ typedef enum decode_reason {
     DECODE_TOO_DEEP,   /* nesting over limits.max_depth */
     DECODE_NOT_OBJECT, /* valid JSON, but not an object */
     DECODE_UNSUPPORTED_SPECVERSION,
-    DECODE_INVALID_CLOUDEVENT, /* a required attribute missing or mistyped */
-    DECODE_MISSING_TYPE,       /* no ce_type and nothing at the type pointer */
-    DECODE_MISSING_KEY,        /* nothing at the correlation key's pointer */
-    DECODE_INVALID_KEY,        /* the key is not a non-empty string or an integer */
-    DECODE_INVALID_TIME,       /* an event time not in its declared format, or
-                                  outside DECODE_MIN_TIME_MS..DECODE_MAX_TIME_MS */
-    DECODE_INVALID_ID,         /* an event id over DECODE_MAX_ID_BYTES */
-    DECODE_INVALID_HEADER,     /* a CloudEvents header that is not UTF-8, holds a NUL
-                                  byte or is over DECODE_MAX_HEADER_BYTES */
-    DECODE_DATABASE_REFUSED,   /* passed decode, but PostgreSQL refused its content */
-    DECODE_UNKNOWN_TYPE,       /* no loaded definition declares its type on its topic
-                                  (recorded only with intake.record_unknown) */
-    DECODE_UNLOADABLE_VERSION, /* its instance runs on a definition version (or is in a
-                                  state) this replica cannot load */
+    DECODE_INVALID_CLOUDEVENT,     /* a required attribute missing or mistyped */
+    DECODE_MISSING_TYPE,           /* no ce_type and nothing at the type pointer */
+    DECODE_MISSING_KEY,            /* nothing at the correlation key's pointer */
+    DECODE_INVALID_KEY,            /* the key is not a non-empty string or an integer */
+    DECODE_INVALID_TIME,           /* an event time not in its declared format, or
+                                      outside DECODE_MIN_TIME_MS..DECODE_MAX_TIME_MS */
+    DECODE_INVALID_ID,             /* an event id over DECODE_MAX_ID_BYTES */
+    DECODE_INVALID_HEADER,         /* a CloudEvents header that is not UTF-8, holds a NUL
+                                      byte or is over DECODE_MAX_HEADER_BYTES */
+    DECODE_DATABASE_REFUSED,       /* passed decode, but PostgreSQL refused its content */
+    DECODE_UNKNOWN_TYPE,           /* no loaded definition declares its type on its topic
+                                      (recorded only with intake.record_unknown) */
+    DECODE_UNLOADABLE_VERSION,     /* its instance runs on a definition version (or is in a
+                                      state) this replica cannot load */
+    DECODE_SCHEMA_REGISTRY_FORMAT, /* the Confluent wire format (magic byte 0, a schema id)
+                                      where the topic's format does not say so, or around
+                                      a payload that is not JSON; the detail names the id */
     DECODE_N_REASONS
 } decode_reason_t;
 
@@ -106,20 +109,57 @@ typedef struct decode_limits {
 /* True if `ms` is an event time Steward accepts (see above). */
 bool decode_time_in_range(int64_t ms);
 
+/*
+ * W3C Trace Context: the traceparent of an event, read from its Kafka
+ * header `traceparent`, else its CloudEvents distributed-tracing
+ * extension (binary mode's `ce_traceparent` header, structured mode's
+ * `traceparent` attribute). Version 00 only: "00-" 32 lowercase hex
+ * digits (the trace id, not all zero) "-" 16 (the span id, not all zero)
+ * "-" 2 (the flags). A malformed one never rejects the event: it is
+ * ignored, and its reason counted (metrics.traceparent_ignored).
+ */
+typedef enum decode_trace {
+    DECODE_TRACE_NONE = 0,    /* the event carries none */
+    DECODE_TRACE_OK,          /* a valid one, kept */
+    DECODE_TRACE_BAD_VERSION, /* a version other than 00 */
+    DECODE_TRACE_BAD_FORMAT,  /* not 00-<32 hex>-<16 hex>-<2 hex> in lowercase */
+    DECODE_TRACE_ZERO_TRACE_ID,
+    DECODE_TRACE_ZERO_SPAN_ID,
+    DECODE_TRACE_N
+} decode_trace_t;
+
+#define DECODE_TRACEPARENT_LEN 55 /* "00-" + 32 + "-" + 16 + "-" + 2 */
+
+/* The name of a traceparent's fate, as the metric's reason label says it. */
+const char *decode_trace_name(decode_trace_t trace);
+
+/*
+ * Judges one traceparent (len bytes, not NUL-terminated). On
+ * DECODE_TRACE_OK `out` holds it as text; otherwise out is "".
+ */
+decode_trace_t decode_traceparent(const char *text, size_t len,
+                                  char out[DECODE_TRACEPARENT_LEN + 1]);
+
 /* A message that passed decode_message(). */
 typedef struct decode_message {
     json_t *value;      /* the parsed value; owned */
     const json_t *data; /* what pointers read: CloudEvents structured mode's
                            "data", else the value; borrowed from value */
     bool cloudevent;    /* binary or structured CloudEvents */
-    char *ce_type;      /* owned; NULL when not a CloudEvent */
+    char *ce_type;      /* owned; NULL when not a CloudEvent and no ce_type header
+                           names the type (a bare ce_type header: cloudevent false) */
     char *ce_id;
     char *ce_source;
     char *ce_time; /* may be NULL in a CloudEvent too */
     char *ce_subject;
+    char *ce_traceparent; /* the distributed-tracing extension as sent, unjudged; NULL:
+                             none (what counts is trace and traceparent below) */
+    int64_t schema_id;    /* the Confluent wire format's schema id; -1: not framed */
+    decode_trace_t trace; /* what became of the event's traceparent (see above) */
+    char traceparent[DECODE_TRACEPARENT_LEN + 1]; /* "" unless trace is DECODE_TRACE_OK */
     json_t *headers; /* name -> text of each header that is UTF-8 without NUL bytes
-                        and at most DECODE_MAX_HEADER_BYTES (the first of a name);
-                        owned; what a definition's type header is read from */
+                      and at most DECODE_MAX_HEADER_BYTES (the first of a name);
+                      owned; what a definition's type header is read from */
 } decode_message_t;
 
 /*
@@ -130,20 +170,37 @@ typedef struct decode_message {
 decode_reason_t decode_message(const decode_input_t *in, const decode_limits_t *limits,
                                decode_message_t *out, char *detail, size_t detail_size);
 
+/*
+ * decode_message() for a topic whose values are in `format`: with
+ * DEF_FORMAT_CONFLUENT_JSON a value in the Confluent wire format is the
+ * JSON object after its schema id (msg->schema_id set), and an unframed
+ * one is read as it is. With DEF_FORMAT_JSON (decode_message()) a framed
+ * value is refused as DECODE_SCHEMA_REGISTRY_FORMAT, naming its schema id.
+ */
+decode_reason_t decode_message_as(const decode_input_t *in, const decode_limits_t *limits,
+                                  def_format_t format, decode_message_t *out, char *detail,
+                                  size_t detail_size);
+
 void decode_message_clear(decode_message_t *msg);
 
 /*
- * The event type as `def` reads it, in this order: the event whose topic
- * fixes its type (type_from_topic) when the message came on that topic;
- * the definition's type header when it names one; ce_type; the string at
- * the definition's type pointer. Borrowed from msg or def; NULL when there
- * is none.
+ * The event type as `def` reads it on the message's topic, in this order:
+ * the event whose topic fixes its type (type_from_topic); an event of the
+ * topic whose own type rule (its envelope.type) reads its name; then the
+ * topic's rule (its envelope in `topics`, else the process's): the type
+ * header when it names one, else ce_type, else the string at the type
+ * pointer. Borrowed from msg or def; NULL when there is none.
  */
 const char *decode_event_type(const decode_message_t *msg, const decode_input_t *in,
                               const def_t *def);
 
-/* Where `def` looks for an event type, in words for a rejection's detail. */
-void decode_type_source(const def_t *def, char *buf, size_t size);
+/* The type by one envelope's rule alone (its header, else ce_type, else
+ * its pointer), borrowed from msg; NULL when there is none. */
+const char *decode_type_of(const decode_message_t *msg, const def_envelope_t *env);
+
+/* Where `def` looks for an event type on `topic`, in words for a
+ * rejection's detail (naming the topic when its envelope is its own). */
+void decode_type_source(const def_t *def, const char *topic, char *buf, size_t size);
 
 /* What one process reads from an event it declares. */
 typedef struct decode_envelope {
@@ -155,7 +212,8 @@ typedef struct decode_envelope {
 
 /*
  * Reads the envelope of event `event` (an index into def->events) from a
- * decoded message. Key: the Kafka message key or the value at the key
+ * decoded message, where the event's envelope says (def_event_t.envelope:
+ * its own, its topic's or the process's). Key: the Kafka message key or the value at the key
  * pointer, a non-empty string or an integer (its decimal text). Identity:
  * CloudEvents source and id, else the string or integer at the id pointer,
  * else topic/partition/offset. Time: the Kafka timestamp when declared
@@ -165,11 +223,23 @@ typedef struct decode_envelope {
  * accepts the event (in its `on` or its lease) says replies carry it (a
  * JSON pointer or a header), a positive integer or its decimal text;
  * anything else counts as no token, so the reply is judged as one from a
- * producer that ignores Steward. On a rejection *out is empty.
+ * producer that ignores Steward. A framed value (msg->schema_id set) for
+ * an event whose topic's format is not confluent_json is refused as
+ * DECODE_SCHEMA_REGISTRY_FORMAT. On a rejection *out is empty.
  */
 decode_reason_t decode_envelope(const decode_message_t *msg, const decode_input_t *in,
                                 const def_t *def, size_t event, decode_envelope_t *out,
                                 char *detail, size_t detail_size);
+
+/*
+ * decode_envelope() by an envelope alone, without a definition (no
+ * token): `event` names the event in details. For readers that know where
+ * things are without a definition (`steward discover`). An envelope with
+ * neither a key pointer nor key_from_message reads no key (out->key NULL).
+ */
+decode_reason_t decode_read(const decode_message_t *msg, const decode_input_t *in,
+                            const def_envelope_t *env, const char *event, decode_envelope_t *out,
+                            char *detail, size_t detail_size);
 
 void decode_envelope_clear(decode_envelope_t *env);
 

@@ -120,7 +120,7 @@ err_class_t backtest_alerts(PGconn *conn, const def_t *def, json_t **out, char *
         if (state_idx < 0 || engine_state_late_by(def, state_idx, stayed) <= 0)
             continue;
         char took[32], limit[32], summary[512];
-        duration_format(stayed, took, sizeof took);
+        duration_format_rounded(stayed, took, sizeof took);
         duration_format(def->states[state_idx].deadline_ms, limit, sizeof limit);
         const char *owner = state_idx >= 0 ? def_state_owner(def, (size_t) state_idx) : def->owner;
         snprintf(summary, sizeof summary,

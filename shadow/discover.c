@@ -4,6 +4,8 @@
  */
 #include "shadow/discover.h"
 
+#include "shadow/discover_int.h"
+
 #include "definitions/duration.h"
 #include "shadow/report.h"
 
@@ -55,164 +57,11 @@ char *discover_state_name(const char *type, char *buf, size_t buf_size)
 
 /* ---- the pieces of the analysis --------------------------------------- */
 
-typedef struct candidate {
-    char *pointer;
-    size_t *carried; /* per type: events carrying it */
-    json_t *values;  /* value text -> first type index, or -1 once two types share it */
-    size_t joining;
-    size_t distinct;
-    double share;
-} candidate_t;
-
 typedef struct keyed {
-    const char *key; /* borrowed from keys_text */
+    const char *key; /* borrowed from keybufs or the event */
     int64_t time_ms;
     size_t idx; /* input order breaks ties */
 } keyed_t;
-
-typedef struct analysis {
-    const discover_event_t *ev;
-    size_t n;
-    const discover_options_t *opts;
-    json_t *types; /* type -> index */
-    const char **type_names;
-    size_t n_types;
-    size_t *type_count;
-    json_t **type_topics; /* per type: topic -> count */
-    size_t *event_type;   /* per event: its type index, or SIZE_MAX when skipped */
-    candidate_t *cands;
-    size_t n_cands, cap_cands;
-    json_t *cand_index; /* pointer -> index */
-    json_t *undecided;
-} analysis_t;
-
-static void note(analysis_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void note(analysis_t *a, const char *fmt, ...)
-{
-    char text[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    json_array_append_new(a->undecided, json_string(text));
-}
-
-/* The text of a key value: a string as it is, an integer in decimal; NULL
- * for anything else. */
-static const char *key_text(const json_t *v, char *buf, size_t buf_size)
-{
-    if (json_is_string(v))
-        return json_string_length(v) > 0 ? json_string_value(v) : NULL;
-    if (json_is_integer(v)) {
-        snprintf(buf, buf_size, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-        return buf;
-    }
-    return NULL;
-}
-
-static candidate_t *candidate_get(analysis_t *a, const char *pointer)
-{
-    json_t *at = json_object_get(a->cand_index, pointer);
-    if (at != NULL)
-        return &a->cands[json_integer_value(at)];
-    if (a->n_cands == a->cap_cands) {
-        size_t cap = a->cap_cands ? 2 * a->cap_cands : 16;
-        candidate_t *grown = realloc(a->cands, cap * sizeof *grown);
-        if (grown == NULL)
-            return NULL;
-        a->cands = grown;
-        a->cap_cands = cap;
-    }
-    candidate_t *c = &a->cands[a->n_cands];
-    memset(c, 0, sizeof *c);
-    c->pointer = strdup(pointer);
-    c->carried = calloc(a->n_types, sizeof *c->carried);
-    c->values = json_object();
-    if (c->pointer == NULL || c->carried == NULL || c->values == NULL) {
-        free(c->pointer);
-        free(c->carried);
-        json_decref(c->values);
-        return NULL;
-    }
-    json_object_set_new(a->cand_index, pointer, json_integer((json_int_t) a->n_cands));
-    a->n_cands++;
-    return c;
-}
-
-/* Appends `name` to a pointer with RFC 6901's escapes. */
-static bool pointer_append(char *ptr, size_t size, size_t len, const char *name)
-{
-    if (len + 1 >= size)
-        return false;
-    ptr[len++] = '/';
-    for (const char *p = name; *p != '\0'; p++) {
-        const char *esc = *p == '~' ? "~0" : *p == '/' ? "~1" : NULL;
-        size_t need = esc != NULL ? 2 : 1;
-        if (len + need >= size)
-            return false;
-        if (esc != NULL) {
-            memcpy(ptr + len, esc, 2);
-        } else {
-            ptr[len] = *p;
-        }
-        len += need;
-    }
-    ptr[len] = '\0';
-    return true;
-}
-
-/* Records every string or integer field of an event as a candidate key. */
-static bool walk_fields(analysis_t *a, const json_t *obj, size_t type, char *ptr, size_t len,
-                        int depth)
-{
-    const char *name;
-    json_t *v;
-    json_object_foreach((json_t *) obj, name, v)
-    {
-        if (!pointer_append(ptr, 257, len, name))
-            continue;
-        size_t sub = strlen(ptr);
-        if (json_is_object(v)) {
-            if (depth < DISCOVER_MAX_KEY_DEPTH && !walk_fields(a, v, type, ptr, sub, depth + 1))
-                return false;
-            ptr[len] = '\0';
-            continue;
-        }
-        char num[32];
-        const char *text = key_text(v, num, sizeof num);
-        if (text != NULL && strcmp(ptr, a->opts->type_pointer) != 0 &&
-            strcmp(ptr, a->opts->id_pointer) != 0) {
-            candidate_t *c = candidate_get(a, ptr);
-            if (c == NULL)
-                return false;
-            c->carried[type]++;
-            json_t *first = json_object_get(c->values, text);
-            if (first == NULL) {
-                json_object_set_new(c->values, text, json_integer((json_int_t) type));
-                c->distinct++;
-            } else if (json_integer_value(first) >= 0 &&
-                       (size_t) json_integer_value(first) != type) {
-                json_integer_set(first, -1);
-                c->joining++;
-            }
-        }
-        ptr[len] = '\0';
-    }
-    return true;
-}
-
-static int compare_candidates(const void *x, const void *y)
-{
-    const candidate_t *a = x, *b = y;
-    bool ea = a->share >= DISCOVER_MIN_KEY_SHARE, eb = b->share >= DISCOVER_MIN_KEY_SHARE;
-    if (ea != eb)
-        return ea ? -1 : 1;
-    if (a->joining != b->joining)
-        return a->joining > b->joining ? -1 : 1;
-    if (a->share != b->share)
-        return a->share > b->share ? -1 : 1;
-    return strcmp(a->pointer, b->pointer);
-}
 
 static int compare_keyed(const void *x, const void *y)
 {
@@ -270,6 +119,12 @@ static char *fmt_ms(int64_t ms, char *buf, size_t size)
     return duration_format(ms, buf, size);
 }
 
+/* Whether runner-up c joins almost as many events as the key. */
+static bool keylike_near(const candidate_t *c, const candidate_t *key)
+{
+    return c->distinct >= 2 && c->joins > 0 && c->joins * 10 >= key->joins * 9;
+}
+
 /* ---- the analysis ------------------------------------------------------ */
 
 err_class_t discover_analyse(const discover_event_t *events, size_t n,
@@ -291,7 +146,7 @@ err_class_t discover_analyse(const discover_event_t *events, size_t n,
     size_t *graph = NULL, *starts = NULL, *lasts = NULL, *repeats = NULL;
     samples_t *steps = NULL;
     char(*state_names)[64] = NULL;
-    bool *reached = NULL, *terminal = NULL, *finishes = NULL, *used = NULL;
+    bool *reached = NULL, *terminal = NULL, *finishes = NULL, *used = NULL, *aside = NULL;
     size_t *bfs = NULL;
     json_t *report = NULL;
 
@@ -323,8 +178,8 @@ err_class_t discover_analyse(const discover_event_t *events, size_t n,
         }
     }
     if (too_long > 0)
-        note(&a, "%zu events had an empty type or one over %d bytes and were left out", too_long,
-             MAX_TYPE_BYTES);
+        discover_note(&a, "%zu events had an empty type or one over %d bytes and were left out",
+                      too_long, MAX_TYPE_BYTES);
     a.type_count = calloc(a.n_types + 1, sizeof *a.type_count);
     a.type_topics = calloc(a.n_types + 1, sizeof *a.type_topics);
     if (a.type_count == NULL || a.type_topics == NULL)
@@ -343,8 +198,7 @@ err_class_t discover_analyse(const discover_event_t *events, size_t n,
             json_object_set_new(a.type_topics[t], events[i].topic, json_integer(1));
         else
             json_integer_set(c, json_integer_value(c) + 1);
-        char ptr[257] = "";
-        if (json_is_object(events[i].payload) && !walk_fields(&a, events[i].payload, t, ptr, 0, 1))
+        if (!discover_collect(&a, i))
             goto oom;
     }
     if (a.n_types < 2) {
@@ -356,72 +210,127 @@ err_class_t discover_analyse(const discover_event_t *events, size_t n,
         goto out;
     }
 
-    /* The candidate keys, best first. */
-    for (size_t c = 0; c < a.n_cands; c++) {
-        double share = 1;
-        for (size_t t = 0; t < a.n_types; t++) {
-            double s = (double) a.cands[c].carried[t] / (double) a.type_count[t];
-            share = s < share ? s : share;
+    if (opts.kafka_time)
+        discover_note(&a, "the order of events: by their Kafka timestamps (or ce_time), which is "
+                          "when the broker got them; if the events carry their own time, give "
+                          "--time POINTER, so that a late producer does not reorder a trace");
+
+    /* The candidate keys, best first; the key, unless the options name it. */
+    discover_rank(&a);
+    long chosen = 0;
+    if (opts.key != NULL) {
+        chosen = discover_find(&a, opts.key);
+        if (chosen < 0) {
+            snprintf(errstr, errstr_size,
+                     "no event carries the key %s%s: give another --key, or none to let "
+                     "discover choose",
+                     strcmp(opts.key, DISCOVER_MESSAGE_KEY) == 0 ? "(the Kafka message key) " : "",
+                     opts.key);
+            rc = ERR_INVALID;
+            goto out;
         }
-        a.cands[c].share = share;
-    }
-    qsort(a.cands, a.n_cands, sizeof *a.cands, compare_candidates);
-    if (a.n_cands == 0 || a.cands[0].joining == 0) {
+    } else if (a.n_cands == 0 || a.cands[0].joining == 0) {
         snprintf(errstr, errstr_size,
                  "no field carries the same value in events of two types, so nothing says "
-                 "which events belong together; read the topics of one process");
+                 "which events belong together; read the topics of one process, or name the "
+                 "key with --key");
         rc = ERR_INVALID;
         goto out;
     }
-    const candidate_t *key = &a.cands[0];
-    if (key->share < DISCOVER_MIN_KEY_SHARE)
-        note(&a,
-             "the key: no field is in %.0f%% of the events of every type; %s is in %.1f%% of "
-             "the least covered type's (give that type its own \"key\" or drop it)",
-             DISCOVER_MIN_KEY_SHARE * 100, key->pointer, key->share * 100);
-    if (a.n_cands > 1 && a.cands[1].share >= DISCOVER_MIN_KEY_SHARE &&
-        a.cands[1].joining * 10 >= key->joining * 9)
-        note(&a, "the key: %s and %s join almost as many values (%zu and %zu); check the choice",
-             key->pointer, a.cands[1].pointer, key->joining, a.cands[1].joining);
+    const candidate_t *key = &a.cands[chosen];
+    const char *key_name = key->message_key ? "the Kafka message key" : key->pointer;
+    if (opts.key == NULL && a.n_cands > 1 && keylike_near(&a.cands[1], key))
+        discover_note(&a,
+                      "the key: %s and %s join almost as many events (%zu and %zu); check the "
+                      "choice, or name it with --key",
+                      key_name,
+                      a.cands[1].message_key ? "the Kafka message key" : a.cands[1].pointer,
+                      key->joins, a.cands[1].joins);
+    a.type_key = calloc(a.n_types + 1, sizeof *a.type_key);
+    if (a.type_key == NULL || !discover_type_keys(&a, (size_t) chosen))
+        goto oom;
 
-    /* The traces: the events by key value, in time order. */
+    /* Each event's key value, by its topic's key. */
     keyed = calloc(n + 1, sizeof *keyed);
     keybufs = calloc(n + 1, sizeof *keybufs);
-    if (keyed == NULL || keybufs == NULL)
+    aside = calloc(a.n_types + 1, sizeof *aside);
+    json_t *masks = json_object();
+    if (keyed == NULL || keybufs == NULL || aside == NULL || masks == NULL) {
+        json_decref(masks);
         goto oom;
+    }
     size_t n_keyed = 0, keyless = 0;
     for (size_t i = 0; i < n; i++) {
         if (a.event_type[i] == SIZE_MAX)
             continue;
-        const json_t *v = NULL;
-        /* The pointer came from walking this shape, so it has no array
-         * indexes: member names suffice. */
-        const char *p = key->pointer;
-        v = events[i].payload;
-        char name[257];
-        while (v != NULL && *p == '/') {
-            size_t o = 0;
-            for (p++; *p != '\0' && *p != '/' && o + 1 < sizeof name; p++) {
-                if (*p == '~' && (p[1] == '0' || p[1] == '1')) {
-                    name[o++] = p[1] == '0' ? '~' : '/';
-                    p++;
-                } else {
-                    name[o++] = *p;
-                }
-            }
-            name[o] = '\0';
-            v = json_is_object(v) ? json_object_get(v, name) : NULL;
-        }
-        const char *text = v != NULL ? key_text(v, keybufs[i], sizeof keybufs[i]) : NULL;
+        const char *text = discover_value(&a, discover_key_of(&a, (size_t) chosen, i), i,
+                                          keybufs[i], sizeof keybufs[i]);
         if (text == NULL) {
             keyless++;
             continue;
         }
         keyed[n_keyed++] = (keyed_t){text, events[i].time_ms, i};
+        json_t *mask = json_object_get(masks, text);
+        uint64_t bit = (uint64_t) 1 << (a.event_type[i] < 63 ? a.event_type[i] : 63);
+        if (mask == NULL)
+            json_object_set_new(masks, text, json_integer((json_int_t) bit));
+        else
+            json_integer_set(mask, (json_int_t) ((uint64_t) json_integer_value(mask) | bit));
     }
+    /* A type none of whose key values another type shares is not of this
+     * process (an unrelated type on a shared topic): set aside, not fatal. */
+    bool *joined = calloc(a.n_types + 1, sizeof *joined);
+    if (joined == NULL) {
+        json_decref(masks);
+        goto oom;
+    }
+    for (size_t k = 0; k < n_keyed; k++) {
+        uint64_t m = (uint64_t) json_integer_value(json_object_get(masks, keyed[k].key));
+        if ((m & (m - 1)) != 0)
+            joined[a.event_type[keyed[k].idx]] = true;
+    }
+    json_decref(masks);
+    size_t kept = 0, kept_keyed = 0;
+    for (size_t t = 0; t < a.n_types; t++) {
+        aside[t] = !joined[t] && opts.key == NULL;
+        kept += !aside[t];
+        if (aside[t])
+            discover_note(&a,
+                          "%s (%zu events) shares no value of %s with the other types: set aside "
+                          "(another process's event on a shared topic, or its key is elsewhere)",
+                          a.type_names[t], a.type_count[t], key_name);
+    }
+    free(joined);
+    for (size_t k = 0; k < n_keyed; k++) {
+        if (!aside[a.event_type[keyed[k].idx]])
+            keyed[kept_keyed++] = keyed[k];
+    }
+    n_keyed = kept_keyed;
+    if (kept < 2) {
+        snprintf(errstr, errstr_size,
+                 "%s joins events of fewer than two types: nothing to draft a process from",
+                 key_name);
+        rc = ERR_INVALID;
+        goto out;
+    }
+    /* The share of the key, over the kept types it keys (one with a key
+     * of its own is covered by that key). */
+    double share = 1;
+    for (size_t t = 0; t < a.n_types; t++) {
+        if (aside[t] || a.type_key[t] >= 0)
+            continue;
+        double s = (double) key->carried[t] / (double) a.type_count[t];
+        share = s < share ? s : share;
+    }
+    if (share < DISCOVER_MIN_KEY_SHARE)
+        discover_note(&a,
+                      "the key: %s is in %.1f%% of the least covered type's events, under %.0f%% "
+                      "(give that type its own \"key\")",
+                      key_name, share * 100, DISCOVER_MIN_KEY_SHARE * 100);
     if (keyless > 0)
-        note(&a, "%zu events carried no string or integer at %s and are not in any trace", keyless,
-             key->pointer);
+        discover_note(&a,
+                      "%zu events carried no string or integer key (%s) and are not in any trace",
+                      keyless, key_name);
     qsort(keyed, n_keyed, sizeof *keyed, compare_keyed);
 
     size_t nt = a.n_types;
@@ -471,10 +380,11 @@ err_class_t discover_analyse(const discover_event_t *events, size_t n,
     }
     for (size_t t = 0; t < nt; t++) {
         if (repeats[t] > 0)
-            note(&a,
-                 "%s followed itself %zu times with another id (a retry, or a repeat without "
-                 "an id): the draft does not model it",
-                 a.type_names[t], repeats[t]);
+            discover_note(
+                &a,
+                "%s followed itself %zu times with another id (a retry, or a repeat without "
+                "an id): the draft does not model it",
+                a.type_names[t], repeats[t]);
     }
 
     /* The start: the type that most often opens a trace. */
@@ -484,10 +394,11 @@ err_class_t discover_analyse(const discover_event_t *events, size_t n,
             start = t;
     }
     if (starts[start] < traces)
-        note(&a,
-             "the start: %zu of %zu traces began with another type than %s (begun before the "
-             "window, or the start is another event)",
-             traces - starts[start], traces, a.type_names[start]);
+        discover_note(
+            &a,
+            "the start: %zu of %zu traces began with another type than %s (begun before the "
+            "window, or the start is another event)",
+            traces - starts[start], traces, a.type_names[start]);
 
     /* The states: one per type; terminal when never followed. */
     state_names = calloc(nt, sizeof *state_names);
@@ -560,10 +471,10 @@ err_class_t discover_analyse(const discover_event_t *events, size_t n,
         for (size_t t = 0; t < nt; t++) {
             if (reached[t] && !finishes[t]) {
                 terminal[t] = changed = true;
-                note(&a,
-                     "%s: no observed path from it reaches an end, so the draft makes it "
-                     "terminal",
-                     state_names[t]);
+                discover_note(&a,
+                              "%s: no observed path from it reaches an end, so the draft makes it "
+                              "terminal",
+                              state_names[t]);
             }
         }
     }
@@ -576,11 +487,12 @@ err_class_t discover_analyse(const discover_event_t *events, size_t n,
         goto out;
     }
     for (size_t t = 0; t < nt; t++) {
-        if (!reached[t])
-            note(&a,
-                 "%s (%zu events) is not reached from %s in any observed trace and is left out "
-                 "of the draft",
-                 a.type_names[t], a.type_count[t], a.type_names[start]);
+        if (!reached[t] && !aside[t])
+            discover_note(
+                &a,
+                "%s (%zu events) is not reached from %s in any observed trace and is left out "
+                "of the draft",
+                a.type_names[t], a.type_count[t], a.type_names[start]);
     }
 
     /* The report and the draft. */
@@ -603,7 +515,7 @@ err_class_t discover_analyse(const discover_event_t *events, size_t n,
     json_object_set_new(report, "events", json_integer((json_int_t) n));
     json_object_set_new(report, "types", types);
     json_object_set_new(report, "keys", keys);
-    json_object_set_new(report, "key", json_string(key->pointer));
+    json_object_set_new(report, "key", discover_key_json(key));
     json_object_set_new(report, "traces", json_integer((json_int_t) traces));
     json_object_set_new(report, "repeats_dropped", json_integer((json_int_t) dropped));
     json_object_set_new(report, "starts", starts_j);
@@ -619,21 +531,27 @@ err_class_t discover_analyse(const discover_event_t *events, size_t n,
                 best = t;
         }
         listed[best] = true;
-        json_array_append_new(types, json_pack("{s:s, s:I, s:O}", "type", a.type_names[best],
+        json_array_append_new(types, json_pack("{s:s, s:I, s:O, s:b}", "type", a.type_names[best],
                                                "count", (json_int_t) a.type_count[best], "topics",
-                                               a.type_topics[best]));
+                                               a.type_topics[best], "set_aside", aside[best]));
         if (json_object_size(a.type_topics[best]) > 1 && reached[best])
-            note(&a, "%s came on %zu topics; the draft declares the most used, %s",
-                 a.type_names[best], json_object_size(a.type_topics[best]),
-                 majority_topic(a.type_topics[best]));
+            discover_note(&a, "%s came on %zu topics; the draft declares the most used, %s",
+                          a.type_names[best], json_object_size(a.type_topics[best]),
+                          majority_topic(a.type_topics[best]));
     }
-    for (size_t c = 0; c < a.n_cands && c < 10; c++) {
-        if (a.cands[c].joining == 0)
-            break;
-        json_array_append_new(keys, json_pack("{s:s, s:f, s:I, s:I}", "pointer", a.cands[c].pointer,
-                                              "share", a.cands[c].share, "joining",
-                                              (json_int_t) a.cands[c].joining, "distinct",
-                                              (json_int_t) a.cands[c].distinct));
+    /* The chosen key first, then the others that join anything. */
+    for (size_t x = 0, listed_keys = 0; x <= a.n_cands && listed_keys < 10; x++) {
+        size_t c = x == 0 ? (size_t) chosen : x - 1;
+        if (x > 0 && (c == (size_t) chosen || a.cands[c].joining == 0))
+            continue;
+        const candidate_t *cand = &a.cands[c];
+        json_t *entry = json_pack("{s:f, s:I, s:I, s:I}", "share", cand->share, "joining",
+                                  (json_int_t) cand->joining, "joins", (json_int_t) cand->joins,
+                                  "distinct", (json_int_t) cand->distinct);
+        json_object_set_new(entry, cand->message_key ? "from" : "pointer",
+                            json_string(cand->message_key ? "message_key" : cand->pointer));
+        json_array_append_new(keys, entry);
+        listed_keys++;
     }
     for (size_t t = 0; t < nt; t++) {
         if (starts[t] > 0)
@@ -668,7 +586,9 @@ err_class_t discover_analyse(const discover_event_t *events, size_t n,
     json_object_set_new(draft, "mode", json_string("shadow"));
     json_object_set_new(draft, "owner", json_string("unassigned"));
     json_object_set_new(draft, "description", json_null()); /* filled in last */
-    json_object_set_new(draft, "key", json_string(key->pointer));
+    json_object_set_new(draft, "key", discover_key_json(key));
+    if (opts.envelope != NULL && json_object_size(opts.envelope) > 0)
+        json_object_set_new(draft, "envelope", json_deep_copy(opts.envelope));
     json_object_set_new(draft, "events", events_j);
     json_object_set_new(
         draft, "start",
@@ -679,8 +599,10 @@ err_class_t discover_analyse(const discover_event_t *events, size_t n,
             size_t t = bfs[h];
             if (terminal[t] != (pass == 1))
                 continue;
-            json_object_set_new(events_j, a.type_names[t],
-                                json_pack("{s:s}", "topic", majority_topic(a.type_topics[t])));
+            json_t *ev_j = json_pack("{s:s}", "topic", majority_topic(a.type_topics[t]));
+            if (a.type_key[t] >= 0)
+                json_object_set_new(ev_j, "key", discover_key_json(&a.cands[a.type_key[t]]));
+            json_object_set_new(events_j, a.type_names[t], ev_j);
             json_t *st = json_object();
             json_object_set_new(states_j, state_names[t], st);
             if (terminal[t]) {
@@ -708,11 +630,12 @@ err_class_t discover_analyse(const discover_event_t *events, size_t n,
                  * with the same margin, so the draft still loads. */
                 long i = report_ladder_index((int64_t) ceil((double) max * REPORT_MARGIN));
                 deadline = i >= 0 ? ladder[i] : ladder[n_ladder - 1];
-                note(&a,
-                     "%s: left only %zu times (fewer than %d), so its deadline %s is the "
-                     "largest seen (%s) times %.1f, not a percentile",
-                     state_names[t], s->n, REPORT_MIN_SAMPLES, fmt_ms(deadline, when, sizeof when),
-                     fmt_ms(max, seen, sizeof seen), REPORT_MARGIN);
+                discover_note(&a,
+                              "%s: left only %zu times (fewer than %d), so its deadline %s is the "
+                              "largest seen (%s) times %.1f, not a percentile",
+                              state_names[t], s->n, REPORT_MIN_SAMPLES,
+                              fmt_ms(deadline, when, sizeof when), fmt_ms(max, seen, sizeof seen),
+                              REPORT_MARGIN);
             }
             json_object_set_new(st, "deadline", json_string(fmt_ms(deadline, when, sizeof when)));
             json_object_set_new(st, "on", on);
@@ -727,14 +650,15 @@ err_class_t discover_analyse(const discover_event_t *events, size_t n,
                                                              : json_null(),
                           "deadline", when));
             if (lasts[t] > 0)
-                note(&a,
-                     "%s: %zu traces ended there (still in flight, or stuck; or an end the draft "
-                     "does not know)",
-                     state_names[t], lasts[t]);
+                discover_note(
+                    &a,
+                    "%s: %zu traces ended there (still in flight, or stuck; or an end the draft "
+                    "does not know)",
+                    state_names[t], lasts[t]);
         }
     }
-    note(&a, "the owner of the process and of each step: the draft says \"unassigned\"");
-    note(&a, "the outcome of each terminal state: the draft names it after its state");
+    discover_note(&a, "the owner of the process and of each step: the draft says \"unassigned\"");
+    discover_note(&a, "the outcome of each terminal state: the draft names it after its state");
 
     int dl = snprintf(desc, sizeof desc,
                       DISCOVER_DRAFT_MARKER " written by steward discover from %zu events%s%s; "
@@ -780,14 +704,11 @@ out:
     free(terminal);
     free(finishes);
     free(used);
+    free(aside);
     free(bfs);
     json_decref(report);
-    for (size_t c = 0; c < a.n_cands; c++) {
-        free(a.cands[c].pointer);
-        free(a.cands[c].carried);
-        json_decref(a.cands[c].values);
-    }
-    free(a.cands);
+    discover_candidates_free(&a);
+    free(a.type_key);
     for (size_t t = 0; a.type_topics != NULL && t < a.n_types; t++)
         json_decref(a.type_topics[t]);
     free(a.type_topics);

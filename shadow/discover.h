@@ -6,11 +6,19 @@
  *
  *   an event      one message read, as (type, topic, time, id, payload).
  *   a candidate   a correlation key: a JSON pointer to a string or integer
- *                 field. Its *share* is the lowest, over the event types,
- *                 of the fraction of that type's events carrying it; a
- *                 value *joins* when events of two or more types carry it.
- *   a trace       the events of one key value, in time order, repeats of
- *                 one (type, id) dropped.
+ *                 field, or the Kafka message key. A value *joins* when
+ *                 events of two or more types carry it; the candidate's
+ *                 *joins* count, over its values, the types each joins
+ *                 beyond the first, and rank it: a field that joins types
+ *                 comes before one that is merely in every event. Its
+ *                 *share* is the lowest, over the event types, of the
+ *                 fraction of that type's events carrying it. A type whose
+ *                 events carry the key's values elsewhere (the message key
+ *                 there, a field here) gets that as its own key.
+ *   a trace       the events of one key value, in event time order,
+ *                 repeats of one (type, id) dropped. A type none of whose
+ *                 key values another type shares is set aside (an
+ *                 unrelated event on a shared topic), noted, not fatal.
  *   the graph     the directly-follows graph: for each pair (A, B), how
  *                 many times B came right after A in a trace.
  *   a step        the time from an event of type A to the next event of
@@ -34,6 +42,7 @@
 #include "common/err.h"
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -46,27 +55,35 @@
 #define DISCOVER_MAX_KEY_DEPTH 3
 
 typedef struct discover_event {
-    const char *type;      /* the event type; not NULL */
-    const char *topic;     /* not NULL */
-    int64_t time_ms;       /* the event time */
-    const char *id;        /* its identity, for dropping repeats; may be NULL */
-    const json_t *payload; /* what pointers read: an object; not NULL */
+    const char *type;        /* the event type; not NULL */
+    const char *topic;       /* not NULL */
+    int64_t time_ms;         /* the event time: what orders a trace */
+    const char *id;          /* its identity, for dropping repeats; may be NULL */
+    const json_t *payload;   /* what pointers read: an object; not NULL */
+    const char *message_key; /* the Kafka message key as text; NULL: none, or not text */
 } discover_event_t;
 
 typedef struct discover_options {
     const char *process;      /* the draft's process name; NULL: "discovered" */
     const char *type_pointer; /* a field that is the type, never a key; NULL: "/type" */
     const char *id_pointer;   /* a field that is the id, never a key; NULL: "/id" */
+    const char *time_pointer; /* a field that is the time, never a key; may be NULL */
+    const char *key;          /* the key, not chosen: a pointer or "message_key"; NULL: choose */
+    const json_t *envelope;   /* the draft's "envelope" (where the type, id and time
+                                 were read); NULL or empty: none */
     const char *source;       /* where the events came from, for the description */
+    bool kafka_time;          /* the times are the broker's (no time field was named) */
 } discover_options_t;
 
 /*
  * Analyses n events into *out, a new JSON object (json_decref() it):
  *
  *   events     how many were analysed
- *   types      [{type, count, topics: {topic: count}}], by count
- *   keys       [{pointer, share, joining, distinct}], best first
- *   key        the chosen pointer, or null
+ *   types      [{type, count, topics: {topic: count}, set_aside}], by count
+ *   keys       [{pointer | from: "message_key", share, joining, joins,
+ *                distinct}], the chosen key first
+ *   key        the chosen key as the draft says it: a pointer, or
+ *              {"from": "message_key"}
  *   starts     {type: traces it opened}
  *   graph      [{from, to, count}], by count
  *   steps      [{state, after, samples, p50_ms, p90_ms, p99_ms, p999_ms,
@@ -76,8 +93,8 @@ typedef struct discover_options {
  *   draft      the draft definition, which def_load_json() accepts
  *
  * ERR_INVALID, with the reason in errstr, when there is nothing to draft
- * from (no events, or no field any two types share); ERR_FATAL out of
- * memory.
+ * from (no events, no field any two types share, or a --key no event
+ * carries); ERR_FATAL out of memory.
  */
 err_class_t discover_analyse(const discover_event_t *events, size_t n,
                              const discover_options_t *opts, json_t **out, char *errstr,

@@ -4,8 +4,8 @@
 #     (`promtool test rules`: input series and the alerts expected);
 #   - the Grafana dashboard is valid JSON with panels and queries;
 #   - every metric name the rules and the dashboard use is one steward
-#     exposes (a name written in manager/api/http.c's metrics writer), besides
-#     Prometheus's own `up`;
+#     exposes (a name written in manager/api/http_metrics.c, the metrics
+#     writer), besides Prometheus's own `up`;
 #   - the man page lists every command `steward --help` prints
 #     (STEWARD, the binary, as the second argument), and its OPERATOR
 #     VERBS section exactly the verbs of the verb table (manager/operator/actions.h),
@@ -29,7 +29,7 @@ exprs += re.findall(r"expr: >?\s*\n?(.*(?:\n {10}.*)*)", rules)
 used = set()
 for e in exprs:
     used |= set(re.findall(r"\b((?:steward|process)_[a-z0-9_]+)\b", e))
-http = open(src + "/manager/api/http.c").read()
+http = open(src + "/manager/api/http_metrics.c").read()
 exposed = set(re.findall(r'"((?:steward|process)_[a-z0-9_]+)"', http))
 def known(n):
     base = re.sub(r"_(bucket|sum|count)$", "", n)

@@ -50,6 +50,7 @@ typedef struct notifier_config {
     int64_t alertmanager_resend_ms;
     int64_t max_retry_after_ms; /* the longest Retry-After honoured; 0: the default */
     int64_t group_window_ms;    /* sequence triggers grouped over this long; 0: never */
+    const char *tracing_link;   /* tracing.link: a page's link to its trace; NULL or "": none */
 } notifier_config_t;
 
 #define NOTIFIER_MAX_RETRY_AFTER_MS 300000

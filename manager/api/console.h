@@ -1,7 +1,7 @@
 /*
  * console - the web console's files (the .html, .css and .js files of
  * the console folder), compiled into the binary by console/embed.cmake so it needs no build step,
- * no network and no files beside the binary. http.c serves them at / and /console/{name}.
+ * no network and no files beside the binary. http_views.c serves them at / and /console/{name}.
  * Read-only, static data: any thread.
  */
 #ifndef STEWARD_CONSOLE_H

@@ -102,6 +102,10 @@
  * http_set_waiting() and http_set_stall_after(), which any thread may
  * call, no other thread calls into the module between http_new() and
  * http_free().
+ *
+ * The module is the family manager/api/http_*.c, a file per concern
+ * (server, database connection, tokens, router, metrics, probes, views,
+ * actions); what they share is manager/api/http_int.h.
  */
 #ifndef STEWARD_HTTP_H
 #define STEWARD_HTTP_H
@@ -150,6 +154,7 @@ typedef enum http_endpoint {
     /* The verb table's routes (manager/operator/actions.h): */
     HTTP_EP_ALERT_ACTION,    /* an alert verb's, POST /v1/alerts/{id}/VERB */
     HTTP_EP_INSTANCE_ACTION, /* an instance verb's, POST /v1/instances/{process}/{key}/VERB */
+    HTTP_EP_PROCESS_ACTION,  /* a process verb's, POST /v1/processes/{process}/VERB */
     HTTP_EP_SILENCES,        /* GET, POST /v1/silences */
     HTTP_EP_UNSILENCE,       /* POST /v1/silences/{id}/unsilence */
     HTTP_EP_INSTANCES,       /* GET /v1/instances?process=&state=&key=&... */
@@ -165,10 +170,10 @@ typedef struct http_route {
     unsigned int status;             /* 0 when served; else 400, 404 or 405, with error */
     bool allow_post;                 /* a 405: the endpoint answers POST (else GET, HEAD) */
     bool action;                     /* served: it changes state (needs an operate token) */
-    action_verb_t verb;              /* HTTP_EP_ALERT_ACTION, HTTP_EP_INSTANCE_ACTION */
+    action_verb_t verb;              /* HTTP_EP_ALERT_, _INSTANCE_, _PROCESS_ACTION */
     char error[HTTP_MAX_PATH + 256]; /* UTF-8: quotes only checked text or %XX */
     /* Decoded, pointing into path: process and key of the instance
-     * endpoints (process alone for a graph), id (not checked) of the alert
+     * endpoints (process alone for a graph or a process verb), id (not checked) of the alert
      * and unsilence ones, the file the console asks for. */
     const char *process, *key, *id, *asset;
     char path[HTTP_MAX_PATH + 1]; /* the decoded segments, NUL-separated */
@@ -235,7 +240,7 @@ void http_free(http_t *h);
 
 /*
  * Pure helpers of the server, public so that unit tests can check them
- * without a socket (tests/unit/test_http_parse.c).
+ * without a socket (tests/unit/test_http_format.c).
  */
 
 /*

@@ -3,6 +3,7 @@
  */
 #include "manager/config/config.h"
 
+#include "common/namelist.h"
 #include "common/secret.h"
 #include "definitions/def.h"
 #include "definitions/duration.h"
@@ -29,6 +30,7 @@ typedef enum config_type {
     CONFIG_TOPIC_PREFIX, /* a string of Kafka topic characters; "" for none */
     CONFIG_TOPIC_MAP,    /* "name=broker_name,..." (or an object in the file) */
     CONFIG_NAME_LIST,    /* "a,b" or "*" (or an array of strings in the file) */
+    CONFIG_TRACE_LINK,   /* "" or an http(s) URL holding ${trace_id} */
 } config_type_t;
 
 typedef struct config_key {
@@ -168,6 +170,8 @@ static const config_key_t config_keys[] = {
     /* Taken up on SIGHUP even when the definitions' reload is refused. */
     {"dispatch.paused", CONFIG_NAME_LIST, OFF(dispatch_paused), 0, 0, "STEWARD_DISPATCH_PAUSED",
      true, "", "processes whose commands wait in the outbox; *: all"},
+    {"tracing.link", CONFIG_TRACE_LINK, OFF(tracing_link), 0, 0, "STEWARD_TRACING_LINK", false, "",
+     "a page's link to the trace of its last event; ${trace_id}: its trace id; \"\": none"},
 };
 
 #define N_KEYS (sizeof config_keys / sizeof config_keys[0])
@@ -180,8 +184,8 @@ static const config_key_info_t config_objects[] = {
 
 #define ROUTES_DEFAULT (config_objects[1].default_value)
 
-static const char *const sections[] = {"intake",    "scheduler", "notifier", "http",
-                                       "retention", "topics",    "roles",    "dispatch"};
+static const char *const sections[] = {"intake", "scheduler", "notifier", "http",   "retention",
+                                       "topics", "roles",     "dispatch", "tracing"};
 
 static err_class_t set_value(config_t *cfg, const config_key_t *key, const char *value,
                              char *errstr, size_t errstr_size);
@@ -229,7 +233,7 @@ void config_free(config_t *cfg)
         return;
     for (size_t i = 0; i < N_KEYS; i++) {
         if (config_keys[i].type == CONFIG_STRING || config_keys[i].type == CONFIG_TOPIC_PREFIX ||
-            config_keys[i].type == CONFIG_NAME_LIST)
+            config_keys[i].type == CONFIG_NAME_LIST || config_keys[i].type == CONFIG_TRACE_LINK)
             free(*(char **) ((char *) cfg + config_keys[i].offset));
     }
     for (size_t i = 0; i < cfg->n_kafka_props; i++)
@@ -361,47 +365,6 @@ static err_class_t set_topic_map_object(config_t *cfg, const json_t *obj, char *
     return ERR_OK;
 }
 
-/*
- * "a, b,a" as "a,b": names trimmed, empty ones and repeats dropped; any
- * "*" makes the whole list "*". A new string, or NULL when out of memory.
- */
-static char *normalize_names(const char *value)
-{
-    char *copy = strdup(value), *save = NULL;
-    char *out = calloc(1, strlen(value) + 2);
-    if (copy == NULL || out == NULL) {
-        free(copy);
-        free(out);
-        return NULL;
-    }
-    for (char *name = strtok_r(copy, ",", &save); name != NULL; name = strtok_r(NULL, ",", &save)) {
-        while (*name == ' ' || *name == '\t')
-            name++;
-        size_t len = strlen(name);
-        while (len > 0 && (name[len - 1] == ' ' || name[len - 1] == '\t'))
-            name[--len] = '\0';
-        if (len == 0)
-            continue;
-        if (strcmp(name, "*") == 0) {
-            strcpy(out, "*");
-            break;
-        }
-        /* a repeat: the name already in the list, between commas */
-        bool seen = false;
-        for (const char *p = out; *p != '\0' && !seen;
-             p += strcspn(p, ",") + (p[strcspn(p, ",")] == ',')) {
-            seen = strncmp(p, name, len) == 0 && (p[len] == ',' || p[len] == '\0');
-        }
-        if (seen)
-            continue;
-        if (*out != '\0')
-            strcat(out, ",");
-        strcat(out, name);
-    }
-    free(copy);
-    return out;
-}
-
 static err_class_t set_value(config_t *cfg, const config_key_t *key, const char *value,
                              char *errstr, size_t errstr_size)
 {
@@ -409,6 +372,16 @@ static err_class_t set_value(config_t *cfg, const config_key_t *key, const char 
     char why[160];
 
     switch (key->type) {
+    case CONFIG_TRACE_LINK:
+        /* Checked here, at load: a page is no place to learn the link is broken. */
+        if (*value != '\0' &&
+            ((strncmp(value, "http://", 7) != 0 && strncmp(value, "https://", 8) != 0) ||
+             strstr(value, "${trace_id}") == NULL || strpbrk(value, " \t\r\n\"<>") != NULL))
+            return err_set(ERR_INVALID, errstr, errstr_size,
+                           "%s: '%.200s' is not an http:// or https:// URL holding ${trace_id} "
+                           "(e.g. https://tempo.example/trace/${trace_id}); \"\": no link",
+                           key->name, value);
+        /* fall through */
     case CONFIG_STRING: {
         char *copy = strdup(value);
         if (copy == NULL)
@@ -481,7 +454,7 @@ static err_class_t set_value(config_t *cfg, const config_key_t *key, const char 
         return ERR_OK;
     }
     case CONFIG_NAME_LIST: {
-        char *list = normalize_names(value);
+        char *list = namelist_normalize(value);
         if (list == NULL)
             return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
         free(*(char **) field);
@@ -497,13 +470,25 @@ static err_class_t set_value(config_t *cfg, const config_key_t *key, const char 
     return ERR_FATAL;
 }
 
+static bool secret_file_key(const char *key, char *base, size_t base_size);
+
+/* NAME_file, as in the config file: the key NAME set to the text of the
+ * file `value` names (a secret), so --set takes every key the file does. */
 err_class_t config_set(config_t *cfg, const char *name, const char *value, char *errstr,
                        size_t errstr_size)
 {
+    char base[128], why[512];
     const config_key_t *key = find_key(name);
-    if (key == NULL)
+    if (key != NULL)
+        return set_value(cfg, key, value, errstr, errstr_size);
+    if (!secret_file_key(name, base, sizeof base) || (key = find_key(base)) == NULL)
         return unknown_key("", name, errstr, errstr_size);
-    return set_value(cfg, key, value, errstr, errstr_size);
+    char *text = secret_read_file(value, why, sizeof why);
+    if (text == NULL)
+        return err_set(ERR_INVALID, errstr, errstr_size, "%s: %s", name, why);
+    err_class_t cls = set_value(cfg, key, text, errstr, errstr_size);
+    free(text);
+    return cls;
 }
 
 /* The librdkafka properties Steward sets itself and relies on: one taken
@@ -846,6 +831,7 @@ static bool key_differs(const config_t *a, const config_t *b, const config_key_t
     case CONFIG_TOPIC_MAP:
         return !json_equal(*(json_t *const *) fa, *(json_t *const *) fb);
     case CONFIG_STRING:
+    case CONFIG_TRACE_LINK:
     case CONFIG_NAME_LIST:
     case CONFIG_TOPIC_PREFIX: {
         const char *sa = *(char *const *) fa, *sb = *(char *const *) fb;

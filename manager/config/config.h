@@ -106,6 +106,10 @@ typedef struct config {
     /* Processes whose commands wait in the outbox: "" none, "*" all, else
      * names separated by commas (normalized). Reloaded on SIGHUP. */
     char *dispatch_paused;
+
+    /* W3C trace context: the link template of a page's trace
+     * ("https://tempo.example/trace/${trace_id}"); "": none. */
+    char *tracing_link;
 } config_t;
 
 /* A configuration holding every default; free with config_free(). */
@@ -128,7 +132,9 @@ err_class_t config_apply_env(config_t *cfg, char *errstr, size_t errstr_size);
 
 /*
  * Sets one key from a flag or variable ("intake.batch_size", "100"),
- * parsing it as the table says. ERR_INVALID names the key and the problem.
+ * parsing it as the table says; NAME_file ("http.tokens_file", a path)
+ * sets NAME to that file's text, as in the config file. ERR_INVALID names
+ * the key and the problem.
  */
 err_class_t config_set(config_t *cfg, const char *key, const char *value, char *errstr,
                        size_t errstr_size);

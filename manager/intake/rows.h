@@ -35,18 +35,32 @@ typedef struct rows_bytes {
  * The tables. X(column, kind): kind is text (const char *, NULL for SQL
  * NULL), int (int64_t, ROWS_NULL for SQL NULL), bool, or bytes
  * (rows_bytes_t). The order is the order of the parameters of the table's
- * statement in manager/intake/store.c.
+ * statement in manager/intake/store.c; ROWS_EVENT and ROWS_KEPT stand for
+ * their columns, in place.
  */
-#define ROWS_HISTORY(X)                                                                            \
-    X(process, text)                                                                               \
-    X(key, text)                                                                                   \
-    X(version, int)                                                                                \
+
+/* An event: its id and type, where it was read, its time. */
+#define ROWS_EVENT(X)                                                                              \
     X(event_id, text)                                                                              \
     X(event_type, text)                                                                            \
     X(topic, text)                                                                                 \
     X(partition, int)                                                                              \
     X(offset, int)                                                                                 \
-    X(event_ms, int)                                                                               \
+    X(event_ms, int)
+
+/* An event kept for an instance: the first columns of both steward.parked
+ * and steward.deferred. */
+#define ROWS_KEPT(X)                                                                               \
+    X(process, text)                                                                               \
+    X(key, text)                                                                                   \
+    ROWS_EVENT(X)                                                                                  \
+    X(payload, text)
+
+#define ROWS_HISTORY(X)                                                                            \
+    X(process, text)                                                                               \
+    X(key, text)                                                                                   \
+    X(version, int)                                                                                \
+    ROWS_EVENT(X)                                                                                  \
     X(from_state, text)                                                                            \
     X(to_state, text)                                                                              \
     X(outcome, text)                                                                               \
@@ -56,19 +70,13 @@ typedef struct rows_bytes {
     X(late_by_ms, int)                                                                             \
     X(entered_ms, int)                                                                             \
     X(time_in_state_ms, int)                                                                       \
-    X(deadline_late_by_ms, int)
+    X(deadline_late_by_ms, int)                                                                    \
+    X(traceparent, text)
 
 #define ROWS_PARKED(X)                                                                             \
-    X(process, text)                                                                               \
-    X(key, text)                                                                                   \
-    X(event_id, text)                                                                              \
-    X(event_type, text)                                                                            \
-    X(topic, text)                                                                                 \
-    X(partition, int)                                                                              \
-    X(offset, int)                                                                                 \
-    X(event_ms, int)                                                                               \
-    X(payload, text)                                                                               \
-    X(expires_ms, int)
+    ROWS_KEPT(X)                                                                                   \
+    X(expires_ms, int)                                                                             \
+    X(traceparent, text)
 
 #define ROWS_UNPARKED(X) X(id, int)
 
@@ -109,17 +117,10 @@ typedef struct rows_bytes {
     X(resend_pending, bool)
 
 #define ROWS_DEFERRED(X)                                                                           \
-    X(process, text)                                                                               \
-    X(key, text)                                                                                   \
-    X(event_id, text)                                                                              \
-    X(event_type, text)                                                                            \
-    X(topic, text)                                                                                 \
-    X(partition, int)                                                                              \
-    X(offset, int)                                                                                 \
-    X(event_ms, int)                                                                               \
-    X(payload, text)                                                                               \
+    ROWS_KEPT(X)                                                                                   \
     X(token, int)                                                                                  \
-    X(epoch, int)
+    X(epoch, int)                                                                                  \
+    X(traceparent, text)
 
 #define ROWS_UNDEFERRED(X) X(id, int)
 

@@ -320,25 +320,41 @@ static bool key_arrays(const store_key_t *keys, size_t n, pgarr_t *processes, pg
     return pgarr_params((pgarr_t *const[]){processes, names}, 2, params);
 }
 
+/*
+ * Runs `sql` with the keys as its first two parameters ($1 the processes,
+ * $2 the keys) and, when n_params is 3, `third` as $3 (NULL: it could not
+ * be built, out of memory). Returns the result (PQclear() it), or NULL
+ * with the class in *cls and the reason in errstr.
+ */
+static PGresult *query_keys(store_t *store, const char *what, const char *sql,
+                            const store_key_t *keys, size_t n, int n_params, const char *third,
+                            err_class_t *cls, char *errstr, size_t errstr_size)
+{
+    pgarr_t processes = {0}, names = {0};
+    const char *params[3] = {NULL, NULL, third};
+    PGresult *res = NULL;
+
+    if (!key_arrays(keys, n, &processes, &names, params) || (n_params > 2 && third == NULL))
+        *cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    else
+        res = db_query(store->conn, what, sql, n_params, params, cls, errstr, errstr_size);
+    pgarr_free(&processes);
+    pgarr_free(&names);
+    return res;
+}
+
 err_class_t store_lock_instances(store_t *store, const store_key_t *keys, size_t n,
                                  int lock_timeout_ms, store_lock_fn fn, void *arg, char *errstr,
                                  size_t errstr_size)
 {
-    pgarr_t processes = {0}, names = {0};
-    const char *params[3];
     char wait[16];
-    err_class_t cls = ERR_OK;
-    PGresult *res = NULL;
+    err_class_t cls;
 
     snprintf(wait, sizeof wait, "%d", lock_timeout_ms > 0 ? lock_timeout_ms : 1);
-    params[2] = wait;
-    if (!key_arrays(keys, n, &processes, &names, params))
-        cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
-    else
-        res = db_query(store->conn, "locking instances",
-                       "SELECT process, key, objid, locked, has_deferred, timed_out "
-                       "FROM steward.lock_instances($1::text[], $2::text[], $3::int)",
-                       3, params, &cls, errstr, errstr_size);
+    PGresult *res = query_keys(store, "locking instances",
+                               "SELECT process, key, objid, locked, has_deferred, timed_out "
+                               "FROM steward.lock_instances($1::text[], $2::text[], $3::int)",
+                               keys, n, 3, wait, &cls, errstr, errstr_size);
     for (int row = 0; res != NULL && row < PQntuples(res) && cls == ERR_OK; row++) {
         store_lock_row_t r = {
             .process = PQgetvalue(res, row, 0),
@@ -351,8 +367,6 @@ err_class_t store_lock_instances(store_t *store, const store_key_t *keys, size_t
         cls = fn(arg, &r, errstr, errstr_size);
     }
     PQclear(res);
-    pgarr_free(&processes);
-    pgarr_free(&names);
     return cls;
 }
 
@@ -379,28 +393,22 @@ err_class_t store_pick_deferred(store_t *store, size_t limit, store_key_fn fn, v
     return cls;
 }
 
-err_class_t store_read_deferred(store_t *store, const store_key_t *keys, size_t n,
-                                store_deferred_fn fn, void *arg, char *errstr, size_t errstr_size)
+/*
+ * The reads of events kept for instances (store_read_deferred(),
+ * store_read_parked()): their statements select id, process, key,
+ * event_id, event_type, topic, partition, offset, the event time in ms and
+ * the payload, then, for deferred events, token and epoch; last the
+ * traceparent.
+ */
+static err_class_t read_events(store_t *store, const char *what, const char *sql,
+                               const store_key_t *keys, size_t n, bool deferred, store_event_fn fn,
+                               void *arg, char *errstr, size_t errstr_size)
 {
-    pgarr_t processes = {0}, names = {0};
-    const char *params[2];
-    err_class_t cls = ERR_OK;
-    PGresult *res = NULL;
+    err_class_t cls;
+    PGresult *res = query_keys(store, what, sql, keys, n, 2, NULL, &cls, errstr, errstr_size);
 
-    if (!key_arrays(keys, n, &processes, &names, params))
-        cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
-    else
-        res = db_query(store->conn, "reading deferred events",
-                       "SELECT d.id, d.process, d.key, d.event_id, d.event_type, d.topic, "
-                       "  d.partition, d.\"offset\", steward.to_ms(d.event_time), "
-                       "  d.payload::text, d.token, d.epoch "
-                       "FROM unnest($1::text[], $2::text[]) AS u(pr, k) "
-                       "CROSS JOIN LATERAL (SELECT * FROM steward.deferred "
-                       "  WHERE process = u.pr AND key = u.k ORDER BY id FOR UPDATE) d "
-                       "ORDER BY d.process, d.key, d.id",
-                       2, params, &cls, errstr, errstr_size);
     for (int row = 0; res != NULL && row < PQntuples(res) && cls == ERR_OK; row++) {
-        store_deferred_row_t r = {
+        store_event_row_t r = {
             .id = strtoll(PQgetvalue(res, row, 0), NULL, 10),
             .process = PQgetvalue(res, row, 1),
             .key = PQgetvalue(res, row, 2),
@@ -411,15 +419,32 @@ err_class_t store_read_deferred(store_t *store, const store_key_t *keys, size_t 
             .offset = strtoll(PQgetvalue(res, row, 7), NULL, 10),
             .event_ms = strtoll(PQgetvalue(res, row, 8), NULL, 10),
             .payload = PQgetvalue(res, row, 9),
-            .token = strtoll(PQgetvalue(res, row, 10), NULL, 10),
-            .epoch = strtoll(PQgetvalue(res, row, 11), NULL, 10),
+            .token = deferred ? strtoll(PQgetvalue(res, row, 10), NULL, 10) : 0,
+            .epoch = deferred ? strtoll(PQgetvalue(res, row, 11), NULL, 10) : 0,
+            .traceparent = PQgetisnull(res, row, deferred ? 12 : 10)
+                               ? NULL
+                               : PQgetvalue(res, row, deferred ? 12 : 10),
         };
         cls = fn(arg, &r, errstr, errstr_size);
     }
     PQclear(res);
-    pgarr_free(&processes);
-    pgarr_free(&names);
     return cls;
+}
+
+static const char read_deferred_sql[] =
+    "SELECT d.id, d.process, d.key, d.event_id, d.event_type, d.topic, "
+    "  d.partition, d.\"offset\", steward.to_ms(d.event_time), "
+    "  d.payload::text, d.token, d.epoch, d.traceparent "
+    "FROM unnest($1::text[], $2::text[]) AS u(pr, k) "
+    "CROSS JOIN LATERAL (SELECT * FROM steward.deferred "
+    "  WHERE process = u.pr AND key = u.k ORDER BY id FOR UPDATE) d "
+    "ORDER BY d.process, d.key, d.id";
+
+err_class_t store_read_deferred(store_t *store, const store_key_t *keys, size_t n,
+                                store_event_fn fn, void *arg, char *errstr, size_t errstr_size)
+{
+    return read_events(store, "reading deferred events", read_deferred_sql, keys, n, true, fn, arg,
+                       errstr, errstr_size);
 }
 
 static int64_t ms_value(const PGresult *res, int row, int col)
@@ -458,19 +483,13 @@ err_class_t store_read_instances(store_t *store, const store_key_t *keys, const 
                                  size_t n, store_instance_fn fn, void *arg, char *errstr,
                                  size_t errstr_size)
 {
-    pgarr_t processes = {0}, names = {0}, wants = {0};
-    const char *params[3];
-    err_class_t cls = ERR_OK;
-    PGresult *res = NULL;
+    pgarr_t wants = {0};
+    err_class_t cls;
 
     for (size_t i = 0; i < n; i++)
         pgarr_add_bool(&wants, want_vars[i]);
-    params[2] = pgarr_text(&wants);
-    if (!key_arrays(keys, n, &processes, &names, params) || params[2] == NULL)
-        cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
-    else
-        res = db_query(store->conn, "reading instances", read_instances_sql, 3, params, &cls,
-                       errstr, errstr_size);
+    PGresult *res = query_keys(store, "reading instances", read_instances_sql, keys, n, 3,
+                               pgarr_text(&wants), &cls, errstr, errstr_size);
     for (int row = 0; res != NULL && row < PQntuples(res) && cls == ERR_OK; row++) {
         store_instance_row_t r = {
             .process = PQgetvalue(res, row, 0),
@@ -496,8 +515,6 @@ err_class_t store_read_instances(store_t *store, const store_key_t *keys, const 
         cls = fn(arg, &r, errstr, errstr_size);
     }
     PQclear(res);
-    pgarr_free(&processes);
-    pgarr_free(&names);
     pgarr_free(&wants);
     return cls;
 }
@@ -515,68 +532,35 @@ err_class_t store_read_judged(store_t *store, const store_key_t *keys, const cha
                               size_t n, store_judged_fn fn, void *arg, char *errstr,
                               size_t errstr_size)
 {
-    pgarr_t processes = {0}, names = {0}, ids = {0};
-    const char *params[3];
-    err_class_t cls = ERR_OK;
-    PGresult *res = NULL;
+    pgarr_t ids = {0};
+    err_class_t cls;
 
     for (size_t i = 0; i < n; i++)
         pgarr_add(&ids, event_ids[i]);
-    params[2] = pgarr_text(&ids);
-    if (!key_arrays(keys, n, &processes, &names, params) || params[2] == NULL)
-        cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
-    else
-        res = db_query(store->conn, "reading judged event ids", read_judged_sql, 3, params, &cls,
-                       errstr, errstr_size);
+    PGresult *res = query_keys(store, "reading judged event ids", read_judged_sql, keys, n, 3,
+                               pgarr_text(&ids), &cls, errstr, errstr_size);
     for (int row = 0; res != NULL && row < PQntuples(res) && cls == ERR_OK; row++)
         cls = fn(arg, PQgetvalue(res, row, 0), PQgetvalue(res, row, 1), PQgetvalue(res, row, 2),
                  errstr, errstr_size);
     PQclear(res);
-    pgarr_free(&processes);
-    pgarr_free(&names);
     pgarr_free(&ids);
     return cls;
 }
 
-err_class_t store_read_parked(store_t *store, const store_key_t *keys, size_t n, store_parked_fn fn,
+static const char read_parked_sql[] =
+    "SELECT p.id, p.process, p.key, p.event_id, p.event_type, p.topic, "
+    "  p.partition, p.\"offset\", steward.to_ms(p.event_time), "
+    "  p.payload::text, p.traceparent "
+    "FROM unnest($1::text[], $2::text[]) AS u(pr, k) "
+    "CROSS JOIN LATERAL (SELECT * FROM steward.parked "
+    "  WHERE process = u.pr AND key = u.k FOR UPDATE) p "
+    "ORDER BY p.process, p.key, p.event_time, p.id";
+
+err_class_t store_read_parked(store_t *store, const store_key_t *keys, size_t n, store_event_fn fn,
                               void *arg, char *errstr, size_t errstr_size)
 {
-    pgarr_t processes = {0}, names = {0};
-    const char *params[2];
-    err_class_t cls = ERR_OK;
-    PGresult *res = NULL;
-
-    if (!key_arrays(keys, n, &processes, &names, params))
-        cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
-    else
-        res = db_query(store->conn, "reading parked events",
-                       "SELECT p.id, p.process, p.key, p.event_id, p.event_type, p.topic, "
-                       "  p.partition, p.\"offset\", steward.to_ms(p.event_time), "
-                       "  p.payload::text "
-                       "FROM unnest($1::text[], $2::text[]) AS u(pr, k) "
-                       "CROSS JOIN LATERAL (SELECT * FROM steward.parked "
-                       "  WHERE process = u.pr AND key = u.k FOR UPDATE) p "
-                       "ORDER BY p.process, p.key, p.event_time, p.id",
-                       2, params, &cls, errstr, errstr_size);
-    for (int row = 0; res != NULL && row < PQntuples(res) && cls == ERR_OK; row++) {
-        store_parked_row_t r = {
-            .id = strtoll(PQgetvalue(res, row, 0), NULL, 10),
-            .process = PQgetvalue(res, row, 1),
-            .key = PQgetvalue(res, row, 2),
-            .event_id = PQgetvalue(res, row, 3),
-            .event_type = PQgetvalue(res, row, 4),
-            .topic = PQgetvalue(res, row, 5),
-            .partition = (int32_t) atol(PQgetvalue(res, row, 6)),
-            .offset = strtoll(PQgetvalue(res, row, 7), NULL, 10),
-            .event_ms = strtoll(PQgetvalue(res, row, 8), NULL, 10),
-            .payload = PQgetvalue(res, row, 9),
-        };
-        cls = fn(arg, &r, errstr, errstr_size);
-    }
-    PQclear(res);
-    pgarr_free(&processes);
-    pgarr_free(&names);
-    return cls;
+    return read_events(store, "reading parked events", read_parked_sql, keys, n, false, fn, arg,
+                       errstr, errstr_size);
 }
 
 /* $19 is not a column: how late the step is for the deadline a `deadline`
@@ -584,15 +568,15 @@ err_class_t store_read_parked(store_t *store, const store_key_t *keys, size_t n,
 #define WRITE_HISTORY_INSERT                                                                       \
     "INSERT INTO steward.history (process, key, version, event_id, event_type, topic, "            \
     "  partition, \"offset\", event_time, from_state, to_state, outcome, replayed, detail, "       \
-    "  replica, epoch, late_by_ms, entered_at, time_in_state_ms) "                                 \
-    "SELECT p, k, v, e, t, tp, pa, o, steward.from_ms(et), fs, ts, oc, rp, d, $20, ep, lb, "       \
-    "  steward.from_ms(en), st "                                                                   \
+    "  replica, epoch, late_by_ms, entered_at, time_in_state_ms, traceparent) "                    \
+    "SELECT p, k, v, e, t, tp, pa, o, steward.from_ms(et), fs, ts, oc, rp, d, $21, ep, lb, "       \
+    "  steward.from_ms(en), st, tr "                                                               \
     "FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], "          \
     "  $7::int[], $8::bigint[], $9::bigint[], $10::text[], $11::text[], $12::text[], "             \
     "  $13::bool[], $14::text[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[], "     \
-    "  $19::bigint[]) "                                                                            \
+    "  $19::bigint[], $20::text[]) "                                                               \
     "  WITH ORDINALITY AS u(p, k, v, e, t, tp, pa, o, et, fs, ts, oc, rp, d, ep, lb, en, st, dl, " \
-    "  n) "                                                                                        \
+    "  tr, n) "                                                                                    \
     "ORDER BY n "
 
 static const char write_history_sql[] = WRITE_HISTORY_INSERT;
@@ -609,11 +593,11 @@ static const char write_late_history_sql[] =
 
 static const char write_parked_sql[] =
     "INSERT INTO steward.parked (process, key, event_id, event_type, topic, partition, "
-    "  \"offset\", event_time, payload, expires_at) "
-    "SELECT p, k, e, t, tp, pa, o, steward.from_ms(et), pl::jsonb, steward.from_ms(ex) "
+    "  \"offset\", event_time, payload, expires_at, traceparent) "
+    "SELECT p, k, e, t, tp, pa, o, steward.from_ms(et), pl::jsonb, steward.from_ms(ex), tr "
     "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], "
-    "  $7::bigint[], $8::bigint[], $9::text[], $10::bigint[]) "
-    "  AS u(p, k, e, t, tp, pa, o, et, pl, ex)";
+    "  $7::bigint[], $8::bigint[], $9::text[], $10::bigint[], $11::text[]) "
+    "  AS u(p, k, e, t, tp, pa, o, et, pl, ex, tr)";
 
 static const char write_rejected_sql[] =
     "INSERT INTO steward.rejected (consumer_group, topic, partition, \"offset\", process, "
@@ -740,11 +724,11 @@ err_class_t store_write_offsets(store_t *store, rows_t *rows, char *errstr, size
 
 static const char write_deferred_sql[] =
     "INSERT INTO steward.deferred (process, key, event_id, event_type, topic, partition, "
-    "  \"offset\", event_time, payload, token, epoch) "
-    "SELECT p, k, e, t, tp, pa, o, steward.from_ms(et), pl::jsonb, tk, ep "
+    "  \"offset\", event_time, payload, token, epoch, traceparent) "
+    "SELECT p, k, e, t, tp, pa, o, steward.from_ms(et), pl::jsonb, tk, ep, tr "
     "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], "
-    "  $7::bigint[], $8::bigint[], $9::text[], $10::bigint[], $11::bigint[]) WITH ORDINALITY "
-    "  AS u(p, k, e, t, tp, pa, o, et, pl, tk, ep, n) "
+    "  $7::bigint[], $8::bigint[], $9::text[], $10::bigint[], $11::bigint[], $12::text[]) "
+    "  WITH ORDINALITY AS u(p, k, e, t, tp, pa, o, et, pl, tk, ep, tr, n) "
     "ORDER BY n";
 
 err_class_t store_write_deferred(store_t *store, rows_t *rows, char *errstr, size_t errstr_size)

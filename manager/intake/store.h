@@ -155,22 +155,28 @@ typedef err_class_t (*store_key_fn)(void *arg, const char *process, const char *
 err_class_t store_pick_deferred(store_t *store, size_t limit, store_key_fn fn, void *arg,
                                 char *errstr, size_t errstr_size);
 
-/* A row of steward.deferred; strings borrowed for the callback. */
-typedef struct store_deferred_row {
+/*
+ * An event kept for an instance: a row of steward.deferred (its lock was
+ * not had) or of steward.parked (its state did not take it yet); strings
+ * borrowed for the callback.
+ */
+typedef struct store_event_row {
     int64_t id;
     const char *process, *key, *event_id, *event_type, *topic;
     int32_t partition;
-    int64_t offset, event_ms, token, epoch;
-    const char *payload; /* JSON text */
-} store_deferred_row_t;
+    int64_t offset, event_ms;
+    const char *payload;     /* JSON text */
+    int64_t token, epoch;    /* a deferred event's; 0 for a parked one */
+    const char *traceparent; /* the event's W3C traceparent; NULL: none */
+} store_event_row_t;
 
-typedef err_class_t (*store_deferred_fn)(void *arg, const store_deferred_row_t *row, char *errstr,
-                                         size_t errstr_size);
+typedef err_class_t (*store_event_fn)(void *arg, const store_event_row_t *row, char *errstr,
+                                      size_t errstr_size);
 
 /* Reads (and row-locks) the deferred events of `keys`, per instance oldest
  * first. Call only for instances this transaction holds the lock of. */
 err_class_t store_read_deferred(store_t *store, const store_key_t *keys, size_t n,
-                                store_deferred_fn fn, void *arg, char *errstr, size_t errstr_size);
+                                store_event_fn fn, void *arg, char *errstr, size_t errstr_size);
 
 /*
  * The server's shared lock table: max_locks_per_transaction x
@@ -220,21 +226,9 @@ err_class_t store_read_judged(store_t *store, const store_key_t *keys, const cha
                               size_t n, store_judged_fn fn, void *arg, char *errstr,
                               size_t errstr_size);
 
-/* A row of steward.parked; strings borrowed for the callback. */
-typedef struct store_parked_row {
-    int64_t id;
-    const char *process, *key, *event_id, *event_type, *topic;
-    int32_t partition;
-    int64_t offset, event_ms;
-    const char *payload; /* JSON text */
-} store_parked_row_t;
-
-typedef err_class_t (*store_parked_fn)(void *arg, const store_parked_row_t *row, char *errstr,
-                                       size_t errstr_size);
-
 /* Reads (and row-locks) the events parked for `keys`, per instance oldest
- * first. */
-err_class_t store_read_parked(store_t *store, const store_key_t *keys, size_t n, store_parked_fn fn,
+ * first (token and epoch 0). */
+err_class_t store_read_parked(store_t *store, const store_key_t *keys, size_t n, store_event_fn fn,
                               void *arg, char *errstr, size_t errstr_size);
 
 /*

@@ -5,8 +5,11 @@
  * the state's command goes as on an event's entry), send its current
  * step's command again (retry: decided by engine_operator_resend()), both
  * queued in the action's transaction, claim or release
- * its investigation; silence a process's alerts for a while. Shared by
- * the CLI verbs (cli/cli_actions.c) and the HTTP API (manager/api/http.c),
+ * its investigation; move a process's open instances to a newer version
+ * of its definition (upgrade: decided by engine_operator_upgrade(), one
+ * instance at a time, each in a transaction of its own); silence a
+ * process's alerts for a while. Shared by
+ * the CLI verbs (cli/cli_actions.c) and the HTTP API (manager/api/http_actions.c),
  * which both read the verb table below.
  *
  * Each action is one transaction on the caller's connection. It first
@@ -53,6 +56,7 @@ typedef enum action_verb {
     ACTION_RETRY,   /* instance, active mode: the current step's command again, now */
     ACTION_CLAIM,   /* instance: actor owns the investigation */
     ACTION_RELEASE, /* instance: gives it back */
+    ACTION_UPGRADE, /* process: its open instances of older versions to a newer one */
 } action_verb_t;
 
 /* The verb's name ("ack", "close"...); never NULL. */
@@ -62,15 +66,17 @@ const char *action_verb_name(action_verb_t verb);
  *
  * Every operator verb is one row of action_verbs[]: the CLI's commands,
  * usage and option parsing (cli/cli_actions.c, cli/main.c), the HTTP
- * router's action routes (manager/api/http.c), GET /v1/verbs and so the
+ * router's action routes (manager/api/http_route.c), GET /v1/verbs and so the
  * console's buttons, and the man page's check (tests/deploy_check.sh) all
- * read it. A new verb is its row here, its function in actions.c and its
- * test. */
+ * read it. A new verb is its row (actions_verbs.c), its function
+ * (actions_alert.c, actions_instance.c, actions_upgrade.c or
+ * actions_silence.c) and its test. */
 
 typedef enum action_subject {
     ACTION_ON_ALERT,    /* path {id}: an alert id */
     ACTION_ON_INSTANCE, /* path {process}/{key} */
     ACTION_ON_SILENCE,  /* the silences; path {id}: a silence id */
+    ACTION_ON_PROCESS,  /* path {process}: a process's instances at once */
 } action_subject_t;
 
 /* One option of a verb's own: `--NAME ARG` on the command line, "NAME" in
@@ -81,9 +87,11 @@ typedef struct action_option {
     const char *help; /* one line */
     bool required;
     bool in_synopsis; /* written in the usage line */
+    bool repeats;     /* may be given more than once: the values are joined by commas (in
+                         the HTTP body: a string, or an array of them) */
 } action_option_t;
 
-#define ACTION_VERB_OPTIONS_MAX 5
+#define ACTION_VERB_OPTIONS_MAX 12
 
 typedef struct action_verb_def {
     const char *name;     /* the command (steward NAME) and, for actions, the path's last segment */
@@ -92,14 +100,16 @@ typedef struct action_verb_def {
     const char *operands; /* the command's positional arguments: "ALERT_ID", "PROCESS KEY" */
     bool audited;         /* changes something: takes --reason (required) and --actor */
     action_option_t options[ACTION_VERB_OPTIONS_MAX]; /* its own, in usage order */
-    const char *method;       /* HTTP: "POST" for what changes state, "GET" for a read */
-    const char *path;         /* HTTP: "/v1/alerts/{id}/ack"; {id}, {process}, {key} are captures */
-    const char *summary;      /* one line: steward --help */
-    const char *about;        /* steward NAME --help's paragraph */
-    const char *console;      /* the console views that offer it, space-separated: "overdue"
-                               (the stuck page's overdue rows), "alerts" (its alert rows),
-                               "instance" (the instance page); NULL: none */
-    const char *console_body; /* JSON object the console sends besides the reason; NULL: none */
+    const char *method;  /* HTTP: "POST" for what changes state, "GET" for a read */
+    const char *path;    /* HTTP: "/v1/alerts/{id}/ack"; {id}, {process}, {key} are captures */
+    const char *summary; /* one line: steward --help */
+    const char *about;   /* steward NAME --help's paragraph */
+    const char *console; /* the console views that offer it, space-separated: "overdue"
+                          (the stuck page's overdue rows), "bulk" (the same rows, selected
+                          together), "alerts" (its alert rows), "instance" (the instance
+                          page); NULL: none. The console asks for the reason and the
+                          options (close: an outcome of the instance's own version; move:
+                          one of its states) and offers a verb only where it applies */
 } action_verb_def_t;
 
 /* The table, in the order help lists it. */
@@ -114,7 +124,7 @@ const action_verb_def_t *action_verb_def(action_verb_t verb);
 
 /* The table as {"verbs": [{"name", "on", "operands", "options": [{"name",
  * "arg", "help", "required"}], "method", "path", "summary", "console":
- * [VIEW...], "console_body"?}]}: GET /v1/verbs. New reference; NULL when
+ * [VIEW...]}]}: GET /v1/verbs. New reference; NULL when
  * out of memory. */
 json_t *action_verbs_json(void);
 
@@ -133,9 +143,17 @@ typedef struct action_request {
     const char *actor;         /* who; required */
     const char *reason;        /* why; required, not empty */
     long long alert_id;        /* ack, resolve */
-    const char *process, *key; /* close, move, retry, claim, release */
+    const char *process, *key; /* close, move, retry, claim, release; upgrade: process */
     const char *target;        /* close: an outcome or terminal state; move: a state */
+    /* upgrade: the values of its row's own options, by their index in the
+     * row (a flag given: ""; not given: NULL); NULL: none given */
+    const char *const *options;
 } action_request_t;
+
+/* An upgrade's default batch, its largest, and the longest list it answers. */
+#define ACTION_UPGRADE_BATCH     100
+#define ACTION_UPGRADE_BATCH_MAX 10000
+#define ACTION_UPGRADE_LIST_MAX  1000
 
 /* Longest actor and reason taken; longer ones are refused (BAD_REQUEST). */
 #define ACTION_ACTOR_MAX  200
@@ -149,6 +167,24 @@ typedef struct action_request {
  * "topic", "step", "attempt", "token", "ce_id"}, the row it queued. On any other
  * code nothing was changed and errstr says why in a sentence a person can
  * act on.
+ *
+ * An upgrade (its options in req->options) moves the instances it selects
+ * in batches of --batch (ACTION_UPGRADE_BATCH), each under its lock in a
+ * transaction of its own, and answers {"action", "process", "to_version",
+ * "dry_run", "moved", "promoted", "states": [{"from_version",
+ * "from_state", "to_state", "instances"}], "deadlines_changed",
+ * "deadlines": [{"key", "state", "deadline": "state"|"process", "before",
+ * "after", "change_ms"}], "alerts_resolved", "alerts": [{"id", "key",
+ * "kind"}], "due_at_once", "due": [{"key", "state", "deadline", "then"}],
+ * "commands_queued", "commands": [{"key", ...as above}], "skipped":
+ * [{"key", "why"}], "truncated"}: each list in key order and at most
+ * ACTION_UPGRADE_LIST_MAX long (truncated says when one was cut; the
+ * counts are whole). A dry run (--dry-run) reads the same instances,
+ * takes no lock, changes nothing and answers the same document. A
+ * mapping refused (a state without a target, a terminal target) is
+ * ACTION_REFUSED before anything moves; a failure after some batches
+ * committed is ACTION_FAILED saying how many moved (run it again: moved
+ * instances are not selected twice).
  */
 action_rc_t action_run(PGconn *conn, action_verb_t verb, const action_request_t *req,
                        json_t **result, char *errstr, size_t errstr_size);

@@ -25,7 +25,8 @@
     "  CROSS JOIN LATERAL steward.process_watermarks(g.consumer_group) w GROUP BY w.process) "
 
 /* The JSON is built by PostgreSQL: one round trip, and timestamps come out
- * in one format. The engine's figures are added after (standing()). */
+ * in one format. The engine's figures are added after (standing()):
+ * ms_in_state is a placeholder here, so it keeps its place in the object. */
 static const char instance_sql[] =
     "WITH " WATERMARKS_CTE "SELECT json_build_object("
     "  'process', i.process, 'key', i.key, 'version', i.version, 'state', i.state, "
@@ -41,6 +42,13 @@ static const char instance_sql[] =
     "  'lease_expires_at', steward.rfc3339(i.lease_expires_at), "
     "  'lease_renewed_at', steward.rfc3339(i.lease_renewed_at), "
     "  'resend_pending', i.resend_pending, "
+    "  'mode', d.mode, "
+    "  'has_command', coalesce((d.document->'states'->i.state) ? 'command', false), "
+    "  'outcomes', (SELECT coalesce(json_agg(json_build_object('outcome', s.value->>'terminal', "
+    "       'state', s.key) ORDER BY s.key), '[]') FROM jsonb_each(d.document->'states') s "
+    "     WHERE s.value ? 'terminal'), "
+    "  'states', (SELECT coalesce(json_agg(s.key ORDER BY s.key), '[]') "
+    "     FROM jsonb_each(d.document->'states') s WHERE NOT s.value ? 'terminal'), "
     "  'commands', coalesce((SELECT json_agg(json_build_object("
     "       'state', c.state, 'step', c.step, 'attempt', c.attempt, 'token', c.token, "
     "       'type', c.type, 'topic', c.topic, 'ce_id', c.ce_id, "
@@ -50,10 +58,10 @@ static const char instance_sql[] =
     "       'sent_at', steward.rfc3339(c.sent_at), "
     "       'cancelled_at', steward.rfc3339(c.cancelled_at), 'cancel_reason', c.cancel_reason, "
     "       'delivery_attempts', c.attempts, "
-    "       'last_error', c.last_error) ORDER BY c.id) "
+    "       'last_error', c.last_error, 'payload', c.payload) ORDER BY c.id) "
     "     FROM (SELECT * FROM steward.commands WHERE process = i.process AND key = i.key "
     "       ORDER BY id DESC LIMIT " QUERY_COMMANDS_STR ") c), '[]'), "
-    "  'ms_in_state', steward.to_ms(now() - i.state_entered_at), "
+    "  'ms_in_state', NULL, '.entered_ms', steward.to_ms(i.state_entered_at), "
     "  'watermark_at', steward.rfc3339((SELECT watermark FROM wm WHERE wm.process = i.process)), "
     "  '.watermark_ms', steward.to_ms((SELECT watermark FROM wm WHERE wm.process = i.process)), "
     "  '.deadline_ms', CASE WHEN i.status = 'active' THEN steward.to_ms(i.deadline_at) END, "
@@ -63,8 +71,18 @@ static const char instance_sql[] =
     "       'event_time', steward.rfc3339(h.event_time), "
     "       'from_state', h.from_state, 'to_state', h.to_state, 'outcome', h.outcome, "
     "       'replayed', h.replayed, 'detail', h.detail, 'actor', h.actor, "
-    "       'reason', h.reason) ORDER BY h.id) "
+    "       'reason', h.reason, 'recorded_at', steward.rfc3339(h.recorded_at), "
+    "       'trace_id', substr(h.traceparent, 4, 32)) "
+    "       ORDER BY h.event_time, h.id) "
     "     FROM steward.history h WHERE h.process = i.process AND h.key = i.key), '[]'), "
+    "  'parked', coalesce((SELECT json_agg(json_build_object("
+    "       'event_id', p.event_id, 'event_type', p.event_type, 'topic', p.topic, "
+    "       'partition', p.partition, 'offset', p.\"offset\", "
+    "       'event_time', steward.rfc3339(p.event_time), "
+    "       'parked_at', steward.rfc3339(p.parked_at), "
+    "       'expires_at', steward.rfc3339(p.expires_at), 'payload', p.payload) "
+    "       ORDER BY p.event_time, p.id) "
+    "     FROM steward.parked p WHERE p.process = i.process AND p.key = i.key), '[]'), "
     "  'alerts', coalesce((SELECT json_agg(json_build_object("
     "       'id', a.id, 'kind', a.kind, 'state', a.state, 'summary', a.summary, "
     "       'opened_at', steward.rfc3339(a.opened_at), "
@@ -72,7 +90,9 @@ static const char instance_sql[] =
     "       'acked_by', a.acked_by) ORDER BY a.id) "
     "     FROM steward.alerts a WHERE a.process = i.process AND a.key = i.key), '[]')"
     ")::text "
-    "FROM steward.instances i WHERE i.process = $1 AND i.key = $2";
+    "FROM steward.instances i LEFT JOIN steward.definitions d "
+    "  ON d.process = i.process AND d.version = i.version "
+    "WHERE i.process = $1 AND i.key = $2";
 
 /* The int field `name` of `doc` in ms, ENGINE_NO_DEADLINE when null. */
 static int64_t ms_field(const json_t *doc, const char *name)
@@ -86,23 +106,43 @@ static json_t *ms_json(int64_t ms)
     return ms == ENGINE_NO_DEADLINE ? json_null() : json_integer((json_int_t) ms);
 }
 
+/* Replaces the helper fields ".entered_ms" (when the instance entered its
+ * state; null: no instance) and ".watermark_ms" with ms_in_state, the
+ * engine's time in the state at the process's watermark
+ * (engine_time_in_state(): it never runs back, 0 while the watermark is
+ * behind the entry); null while either is unknown. */
+static void in_state(json_t *doc)
+{
+    int64_t watermark = ms_field(doc, ".watermark_ms"), entered = ms_field(doc, ".entered_ms");
+    json_object_set_new(doc, "ms_in_state",
+                        ms_json(watermark == ENGINE_NO_DEADLINE || entered == ENGINE_NO_DEADLINE
+                                    ? ENGINE_NO_DEADLINE
+                                    : engine_time_in_state(entered, watermark)));
+    json_object_del(doc, ".entered_ms");
+    json_object_del(doc, ".watermark_ms");
+}
+
 /*
- * Replaces the helper fields of one instance (".deadline_ms", its state's
- * deadline while active, and ".watermark_ms") with the engine's figures:
- * overdue_ms (`overdue_field`, NULL: not wanted) and ms_to_deadline
- * (`to_field`, likewise).
+ * Replaces the helper fields of one instance (".entered_ms", when it
+ * entered its state; ".deadline_ms", that state's deadline while active;
+ * ".watermark_ms") with the engine's figures, every one at the process's
+ * watermark, so a row never mixes the watermark with the clock:
+ * ms_in_state (engine_time_in_state(): it never runs back, 0 while the
+ * watermark is behind the entry), overdue_ms (`overdue_field`, NULL: not
+ * wanted) and ms_to_deadline (`to_field`, likewise) (engine_standing()).
+ * Each is null while the watermark is unknown.
  */
 static void standing(json_t *inst, const char *overdue_field, const char *to_field)
 {
     engine_standing_t s = engine_standing(ms_field(inst, ".deadline_ms"),
                                           json_is_true(json_object_get(inst, "overdue")),
                                           ms_field(inst, ".watermark_ms"));
+    in_state(inst);
     if (overdue_field != NULL)
         json_object_set_new(inst, overdue_field, ms_json(s.overdue_ms));
     if (to_field != NULL)
         json_object_set_new(inst, to_field, ms_json(s.to_deadline_ms));
     json_object_del(inst, ".deadline_ms");
-    json_object_del(inst, ".watermark_ms");
 }
 
 err_class_t query_instance(PGconn *conn, const char *process, const char *key, json_t **out,
@@ -144,46 +184,6 @@ err_class_t query_instance(PGconn *conn, const char *process, const char *key, j
     return cls;
 }
 
-static const char stuck_sql[] =
-    "SELECT json_build_object('groups', coalesce(json_agg(g ORDER BY g.oldest, g.process, "
-    "  g.state), '[]'))::text FROM ("
-    "  SELECT coalesce(process, '') AS process, coalesce(state, '') AS state, "
-    "    min(opened_at) AS oldest, count(*) AS open, "
-    "    (array_agg(owner ORDER BY opened_at))[1] AS owner, "
-    "    json_agg(json_build_object('id', id, 'kind', kind, 'key', key, 'owner', owner, "
-    "      'summary', summary, 'dedup_key', dedup_key, "
-    "      'opened_at', steward.rfc3339(opened_at), "
-    "      'age_ms', steward.to_ms(now() - opened_at), "
-    "      'acked_by', acked_by, 'acked_at', steward.rfc3339(acked_at), "
-    "      'silenced_until', (SELECT steward.rfc3339(max(s.ends_at)) FROM steward.silences s "
-    "        WHERE s.process = a.process AND s.lifted_at IS NULL AND s.starts_at <= now() "
-    "        AND s.ends_at > now() AND (s.state IS NULL OR s.state = a.state) "
-    "        AND (s.team IS NULL OR s.team = a.owner)), "
-    "      'claimed_by', (SELECT i.claimed_by FROM steward.instances i "
-    "        WHERE i.process = a.process AND i.key = a.key)) "
-    "      ORDER BY opened_at, id) AS alerts "
-    "  FROM steward.alerts a WHERE resolved_at IS NULL AND ($1::text IS NULL OR process = $1) "
-    "  GROUP BY 1, 2) g";
-
-err_class_t query_stuck(PGconn *conn, const char *process, json_t **out, char *errstr,
-                        size_t errstr_size)
-{
-    const char *params[1] = {process};
-    err_class_t cls;
-    PGresult *res =
-        db_query(conn, "reading open alerts", stuck_sql, 1, params, &cls, errstr, errstr_size);
-
-    *out = NULL;
-    if (res != NULL) {
-        json_error_t jerr;
-        *out = json_loads(PQgetvalue(res, 0, 0), 0, &jerr);
-        if (*out == NULL)
-            cls = err_set(ERR_FATAL, errstr, errstr_size, "reading open alerts: %s", jerr.text);
-    }
-    PQclear(res);
-    return cls;
-}
-
 /* Runs a statement answering one JSON text (or no row) into *out. */
 static err_class_t json_query(PGconn *conn, const char *what, const char *sql, int n,
                               const char *const *params, json_t **out, char *errstr,
@@ -203,11 +203,58 @@ static err_class_t json_query(PGconn *conn, const char *what, const char *sql, i
     return cls;
 }
 
+/* A group's `oldest` is its oldest alert's opening time, in the one form
+ * (its text sorts as the times do). Each alert carries where its instance
+ * stands: its state and how long it has been in it (ms_in_state, the
+ * engine's at the watermark, added after by in_state(); a placeholder
+ * here, so it keeps its place). */
+static const char stuck_sql[] =
+    "WITH " WATERMARKS_CTE
+    "SELECT json_build_object('groups', coalesce(json_agg(g ORDER BY g.oldest, g.process, "
+    "  g.state), '[]'))::text FROM ("
+    "  SELECT coalesce(a.process, '') AS process, coalesce(a.state, '') AS state, "
+    "    steward.rfc3339(min(a.opened_at)) AS oldest, count(*) AS open, "
+    "    (array_agg(a.owner ORDER BY a.opened_at))[1] AS owner, "
+    "    json_agg(json_build_object('id', a.id, 'kind', a.kind, 'key', a.key, 'owner', a.owner, "
+    "      'summary', a.summary, 'dedup_key', a.dedup_key, "
+    "      'opened_at', steward.rfc3339(a.opened_at), "
+    "      'age_ms', steward.to_ms(now() - a.opened_at), "
+    "      'acked_by', a.acked_by, 'acked_at', steward.rfc3339(a.acked_at), "
+    "      'silenced_until', (SELECT steward.rfc3339(max(s.ends_at)) FROM steward.silences s "
+    "        WHERE s.process = a.process AND s.lifted_at IS NULL AND s.starts_at <= now() "
+    "        AND s.ends_at > now() AND (s.state IS NULL OR s.state = a.state) "
+    "        AND (s.team IS NULL OR s.team = a.owner)), "
+    "      'claimed_by', i.claimed_by, 'instance_state', i.state, "
+    "      'instance_status', i.status, 'state_entered_at', steward.rfc3339(i.state_entered_at), "
+    "      'ms_in_state', NULL, '.entered_ms', steward.to_ms(i.state_entered_at), "
+    "      '.watermark_ms', steward.to_ms(wm.watermark)) "
+    "      ORDER BY a.opened_at, a.id) AS alerts "
+    "  FROM steward.alerts a "
+    "  LEFT JOIN steward.instances i ON i.process = a.process AND i.key = a.key "
+    "  LEFT JOIN wm ON wm.process = a.process "
+    "  WHERE a.resolved_at IS NULL AND ($1::text IS NULL OR a.process = $1) "
+    "  GROUP BY 1, 2) g";
+
+err_class_t query_stuck(PGconn *conn, const char *process, json_t **out, char *errstr,
+                        size_t errstr_size)
+{
+    const char *params[1] = {process};
+    err_class_t cls =
+        json_query(conn, "reading open alerts", stuck_sql, 1, params, out, errstr, errstr_size);
+    size_t i, j;
+    json_t *group, *alert;
+    if (*out != NULL)
+        json_array_foreach(json_object_get(*out, "groups"), i, group)
+            json_array_foreach(json_object_get(group, "alerts"), j, alert) in_state(alert);
+    return cls;
+}
+
 /* One more row than the page: whether there is a page after. */
 static const char instances_sql[] =
     "WITH " WATERMARKS_CTE ", page AS ("
     "  SELECT i.*, coalesce(d.document->'states'->i.state->>'owner', d.document->>'owner') "
-    "    AS owner FROM steward.instances i "
+    "    AS owner, d.mode, coalesce((d.document->'states'->i.state) ? 'command', false) "
+    "    AS has_command FROM steward.instances i "
     "  LEFT JOIN steward.definitions d ON d.process = i.process AND d.version = i.version "
     "  WHERE ($1::text IS NULL OR i.process = $1) AND ($2::text IS NULL OR i.state = $2) "
     "    AND ($3::text IS NULL OR left(i.key, length($3)) = $3) "
@@ -225,8 +272,9 @@ static const char instances_sql[] =
     "  'watermark_at', steward.rfc3339(wm.watermark), "
     "  '.watermark_ms', steward.to_ms(wm.watermark), "
     "  '.deadline_ms', CASE WHEN s.status = 'active' THEN steward.to_ms(s.deadline_at) END, "
-    "  'ms_in_state', steward.to_ms(now() - s.state_entered_at), "
-    "  'claimed_by', s.claimed_by) ORDER BY s.process, s.key) "
+    "  'ms_in_state', NULL, '.entered_ms', steward.to_ms(s.state_entered_at), "
+    "  'claimed_by', s.claimed_by, 'mode', s.mode, 'has_command', s.has_command) "
+    "  ORDER BY s.process, s.key) "
     "  FROM shown s LEFT JOIN wm ON wm.process = s.process), '[]'), "
     "  'next', CASE WHEN (SELECT count(*) FROM page) > $8::int THEN "
     "    (SELECT json_build_object('process', s.process, 'key', s.key) FROM shown s "
@@ -272,32 +320,20 @@ err_class_t query_processes(PGconn *conn, json_t **out, char *errstr, size_t err
     return json_query(conn, "listing processes", processes_sql, 0, NULL, out, errstr, errstr_size);
 }
 
-/* A transition's target is a state name, or an object naming it in "to". */
-static const char graph_sql[] =
-    "WITH d AS (SELECT process, version, mode, document FROM steward.definitions "
-    "  WHERE process = $1 ORDER BY version DESC LIMIT 1), "
-    "c AS (SELECT state, count(*) AS open, count(*) FILTER (WHERE overdue) AS overdue "
-    "  FROM steward.instances WHERE process = $1 AND status = 'active' GROUP BY state) "
-    "SELECT json_build_object('process', d.process, 'version', d.version, 'mode', d.mode, "
-    "  'start', d.document->'start'->>'to', "
-    "  'states', (SELECT coalesce(json_agg(json_build_object('name', s.key, "
-    "    'terminal', s.value->>'terminal', 'deadline', s.value->>'deadline', "
-    "    'owner', coalesce(s.value->>'owner', d.document->>'owner'), "
-    "    'open', coalesce(c.open, 0), 'overdue', coalesce(c.overdue, 0)) ORDER BY s.key), '[]') "
-    "    FROM jsonb_each(d.document->'states') s LEFT JOIN c ON c.state = s.key), "
-    "  'transitions', (SELECT coalesce(json_agg(t ORDER BY t.\"from\", t.event), '[]') FROM ("
-    "    SELECT s.key AS \"from\", o.key AS event, CASE jsonb_typeof(o.value) "
-    "      WHEN 'string' THEN o.value #>> '{}' ELSE o.value->>'to' END AS \"to\" "
-    "    FROM jsonb_each(d.document->'states') s, "
-    "      jsonb_each(coalesce(s.value->'on', '{}'::jsonb)) o "
-    "    UNION ALL SELECT s.key, 'timeout', s.value->>'on_timeout' "
-    "    FROM jsonb_each(d.document->'states') s WHERE s.value ? 'on_timeout') t)"
-    ")::text FROM d";
-
-err_class_t query_graph(PGconn *conn, const char *process, json_t **out, char *errstr,
-                        size_t errstr_size)
+err_class_t query_watermark(PGconn *conn, const char *process, int64_t *ms, char *errstr,
+                            size_t errstr_size)
 {
     const char *params[1] = {process};
-    return json_query(conn, "reading a definition's graph", graph_sql, 1, params, out, errstr,
-                      errstr_size);
+    err_class_t cls;
+    *ms = ENGINE_NO_DEADLINE;
+    PGresult *res = db_query(conn, "reading the watermark",
+                             "WITH " WATERMARKS_CTE
+                             "SELECT steward.to_ms(watermark) FROM wm WHERE process = $1",
+                             1, params, &cls, errstr, errstr_size);
+    if (res == NULL)
+        return cls;
+    if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
+        *ms = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    return ERR_OK;
 }

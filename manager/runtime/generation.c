@@ -3,6 +3,8 @@
  */
 #include "manager/runtime/generation.h"
 
+#include "common/namelist.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -130,23 +132,7 @@ char *gen_paused_refresh(gen_current_t *cur, unsigned *seen)
 
 bool gen_pause_each(const char *list, void (*on_name)(const char *name, void *arg), void *arg)
 {
-    bool all = false;
-    char *copy = strdup(list != NULL ? list : ""), *save = NULL;
-    if (copy == NULL)
-        return true;
-    for (char *name = strtok_r(copy, ",", &save); name != NULL; name = strtok_r(NULL, ",", &save)) {
-        while (*name == ' ' || *name == '\t')
-            name++;
-        size_t len = strlen(name);
-        while (len > 0 && (name[len - 1] == ' ' || name[len - 1] == '\t'))
-            name[--len] = '\0';
-        if (strcmp(name, "*") == 0)
-            all = true;
-        else if (len > 0 && on_name != NULL)
-            on_name(name, arg);
-    }
-    free(copy);
-    return all;
+    return namelist_each(list, on_name, arg);
 }
 
 typedef struct pause_find {

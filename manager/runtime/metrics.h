@@ -1,7 +1,7 @@
 /*
  * metrics - the process's counters and gauges, shared by every thread.
  * They are the one global state Steward keeps besides signal flags; the
- * HTTP module (http.c) renders them in Prometheus text format.
+ * HTTP module (manager/api/http_metrics.c) renders them in Prometheus text format.
  *
  * Counters and the batch-duration histogram are atomics any thread adds
  * to. What intake alone knows of Kafka (how many partitions it owns, how
@@ -39,6 +39,9 @@ typedef struct metrics {
     atomic_llong events_ignored;              /* no process declares their type */
     atomic_llong outcomes[ENGINE_N_OUTCOMES]; /* judgements, by outcome */
     atomic_llong rejected[DECODE_N_REASONS];  /* rejected messages, by reason */
+    /* Malformed W3C traceparents ignored, by decode_trace_t (the event
+     * itself is judged without one). */
+    atomic_llong traceparent_ignored[DECODE_TRACE_N];
     atomic_llong batches_committed;
     atomic_llong batches_retried; /* conflicts and lost connections */
     atomic_llong partitions_fenced;

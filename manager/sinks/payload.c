@@ -43,6 +43,30 @@ char *payload_summary(const payload_alert_t *a, int64_t now_ms)
     return out;
 }
 
+char *payload_trace_link(const char *tmpl, const char *trace_id)
+{
+    static const char var[] = "${trace_id}";
+    if (tmpl == NULL || *tmpl == '\0' || trace_id == NULL || *trace_id == '\0')
+        return NULL;
+    size_t n = 0;
+    for (const char *p = strstr(tmpl, var); p != NULL; p = strstr(p + sizeof var - 1, var))
+        n++;
+    size_t size = strlen(tmpl) + n * strlen(trace_id) + 1;
+    char *out = malloc(size), *o = out;
+    if (out == NULL)
+        return NULL;
+    for (const char *p = tmpl; *p != '\0';) {
+        if (strncmp(p, var, sizeof var - 1) == 0) {
+            o = stpcpy(o, trace_id);
+            p += sizeof var - 1;
+        } else {
+            *o++ = *p++;
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
 static json_t *alert_object(const payload_alert_t *a, int64_t now_ms)
 {
     json_t *obj = json_object();
@@ -60,6 +84,10 @@ static json_t *alert_object(const payload_alert_t *a, int64_t now_ms)
     set_text(obj, "opened_at", a->opened_at);
     set_text(obj, "resolved_at", a->resolved_at);
     set_text(obj, "resolution", a->resolution);
+    char *link = payload_trace_link(a->tracing_link, a->trace_id);
+    set_text(obj, "trace_id", a->trace_id);
+    set_text(obj, "trace_link", link);
+    free(link);
     json_object_set_new(obj, "details",
                         a->details != NULL ? json_incref((json_t *) a->details) : json_object());
     return obj;
@@ -126,6 +154,15 @@ char *payload_pagerduty(const sink_t *sink, const payload_alert_t *a, bool resol
         set_pd_fields(payload, sink, a);
         json_object_set_new(payload, "custom_details", details);
         json_object_set_new(doc, "payload", payload);
+        char *link = payload_trace_link(a->tracing_link, a->trace_id);
+        if (link != NULL) {
+            /* PagerDuty shows links on the incident: one click to the trace. */
+            json_t *l = json_object();
+            json_object_set_new(l, "href", json_string(link));
+            json_object_set_new(l, "text", json_string("trace of the last event"));
+            json_object_set_new(doc, "links", json_pack("[o]", l));
+        }
+        free(link);
     }
     return dump(doc);
 }
@@ -277,6 +314,12 @@ char *payload_alertmanager(const sink_t *sink, const payload_alert_t *alerts, si
         json_object_set_new(annotations, "dedup_key", json_string(a->dedup_key));
         if (a->resolution != NULL)
             json_object_set_new(annotations, "resolution", json_string(a->resolution));
+        char *link = payload_trace_link(a->tracing_link, a->trace_id);
+        if (a->trace_id != NULL)
+            json_object_set_new(annotations, "trace_id", json_string(a->trace_id));
+        if (link != NULL)
+            json_object_set_new(annotations, "trace_link", json_string(link));
+        free(link);
         json_object_set_new(alert, "labels", labels);
         json_object_set_new(alert, "annotations", annotations);
         set_text(alert, "startsAt", a->opened_at);

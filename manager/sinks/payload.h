@@ -17,6 +17,12 @@
  * or re-sent an hour late says an hour. Fields with a size limit at the
  * sink are cut on a UTF-8 character boundary.
  *
+ * The trace of an alert's instance (W3C Trace Context): the trace id of
+ * its last event that carried one, and the link to it built from
+ * tracing.link, go in the webhook's alert (trace_id, trace_link: null when
+ * none), PagerDuty's links and Alertmanager's annotations (trace_id,
+ * trace_link: absent when none).
+ *
  * Each function returns a new string (free it), or NULL when out of memory.
  */
 #ifndef STEWARD_PAYLOAD_H
@@ -43,8 +49,15 @@ typedef struct payload_alert {
     const char *resolved_at; /* NULL while open */
     const char *resolution;
     const char *deadline_at;
-    const json_t *details; /* may be NULL */
+    const json_t *details;    /* may be NULL */
+    const char *trace_id;     /* 32 hex digits; NULL: no event of the instance carried one */
+    const char *tracing_link; /* the tracing.link template; NULL or "": no link */
 } payload_alert_t;
+
+/* The link to trace_id by `tmpl` (tracing.link: every "${trace_id}"
+ * replaced), a new string; NULL when either is NULL or "" (or out of
+ * memory). */
+char *payload_trace_link(const char *tmpl, const char *trace_id);
 
 /* PagerDuty's limits (Events API v2), in bytes. */
 #define PAYLOAD_PD_SUMMARY_MAX 1024

@@ -21,6 +21,15 @@ STEWARD_SCHEMA_PACKAGES=(python3-jsonschema)
 # protocol's model through.
 STEWARD_MODEL_PACKAGES=(spin)
 
+# The package, image and manifest checks (integration.package,
+# integration.image, unit.kubernetes): debootstrap for the Debian root,
+# dpkg-shlibdeps (dpkg-dev) for the package's dependencies, umoci to commit
+# the image, podman and runc to start it (crun, podman's default, cannot
+# start a container where the cgroup v2 hierarchy has controllers beside
+# v1's, as on this kind of machine), kcat to feed it events, curl for its
+# probes.
+STEWARD_DEPLOY_PACKAGES=(debootstrap dpkg-dev umoci podman runc kcat curl)
+
 STEWARD_APT_UPDATED=0
 
 # True when dpkg knows the package as fully installed ("deinstall" or
@@ -91,4 +100,25 @@ install_schema_deps() {
     need_command dot graphviz
     # spin, so that unit.model never skips in a full run.
     need_command spin "${STEWARD_MODEL_PACKAGES[@]}"
+}
+
+# What the deploy checks need: the packages above, and the manifests'
+# validator, installed by npm from tests/kubernetes/package-lock.json into
+# tests/kubernetes/node_modules, again only when the lock file changed
+# (unit.kubernetes fails without it). The kubectl that renders the overlays
+# comes from there too, pinned: Debian's kubernetes-client is too old for
+# them.
+install_deploy_deps() {
+    install_packages "${STEWARD_DEPLOY_PACKAGES[@]}"
+    need_command python3 python3
+    need_command node nodejs
+    need_command npm npm
+    local dir="$STEWARD_ROOT/tests/kubernetes" sum
+    sum=$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)
+    if [[ $(cat "$dir/node_modules/.steward-lock" 2>/dev/null) != "$sum" ]]; then
+        say "deps: npm ci in tests/kubernetes (the manifests' validator)"
+        (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) ||
+            die "npm ci in tests/kubernetes failed"
+        echo "$sum" >"$dir/node_modules/.steward-lock"
+    fi
 }

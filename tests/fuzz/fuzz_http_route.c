@@ -50,6 +50,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         (rt->endpoint == HTTP_EP_ALERT_ACTION || rt->endpoint == HTTP_EP_UNSILENCE))
         FUZZ_CHECK(rt->id != NULL && utf8_valid((const unsigned char *) rt->id, strlen(rt->id)),
                    "an id that is not UTF-8 was routed");
+    if (rt->status == 0 && rt->endpoint == HTTP_EP_PROCESS_ACTION)
+        FUZZ_CHECK(rt->process != NULL && rt->process[0] != '\0' &&
+                       utf8_valid((const unsigned char *) rt->process, strlen(rt->process)),
+                   "an empty process, or one that is not UTF-8, was routed");
     if (rt->status == 0 &&
         (rt->endpoint == HTTP_EP_INSTANCE || rt->endpoint == HTTP_EP_INSTANCE_ACTION)) {
         size_t plen = strlen(rt->process), klen = strlen(rt->key);

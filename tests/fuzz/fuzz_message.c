@@ -213,7 +213,7 @@ static instance_t *find_instance(instance_t *table, size_t *n, const char *key)
     return in;
 }
 
-/* Judges the parked events again until none moves the instance (manager/intake/batch.c). */
+/* Judges the parked events again until none moves the instance (manager/intake/batch_replay.c). */
 static void replay(instance_t *in)
 {
     bool moved = true;
@@ -269,14 +269,14 @@ static const uint8_t *field(const uint8_t **p, const uint8_t *end, bool last, si
     return start;
 }
 
-/* The message as process `def` reads it (manager/intake/batch.c, batch_route()). */
+/* The message as process `def` reads it (manager/intake/batch_decode.c, batch_route()). */
 static void judge_against(const decode_message_t *msg, const decode_input_t *in, instance_t *table,
                           size_t *n_instances)
 {
     char detail[512];
     const char *type = decode_event_type(msg, in, def);
     if (type == NULL) {
-        decode_type_source(def, detail, sizeof detail);
+        decode_type_source(def, in->topic, detail, sizeof detail);
         FUZZ_CHECK(detail[0] != '\0' && utf8(detail), "a missing type's detail: %s", detail);
         return;
     }

@@ -24,9 +24,9 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#define VAR_NAME_MAX 63 /* def.c's NAME_MAX_LEN */
+#define VAR_NAME_MAX 63 /* definitions/def_int.h's NAME_MAX_LEN */
 
-/* A variable name a definition's "capture" accepts (def.c, is_var_name). */
+/* A variable name a definition's "capture" accepts (definitions/def_fields.c, is_var_name). */
 static bool var_name(const char *s)
 {
     if (*s == '\0' || strlen(s) > VAR_NAME_MAX || (*s >= '0' && *s <= '9'))

@@ -1,7 +1,10 @@
 /*
- * test_actions - operator actions end to end: steward run on the real
- * broker and PostgreSQL pages the test's receiver (PagerDuty and webhook)
- * and a real Alertmanager; the verbs act through the CLI.
+ * test_actions - operator actions end to end, through the CLI (the actions
+ * suite): steward run on the real broker and PostgreSQL pages the test's
+ * receiver (PagerDuty and webhook) and a real Alertmanager; the verbs act
+ * through the CLI. The same verbs through the HTTP API, behind its tokens,
+ * are test_actions_http.c (actions_http); the world both run in is here,
+ * declared in test_actions.h.
  *
  *   ack, close    an acknowledge reaches PagerDuty and the webhook; close
  *                 finishes the instance, resolves its alert everywhere,
@@ -10,63 +13,62 @@
  *                 retry is refused in shadow mode; bad targets are usage errors
  *   race          an action waits for the instance's lock like a batch,
  *                 and the result is consistent with the event that raced it
+ *   silences      a silence holds the pages until it is lifted or ends
+ *   verb table    every verb's command line is read from its row
+ *   engine        a close is decided by the engine, and what a person
+ *                 reads of an instance stands at the watermark (no broker:
+ *                 the operator's functions on a database alone)
  */
+#include "test_actions.h"
+
 #include "manager/operator/actions.h"
+#include "manager/operator/query.h"
 #include "receiver.h"
 #include "testlib.h"
 #include "world.h"
 
 #include <check.h>
-#include <curl/curl.h>
 #include <jansson.h>
-#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <pwd.h>
 #include <unistd.h>
 
-static tw_world_t w;
-static const char *http_listen; /* http.listen; NULL: "" (off) */
-static const char *tokens_file; /* http.tokens_file; NULL: none */
+/* ---- the world both suites run in (test_actions.h) ---------------------------- */
 
-/* Topics, definition, migrated database, config with `routes`, steward run. */
-static void world_start(const char *name, const char *d1, const char *d2, const char *routes)
+void ta_world_start(tw_world_t *w, const char *name, const char *d1, const char *d2,
+                    const char *routes, const char *listen, const char *tokens_file)
 {
-    tw_init(&w, name);
-    free(tw_write_template(&w, "tests/data/definitions/action_order.json.in", "action_order.json",
+    tw_init(w, name);
+    free(tw_write_template(w, "tests/data/definitions/action_order.json.in", "action_order.json",
                            TW_LIST("@D1@", d1, "@D2@", d2)));
-    tw_create_topics(&w, TW_LIST("orders", "payments", "shipping"), 1);
-    tw_migrate(&w);
+    tw_create_topics(w, TW_LIST("orders", "payments", "shipping"), 1);
+    tw_migrate(w);
 
     json_error_t jerr;
     json_t *r = json_loads(routes, 0, &jerr);
     ck_assert_msg(r != NULL, "routes: %s", jerr.text);
-    json_t *cfg = tw_config(&w, "action_order.json");
-    json_t *parts =
-        json_pack("{s:{s:s, s:s}, s:{s:s, s:s, s:s, s:s}, s:{s:s}, s:o}", "scheduler", "interval",
-                  "200ms", "grace", "200ms", "notifier", "interval", "100ms", "timeout", "2s",
-                  "max_backoff", "1s", "alertmanager_resend", "1s", "http", "listen",
-                  http_listen != NULL ? http_listen : "", "routes", r);
+    json_t *cfg = tw_config(w, "action_order.json");
+    json_t *parts = json_pack("{s:{s:s, s:s}, s:{s:s, s:s, s:s, s:s}, s:{s:s}, s:o}", "scheduler",
+                              "interval", "200ms", "grace", "200ms", "notifier", "interval",
+                              "100ms", "timeout", "2s", "max_backoff", "1s", "alertmanager_resend",
+                              "1s", "http", "listen", listen != NULL ? listen : "", "routes", r);
     ck_assert_int_eq(json_object_update(cfg, parts), 0);
     json_decref(parts);
     if (tokens_file != NULL)
         json_object_set_new(json_object_get(cfg, "http"), "tokens_file", json_string(tokens_file));
-    tw_config_write(&w, cfg);
+    tw_config_write(w, cfg);
 
-    tw_start(&w, NULL, false);
-    tw_wait(&w, "SELECT count(*) FROM steward.offsets WHERE consumer_group = $1", TW_LIST(w.group),
+    tw_start(w, NULL, false);
+    tw_wait(w, "SELECT count(*) FROM steward.offsets WHERE consumer_group = $1", TW_LIST(w->group),
             "3", 60, "partitions claimed");
 }
 
-static void world_stop(void)
+void ta_send_event(const tw_world_t *w, const char *name, const char *type, const char *key)
 {
-    tw_teardown(&w);
-}
-
-static void send_event(const char *name, const char *type, const char *key)
-{
-    char value[256], *t = tw_topic(&w, name);
+    char value[256], *t = tw_topic(w, name);
     tl_producer_t *p = tl_producer_new();
     snprintf(value, sizeof value, "{\"type\":\"%s\",\"id\":\"%s-%s\",\"order_id\":\"%s\"}", type,
              type, key, key);
@@ -75,43 +77,23 @@ static void send_event(const char *name, const char *type, const char *key)
     free(t);
 }
 
-/* The suite's queries take one parameter, $1 = key. */
-static void wait_sql(const char *sql, const char *key, const char *expected, int timeout_s)
+void ta_wait_sql(const tw_world_t *w, const char *sql, const char *key, const char *expected,
+                 int timeout_s)
 {
-    tw_wait(&w, sql, TW_LIST(key), expected, timeout_s, sql);
+    tw_wait(w, sql, TW_LIST(key), expected, timeout_s, sql);
 }
 
-static char *scalar(const char *sql, const char *key)
+char *ta_scalar(const tw_world_t *w, const char *sql, const char *key)
 {
-    return tw_scalar(&w, sql, TW_LIST(key));
+    return tw_scalar(w, sql, TW_LIST(key));
 }
 
-/* Asserts that sql with $1 = key gives expected. */
-static void expect(const char *sql, const char *key, const char *expected)
+void ta_expect(const tw_world_t *w, const char *sql, const char *key, const char *expected)
 {
-    tw_expect(&w, sql, TW_LIST(key), expected);
+    tw_expect(w, sql, TW_LIST(key), expected);
 }
 
-/* Runs `steward ARGS... --database DB` as actor (NULL: --actor not given). */
-static tl_output_t verb(const char *actor, const char *a0, const char *a1, const char *a2,
-                        const char *a3, const char *a4, const char *a5, const char *a6)
-{
-    const char *argv[16] = {NULL};
-    int n = 1;
-    const char *args[] = {a0, a1, a2, a3, a4, a5, a6};
-    for (size_t i = 0; i < sizeof args / sizeof args[0] && args[i] != NULL; i++)
-        argv[n++] = args[i];
-    argv[n++] = "--database";
-    argv[n++] = w.db_url;
-    if (actor != NULL) {
-        argv[n++] = "--actor";
-        argv[n++] = actor;
-    }
-    return tl_steward(argv, NULL);
-}
-
-/* The JSON body of the receiver's i-th request. */
-static json_t *request_json(rcv_t *r, size_t i, char **path)
+json_t *ta_request_json(rcv_t *r, size_t i, char **path)
 {
     rcv_request_t req = rcv_get(r, i);
     json_t *doc = json_loads(req.body, 0, NULL);
@@ -128,7 +110,7 @@ static long find_request(rcv_t *r, size_t from, const char *path, const char *fi
 {
     for (size_t i = from; i < rcv_count(r); i++) {
         char *p;
-        json_t *doc = request_json(r, i, &p);
+        json_t *doc = ta_request_json(r, i, &p);
         bool match =
             strcmp(p, path) == 0 && strcmp(json_string_value(json_object_get(doc, field)) != NULL
                                                ? json_string_value(json_object_get(doc, field))
@@ -156,13 +138,36 @@ static bool request_arrived(void *arg, char *seen, size_t seen_size)
     return m->at >= 0;
 }
 
-static long wait_request(rcv_t *r, const char *path, const char *field, const char *value)
+long ta_wait_request(const tw_world_t *w, rcv_t *r, const char *path, const char *field,
+                     const char *value)
 {
     request_match_t m = {r, path, field, value, -1};
     char what[256];
     snprintf(what, sizeof what, "a %s with %s=%s at the receiver", path, field, value);
-    tl_wait_until(request_arrived, &m, 30, what, w.log);
+    tl_wait_until(request_arrived, &m, 30, what, w->log);
     return m.at;
+}
+
+/* ---- the actions suite -------------------------------------------------------- */
+
+static tw_world_t w;
+
+/* Runs `steward ARGS... --database DB` as actor (NULL: --actor not given). */
+static tl_output_t verb(const char *actor, const char *a0, const char *a1, const char *a2,
+                        const char *a3, const char *a4, const char *a5, const char *a6)
+{
+    const char *argv[16] = {NULL};
+    int n = 1;
+    const char *args[] = {a0, a1, a2, a3, a4, a5, a6};
+    for (size_t i = 0; i < sizeof args / sizeof args[0] && args[i] != NULL; i++)
+        argv[n++] = args[i];
+    argv[n++] = "--database";
+    argv[n++] = w.db_url;
+    if (actor != NULL) {
+        argv[n++] = "--actor";
+        argv[n++] = actor;
+    }
+    return tl_steward(argv, NULL);
 }
 
 /* ---- ack, close ------------------------------------------------------------ */
@@ -180,16 +185,16 @@ START_TEST(ack_then_close_reaches_every_sink_and_is_audited)
              "{\"type\":\"alertmanager\",\"name\":\"am\",\"url\":\"%s\"}],"
              "\"default\":[{\"type\":\"log\"}]}",
              rcv_url(r), rcv_url(r), am);
-    world_start("actclose", "1s", "1h", routes);
+    ta_world_start(&w, "actclose", "1s", "1h", routes, NULL, NULL);
 
     char *key = tl_unique("ORD-");
-    send_event("orders", "OrderPlaced", key);
-    wait_sql("SELECT count(*) FROM steward.alerts WHERE key = $1 AND resolved_at IS NULL", key, "1",
-             30);
-    wait_request(r, "/v2/enqueue", "event_action", "trigger");
-    wait_request(r, "/hook", "event", "trigger");
+    ta_send_event(&w, "orders", "OrderPlaced", key);
+    ta_wait_sql(&w, "SELECT count(*) FROM steward.alerts WHERE key = $1 AND resolved_at IS NULL",
+                key, "1", 30);
+    ta_wait_request(&w, r, "/v2/enqueue", "event_action", "trigger");
+    ta_wait_request(&w, r, "/hook", "event", "trigger");
     tl_wait_am(am, key, "active", 30);
-    char *id = scalar("SELECT id FROM steward.alerts WHERE key = $1", key);
+    char *id = ta_scalar(&w, "SELECT id FROM steward.alerts WHERE key = $1", key);
 
     /* ack without a reason is a usage error and changes nothing. */
     tl_output_t o = verb("alice", "ack", id, NULL, NULL, NULL, NULL, NULL);
@@ -199,15 +204,16 @@ START_TEST(ack_then_close_reaches_every_sink_and_is_audited)
     o = verb("alice", "ack", id, "--reason", "looking at the payment gateway", NULL, NULL, NULL);
     ck_assert_msg(o.status == 0, "ack: %d %s", o.status, o.err);
     tl_output_free(&o);
-    expect("SELECT acked_by || ' ' || (resolved_at IS NULL) FROM "
-           "steward.alerts WHERE key = $1",
-           key, "alice true");
-    long pd_ack = wait_request(r, "/v2/enqueue", "event_action", "acknowledge");
-    json_t *ack = request_json(r, (size_t) pd_ack, NULL);
-    char *dedup = scalar("SELECT dedup_key FROM steward.alerts WHERE key = $1", key);
+    ta_expect(&w,
+              "SELECT acked_by || ' ' || (resolved_at IS NULL) FROM "
+              "steward.alerts WHERE key = $1",
+              key, "alice true");
+    long pd_ack = ta_wait_request(&w, r, "/v2/enqueue", "event_action", "acknowledge");
+    json_t *ack = ta_request_json(r, (size_t) pd_ack, NULL);
+    char *dedup = ta_scalar(&w, "SELECT dedup_key FROM steward.alerts WHERE key = $1", key);
     ck_assert_str_eq(json_string_value(json_object_get(ack, "dedup_key")), dedup);
     json_decref(ack);
-    wait_request(r, "/hook", "event", "acknowledge");
+    ta_wait_request(&w, r, "/hook", "event", "acknowledge");
     /* Acknowledged is still open: Alertmanager keeps it active. */
     tl_wait_am(am, key, "active", 30);
 
@@ -232,21 +238,23 @@ START_TEST(ack_then_close_reaches_every_sink_and_is_audited)
              "refunded by support, ticket 4411");
     ck_assert_msg(o.status == 0, "close: %d %s", o.status, o.err);
     tl_output_free(&o);
-    expect("SELECT state || ' ' || status FROM steward.instances WHERE key = $1", key,
-           "cancelled cancelled");
-    expect("SELECT resolved_by || ' ' || resolution FROM steward.alerts "
-           "WHERE key = $1",
-           key, "alice closed by alice");
-    expect("SELECT string_agg(event_type || ' ' || coalesce(from_state, '-') || "
-           "' ' || coalesce(to_state, '-') || ' ' || actor || ' ' || reason, "
-           "'; ' ORDER BY id) FROM steward.history WHERE key = $1 AND "
-           "outcome = 'operator'",
-           key,
-           "operator:ack awaiting_payment awaiting_payment alice looking at the "
-           "payment gateway; operator:close awaiting_payment cancelled alice refunded "
-           "by support, ticket 4411");
-    wait_request(r, "/v2/enqueue", "event_action", "resolve");
-    wait_request(r, "/hook", "event", "resolve");
+    ta_expect(&w, "SELECT state || ' ' || status FROM steward.instances WHERE key = $1", key,
+              "cancelled cancelled");
+    ta_expect(&w,
+              "SELECT resolved_by || ' ' || resolution FROM steward.alerts "
+              "WHERE key = $1",
+              key, "alice closed by alice");
+    ta_expect(&w,
+              "SELECT string_agg(event_type || ' ' || coalesce(from_state, '-') || "
+              "' ' || coalesce(to_state, '-') || ' ' || actor || ' ' || reason, "
+              "'; ' ORDER BY id) FROM steward.history WHERE key = $1 AND "
+              "outcome = 'operator'",
+              key,
+              "operator:ack awaiting_payment awaiting_payment alice looking at the "
+              "payment gateway; operator:close awaiting_payment cancelled alice refunded "
+              "by support, ticket 4411");
+    ta_wait_request(&w, r, "/v2/enqueue", "event_action", "resolve");
+    ta_wait_request(&w, r, "/hook", "event", "resolve");
     tl_wait_am(am, key, "", 30);
 
     /* inspect shows the actions with who and why. */
@@ -266,9 +274,10 @@ START_TEST(ack_then_close_reaches_every_sink_and_is_audited)
     ck_assert_msg(o.status == 1 && tl_contains(o.err, "already resolved"), "resolve: %d %s",
                   o.status, o.err);
     tl_output_free(&o);
-    expect("SELECT count(*) FROM steward.history WHERE key = $1 AND "
-           "outcome = 'operator'",
-           key, "2");
+    ta_expect(&w,
+              "SELECT count(*) FROM steward.history WHERE key = $1 AND "
+              "outcome = 'operator'",
+              key, "2");
 
     char *log = tl_read_file(w.log);
     ck_assert_msg(!tl_contains(log, "R0UTINGKEYSECRET"), "the routing key was logged");
@@ -276,7 +285,7 @@ START_TEST(ack_then_close_reaches_every_sink_and_is_audited)
     free(dedup);
     free(id);
     free(key);
-    world_stop();
+    tw_teardown(&w);
     rcv_free(r);
 }
 END_TEST
@@ -289,11 +298,11 @@ START_TEST(resolve_by_hand_pages_the_resolve)
              "{\"payments\":[{\"type\":\"webhook\",\"name\":\"hook\",\"url\":\"%s/hook\"}],"
              "\"default\":[{\"type\":\"log\"}]}",
              rcv_url(r));
-    world_start("actresolve", "1s", "1h", routes);
+    ta_world_start(&w, "actresolve", "1s", "1h", routes, NULL, NULL);
     char *key = tl_unique("ORD-");
-    send_event("orders", "OrderPlaced", key);
-    wait_request(r, "/hook", "event", "trigger");
-    char *id = scalar("SELECT id FROM steward.alerts WHERE key = $1", key);
+    ta_send_event(&w, "orders", "OrderPlaced", key);
+    ta_wait_request(&w, r, "/hook", "event", "trigger");
+    char *id = ta_scalar(&w, "SELECT id FROM steward.alerts WHERE key = $1", key);
 
     /* Who owns the investigation travels with the pages, and shows in stuck. */
     tl_output_t o = verb("carol", "claim", "action_order", key, "--reason", "mine", NULL, NULL);
@@ -315,23 +324,24 @@ START_TEST(resolve_by_hand_pages_the_resolve)
     ck_assert(json_is_true(json_object_get(json_object_get(doc, "after"), "resolved")));
     json_decref(doc);
     tl_output_free(&o);
-    long at = wait_request(r, "/hook", "event", "resolve");
-    json_t *body = request_json(r, (size_t) at, NULL);
+    long at = ta_wait_request(&w, r, "/hook", "event", "resolve");
+    json_t *body = ta_request_json(r, (size_t) at, NULL);
     ck_assert_str_eq(json_string_value(json_object_get(
                          json_object_get(json_object_get(body, "alert"), "details"), "claimed_by")),
                      "carol");
-    expect("SELECT resolution FROM steward.alerts WHERE key = $1", key,
-           json_string_value(json_object_get(json_object_get(body, "alert"), "resolution")));
+    ta_expect(&w, "SELECT resolution FROM steward.alerts WHERE key = $1", key,
+              json_string_value(json_object_get(json_object_get(body, "alert"), "resolution")));
     json_decref(body);
     /* The instance is untouched: still waiting for its payment. */
-    expect("SELECT state || ' ' || status FROM steward.instances WHERE key = $1", key,
-           "awaiting_payment active");
-    expect("SELECT string_agg(event_type || ' ' || (actor <> ''), ', ' ORDER BY id) FROM "
-           "steward.history WHERE key = $1 AND outcome = 'operator'",
-           key, "operator:claim true, operator:resolve true");
+    ta_expect(&w, "SELECT state || ' ' || status FROM steward.instances WHERE key = $1", key,
+              "awaiting_payment active");
+    ta_expect(&w,
+              "SELECT string_agg(event_type || ' ' || (actor <> ''), ', ' ORDER BY id) FROM "
+              "steward.history WHERE key = $1 AND outcome = 'operator'",
+              key, "operator:claim true, operator:resolve true");
     free(id);
     free(key);
-    world_stop();
+    tw_teardown(&w);
     rcv_free(r);
 }
 END_TEST
@@ -340,10 +350,11 @@ END_TEST
 
 START_TEST(claim_keeps_others_out_and_move_restarts_the_deadline)
 {
-    world_start("actmove", "1h", "2h", "{\"default\":[{\"type\":\"log\"}]}");
+    ta_world_start(&w, "actmove", "1h", "2h", "{\"default\":[{\"type\":\"log\"}]}", NULL, NULL);
     char *key = tl_unique("ORD-");
-    send_event("orders", "OrderPlaced", key);
-    wait_sql("SELECT state FROM steward.instances WHERE key = $1", key, "awaiting_payment", 30);
+    ta_send_event(&w, "orders", "OrderPlaced", key);
+    ta_wait_sql(&w, "SELECT state FROM steward.instances WHERE key = $1", key, "awaiting_payment",
+                30);
 
     tl_output_t o =
         verb("alice", "claim", "action_order", key, "--reason", "investigating", NULL, NULL);
@@ -378,13 +389,15 @@ START_TEST(claim_keeps_others_out_and_move_restarts_the_deadline)
     ck_assert_msg(o.status == 0, "move: %d %s", o.status, o.err);
     tl_output_free(&o);
     /* The new state's 2h deadline counts from the move. */
-    expect("SELECT state || ' ' || (abs(extract(epoch FROM deadline_at - "
-           "state_entered_at) - 7200) < 1) || ' ' || (state_entered_at > "
-           "started_at) FROM steward.instances WHERE key = $1",
-           key, "awaiting_dispatch true true");
-    expect("SELECT from_state || ' ' || to_state || ' ' || actor FROM "
-           "steward.history WHERE key = $1 AND event_type = 'operator:move'",
-           key, "awaiting_payment awaiting_dispatch alice");
+    ta_expect(&w,
+              "SELECT state || ' ' || (abs(extract(epoch FROM deadline_at - "
+              "state_entered_at) - 7200) < 1) || ' ' || (state_entered_at > "
+              "started_at) FROM steward.instances WHERE key = $1",
+              key, "awaiting_dispatch true true");
+    ta_expect(&w,
+              "SELECT from_state || ' ' || to_state || ' ' || actor FROM "
+              "steward.history WHERE key = $1 AND event_type = 'operator:move'",
+              key, "awaiting_payment awaiting_dispatch alice");
 
     /* retry sends commands, which a shadow process has none of: refused,
      * nothing recorded (integration.active retries an active one). */
@@ -401,16 +414,18 @@ START_TEST(claim_keeps_others_out_and_move_restarts_the_deadline)
     o = verb("alice", "release", "action_order", key, "--reason", "handing over", NULL, NULL);
     ck_assert_msg(o.status == 0, "release: %d %s", o.status, o.err);
     tl_output_free(&o);
-    ck_assert_ptr_null(scalar("SELECT claimed_by FROM steward.instances WHERE key = $1", key));
-    expect("SELECT string_agg(event_type, ' ' ORDER BY id) FROM "
-           "steward.history WHERE key = $1 AND outcome = 'operator'",
-           key, "operator:claim operator:move operator:release");
+    ck_assert_ptr_null(
+        ta_scalar(&w, "SELECT claimed_by FROM steward.instances WHERE key = $1", key));
+    ta_expect(&w,
+              "SELECT string_agg(event_type, ' ' ORDER BY id) FROM "
+              "steward.history WHERE key = $1 AND outcome = 'operator'",
+              key, "operator:claim operator:move operator:release");
 
     /* The next event applies to the moved instance as to any other. */
-    send_event("shipping", "ShipmentDispatched", key);
-    wait_sql("SELECT status FROM steward.instances WHERE key = $1", key, "success", 30);
+    ta_send_event(&w, "shipping", "ShipmentDispatched", key);
+    ta_wait_sql(&w, "SELECT status FROM steward.instances WHERE key = $1", key, "success", 30);
     free(key);
-    world_stop();
+    tw_teardown(&w);
 }
 END_TEST
 
@@ -418,10 +433,11 @@ END_TEST
 
 START_TEST(action_waits_for_the_instance_lock_and_agrees_with_the_event)
 {
-    world_start("actrace", "1h", "1h", "{\"default\":[{\"type\":\"log\"}]}");
+    ta_world_start(&w, "actrace", "1h", "1h", "{\"default\":[{\"type\":\"log\"}]}", NULL, NULL);
     char *key = tl_unique("ORD-");
-    send_event("orders", "OrderPlaced", key);
-    wait_sql("SELECT state FROM steward.instances WHERE key = $1", key, "awaiting_payment", 30);
+    ta_send_event(&w, "orders", "OrderPlaced", key);
+    ta_wait_sql(&w, "SELECT state FROM steward.instances WHERE key = $1", key, "awaiting_payment",
+                30);
 
     /* Hold the instance's lock as a batch would. */
     PGconn *holder = tl_db_connect(w.db_url);
@@ -447,7 +463,7 @@ START_TEST(action_waits_for_the_instance_lock_and_agrees_with_the_event)
                              1, ap, "1", 30, NULL),
                   "steward close is not waiting for the instance's lock");
     /* The event that completes the payment races it: its batch waits too. */
-    send_event("payments", "PaymentCaptured", key);
+    ta_send_event(&w, "payments", "PaymentCaptured", key);
     ck_assert_msg(tl_db_wait(w.conn,
                              "SELECT count(*) FROM pg_stat_activity WHERE datname = "
                              "current_database() AND wait_event_type = 'Lock' AND wait_event = "
@@ -463,298 +479,31 @@ START_TEST(action_waits_for_the_instance_lock_and_agrees_with_the_event)
     int rc = tl_stop(pid, 0, 30);
     char *out = tl_read_file(alog);
     ck_assert_msg(rc == 0, "close exit %d: %s", rc, out);
-    wait_sql("SELECT (SELECT state || ' ' || status FROM steward.instances WHERE key = $1) || "
-             "' ' || (SELECT count(*) FROM steward.history WHERE key = $1 AND event_type = "
-             "'PaymentCaptured')",
-             key, "cancelled cancelled 1", 30);
+    ta_wait_sql(&w,
+                "SELECT (SELECT state || ' ' || status FROM steward.instances WHERE key = $1) || "
+                "' ' || (SELECT count(*) FROM steward.history WHERE key = $1 AND event_type = "
+                "'PaymentCaptured')",
+                key, "cancelled cancelled 1", 30);
     /* Whichever went first, the close judged the state the other left: after
      * the payment it closed awaiting_dispatch; before it, awaiting_payment,
      * and the payment then found a finished instance. */
-    char *order = scalar("SELECT CASE WHEN p.id < c.id "
-                         "  THEN 'event first ' || (p.outcome = 'advanced' AND "
-                         "    c.from_state = 'awaiting_dispatch') "
-                         "  ELSE 'close first ' || (p.outcome <> 'advanced' AND "
-                         "    c.from_state = 'awaiting_payment') END "
-                         "FROM steward.history p, steward.history c WHERE p.key = $1 AND "
-                         "c.key = $1 AND p.event_type = 'PaymentCaptured' AND "
-                         "c.event_type = 'operator:close' AND c.actor = 'carol'",
-                         key);
+    char *order = ta_scalar(&w,
+                            "SELECT CASE WHEN p.id < c.id "
+                            "  THEN 'event first ' || (p.outcome = 'advanced' AND "
+                            "    c.from_state = 'awaiting_dispatch') "
+                            "  ELSE 'close first ' || (p.outcome <> 'advanced' AND "
+                            "    c.from_state = 'awaiting_payment') END "
+                            "FROM steward.history p, steward.history c WHERE p.key = $1 AND "
+                            "c.key = $1 AND p.event_type = 'PaymentCaptured' AND "
+                            "c.event_type = 'operator:close' AND c.actor = 'carol'",
+                            key);
     ck_assert_msg(order != NULL && tl_contains(order, " true"), "order: %s", order);
     free(order);
     free(out);
     free(alog);
     PQfinish(holder);
     free(key);
-    world_stop();
-}
-END_TEST
-
-/* ---- HTTP ------------------------------------------------------------------- */
-
-/* Waits for steward's "http listening" line and keeps its address. */
-typedef struct answer {
-    long status;
-    char *body;
-    char *headers;
-} answer_t;
-
-static size_t collect(char *data, size_t size, size_t n, void *arg)
-{
-    char **buf = arg;
-    size_t old = *buf != NULL ? strlen(*buf) : 0;
-    char *grown = realloc(*buf, old + size * n + 1);
-    ck_assert_ptr_nonnull(grown);
-    memcpy(grown + old, data, size * n);
-    grown[old + size * n] = '\0';
-    *buf = grown;
-    return size * n;
-}
-
-/* Everything the API answered, headers and bodies, for the secret grep. */
-static char *all_answers;
-
-/* method on w.base + path, with a bearer secret and a body when not NULL. */
-static answer_t call(const char *method, const char *path, const char *secret, const char *body)
-{
-    answer_t a = {0};
-    char url[1024], auth[256];
-    snprintf(url, sizeof url, "%s%s", w.base, path);
-    CURL *curl = curl_easy_init();
-    struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: application/json");
-    if (secret != NULL) {
-        snprintf(auth, sizeof auth, "Authorization: Bearer %s", secret);
-        headers = curl_slist_append(headers, auth);
-    }
-    curl_easy_setopt(curl, CURLOPT_URL, url);
-    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-    if (body != NULL)
-        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &a.body);
-    curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, collect);
-    curl_easy_setopt(curl, CURLOPT_HEADERDATA, &a.headers);
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT, 30L);
-    CURLcode rc = curl_easy_perform(curl);
-    ck_assert_msg(rc == CURLE_OK, "%s %s: %s", method, url, curl_easy_strerror(rc));
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &a.status);
-    curl_slist_free_all(headers);
-    curl_easy_cleanup(curl);
-    if (a.body == NULL)
-        a.body = strdup("");
-    if (a.headers == NULL)
-        a.headers = strdup("");
-    collect(a.body, 1, strlen(a.body), &all_answers);
-    collect(a.headers, 1, strlen(a.headers), &all_answers);
-    return a;
-}
-
-static void answer_free(answer_t *a)
-{
-    free(a->body);
-    free(a->headers);
-}
-
-/* Calls, and asserts the status, that in_body (if any) is in the body and
- * that an error answer is JSON {"error": ...}. */
-static void expect_call(const char *method, const char *path, const char *secret, const char *body,
-                        long status, const char *in_body)
-{
-    answer_t a = call(method, path, secret, body);
-    ck_assert_msg(a.status == status && (in_body == NULL || tl_contains(a.body, in_body)),
-                  "%s %s: %ld %s (expected %ld with \"%s\")", method, path, a.status, a.body,
-                  status, in_body != NULL ? in_body : "");
-    if (a.status >= 400) {
-        json_t *doc = json_loads(a.body, 0, NULL);
-        ck_assert_msg(json_is_string(json_object_get(doc, "error")), "error body: %s", a.body);
-        json_decref(doc);
-    }
-    answer_free(&a);
-}
-
-/* A tokens file from (name, scope, secret) triples ending in NULL, each
- * secret hashed with sha256sum as an operator would. */
-static char *tokens_text(const char *const *lines)
-{
-    char *out = calloc(1, 4096);
-    size_t len = (size_t) snprintf(out, 4096, "# name scope sha256(secret)\n\n");
-    for (size_t i = 0; lines[i] != NULL; i += 3) {
-        char cmd[512], hex[128] = "";
-        snprintf(cmd, sizeof cmd, "printf %%s '%s' | sha256sum", lines[i + 2]);
-        FILE *f = popen(cmd, "r");
-        ck_assert_ptr_nonnull(f);
-        ck_assert_ptr_nonnull(fgets(hex, sizeof hex, f));
-        pclose(f);
-        hex[64] = '\0';
-        len += (size_t) snprintf(out + len, 4096 - len, "%s %s %s\n", lines[i], lines[i + 1], hex);
-    }
-    return out;
-}
-
-#define OPS_SECRET   "opsecret-AAAA1111"
-#define READ_SECRET  "readsecret-BBBB2222"
-#define BOB_SECRET   "bobsecret-CCCC3333"
-#define ROUTE_SECRET "R0UTINGKEYSECRET"
-
-START_TEST(http_actions_need_an_operate_token)
-{
-    rcv_t *r = rcv_new();
-    char *dir = strdup(tl_tmpdir());
-    const char *lines[] = {"alice", "operate", OPS_SECRET, "reader", "read", READ_SECRET, NULL};
-    char *text = tokens_text(lines);
-    char *tokens = tl_write_file(dir, "tokens", text);
-    free(text);
-    http_listen = "127.0.0.1:0";
-    tokens_file = tokens;
-    char routes[1024];
-    snprintf(routes, sizeof routes,
-             "{\"payments\":[{\"type\":\"pagerduty\",\"name\":\"pd\",\"routing_key\":\"%s\","
-             "\"url\":\"%s/v2/enqueue\"}],\"default\":[{\"type\":\"log\"}]}",
-             ROUTE_SECRET, rcv_url(r));
-    world_start("acthttp", "1s", "1h", routes);
-    tl_wait_http_listening(w.log, w.base, sizeof w.base);
-
-    char *k1 = tl_unique("ORD-"), *k2 = tl_unique("ORD-"), path[512], body[512];
-    send_event("orders", "OrderPlaced", k1);
-    send_event("orders", "OrderPlaced", k2);
-    wait_sql("SELECT count(*) FROM steward.alerts WHERE key = $1", k1, "1", 30);
-    wait_request(r, "/v2/enqueue", "event_action", "trigger");
-    char *id = scalar("SELECT id FROM steward.alerts WHERE key = $1", k1);
-
-    /* Reads stay open on the loopback. */
-    snprintf(path, sizeof path, "/v1/instances/action_order/%s", k1);
-    expect_call("GET", path, NULL, NULL, 200, "awaiting_payment");
-
-    /* Acting needs an operate token: none or an unknown one 401, read 403. */
-    snprintf(path, sizeof path, "/v1/alerts/%s/ack", id);
-    const char *why = "{\"reason\":\"on it\"}";
-    answer_t a = call("POST", path, NULL, why);
-    ck_assert_msg(a.status == 401 && tl_contains(a.headers, "WWW-Authenticate: Bearer"),
-                  "no token: %ld %s", a.status, a.headers);
-    answer_free(&a);
-    expect_call("POST", path, "not-a-token", why, 401, "unknown token");
-    expect_call("POST", path, READ_SECRET, why, 403, "scope read");
-    expect_call("GET", path, OPS_SECRET, NULL, 405, "POST only");
-    expect_call("POST", path, OPS_SECRET, "{}", 400, "reason");
-    expect_call("POST", path, OPS_SECRET, "not json", 400, "JSON object");
-    ck_assert_ptr_null(scalar("SELECT acked_by FROM steward.alerts WHERE key = $1", k1));
-
-    expect_call("POST", path, OPS_SECRET, why, 200, "\"actor\":\"alice\"");
-    expect("SELECT acked_by FROM steward.alerts WHERE key = $1", k1, "alice");
-    wait_request(r, "/v2/enqueue", "event_action", "acknowledge");
-    expect_call("POST", path, OPS_SECRET, why, 409, "already acknowledged");
-    snprintf(path, sizeof path, "/v1/alerts/%s/resolve", id);
-    expect_call("POST", path, OPS_SECRET, "{\"reason\":\"fixed by hand\"}", 200, NULL);
-    wait_request(r, "/v2/enqueue", "event_action", "resolve");
-    expect_call("POST", path, OPS_SECRET, "{\"reason\":\"again\"}", 409, "already resolved");
-    expect("SELECT actor || ': ' || reason FROM steward.history WHERE key = $1 AND "
-           "event_type = 'operator:resolve'",
-           k1, "alice: fixed by hand");
-
-    /* Instance actions: the token's name is the actor. */
-    snprintf(path, sizeof path, "/v1/instances/action_order/%s/claim", k2);
-    expect_call("POST", path, OPS_SECRET, "{\"reason\":\"mine\"}", 200, NULL);
-    snprintf(path, sizeof path, "/v1/instances/action_order/%s/retry", k2);
-    expect_call("POST", path, OPS_SECRET, "{\"reason\":\"x\"}", 409, "shadow mode");
-    snprintf(path, sizeof path, "/v1/instances/action_order/%s/move", k2);
-    expect_call("POST", path, OPS_SECRET, "{\"reason\":\"x\",\"to\":\"nowhere\"}", 400,
-                "not a non-terminal state");
-    expect_call("POST", path, OPS_SECRET,
-                "{\"reason\":\"paid by phone\",\"to\":\"awaiting_dispatch\"}", 200,
-                "\"state\":\"awaiting_dispatch\"");
-    snprintf(path, sizeof path, "/v1/instances/action_order/%s/close", k2);
-    snprintf(body, sizeof body, "{\"reason\":\"refunded\",\"as\":\"cancelled\"}");
-    expect_call("POST", path, OPS_SECRET, body, 200, "\"status\":\"cancelled\"");
-    expect_call("POST", path, OPS_SECRET, body, 409, "already finished");
-    snprintf(path, sizeof path, "/v1/instances/action_order/%s", k2);
-    expect_call("GET", path, NULL, NULL, 200, "\"actor\":\"alice\"");
-    expect("SELECT string_agg(event_type || ' ' || actor, ', ' ORDER BY id) FROM "
-           "steward.history WHERE key = $1 AND outcome = 'operator'",
-           k2, "operator:claim alice, operator:move alice, operator:close alice");
-
-    /* Silences over HTTP: set with an operate token, listed by anyone on
-     * the loopback, lifted once. */
-    const char *sil = "{\"process\":\"action_order\",\"team\":\"payments\",\"for\":\"1h\","
-                      "\"reason\":\"gateway maintenance\"}";
-    expect_call("POST", "/v1/silences", READ_SECRET, sil, 403, "scope read");
-    expect_call("POST", "/v1/silences", OPS_SECRET, "{\"process\":\"action_order\"}", 400, "for");
-    a = call("POST", "/v1/silences", OPS_SECRET, sil);
-    ck_assert_msg(a.status == 200, "silence: %ld %s", a.status, a.body);
-    json_t *silence = json_loads(a.body, 0, NULL);
-    long long sid = json_integer_value(json_object_get(silence, "id"));
-    ck_assert_str_eq(json_string_value(json_object_get(silence, "actor")), "alice");
-    json_decref(silence);
-    answer_free(&a);
-    expect_call("GET", "/v1/silences", NULL, NULL, 200, "gateway maintenance");
-    snprintf(path, sizeof path, "/v1/silences/%lld/unsilence", sid);
-    expect_call("POST", path, OPS_SECRET, "{\"reason\":\"done\"}", 200, "\"lifted_by\":\"alice\"");
-    expect_call("POST", path, OPS_SECRET, "{\"reason\":\"done\"}", 409, "already ended");
-
-    /* SIGHUP reloads the tokens: bob in, alice out. */
-    const char *next[] = {"bob", "operate", BOB_SECRET, "reader", "read", READ_SECRET, NULL};
-    text = tokens_text(next);
-    free(tl_write_file(dir, "tokens", text));
-    free(text);
-    kill(w.pids[0], SIGHUP);
-    tl_wait_file(w.log, "http tokens reloaded", 30);
-    char *k3 = tl_unique("ORD-");
-    send_event("orders", "OrderPlaced", k3);
-    wait_sql("SELECT count(*) FROM steward.instances WHERE key = $1", k3, "1", 30);
-    snprintf(path, sizeof path, "/v1/instances/action_order/%s/claim", k3);
-    expect_call("POST", path, OPS_SECRET, "{\"reason\":\"x\"}", 401, "unknown token");
-    expect_call("POST", path, BOB_SECRET, "{\"reason\":\"x\"}", 200, "\"claimed_by\":\"bob\"");
-
-    /* No secret anywhere: the log, every answer, the metrics. */
-    answer_t m = call("GET", "/metrics", NULL, NULL);
-    ck_assert_int_eq(m.status, 200);
-    answer_free(&m);
-    char *log = tl_read_file(w.log);
-    const char *secrets[] = {OPS_SECRET, READ_SECRET, BOB_SECRET, ROUTE_SECRET};
-    for (size_t i = 0; i < sizeof secrets / sizeof secrets[0]; i++) {
-        ck_assert_msg(!tl_contains(log, secrets[i]), "%s is in the log", secrets[i]);
-        ck_assert_msg(!tl_contains(all_answers, secrets[i]), "%s is in an API answer", secrets[i]);
-    }
-    free(log);
-    free(all_answers);
-    all_answers = NULL;
-    free(id);
-    free(k1);
-    free(k2);
-    free(k3);
-    free(tokens);
-    free(dir);
-    world_stop();
-    rcv_free(r);
-}
-END_TEST
-
-START_TEST(a_listener_off_the_loopback_needs_tokens)
-{
-    char *dir = strdup(tl_tmpdir());
-    char *tpl = tl_source_path("tests/data/definitions/action_order.json.in");
-    char *text = tl_read_file(tpl);
-    char *def = tw_fill(text, "anon.", TW_LIST("@D1@", "1h", "@D2@", "1h"));
-    char *defs = tl_write_file(dir, "action_order.json", def);
-    char *cfg = NULL;
-    ck_assert_int_ge(asprintf(&cfg,
-                              "{\"brokers\":\"%s\",\"database\":\"%s\",\"definitions\":\"%s\","
-                              "\"http\":{\"listen\":\"0.0.0.0:0\"}}",
-                              tl_kafka_brokers(), tl_db_create("actanon"), defs),
-                     0);
-    char *path = tl_write_file(dir, "config.json", cfg);
-    const char *argv[] = {NULL, "run", "--config", path, NULL};
-    tl_output_t o = tl_steward(argv, NULL);
-    ck_assert_msg(o.status == 2 && tl_contains(o.err, "not a loopback address") &&
-                      tl_contains(o.err, "http.allow_anonymous_read"),
-                  "exit %d: %s", o.status, o.err);
-    tl_output_free(&o);
-    free(path);
-    free(cfg);
-    free(defs);
-    free(def);
-    free(text);
-    free(tpl);
-    free(dir);
+    tw_teardown(&w);
 }
 END_TEST
 
@@ -781,7 +530,7 @@ START_TEST(silence_holds_pages_until_it_ends)
              "{\"payments\":[{\"type\":\"webhook\",\"name\":\"hook\",\"url\":\"%s/hook\"}],"
              "\"default\":[{\"type\":\"log\"}]}",
              rcv_url(r));
-    world_start("actsilence", "1s", "1h", routes);
+    ta_world_start(&w, "actsilence", "1s", "1h", routes, NULL, NULL);
 
     /* A maintenance window, set before anything stalls. */
     const char *sargv[] = {NULL,      "silence", "--process",  "action_order",
@@ -795,12 +544,12 @@ START_TEST(silence_holds_pages_until_it_ends)
     tl_output_free(&o);
 
     char *k1 = tl_unique("ORD-"), *k2 = tl_unique("ORD-");
-    send_event("orders", "OrderPlaced", k1);
-    send_event("orders", "OrderPlaced", k2);
-    wait_sql("SELECT count(*) FROM steward.alerts WHERE key = $1 AND resolved_at IS NULL", k1, "1",
-             30);
-    wait_sql("SELECT count(*) FROM steward.alerts WHERE key = $1 AND resolved_at IS NULL", k2, "1",
-             30);
+    ta_send_event(&w, "orders", "OrderPlaced", k1);
+    ta_send_event(&w, "orders", "OrderPlaced", k2);
+    ta_wait_sql(&w, "SELECT count(*) FROM steward.alerts WHERE key = $1 AND resolved_at IS NULL",
+                k1, "1", 30);
+    ta_wait_sql(&w, "SELECT count(*) FROM steward.alerts WHERE key = $1 AND resolved_at IS NULL",
+                k2, "1", 30);
 
     /* Open and shown as silenced; listed with who and why. */
     const char *stuck[] = {NULL, "stuck", "--database", w.db_url, NULL};
@@ -831,18 +580,20 @@ START_TEST(silence_holds_pages_until_it_ends)
     tl_output_free(&o);
 
     /* What is still open is paged once the silence is lifted, not before. */
-    wait_request(r, "/hook", "event", "trigger");
+    ta_wait_request(&w, r, "/hook", "event", "trigger");
     /* The receiver answers before the notifier records the delivery: wait
      * for the record, then compare it with the lift. */
-    wait_sql("SELECT bool_and(o.delivered_at > s.lifted_at)::text FROM steward.outbox o "
-             "JOIN steward.alerts a ON a.id = o.alert_id, steward.silences s "
-             "WHERE a.key = $1 AND o.payload->>'event' = 'trigger'",
-             k1, "true", 30);
+    ta_wait_sql(&w,
+                "SELECT bool_and(o.delivered_at > s.lifted_at)::text FROM steward.outbox o "
+                "JOIN steward.alerts a ON a.id = o.alert_id, steward.silences s "
+                "WHERE a.key = $1 AND o.payload->>'event' = 'trigger'",
+                k1, "true", 30);
     /* What resolved meanwhile is closed unsent: no trigger, no resolve. */
-    wait_sql("SELECT count(*) FILTER (WHERE o.last_error = 'not sent: the alert resolved while "
-             "silenced') || '/' || count(*) FROM steward.outbox o JOIN steward.alerts a ON a.id "
-             "= o.alert_id WHERE a.key = $1",
-             k2, "2/2", 30);
+    ta_wait_sql(&w,
+                "SELECT count(*) FILTER (WHERE o.last_error = 'not sent: the alert resolved while "
+                "silenced') || '/' || count(*) FROM steward.outbox o JOIN steward.alerts a ON a.id "
+                "= o.alert_id WHERE a.key = $1",
+                k2, "2/2", 30);
     ck_assert_msg(!received_mention(r, k2), "a page about %s went out", k2);
 
     /* A window that simply expires: the stall inside it is paged after. */
@@ -854,18 +605,21 @@ START_TEST(silence_holds_pages_until_it_ends)
     ck_assert_msg(o.status == 0, "silence: %s", o.err);
     tl_output_free(&o);
     char *k3 = tl_unique("ORD-");
-    send_event("orders", "OrderPlaced", k3);
-    wait_sql("SELECT count(*) FROM steward.outbox o JOIN steward.alerts a ON a.id = o.alert_id "
-             "WHERE a.key = $1 AND o.delivered_at IS NOT NULL",
-             k3, "1", 30);
-    expect("SELECT (a.opened_at < s.ends_at AND o.delivered_at >= s.ends_at)::text "
-           "FROM steward.outbox o JOIN steward.alerts a ON a.id = o.alert_id, steward.silences s "
-           "WHERE a.key = $1 AND s.state = 'awaiting_payment'",
-           k3, "true");
+    ta_send_event(&w, "orders", "OrderPlaced", k3);
+    ta_wait_sql(&w,
+                "SELECT count(*) FROM steward.outbox o JOIN steward.alerts a ON a.id = o.alert_id "
+                "WHERE a.key = $1 AND o.delivered_at IS NOT NULL",
+                k3, "1", 30);
+    ta_expect(
+        &w,
+        "SELECT (a.opened_at < s.ends_at AND o.delivered_at >= s.ends_at)::text "
+        "FROM steward.outbox o JOIN steward.alerts a ON a.id = o.alert_id, steward.silences s "
+        "WHERE a.key = $1 AND s.state = 'awaiting_payment'",
+        k3, "true");
     free(k1);
     free(k2);
     free(k3);
-    world_stop();
+    tw_teardown(&w);
     rcv_free(r);
 }
 END_TEST
@@ -966,13 +720,12 @@ static const char refund_active[] =
     "                 \"payload\": {\"order_id\": \"${key}\"}}},"
     "   \"refunded\": {\"terminal\": \"success\"}}}";
 
-START_TEST(close_is_decided_by_the_engine)
+/* A migrated database of its own (`name`) holding refund_active and its
+ * instance r-1, in awaiting_refund since 2100-01-01T01:00Z (its deadline
+ * ten minutes on), at step 1 with token 3: no broker, no steward run. */
+static PGconn *refund_database(const char *name)
 {
-    /* Entry into the closing state is an event's entry: it never runs back
-     * (the step was entered at an event time ahead of the clock), and in an
-     * active version it takes the next token, so the closed step's reply
-     * is stale. */
-    const char *url = tl_db_create("actions_close");
+    const char *url = tl_db_create(name);
     tl_migrate(url);
     PGconn *conn = tl_db_connect(url);
     const char *params[1] = {refund_active};
@@ -986,6 +739,16 @@ START_TEST(close_is_decided_by_the_engine)
                      "VALUES ('refund', 'r-1', 1, 'awaiting_refund', 'active', "
                      "  '2100-01-01T00:00:00Z', '2100-01-01T01:00:00Z', '2100-01-01T01:10:00Z', "
                      "  '2100-01-01T01:10:00Z', 1, 3)");
+    return conn;
+}
+
+START_TEST(close_is_decided_by_the_engine)
+{
+    /* Entry into the closing state is an event's entry: it never runs back
+     * (the step was entered at an event time ahead of the clock), and in an
+     * active version it takes the next token, so the closed step's reply
+     * is stale. */
+    PGconn *conn = refund_database("actions_close");
     action_request_t req = {.actor = "alice",
                             .reason = "refunded by hand",
                             .process = "refund",
@@ -1007,6 +770,67 @@ START_TEST(close_is_decided_by_the_engine)
 }
 END_TEST
 
+/* What steward inspect and GET /v1/instances read of r-1, as "ms_in_state
+ * ms_to_deadline overdue_ms" ("null" for a null), from query_instance()
+ * and query_instances(), which must agree on the first. */
+static void read_standing(PGconn *conn, char *out, size_t out_size)
+{
+    json_t *inst = NULL, *page = NULL;
+    query_absent_t absent;
+    char errstr[512];
+    ck_assert_msg(query_instance(conn, "refund", "r-1", &inst, &absent, errstr, sizeof errstr) ==
+                          ERR_OK &&
+                      inst != NULL,
+                  "query_instance: %s", errstr);
+    query_filter_t f = {.process = "refund", .limit = 10};
+    ck_assert_msg(query_instances(conn, &f, &page, errstr, sizeof errstr) == ERR_OK,
+                  "query_instances: %s", errstr);
+    json_t *row = json_array_get(json_object_get(page, "instances"), 0);
+    ck_assert(
+        json_equal(json_object_get(inst, "ms_in_state"), json_object_get(row, "ms_in_state")));
+    char *a = json_dumps(json_object_get(inst, "ms_in_state"), JSON_ENCODE_ANY);
+    char *b = json_dumps(json_object_get(inst, "ms_to_deadline"), JSON_ENCODE_ANY);
+    char *c = json_dumps(json_object_get(row, "overdue_ms"), JSON_ENCODE_ANY);
+    snprintf(out, out_size, "%s %s %s", a, b, c);
+    free(a);
+    free(b);
+    free(c);
+    json_decref(inst);
+    json_decref(page);
+}
+
+START_TEST(time_in_state_stands_at_the_watermark)
+{
+    /* The instance entered its state in 2100, so at the clock it would
+     * have been in it for less than nothing: every figure a person reads
+     * is the engine's, at the process's watermark, as the scheduler judges
+     * the deadline. */
+    PGconn *conn = refund_database("actions_standing");
+    char got[256];
+    read_standing(conn, got, sizeof got);
+    ck_assert_str_eq(got, "null null null"); /* no watermark yet */
+
+    tl_db_exec(conn, "INSERT INTO steward.watched_topics (consumer_group, process, topic) "
+                     "VALUES ('g', 'refund', 'refunds')");
+    tl_db_exec(conn, "INSERT INTO steward.offsets (consumer_group, topic, partition, next_offset, "
+                     "  watermark) VALUES ('g', 'refunds', 0, 1, '2100-01-01T01:04:00Z')");
+    read_standing(conn, got, sizeof got);
+    ck_assert_str_eq(got, "240000 360000 0");
+
+    /* A watermark behind the entry: time in a state never runs back. */
+    tl_db_exec(conn, "UPDATE steward.offsets SET watermark = '2100-01-01T00:59:00Z'");
+    read_standing(conn, got, sizeof got);
+    ck_assert_str_eq(got, "0 660000 0");
+
+    /* Judged overdue, two minutes past the deadline at the watermark. */
+    tl_db_exec(conn, "UPDATE steward.offsets SET watermark = '2100-01-01T01:12:00Z'");
+    tl_db_exec(conn, "UPDATE steward.instances SET overdue = true");
+    read_standing(conn, got, sizeof got);
+    ck_assert_str_eq(got, "720000 -120000 120000");
+    PQfinish(conn);
+}
+END_TEST
+
 Suite *actions_suite(void)
 {
     Suite *s = suite_create("actions");
@@ -1016,13 +840,12 @@ Suite *actions_suite(void)
     tcase_add_test(tc, resolve_by_hand_pages_the_resolve);
     tcase_add_test(tc, claim_keeps_others_out_and_move_restarts_the_deadline);
     tcase_add_test(tc, action_waits_for_the_instance_lock_and_agrees_with_the_event);
-    tcase_add_test(tc, http_actions_need_an_operate_token);
-    tcase_add_test(tc, a_listener_off_the_loopback_needs_tokens);
     tcase_add_test(tc, silence_holds_pages_until_it_ends);
     tcase_add_test(tc, verbs_read_their_rows);
     suite_add_tcase(s, tc);
     TCase *engine = tcase_create("engine");
     tcase_add_test(engine, close_is_decided_by_the_engine);
+    tcase_add_test(engine, time_in_state_stands_at_the_watermark);
     suite_add_tcase(s, engine);
     return s;
 }

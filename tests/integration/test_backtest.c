@@ -1,7 +1,8 @@
 /*
  * test_backtest - trying a definition on retained events: the backtest
  * raises the alerts a live run raised on the same topics (a step that
- * finished late, a step still open), and no row of live state changes.
+ * finished late, a step still open), and no row of live state changes;
+ * the messages it could not read are counted by reason and topic.
  */
 #include "testlib.h"
 #include "world.h"
@@ -143,8 +144,12 @@ START_TEST(backtest_raises_what_the_live_run_raised)
     tl_output_t o = tl_steward(argv, NULL);
     ck_assert_msg(o.status == 0, "backtest exited %d: %s", o.status, o.err);
     json_error_t jerr;
-    json_t *alerts = json_loads(o.out, 0, &jerr);
-    ck_assert_msg(alerts != NULL, "not JSON: %s", o.out);
+    json_t *doc = json_loads(o.out, 0, &jerr);
+    ck_assert_msg(doc != NULL, "not JSON: %s", o.out);
+    json_t *alerts = json_object_get(doc, "alerts");
+    ck_assert_msg(json_is_array(alerts), "no alerts: %s", o.out);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(doc, "rejected"), "total")),
+                     0);
     char got[512] = "";
     size_t i, len = 0;
     json_t *a;
@@ -172,7 +177,7 @@ START_TEST(backtest_raises_what_the_live_run_raised)
         len += (size_t) snprintf(got + len, sizeof got - len, "%s%s:%s", len ? " " : "", keys[x],
                                  states[x]);
     ck_assert_str_eq(got, raised);
-    json_decref(alerts);
+    json_decref(doc);
     tl_output_free(&o);
 
     /* No row of live state changed. */
@@ -262,11 +267,12 @@ START_TEST(backtest_of_reordered_events_matches_the_live_run)
     tl_output_t o = tl_steward(argv, NULL);
     ck_assert_msg(o.status == 0, "backtest exited %d: %s", o.status, o.err);
     json_error_t jerr;
-    json_t *alerts = json_loads(o.out, 0, &jerr);
-    ck_assert_msg(alerts != NULL, "not JSON: %s", o.out);
-    ck_assert_msg(json_array_size(alerts) == 0, "backtest raised what the live run did not: %s",
-                  o.out);
-    json_decref(alerts);
+    json_t *doc = json_loads(o.out, 0, &jerr);
+    ck_assert_msg(doc != NULL, "not JSON: %s", o.out);
+    json_t *alerts = json_object_get(doc, "alerts");
+    ck_assert_msg(json_is_array(alerts) && json_array_size(alerts) == 0,
+                  "backtest raised what the live run did not: %s", o.out);
+    json_decref(doc);
 
     /* The kept scratch database: the same time in each state. */
     const char *mark = strstr(o.err, "kept the scratch database ");
@@ -290,6 +296,66 @@ START_TEST(backtest_of_reordered_events_matches_the_live_run)
     free(log);
     free(group);
     PQfinish(conn);
+}
+END_TEST
+
+/*
+ * Messages the definition cannot read are counted, by reason and by
+ * topic with a sample detail, in the text and in the JSON: a rejected
+ * message must not pass for a quiet window.
+ */
+START_TEST(backtest_reports_rejections)
+{
+    char topics[3][256];
+    const char *names[] = {"orders", "payments", "shipping"};
+    const char *list[3];
+    for (int i = 0; i < 3; i++) {
+        snprintf(topics[i], sizeof topics[i], "%s%s", prefix, names[i]);
+        list[i] = topics[i];
+    }
+    tl_kafka_create_topics(list, 3, 1);
+    tl_producer_t *p = tl_producer_new();
+    send(p, "orders", "OrderPlaced", "G", 0);
+    tl_produce(p, topics[0], 0, "{\"type\": \"OrderPlaced\", ", -1, NULL, 0);
+    tl_produce(p, topics[1], 0, "{\"order_id\": \"G\"}", -1, NULL, 0);
+    tl_produce(p, topics[1], 0, "{\"order_id\": \"H\"}", -1, NULL, 0);
+    tl_producer_free(p);
+    const char *live = tl_db_create("backtest_rejections");
+
+    const char *argv[] = {NULL,         "backtest", "--definition", def_path,
+                          "--from",     "10m",      "--brokers",    tl_kafka_brokers(),
+                          "--database", live,       "--json",       NULL};
+    tl_output_t o = tl_steward(argv, NULL);
+    ck_assert_msg(o.status == 0, "backtest exited %d: %s", o.status, o.err);
+    json_error_t jerr;
+    json_t *doc = json_loads(o.out, 0, &jerr);
+    ck_assert_msg(doc != NULL, "not JSON: %s", o.out);
+    json_t *rejected = json_object_get(doc, "rejected");
+    ck_assert_int_eq(json_integer_value(json_object_get(rejected, "total")), 3);
+    json_t *by_reason = json_object_get(rejected, "by_reason");
+    ck_assert_int_eq(json_integer_value(json_object_get(by_reason, "invalid_json")), 1);
+    ck_assert_int_eq(json_integer_value(json_object_get(by_reason, "missing_type")), 2);
+    json_t *first = json_array_get(json_object_get(rejected, "by_topic"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(first, "topic")), topics[1]);
+    ck_assert_str_eq(json_string_value(json_object_get(first, "reason")), "missing_type");
+    ck_assert_int_eq(json_integer_value(json_object_get(first, "count")), 2);
+    ck_assert_msg(tl_contains(json_string_value(json_object_get(first, "sample")), "at /type"),
+                  "sample: %s", o.out);
+    json_decref(doc);
+    tl_output_free(&o);
+
+    const char *text_argv[] = {NULL,  "backtest",  "--definition",     def_path,     "--from",
+                               "10m", "--brokers", tl_kafka_brokers(), "--database", live,
+                               NULL};
+    o = tl_steward(text_argv, NULL);
+    ck_assert_msg(o.status == 0, "backtest exited %d: %s", o.status, o.err);
+    ck_assert_msg(tl_contains(o.out, "messages rejected: 3 (") &&
+                      tl_contains(o.out, "invalid_json 1") && tl_contains(o.out, "missing_type 2"),
+                  "%s", o.out);
+    char line[512];
+    snprintf(line, sizeof line, "%s", topics[0]);
+    ck_assert_msg(tl_contains(o.out, line) && tl_contains(o.out, "e.g. invalid JSON"), "%s", o.out);
+    tl_output_free(&o);
 }
 END_TEST
 
@@ -328,6 +394,7 @@ Suite *backtest_suite(void)
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_add_test(tc, backtest_raises_what_the_live_run_raised);
     tcase_add_test(tc, backtest_of_reordered_events_matches_the_live_run);
+    tcase_add_test(tc, backtest_reports_rejections);
     tcase_add_test(tc, bad_arguments_exit_2);
     suite_add_tcase(s, tc);
     return s;

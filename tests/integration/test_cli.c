@@ -53,11 +53,21 @@ static char *write_definition(const char *dir, const char *prefix, const char *d
 
 START_TEST(every_verb_has_help)
 {
-    const char *verbs[] = {"run",     "check",   "migrate",  "inspect",  "stuck",
-                           "report",  "demo",    "backtest", "prune",    "ack",
-                           "resolve", "close",   "move",     "retry",    "claim",
-                           "release", "silence", "silences", "unsilence"};
+    const char *verbs[] = {"run",     "check",    "migrate",  "inspect",   "stuck",  "report",
+                           "demo",    "backtest", "prune",    "discover",  "graph",  "version",
+                           "ack",     "resolve",  "close",    "move",      "retry",  "claim",
+                           "release", "silence",  "silences", "unsilence", "upgrade"};
     for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++) {
+        /* An unknown option: exit 2, said one way by every verb. */
+        const char *bad[] = {NULL, verbs[i], "--no-such-option", NULL};
+        tl_output_t b = tl_steward(bad, NULL);
+        char said[128], usage[64];
+        snprintf(said, sizeof said, "steward %s: unknown option '--no-such-option'\n", verbs[i]);
+        snprintf(usage, sizeof usage, "usage: steward %s", verbs[i]);
+        ck_assert_msg(b.status == 2 && strncmp(b.err, said, strlen(said)) == 0 &&
+                          tl_contains(b.err, usage),
+                      "steward %s --no-such-option: exit %d, stderr %s", verbs[i], b.status, b.err);
+        tl_output_free(&b);
         for (int form = 0; form < 2; form++) {
             const char *argv[] = {NULL, verbs[i], form == 0 ? "-h" : "--help", NULL};
             tl_output_t o = tl_steward(argv, NULL);
@@ -69,6 +79,38 @@ START_TEST(every_verb_has_help)
             tl_output_free(&o);
         }
     }
+    /* version --json prints JSON. */
+    const char *version[] = {NULL, "version", "--json", NULL};
+    tl_output_t o = tl_steward(version, NULL);
+    json_t *doc = json_loads(o.out, 0, NULL);
+    ck_assert_msg(o.status == 0 && doc != NULL &&
+                      strcmp(json_string_value(json_object_get(doc, "version")), STEWARD_VERSION) ==
+                          0,
+                  "steward version --json: exit %d: %s", o.status, o.out);
+    json_decref(doc);
+    tl_output_free(&o);
+
+    /* --set takes a secret's file as the config file does (KEY_file). */
+    const char *dir = tl_tmpdir();
+    char *def = write_definition(dir, "", "1h");
+    char *tokens =
+        tl_write_file(dir, "tokens",
+                      "alice operate "
+                      "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\n");
+    char set[1200];
+    snprintf(set, sizeof set, "http.tokens_file=%s", tokens);
+    const char *check[] = {NULL, "check", "--set", set, def, NULL};
+    o = tl_steward(check, NULL);
+    ck_assert_msg(o.status == 0, "steward check --set %s: exit %d: %s", set, o.status, o.err);
+    tl_output_free(&o);
+    snprintf(set, sizeof set, "http.tokens_file=%s/no-such-file", dir);
+    o = tl_steward(check, NULL);
+    ck_assert_msg(o.status == 2 && tl_contains(o.err, "http.tokens_file") &&
+                      !tl_contains(o.err, "unknown key"),
+                  "steward check --set %s: exit %d: %s", set, o.status, o.err);
+    tl_output_free(&o);
+    free(def);
+    free(tokens);
 }
 END_TEST
 

@@ -11,15 +11,15 @@
  *             the compiled-in console
  *             with the security headers (Content-Security-Policy and the
  *             rest) on each
- *   browser   headless Chromium loads each page (processes, stuck,
- *             instance, report); the test asserts on the DOM the pages'
- *             scripts built and that the Content-Security-Policy blocked
- *             nothing, and saves a screenshot of each as an artefact
- *             with the DOM (STEWARD_TEST_ARTIFACTS, else ./artifacts)
+ *   browser   (test_console_browser.c) the pages in headless Chromium,
+ *             and the actions taken through them
  *   query     (no broker) the API's overdue_ms and ms_to_deadline are
  *             judged against the process's watermark, as `overdue` is
  */
+#include "common/rfc3339.h"
+#include "common/sha256.h"
 #include "manager/operator/query.h"
+#include "test_console.h"
 #include "testlib.h"
 #include "world.h"
 
@@ -30,19 +30,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdbool.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-static tw_world_t w;
+tw_world_t tc_world;
 
-static void wait_sql(const char *sql, const char *expected, int timeout_s, const char *what)
+void tc_wait_sql(const char *sql, const char *expected, int timeout_s, const char *what)
 {
-    tw_wait(&w, sql, NULL, expected, timeout_s, what);
+    tw_wait(&tc_world, sql, NULL, expected, timeout_s, what);
 }
 
-static void send_event(tl_producer_t *p, const char *name, const char *type, const char *key)
+void tc_send_event(tl_producer_t *p, const char *name, const char *type, const char *key)
 {
-    char value[256], *t = tw_topic(&w, name);
+    char value[256], *t = tw_topic(&tc_world, name);
     snprintf(value, sizeof value, "{\"type\":\"%s\",\"id\":\"%s-%s\",\"order_id\":\"%s\"}", type,
              type, key, key);
     tl_produce(p, t, -1, value, -1, NULL, 0);
@@ -52,55 +53,60 @@ static void send_event(tl_producer_t *p, const char *name, const char *type, con
 /* Starts steward on a fresh database and brings the three orders where
  * the header says: payment due 3 s after the order (o-1 and o-2 pay at
  * once, o-3 never); dispatch due in an hour. */
-static void world_start(void)
+void tc_world_start(void)
 {
-    tw_init(&w, "console");
-    free(tw_write_template(&w, "tests/data/definitions/alert_order.json.in", "alert_order.json",
-                           TW_LIST("@D1@", "3s", "@D2@", "1h")));
-    tw_migrate(&w);
-    tw_create_topics(&w, TW_LIST("orders", "payments", "shipping"), 1);
+    tw_init(&tc_world, "console");
+    free(tw_write_template(&tc_world, "tests/data/definitions/alert_order.json.in",
+                           "alert_order.json", TW_LIST("@D1@", "3s", "@D2@", "1h")));
+    tw_migrate(&tc_world);
+    tw_create_topics(&tc_world, TW_LIST("orders", "payments", "shipping"), 1);
 
-    json_t *cfg = tw_config(&w, "alert_order.json");
-    json_t *parts =
-        json_pack("{s:{s:s, s:s, s:s}, s:{s:s}, s:{s:s}, s:{s:[{s:s}]}, s:{s:s}}", "scheduler",
-                  "interval", "200ms", "grace", "200ms", "blind_after", "10m", "notifier",
-                  "interval", "100ms", "http", "listen", "127.0.0.1:0", "routes", "default", "type",
-                  "log", "kafka", "topic.metadata.refresh.interval.ms", "1000");
+    json_t *cfg = tw_config(&tc_world, "alert_order.json");
+    char hex[SHA256_HEX_SIZE], line[256];
+    sha256_hex(OPS_SECRET, strlen(OPS_SECRET), hex);
+    snprintf(line, sizeof line, "alice operate %s\n", hex);
+    char *tokens = tl_write_file(tc_world.dir, "tokens", line);
+    json_t *parts = json_pack("{s:{s:s, s:s, s:s}, s:{s:s}, s:{s:s, s:s}, s:{s:[{s:s}]}, s:{s:s}}",
+                              "scheduler", "interval", "200ms", "grace", "200ms", "blind_after",
+                              "10m", "notifier", "interval", "100ms", "http", "listen",
+                              "127.0.0.1:0", "tokens_file", tokens, "routes", "default", "type",
+                              "log", "kafka", "topic.metadata.refresh.interval.ms", "1000");
+    free(tokens);
     ck_assert_int_eq(json_object_update(cfg, parts), 0);
     json_decref(parts);
-    tw_config_write(&w, cfg);
-    tw_start(&w, NULL, true);
+    tw_config_write(&tc_world, cfg);
+    tw_start(&tc_world, NULL, true);
 
     tl_producer_t *p = tl_producer_new();
-    send_event(p, "orders", "OrderPlaced", "o-1");
-    send_event(p, "orders", "OrderPlaced", "o-2");
-    send_event(p, "orders", "OrderPlaced", "o-3");
-    wait_sql("SELECT count(*) FROM steward.instances", "3", 60, "orders started");
-    send_event(p, "payments", "PaymentCaptured", "o-1");
-    send_event(p, "payments", "PaymentCaptured", "o-2");
-    wait_sql("SELECT count(*) FROM steward.instances WHERE state = 'awaiting_dispatch'", "2", 60,
-             "orders paid");
-    send_event(p, "shipping", "ShipmentDispatched", "o-1");
+    tc_send_event(p, "orders", "OrderPlaced", "o-1");
+    tc_send_event(p, "orders", "OrderPlaced", "o-2");
+    tc_send_event(p, "orders", "OrderPlaced", "o-3");
+    tc_wait_sql("SELECT count(*) FROM steward.instances", "3", 60, "orders started");
+    tc_send_event(p, "payments", "PaymentCaptured", "o-1");
+    tc_send_event(p, "payments", "PaymentCaptured", "o-2");
+    tc_wait_sql("SELECT count(*) FROM steward.instances WHERE state = 'awaiting_dispatch'", "2", 60,
+                "orders paid");
+    tc_send_event(p, "shipping", "ShipmentDispatched", "o-1");
     tl_producer_free(p);
-    wait_sql("SELECT status FROM steward.instances WHERE key = 'o-1'", "success", 60,
-             "o-1 completed");
-    wait_sql("SELECT overdue::text FROM steward.instances WHERE key = 'o-3'", "true", 60,
-             "o-3 overdue");
-    wait_sql("SELECT count(*) FROM steward.alerts WHERE key = 'o-3' AND resolved_at IS NULL", "1",
-             60, "o-3's alert");
+    tc_wait_sql("SELECT status FROM steward.instances WHERE key = 'o-1'", "success", 60,
+                "o-1 completed");
+    tc_wait_sql("SELECT overdue::text FROM steward.instances WHERE key = 'o-3'", "true", 60,
+                "o-3 overdue");
+    tc_wait_sql("SELECT count(*) FROM steward.alerts WHERE key = 'o-3' AND resolved_at IS NULL",
+                "1", 60, "o-3's alert");
 }
 
 static void teardown(void)
 {
-    tw_teardown(&w);
+    tw_teardown(&tc_world);
 }
 
 /* GETs path, asserting the status; the body parsed as JSON. */
-static json_t *get_json(const char *path, long expected)
+json_t *tc_get_json(const char *path, long expected)
 {
     char url[4096];
     long status = 0;
-    snprintf(url, sizeof url, "%s%s", w.base, path);
+    snprintf(url, sizeof url, "%s%s", tc_world.base, path);
     char *body = tl_http_get(url, &status);
     ck_assert_msg(status == expected, "GET %s: %ld %s (expected %ld)", path, status,
                   body != NULL ? body : "", expected);
@@ -114,13 +120,13 @@ static json_t *get_json(const char *path, long expected)
 /* A 400 with a JSON error naming `word`. */
 static void bad_request(const char *path, const char *word)
 {
-    json_t *doc = get_json(path, 400);
+    json_t *doc = tc_get_json(path, 400);
     const char *error = json_string_value(json_object_get(doc, "error"));
     ck_assert_msg(error != NULL && strstr(error, word) != NULL, "GET %s: error %s", path, error);
     json_decref(doc);
 }
 
-static long long num(json_t *doc, const char *field)
+long long tc_num(json_t *doc, const char *field)
 {
     json_t *v = json_object_get(doc, field);
     ck_assert_msg(json_is_integer(v), "%s is not an integer", field);
@@ -168,7 +174,7 @@ static void assert_security_headers(const char *path)
         "Referrer-Policy: no-referrer",
     };
     char url[4096], *headers = calloc(1, 1);
-    snprintf(url, sizeof url, "%s%s", w.base, path);
+    snprintf(url, sizeof url, "%s%s", tc_world.base, path);
     CURL *curl = curl_easy_init();
     curl_easy_setopt(curl, CURLOPT_URL, url);
     curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, keep_headers);
@@ -184,62 +190,87 @@ static void assert_security_headers(const char *path)
     free(headers);
 }
 
+/* Every time in `doc` (a string that starts like a date) is in the one
+ * form: RFC 3339, UTC, milliseconds, "Z". */
+static void assert_times(const json_t *doc, const char *where)
+{
+    if (json_is_string(doc)) {
+        const char *t = json_string_value(doc);
+        bool dated = strlen(t) >= 11 && t[4] == '-' && t[7] == '-' && t[10] == 'T';
+        if (!dated)
+            return;
+        int64_t ms;
+        char again[RFC3339_BUF];
+        ck_assert_msg(strlen(t) == 24 && t[23] == 'Z' && t[19] == '.' && rfc3339_parse(t, &ms) &&
+                          strcmp(rfc3339_format(ms, again, sizeof again), t) == 0,
+                      "%s: a time not in the one form: %s", where, t);
+        return;
+    }
+    const char *k;
+    json_t *v;
+    size_t i;
+    if (json_is_object(doc))
+        json_object_foreach((json_t *) doc, k, v) assert_times(v, where);
+    else if (json_is_array(doc))
+        json_array_foreach((json_t *) doc, i, v) assert_times(v, where);
+}
+
 START_TEST(api_lists_graphs_and_reports)
 {
-    world_start();
+    tc_world_start();
 
-    json_t *doc = get_json("/v1/processes", 200);
+    json_t *doc = tc_get_json("/v1/processes", 200);
     json_t *p = tl_json_find(json_object_get(doc, "processes"), "process", "alert_order");
-    ck_assert_int_eq(num(p, "open"), 2);
-    ck_assert_int_eq(num(p, "overdue"), 1);
+    ck_assert_int_eq(tc_num(p, "open"), 2);
+    ck_assert_int_eq(tc_num(p, "overdue"), 1);
     json_decref(doc);
 
-    doc = get_json("/v1/processes/alert_order/graph", 200);
+    doc = tc_get_json("/v1/processes/alert_order/graph", 200);
     ck_assert_str_eq(json_string_value(json_object_get(doc, "start")), "awaiting_payment");
     json_t *states = json_object_get(doc, "states");
     ck_assert_int_eq(json_array_size(states), 3);
     json_t *s = tl_json_find(states, "name", "awaiting_payment");
-    ck_assert_int_eq(num(s, "open"), 1);
-    ck_assert_int_eq(num(s, "overdue"), 1);
+    ck_assert_int_eq(tc_num(s, "open"), 1);
+    ck_assert_int_eq(tc_num(s, "overdue"), 1);
     ck_assert_str_eq(json_string_value(json_object_get(s, "owner")), "payments");
     ck_assert(json_is_null(json_object_get(s, "terminal")));
     s = tl_json_find(states, "name", "awaiting_dispatch");
-    ck_assert_int_eq(num(s, "open"), 1);
-    ck_assert_int_eq(num(s, "overdue"), 0);
+    ck_assert_int_eq(tc_num(s, "open"), 1);
+    ck_assert_int_eq(tc_num(s, "overdue"), 0);
     s = tl_json_find(states, "name", "completed");
     ck_assert_str_eq(json_string_value(json_object_get(s, "terminal")), "success");
-    ck_assert_int_eq(num(s, "open"), 0);
+    ck_assert_int_eq(tc_num(s, "open"), 0);
     json_t *t = tl_json_find(json_object_get(doc, "transitions"), "event", "PaymentCaptured");
     ck_assert_str_eq(json_string_value(json_object_get(t, "from")), "awaiting_payment");
     ck_assert_str_eq(json_string_value(json_object_get(t, "to")), "awaiting_dispatch");
     ck_assert_int_eq(json_array_size(json_object_get(doc, "transitions")), 2);
     json_decref(doc);
-    json_decref(get_json("/v1/processes/no_such/graph", 404));
+    json_decref(tc_get_json("/v1/processes/no_such/graph", 404));
 
     /* Paging: two, then the rest; the cursor is the last one shown. */
-    doc = get_json("/v1/instances?process=alert_order&limit=2", 200);
+    doc = tc_get_json("/v1/instances?process=alert_order&limit=2", 200);
     ck_assert_str_eq(keys_of(doc), "o-1,o-2");
     json_t *next = json_object_get(doc, "next");
     ck_assert_str_eq(json_string_value(json_object_get(next, "key")), "o-2");
     json_decref(doc);
-    doc = get_json("/v1/instances?process=alert_order&limit=2&after=alert_order%2Fo-2", 200);
+    doc = tc_get_json("/v1/instances?process=alert_order&limit=2&after=alert_order%2Fo-2", 200);
     ck_assert_str_eq(keys_of(doc), "o-3");
     ck_assert(json_is_null(json_object_get(doc, "next")));
     json_decref(doc);
 
-    doc = get_json("/v1/instances?overdue=true", 200);
+    doc = tc_get_json("/v1/instances?overdue=true", 200);
     ck_assert_str_eq(keys_of(doc), "o-3");
     json_t *i = json_array_get(json_object_get(doc, "instances"), 0);
-    ck_assert_int_gt(num(i, "overdue_ms"), 0);
+    ck_assert_int_gt(tc_num(i, "overdue_ms"), 0);
     ck_assert_str_eq(json_string_value(json_object_get(i, "owner")), "payments");
     json_decref(doc);
-    doc = get_json("/v1/instances?state=awaiting_dispatch", 200);
+    doc = tc_get_json("/v1/instances?state=awaiting_dispatch", 200);
     ck_assert_str_eq(keys_of(doc), "o-2");
     json_decref(doc);
-    doc = get_json("/v1/instances?key=o-", 200);
+    doc = tc_get_json("/v1/instances?key=o-", 200);
     ck_assert_str_eq(keys_of(doc), "o-1,o-2,o-3");
     json_decref(doc);
-    doc = get_json("/v1/instances?key=o-1&active=true", 200);
+    doc = tc_get_json("/v1/instances?key=o-1&active=true", 200);
     ck_assert_str_eq(keys_of(doc), "");
     json_decref(doc);
 
@@ -252,41 +283,41 @@ START_TEST(api_lists_graphs_and_reports)
 
     /* o-1 and o-2 left awaiting_payment at once; o-1 left dispatch. The
      * document is steward report's (docs/report.md). */
-    doc = get_json("/v1/report?process=alert_order&since=1d", 200);
+    doc = tc_get_json("/v1/report?process=alert_order&since=1d", 200);
     json_t *window = json_object_get(doc, "window");
-    ck_assert_int_eq(num(window, "since_ms"), 86400000);
+    ck_assert_int_eq(tc_num(window, "since_ms"), 86400000);
     ck_assert_str_eq(json_string_value(json_object_get(window, "since")), "1d");
     ck_assert_str_eq(json_string_value(json_object_get(doc, "definitions")), "steward.definitions");
     ck_assert_int_eq(json_array_size(json_object_get(doc, "processes")), 1);
     p = tl_json_find(json_object_get(doc, "processes"), "process", "alert_order");
     s = tl_json_find(json_object_get(p, "states"), "state", "awaiting_payment");
-    ck_assert_int_eq(num(s, "left"), 2);
-    ck_assert_int_eq(num(s, "open"), 1);
-    ck_assert_int_eq(num(s, "overdue"), 1);
+    ck_assert_int_eq(tc_num(s, "left"), 2);
+    ck_assert_int_eq(tc_num(s, "open"), 1);
+    ck_assert_int_eq(tc_num(s, "overdue"), 1);
     json_t *deadline = json_object_get(s, "deadline");
-    ck_assert_int_eq(num(deadline, "ms"), 3000);
-    ck_assert_int_eq(num(deadline, "missed"), 1); /* o-3, open past it */
+    ck_assert_int_eq(tc_num(deadline, "ms"), 3000);
+    ck_assert_int_eq(tc_num(deadline, "missed"), 1); /* o-3, open past it */
     json_t *suggestion = json_object_get(s, "suggestion");
     ck_assert(json_is_false(json_object_get(suggestion, "enough_samples"))); /* two: too few */
-    ck_assert_int_eq(num(suggestion, "needed"), 20);
+    ck_assert_int_eq(tc_num(suggestion, "needed"), 20);
     ck_assert(json_is_null(json_object_get(suggestion, "deadline_ms")));
     json_t *hist = json_object_get(s, "histogram");
     long long sum = 0;
     size_t k;
     json_t *b;
-    json_array_foreach(hist, k, b) sum += num(b, "count");
+    json_array_foreach(hist, k, b) sum += tc_num(b, "count");
     ck_assert_int_eq(sum, 2);
     ck_assert(
         json_is_null(json_object_get(json_array_get(hist, json_array_size(hist) - 1), "le_ms")));
     s = tl_json_find(json_object_get(p, "states"), "state", "awaiting_dispatch");
-    ck_assert_int_eq(num(s, "left"), 1);
+    ck_assert_int_eq(tc_num(s, "left"), 1);
     s = tl_json_find(json_object_get(p, "states"), "state", "completed");
     ck_assert(json_is_null(json_object_get(s, "histogram")));
 
     /* ... the very document steward report --json prints for the same
      * process and window, but for the times it was made at. */
-    const char *rargv[] = {NULL,          "report",  "--database", w.db_url, "--process",
-                           "alert_order", "--since", "1d",         "--json", NULL};
+    const char *rargv[] = {NULL,          "report",  "--database", tc_world.db_url, "--process",
+                           "alert_order", "--since", "1d",         "--json",        NULL};
     const char *renv[] = {"STEWARD_DEFINITIONS=", NULL};
     tl_output_t ro = tl_steward(rargv, renv);
     ck_assert_msg(ro.status == 0, "steward report: %s", ro.err);
@@ -306,27 +337,51 @@ START_TEST(api_lists_graphs_and_reports)
     free(cli_text);
     json_decref(cli);
     json_decref(doc);
-    json_decref(get_json("/v1/report?process=no_such", 404));
+    json_decref(tc_get_json("/v1/report?process=no_such", 404));
 
     /* The instance view carries the alerts raised on it. */
-    doc = get_json("/v1/instances/alert_order/o-3", 200);
+    doc = tc_get_json("/v1/instances/alert_order/o-3", 200);
     ck_assert_int_eq(json_array_size(json_object_get(doc, "alerts")), 1);
+    json_decref(doc);
+
+    /* One form for every time the API writes. */
+    const char *timed[] = {
+        "/v1/instances/alert_order/o-1",           "/v1/instances/alert_order/o-3",
+        "/v1/instances?process=alert_order",       "/v1/stuck",
+        "/v1/report?process=alert_order&since=1d", "/readyz"};
+    for (size_t n = 0; n < sizeof timed / sizeof timed[0]; n++) {
+        doc = tc_get_json(timed[n], 200);
+        assert_times(doc, timed[n]);
+        json_decref(doc);
+    }
+    /* The stuck view says how long the instance has been in its state. */
+    doc = tc_get_json("/v1/stuck", 200);
+    json_t *alert = json_array_get(
+        json_object_get(json_array_get(json_object_get(doc, "groups"), 0), "alerts"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(alert, "instance_state")),
+                     "awaiting_payment");
+    ck_assert_int_ge(tc_num(alert, "ms_in_state"), 3000);
     json_decref(doc);
 
     /* The console's files. */
     long status = 0;
     char url[256];
-    snprintf(url, sizeof url, "%s/", w.base);
+    snprintf(url, sizeof url, "%s/", tc_world.base);
     char *body = tl_http_get(url, &status);
     ck_assert_int_eq(status, 200);
     ck_assert_msg(tl_contains(body, "/console/console.js"), "index: %s", body);
     free(body);
-    snprintf(url, sizeof url, "%s/console/console.js", w.base);
+    snprintf(url, sizeof url, "%s/console/console.js", tc_world.base);
+    body = tl_http_get(url, &status);
+    ck_assert_int_eq(status, 200);
+    ck_assert(tl_contains(body, "function duration"));
+    free(body);
+    snprintf(url, sizeof url, "%s/console/graph.js", tc_world.base);
     body = tl_http_get(url, &status);
     ck_assert_int_eq(status, 200);
     ck_assert(tl_contains(body, "function drawGraph"));
     free(body);
-    json_decref(get_json("/console/nothing.js", 404));
+    json_decref(tc_get_json("/console/nothing.js", 404));
 
     /* Console and API alike: no framing, no other origin, no sniffing. */
     const char *paths[] = {"/",
@@ -337,217 +392,6 @@ START_TEST(api_lists_graphs_and_reports)
                            "/console/nothing.js"};
     for (size_t n = 0; n < sizeof paths / sizeof paths[0]; n++)
         assert_security_headers(paths[n]);
-}
-END_TEST
-
-/* ---- the browser ------------------------------------------------------------ */
-
-/* The DOM of the console's page `fragment` once its scripts ran, as
- * headless Chromium serialized it, with a screenshot saved beside the
- * other artefacts as console-NAME.png. */
-static char *browse(const char *fragment, const char *name)
-{
-    ck_assert_msg(system("command -v chromium >/dev/null 2>&1") == 0,
-                  "chromium is not installed: the console suite needs Debian's chromium package "
-                  "(scripts/test installs it)");
-    const char *dir = getenv("STEWARD_TEST_ARTIFACTS");
-    char artifacts[1024], cmd[8192], profile[1024];
-    snprintf(artifacts, sizeof artifacts, "%s", dir != NULL && dir[0] ? dir : "artifacts");
-    mkdir(artifacts, 0755);
-    snprintf(profile, sizeof profile, "%s/chromium-%s", w.dir, name);
-    const char *common = "chromium --headless --disable-gpu --no-sandbox --no-first-run "
-                         "--disable-dev-shm-usage --hide-scrollbars --virtual-time-budget=5000";
-
-    snprintf(cmd, sizeof cmd,
-             "%s --user-data-dir='%s-shot' --window-size=1280,900 --screenshot='%s/console-%s.png' "
-             "'%s/#/%s' >/dev/null 2>&1",
-             common, profile, artifacts, name, w.base, fragment);
-    ck_assert_msg(system(cmd) == 0, "chromium failed: %s", cmd);
-
-    /* Chromium logs to stderr what the page's console shows, a refusal by
-     * the Content-Security-Policy among it. */
-    char browser_log[1200];
-    snprintf(browser_log, sizeof browser_log, "%s/chromium-%s.log", w.dir, name);
-    snprintf(cmd, sizeof cmd,
-             "%s --user-data-dir='%s' --enable-logging=stderr --v=0 --dump-dom '%s/#/%s' "
-             "2>'%s'",
-             common, profile, w.base, fragment, browser_log);
-    FILE *f = popen(cmd, "r");
-    ck_assert_ptr_nonnull(f);
-    size_t cap = 1 << 16, len = 0;
-    char *dom = malloc(cap);
-    for (size_t n; (n = fread(dom + len, 1, cap - len - 1, f)) > 0;) {
-        len += n;
-        if (len + 1 == cap)
-            dom = realloc(dom, cap *= 2);
-    }
-    dom[len] = '\0';
-    ck_assert_msg(pclose(f) == 0, "chromium --dump-dom failed");
-    char path[1200];
-    snprintf(path, sizeof path, "%s/console-%s.html", artifacts, name);
-    FILE *keep = fopen(path, "w");
-    if (keep != NULL) {
-        fputs(dom, keep);
-        fclose(keep);
-    }
-    ck_assert_msg(tl_contains(dom, "data-state=\"ready\""), "page %s never got ready: %s", fragment,
-                  dom);
-    char *logged = tl_read_file(browser_log);
-    const char *refused = strstr(logged, "Content Security Policy");
-    while (refused != NULL && refused > logged && refused[-1] != '\n')
-        refused--;
-    ck_assert_msg(refused == NULL, "page %s broke the Content-Security-Policy: %.600s", fragment,
-                  refused);
-    free(logged);
-    return dom;
-}
-
-/* The start tag holding `attr` (e.g. data-state="x"), up to its '>';
- * "" when there is none. */
-static char *tag_with(const char *dom, const char *tag, const char *attr)
-{
-    static char buf[2048];
-    buf[0] = '\0';
-    for (const char *p = strstr(dom, attr); p != NULL; p = strstr(p + 1, attr)) {
-        const char *start = p;
-        while (start > dom && *start != '<')
-            start--;
-        const char *end = strchr(p, '>');
-        if (end == NULL || strncmp(start + 1, tag, strlen(tag)) != 0)
-            continue;
-        snprintf(buf, sizeof buf, "%.*s", (int) (end - start + 1), start);
-        return buf;
-    }
-    return buf;
-}
-
-static void assert_tag(const char *dom, const char *tag, const char *attr, const char *has)
-{
-    const char *t = tag_with(dom, tag, attr);
-    ck_assert_msg(tl_contains(t, has), "<%s %s>: expected %s in \"%s\"", tag, attr, has, t);
-}
-
-START_TEST(browser_shows_each_page)
-{
-    world_start();
-
-    /* processes: the graph, counts on each state, the terminal marked. */
-    char *dom = browse("processes", "processes");
-    assert_tag(dom, "svg", "data-process=\"alert_order\"", "class=\"graph\"");
-    assert_tag(dom, "g", "data-state=\"awaiting_payment\"", "data-open=\"1\"");
-    assert_tag(dom, "g", "data-state=\"awaiting_payment\"", "data-overdue=\"1\"");
-    assert_tag(dom, "g", "data-state=\"awaiting_payment\"", "node late");
-    assert_tag(dom, "g", "data-state=\"awaiting_dispatch\"", "data-overdue=\"0\"");
-    assert_tag(dom, "g", "data-state=\"awaiting_dispatch\"", "node busy");
-    assert_tag(dom, "g", "data-state=\"completed\"", "data-terminal=\"true\"");
-    ck_assert(tl_contains(dom, "1 open · 1 overdue"));
-    ck_assert(tl_contains(dom, "terminal: success"));
-    ck_assert(tl_contains(dom, "data-from=\"awaiting_payment\" data-to=\"awaiting_dispatch\""));
-    free(dom);
-
-    /* stuck: o-3 overdue with its alert; nobody else; no actions without
-     * a token. */
-    dom = browse("stuck", "stuck");
-    assert_tag(dom, "tr", "class=\"overdue-row\"", "data-key=\"o-3\"");
-    ck_assert(!tl_contains(dom, "data-key=\"o-2\""));
-    assert_tag(dom, "tr", "class=\"alert-row\"", "data-key=\"o-3\"");
-    ck_assert(tl_contains(dom, "Overdue instances (1)"));
-    ck_assert(!tl_contains(dom, "data-action="));
-    free(dom);
-    /* ... filtered by a team that owns none of it. */
-    dom = browse("stuck?team=shipping", "stuck-filtered");
-    ck_assert(tl_contains(dom, "Overdue instances (0)"));
-    ck_assert(!tl_contains(dom, "class=\"overdue-row\""));
-    free(dom);
-
-    /* instance: found by key, its timeline in order. */
-    dom = browse("instance?key=o-1", "instance");
-    assert_tag(dom, "section", "id=\"instance\"", "data-state=\"completed\"");
-    assert_tag(dom, "section", "id=\"instance\"", "data-key=\"o-1\"");
-    const char *placed = strstr(dom, "data-event=\"OrderPlaced\"");
-    const char *paid = strstr(dom, "data-event=\"PaymentCaptured\"");
-    const char *shipped = strstr(dom, "data-event=\"ShipmentDispatched\"");
-    ck_assert_msg(placed != NULL && paid != NULL && shipped != NULL && placed < paid &&
-                      paid < shipped,
-                  "timeline: %s", dom);
-    free(dom);
-    dom = browse("instance?key=o-3", "instance-alert");
-    ck_assert(tl_contains(dom, "data-alert-kind=\"alert-open\""));
-    ck_assert(tl_contains(dom, "alert opened"));
-    free(dom);
-
-    /* report: a histogram per state from the report's buckets, the
-     * state's own deadline drawn, no suggestion from two exits. */
-    dom = browse("report?process=alert_order", "report");
-    assert_tag(dom, "svg", "data-state=\"awaiting_payment\"", "data-exits=\"2\"");
-    assert_tag(dom, "svg", "data-state=\"awaiting_dispatch\"", "data-exits=\"1\"");
-    assert_tag(dom, "line", "class=\"deadline-line\"", "data-ms=\"3000\"");
-    assert_tag(dom, "rect", "data-le-ms=\"null\"", "data-count=\"0\"");
-    ck_assert(tl_contains(dom, "too few exits to suggest (2 of 20)"));
-    ck_assert(tl_contains(dom, "deadline 3.0s ("));
-    ck_assert(!tl_contains(dom, "class=\"suggested-line\""));
-    ck_assert(!tl_contains(dom, "data-state=\"completed\""));
-    free(dom);
-}
-END_TEST
-
-/* steward demo --serve: after its check, the console of the run, until
- * interrupted; then the demo exits with its check's verdict. */
-/* The demo's output has the line `marker` starts, whole. */
-static bool printed_url(void *marker, char *seen, size_t seen_size)
-{
-    char *out = tl_read_file(w.log);
-    const char *at = strstr(out, (const char *) marker);
-    bool whole = at != NULL && strchr(at, '\n') != NULL;
-    snprintf(seen, seen_size, "%zu bytes of output", strlen(out));
-    free(out);
-    return whole;
-}
-
-START_TEST(demo_serves_the_console_until_interrupted)
-{
-    memset(&w, 0, sizeof w);
-    const char *url = tl_db_create("console_demo");
-    w.dir = strdup(tl_tmpdir());
-    w.log = tl_write_file(w.dir, "demo.out", "");
-    const char *argv[] = {NULL, "demo",   "--serve", "--database", url, "--orders",
-                          "40", "--rate", "40",      "--seed",     "7", NULL};
-    w.pids[0] = tl_steward_spawn(argv, NULL, w.log);
-
-    const char *marker = "== the console: http://";
-    tl_wait_until(printed_url, (void *) marker, 120, "the demo to print the console's URL", w.log);
-    char *out = tl_read_file(w.log);
-    const char *at = strstr(out, marker);
-    ck_assert_msg(at != NULL, "the demo never printed the console's URL: %s", out);
-    const char *start = at + strlen("== the console: "); /* http://HOST:PORT/ */
-    snprintf(w.base, sizeof w.base, "%.*s", (int) (7 + strcspn(start + 7, "/ \n")), start);
-    ck_assert_msg(strncmp(w.base, "http://127.0.0.1:", 17) == 0, "base %s", w.base);
-    ck_assert_msg(tl_contains(out, "demo: every stalled order was alerted"), "%s", out);
-
-    json_t *doc = get_json("/v1/processes", 200);
-    json_t *p = tl_json_find(json_object_get(doc, "processes"), "process", "order_fulfilment");
-    ck_assert_int_gt(num(p, "open"), 0); /* the stalled orders stay open */
-    json_decref(doc);
-    long status = 0;
-    char page[128];
-    snprintf(page, sizeof page, "%s/", w.base);
-    char *body = tl_http_get(page, &status);
-    ck_assert_int_eq(status, 200);
-    free(body);
-
-    /* The demo's graph in a browser (the README's screenshot). */
-    char *dom = browse("processes", "demo-processes");
-    assert_tag(dom, "svg", "data-process=\"order_fulfilment\"", "class=\"graph\"");
-    free(dom);
-
-    /* Still serving a while later (the while is the point: no condition
-     * marks it); Ctrl-C ends it, with the verdict. */
-    sleep(1);
-    json_decref(get_json("/v1/stuck", 200));
-    int rc = tl_stop(w.pids[0], SIGINT, 30);
-    w.pids[0] = 0;
-    ck_assert_msg(rc == 0, "demo exited %d", rc);
-    free(out);
 }
 END_TEST
 
@@ -581,9 +425,9 @@ START_TEST(overdue_figures_follow_the_watermark)
     ck_assert_uint_eq(json_array_size(list), 2);
     json_t *k1 = json_array_get(list, 0), *k2 = json_array_get(list, 1);
     ck_assert(json_is_false(json_object_get(k1, "overdue")));
-    ck_assert_int_eq(num(k1, "overdue_ms"), 0);
+    ck_assert_int_eq(tc_num(k1, "overdue_ms"), 0);
     ck_assert(json_is_true(json_object_get(k2, "overdue")));
-    ck_assert_int_eq(num(k2, "overdue_ms"), 3 * 60000);
+    ck_assert_int_eq(tc_num(k2, "overdue_ms"), 3 * 60000);
     ck_assert(json_is_string(json_object_get(k1, "watermark_at")));
     ck_assert(json_object_get(k1, ".deadline_ms") == NULL);
     json_decref(doc);
@@ -592,7 +436,7 @@ START_TEST(overdue_figures_follow_the_watermark)
     ck_assert_msg(query_instance(conn, "lagging", "k-1", &doc, &absent, errstr, sizeof errstr) ==
                       ERR_OK,
                   "%s", errstr);
-    ck_assert_int_eq(num(doc, "ms_to_deadline"), 3 * 60000);
+    ck_assert_int_eq(tc_num(doc, "ms_to_deadline"), 3 * 60000);
     json_decref(doc);
 
     /* A topic never read: the watermark is unknown, and so are the figures. */
@@ -605,6 +449,91 @@ START_TEST(overdue_figures_follow_the_watermark)
 }
 END_TEST
 
+/* A definition with an `any` transition, recorded in two versions whose
+ * deadlines differ, as the loader reads it. */
+static const char any_v1[] =
+    "{\"process\": \"tiny\", \"version\": 1, \"mode\": \"shadow\", \"owner\": \"ops\", "
+    "\"key\": \"/id\", \"events\": {\"Start\": {\"topic\": \"t\"}, \"Go\": {\"topic\": \"t\"}, "
+    "\"Cancel\": {\"topic\": \"t\"}}, \"start\": {\"on\": \"Start\", \"to\": \"wait\"}, "
+    "\"any\": {\"Cancel\": \"cancelled\"}, \"states\": {"
+    "\"wait\": {\"deadline\": \"5m\", \"on\": {\"Go\": \"done\"}}, "
+    "\"old_step\": {\"deadline\": \"1m\", \"on\": {\"Go\": \"done\"}}, "
+    "\"done\": {\"terminal\": \"success\"}, \"cancelled\": {\"terminal\": \"cancelled\"}}}";
+
+START_TEST(graph_is_the_recorded_definition_laid_out)
+{
+    const char *url = tl_db_create("console_graph");
+    tl_migrate(url);
+    PGconn *conn = tl_db_connect(url);
+    json_t *v2 = json_loads(any_v1, 0, NULL);
+    ck_assert_ptr_nonnull(v2);
+    json_object_set_new(v2, "version", json_integer(2));
+    json_t *states = json_object_get(v2, "states");
+    json_object_del(states, "old_step");
+    json_object_set_new(json_object_get(states, "wait"), "deadline", json_string("10m"));
+    char *v2_text = json_dumps(v2, 0);
+    json_decref(v2);
+    const char *params[2] = {any_v1, v2_text};
+    PGresult *res = PQexecParams(
+        conn,
+        "INSERT INTO steward.definitions (process, version, mode, document, checksum) "
+        "VALUES ('tiny', 1, 'shadow', $1::jsonb, 'a'), ('tiny', 2, 'shadow', $2::jsonb, 'b')",
+        2, NULL, params, NULL, NULL, 0);
+    ck_assert_msg(PQresultStatus(res) == PGRES_COMMAND_OK, "%s", PQerrorMessage(conn));
+    PQclear(res);
+    free(v2_text);
+    tl_db_exec(conn, "INSERT INTO steward.instances (process, key, version, state, status, "
+                     "  started_at, state_entered_at, overdue) "
+                     "SELECT 'tiny', v.key, v.version, v.state, 'active', now(), now(), v.late "
+                     "FROM (VALUES ('a', 2, 'wait', false), ('b', 1, 'wait', true), "
+                     "  ('c', 1, 'old_step', true)) AS v(key, version, state, late)");
+
+    json_t *doc = NULL;
+    char errstr[512];
+    ck_assert_msg(query_graph(conn, "tiny", &doc, errstr, sizeof errstr) == ERR_OK, "%s", errstr);
+    char *text = json_dumps(doc, JSON_SORT_KEYS);
+    ck_assert_int_eq(tc_num(doc, "version"), 2);
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "start_event")), "Start");
+    /* definitions/graph's layout: wait in column 0, the terminals in 1,
+     * the "any state" node under wait. */
+    json_t *wait = tl_json_find(json_object_get(doc, "states"), "name", "wait");
+    ck_assert_int_eq(tc_num(wait, "column"), 0);
+    ck_assert_int_eq(tc_num(wait, "row"), 0);
+    ck_assert_int_eq(
+        tc_num(tl_json_find(json_object_get(doc, "states"), "name", "cancelled"), "column"), 1);
+    json_t *any = json_object_get(doc, "any");
+    ck_assert_msg(json_is_object(any) && tc_num(any, "column") == 0 && tc_num(any, "row") == 1,
+                  "%s", text);
+    json_t *t = tl_json_find(json_object_get(doc, "transitions"), "kind", "any");
+    ck_assert_msg(t != NULL && json_is_null(json_object_get(t, "from")) &&
+                      strcmp(json_string_value(json_object_get(t, "event")), "Cancel") == 0 &&
+                      strcmp(json_string_value(json_object_get(t, "to")), "cancelled") == 0,
+                  "%s", text);
+    /* Counts by version, each beside its own version's deadline. */
+    ck_assert_int_eq(tc_num(wait, "open"), 2);
+    ck_assert_int_eq(tc_num(wait, "overdue"), 1);
+    ck_assert_str_eq(json_string_value(json_object_get(wait, "deadline")), "10m");
+    json_t *versions = json_object_get(wait, "versions");
+    ck_assert_msg(json_array_size(versions) == 2, "%s", text);
+    json_t *first = json_array_get(versions, 0), *second = json_array_get(versions, 1);
+    ck_assert_int_eq(tc_num(first, "version"), 2);
+    ck_assert_str_eq(json_string_value(json_object_get(first, "deadline")), "10m");
+    ck_assert_int_eq(tc_num(second, "version"), 1);
+    ck_assert_int_eq(tc_num(second, "overdue"), 1);
+    ck_assert_str_eq(json_string_value(json_object_get(second, "deadline")), "5m");
+    /* old_step is gone from version 2: its instance is counted apart. */
+    json_t *elsewhere = json_object_get(doc, "elsewhere");
+    ck_assert_msg(
+        json_array_size(elsewhere) == 1 &&
+            strcmp(json_string_value(json_object_get(json_array_get(elsewhere, 0), "state")),
+                   "old_step") == 0,
+        "%s", text);
+    free(text);
+    json_decref(doc);
+    PQfinish(conn);
+}
+END_TEST
+
 Suite *console_suite(void)
 {
     Suite *s = suite_create("console");
@@ -612,11 +541,11 @@ Suite *console_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_add_test(tc, api_lists_graphs_and_reports);
-    tcase_add_test(tc, browser_shows_each_page);
-    tcase_add_test(tc, demo_serves_the_console_until_interrupted);
+    tc_add_browser_tests(tc);
     suite_add_tcase(s, tc);
     TCase *query = tcase_create("query");
     tcase_add_test(query, overdue_figures_follow_the_watermark);
+    tcase_add_test(query, graph_is_the_recorded_definition_laid_out);
     suite_add_tcase(s, query);
     return s;
 }

@@ -7,15 +7,25 @@
  * States are compared by the event that enters them: the draft names a
  * state after that event, the simulator's definition by meaning
  * ("awaiting_payment"), and in both each state has one entering event.
+ *
+ * And claims as teams publish them: the claim id in the Kafka message key
+ * (the only place payments carry it), an unrelated type on the payments
+ * topic, the type, id and time in fields of their own (--type, --id,
+ * --time), events whose Kafka timestamps disagree with their own time,
+ * and duplicates under the custom id: the draft has the right key, states
+ * and terminals, and passes `steward check`.
  */
+#include "common/rfc3339.h"
 #include "definitions/def.h"
 #include "testlib.h"
 
 #include <check.h>
+#include <librdkafka/rdkafka.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Runs steward-sim with argv (argv[0] ignored); returns its exit code. */
@@ -155,7 +165,7 @@ START_TEST(discover_recovers_the_simulators_order_flow)
     ck_assert_msg(draft != NULL, "the draft does not load: %s: %s",
                   problems.n ? problems.items[0].pointer : "",
                   problems.n ? problems.items[0].message : "");
-    ck_assert_str_eq(draft->key_pointer, truth->key_pointer);
+    ck_assert_str_eq(draft->envelope.key_pointer, truth->envelope.key_pointer);
     ck_assert_str_eq(draft->events[draft->start_event].name,
                      truth->events[truth->start_event].name);
     for (size_t i = 0; i < draft->n_events; i++) {
@@ -185,6 +195,211 @@ START_TEST(discover_recovers_the_simulators_order_flow)
     def_free(draft);
     def_free(truth);
     def_problems_clear(&problems);
+    free(unique);
+}
+END_TEST
+
+static void produce_at(rd_kafka_t *rk, const char *topic, const char *key, long long kafka_ms,
+                       const char *value)
+{
+    size_t key_len = key != NULL ? strlen(key) : 0;
+    rd_kafka_resp_err_t err = rd_kafka_producev(
+        rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(0), RD_KAFKA_V_KEY(key, key_len),
+        RD_KAFKA_V_VALUE((void *) value, strlen(value)), RD_KAFKA_V_TIMESTAMP(kafka_ms),
+        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+    ck_assert_msg(err == RD_KAFKA_RESP_ERR_NO_ERROR, "produce: %s", rd_kafka_err2str(err));
+}
+
+/* A claim event: its type, id and time in the team's own fields. */
+static void claim_event(rd_kafka_t *rk, const char *topic, const char *key, const char *type,
+                        const char *id, const char *claim, long long at_ms, long long kafka_ms)
+{
+    char at[40], value[512], claim_field[96] = "";
+    rfc3339_format(at_ms, at, sizeof at);
+    if (claim != NULL)
+        snprintf(claim_field, sizeof claim_field, ", \"claimId\": \"%s\"", claim);
+    snprintf(value, sizeof value,
+             "{\"eventType\": \"%s\", \"eventId\": \"%s\", \"occurredAt\": \"%s\"%s}", type, id, at,
+             claim_field);
+    produce_at(rk, topic, key, kafka_ms, value);
+}
+
+START_TEST(discover_drafts_claims_as_teams_publish_them)
+{
+    const char *dir = tl_tmpdir();
+    char *unique = tl_unique("disc_claims");
+    char topics[3][256], list[800], draft_path[512];
+    const char *names[] = {"claims", "assessments", "payments"};
+    const char *create[3];
+    for (int i = 0; i < 3; i++) {
+        snprintf(topics[i], sizeof topics[i], "%s.%s", unique, names[i]);
+        create[i] = topics[i];
+    }
+    snprintf(list, sizeof list, "%s,%s,%s", topics[0], topics[1], topics[2]);
+    snprintf(draft_path, sizeof draft_path, "%s/claims.json", dir);
+    tl_kafka_create_topics(create, 3, 1);
+
+    char err[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    ck_assert(rd_kafka_conf_set(conf, "bootstrap.servers", tl_kafka_brokers(), err, sizeof err) ==
+              RD_KAFKA_CONF_OK);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+    ck_assert_msg(rk != NULL, "producer: %s", err);
+    long long base = (long long) time(NULL) * 1000 - 30 * 60000LL;
+    int dups = 0;
+    for (int i = 0; i < 40; i++) {
+        char claim[32], id[48];
+        snprintf(claim, sizeof claim, "CL-%d", i);
+        long long t = base + i * 10000LL;
+        /* every seventh claim's filing reached the broker after its
+         * assessment: its Kafka timestamp says so, its own time does not */
+        long long filed_kafka = i % 7 == 0 ? t + 5000 : t;
+        snprintf(id, sizeof id, "f-%d", i);
+        claim_event(rk, topics[0], claim, "ClaimFiled", id, claim, t, filed_kafka);
+        snprintf(id, sizeof id, "a-%d", i);
+        const char *verdict = i % 5 == 4 ? "ClaimRejected" : "ClaimAssessed";
+        claim_event(rk, topics[1], claim, verdict, id, claim, t + 2000, t + 2000);
+        if (i % 6 == 1) { /* redelivered: the same eventId, another offset */
+            claim_event(rk, topics[1], claim, verdict, id, claim, t + 2000, t + 2100);
+            dups++;
+        }
+        if (i % 5 != 4) {
+            snprintf(id, sizeof id, "p-%d", i);
+            claim_event(rk, topics[2], claim, "ClaimPaid", id, NULL, t + 4000, t + 4000);
+        }
+        if (i % 2 == 0) { /* the premiums team's event, keyed by policy */
+            char policy[32];
+            snprintf(policy, sizeof policy, "POL-%d", i);
+            snprintf(id, sizeof id, "pr-%d", i);
+            claim_event(rk, topics[2], policy, "PremiumCollected", id, NULL, t + 1000, t + 1000);
+        }
+    }
+    ck_assert_int_eq(rd_kafka_flush(rk, 30000), RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_destroy(rk);
+
+    const char *argv[] = {NULL,
+                          "discover",
+                          "--brokers",
+                          tl_kafka_brokers(),
+                          "--topics",
+                          list,
+                          "--since",
+                          "1h",
+                          "--process",
+                          "insurance_claim",
+                          "--type",
+                          "/eventType",
+                          "--id",
+                          "/eventId",
+                          "--time",
+                          "/occurredAt",
+                          "--time-format",
+                          "rfc3339",
+                          "--draft",
+                          draft_path,
+                          "--json",
+                          NULL};
+    tl_output_t o = tl_steward(argv, NULL);
+    ck_assert_msg(o.status == 0, "steward discover exited %d\n%s\n%s", o.status, o.out, o.err);
+    json_t *report = json_loads(o.out, 0, NULL);
+    ck_assert_msg(report != NULL, "not JSON: %s", o.out);
+    ck_assert_int_eq(json_integer_value(json_object_get(report, "repeats_dropped")), dups);
+    const json_t *key = json_object_get(report, "key");
+    ck_assert_msg(json_is_object(key) &&
+                      strcmp(json_string_value(json_object_get(key, "from")), "message_key") == 0,
+                  "key: %s", o.out);
+
+    def_problems_t problems = {0};
+    def_t *draft = def_load_file(draft_path, &problems);
+    ck_assert_msg(draft != NULL, "the draft does not load: %s: %s",
+                  problems.n ? problems.items[0].pointer : "",
+                  problems.n ? problems.items[0].message : "");
+    ck_assert(draft->envelope.key_from_message);
+    ck_assert_str_eq(draft->envelope.type_pointer, "/eventType");
+    ck_assert_str_eq(draft->envelope.id_pointer, "/eventId");
+    ck_assert_str_eq(draft->envelope.time_pointer, "/occurredAt");
+    ck_assert_int_eq(draft->envelope.time_format, DEF_TIME_RFC3339);
+    ck_assert_str_eq(draft->events[draft->start_event].name, "ClaimFiled");
+    ck_assert_int_lt(def_find_event(draft, "PremiumCollected"), 0);
+    ck_assert_uint_eq(draft->n_events, 4);
+    char *got = transitions(draft);
+    const char *want = "ClaimAssessed>ClaimPaid\n"
+                       "ClaimFiled>ClaimAssessed\n"
+                       "ClaimFiled>ClaimRejected\n"
+                       "ClaimPaid|end\n"
+                       "ClaimRejected|end\n";
+    ck_assert_msg(strcmp(got, want) == 0, "transitions:\n%s", got);
+
+    const char *check_argv[] = {NULL, "check", draft_path, NULL};
+    tl_output_t c = tl_steward(check_argv, NULL);
+    ck_assert_msg(c.status == 0, "steward check refused the draft:\n%s\n%s", c.out, c.err);
+    tl_output_free(&c);
+
+    /* The text names the message key, and what was set aside. */
+    argv[sizeof argv / sizeof argv[0] - 2] = NULL; /* no --json */
+    c = tl_steward(argv, NULL);
+    ck_assert_msg(c.status == 0 && tl_contains(c.out, "(the Kafka message key)") &&
+                      tl_contains(c.out, "<- the key") && tl_contains(c.out, "(set aside)") &&
+                      tl_contains(c.out, "PremiumCollected (20 events) shares no value"),
+                  "exit %d\n%s\n%s", c.status, c.out, c.err);
+    tl_output_free(&c);
+    free(got);
+    def_free(draft);
+    def_problems_clear(&problems);
+    json_decref(report);
+    tl_output_free(&o);
+    free(unique);
+}
+END_TEST
+
+/* Values in the Confluent wire format: counted as schema_registry_format,
+ * or read with --format confluent_json, and the draft says so. */
+START_TEST(discover_reads_framed_json_with_format)
+{
+    char *unique = tl_unique("disc_framed");
+    char topics[2][256], list[600], draft_path[600];
+    snprintf(topics[0], sizeof topics[0], "%s.orders", unique);
+    snprintf(topics[1], sizeof topics[1], "%s.payments", unique);
+    snprintf(list, sizeof list, "%s,%s", topics[0], topics[1]);
+    snprintf(draft_path, sizeof draft_path, "%s/framed.json", tl_tmpdir());
+    const char *create[] = {topics[0], topics[1]};
+    tl_kafka_create_topics(create, 2, 1);
+    tl_producer_t *p = tl_producer_new();
+    for (int i = 0; i < 20; i++) {
+        char value[256];
+        int n =
+            snprintf(value, sizeof value,
+                     "%c%c%c%c%c{\"type\": \"OrderPlaced\", \"order\": \"O%d\"}", 0, 0, 0, 0, 3, i);
+        tl_produce(p, topics[0], 0, value, n, NULL, 0);
+        n = snprintf(value, sizeof value, "%c%c%c%c%c{\"type\": \"OrderPaid\", \"order\": \"O%d\"}",
+                     0, 0, 0, 0, 4, i);
+        tl_produce(p, topics[1], 0, value, n, NULL, 0);
+    }
+    tl_producer_free(p);
+
+    const char *plain[] = {NULL,       "discover", "--brokers", tl_kafka_brokers(),
+                           "--topics", list,       NULL};
+    tl_output_t o = tl_steward(plain, NULL);
+    ck_assert_msg(o.status != 0 && tl_contains(o.err, "0 events read") &&
+                      tl_contains(o.err, "40 messages left out: schema_registry_format 40"),
+                  "exit %d\n%s\n%s", o.status, o.out, o.err);
+    tl_output_free(&o);
+
+    const char *framed[] = {NULL,       "discover", "--brokers", tl_kafka_brokers(),
+                            "--topics", list,       "--format",  "confluent_json",
+                            "--draft",  draft_path, NULL};
+    o = tl_steward(framed, NULL);
+    ck_assert_msg(o.status == 0, "exit %d\n%s\n%s", o.status, o.out, o.err);
+    def_problems_t problems = {0};
+    def_t *draft = def_load_file(draft_path, &problems);
+    ck_assert_msg(draft != NULL, "the draft does not load: %s",
+                  problems.n ? problems.items[0].message : "");
+    ck_assert_str_eq(draft->envelope.key_pointer, "/order");
+    for (size_t i = 0; i < draft->n_events; i++)
+        ck_assert_int_eq(draft->events[i].format, DEF_FORMAT_CONFLUENT_JSON);
+    def_free(draft);
+    def_problems_clear(&problems);
+    tl_output_free(&o);
     free(unique);
 }
 END_TEST
@@ -260,6 +475,8 @@ Suite *discover_suite(void)
     TCase *tc = tcase_create("discover");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, discover_recovers_the_simulators_order_flow);
+    tcase_add_test(tc, discover_drafts_claims_as_teams_publish_them);
+    tcase_add_test(tc, discover_reads_framed_json_with_format);
     tcase_add_test(tc, discover_refuses_an_unknown_topic);
     tcase_add_test(tc, discover_takes_brokers_and_kafka_properties_from_a_config);
     suite_add_tcase(s, tc);

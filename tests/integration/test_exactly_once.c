@@ -129,6 +129,32 @@ static long committed(PGconn *conn, const char *group)
     return n;
 }
 
+/* What committed_reaches() waits for: `group`'s committed count at least
+ * `at_least`; the count last read is kept in `seen_count`. */
+typedef struct commit_wait {
+    PGconn *conn;
+    const char *group;
+    long at_least, seen_count;
+} commit_wait_t;
+
+static bool committed_reaches(void *arg, char *seen, size_t seen_size)
+{
+    commit_wait_t *c = arg;
+    c->seen_count = committed(c->conn, c->group);
+    snprintf(seen, seen_size, "%ld committed", c->seen_count);
+    return c->seen_count >= c->at_least;
+}
+
+/* Waits (checking every 10 ms, so a kill lands close to the point) until
+ * `group` has committed `at_least` offsets; returns the count seen then.
+ * Aborts the test, with the log's tail, after 300 s. */
+static long wait_committed(PGconn *conn, const char *group, long at_least, const char *log)
+{
+    commit_wait_t c = {conn, group, at_least, 0};
+    tl_wait_every(committed_reaches, &c, 10, 300, "the committed offsets to reach the point", log);
+    return c.seen_count;
+}
+
 /* `transactions`: intake.transactions, or NULL for the default (more than
  * one in flight, each over its share of the partitions). */
 static int start_with(const char *url, const char *group, const workload_t *w, const char *log,
@@ -244,9 +270,7 @@ START_TEST(crash_at_random_points_loses_and_repeats_nothing)
     printf("crash: seed %u, kill points %ld %ld %ld\n", seed, points[0], points[1], points[2]);
     for (int k = 0; k < 3; k++) {
         pid = start(url, group, &w, log);
-        long at;
-        while ((at = committed(conn, group)) < points[k])
-            usleep(10 * 1000);
+        long at = wait_committed(conn, group, points[k], log);
         ck_assert_int_eq(tl_stop(pid, SIGKILL, 10), 128 + SIGKILL);
         printf("crash: killed at %ld committed\n", at);
         ck_assert_msg(at < w.messages, "the kill came after the end (%ld): no crash tested", at);
@@ -295,9 +319,7 @@ START_TEST(sigterm_mid_stream_loses_nothing)
     tl_migrate(url);
     PGconn *conn = tl_db_connect(url);
     pid = start(url, group, &w, log);
-    long at;
-    while ((at = committed(conn, group)) < 3000)
-        usleep(10 * 1000);
+    long at = wait_committed(conn, group, 3000, log);
     ck_assert_int_eq(tl_stop(pid, SIGTERM, 30), 0);
     long after = committed(conn, group);
     printf("sigterm: stopped at %ld committed (%ld when signalled)\n", after, at);
@@ -343,13 +365,11 @@ START_TEST(replicas_share_a_group_and_judge_each_offset_once)
         ck_abort_msg("the two replicas did not share the partitions within 120 s (log above)");
     }
     produce_workload(&w, 2000);
-    while (committed(conn, group) < 2500)
-        usleep(10 * 1000);
+    wait_committed(conn, group, 2500, log);
     /* B leaves mid-stream: A takes its partitions; then B comes back. */
     ck_assert_int_eq(tl_stop(b, SIGTERM, 30), 0);
     long at_leave = committed(conn, group);
-    while (committed(conn, group) < at_leave + 1500 && committed(conn, group) < w.messages)
-        usleep(10 * 1000);
+    wait_committed(conn, group, at_leave + 1500 < w.messages ? at_leave + 1500 : w.messages, log);
     b = start(url, group, &w, log);
     wait_all(conn, group, w.messages, log);
     ck_assert_int_eq(tl_stop(a, SIGTERM, 30), 0);

@@ -27,7 +27,9 @@
  *                  invariant.
  *                  actions.before_commit is an operator's `steward retry`
  *                  killed before its COMMIT: nothing of it is left, and the
- *                  retry done again queues one command
+ *                  retry done again queues one command; upgrade.between_batches
+ *                  an operator's `steward upgrade` killed after its first
+ *                  batch: run again, every open instance moved once
  *   clock_jump     while the first commands are in flight, an event an hour
  *                  ahead on every topic moves the watermark past every
  *                  deadline; the orders still answered in time end as in
@@ -476,6 +478,52 @@ static void crash_in_action(service_t *s)
     service_poll(s, 1000); /* the retried Refund reaches the service */
 }
 
+/* `steward upgrade active_order --to 2 --batch 1`, with STEWARD_FAILPOINTS = spec. */
+static tl_output_t operator_upgrade(const char *spec)
+{
+    char env[256];
+    snprintf(env, sizeof env, "STEWARD_FAILPOINTS=%s", spec != NULL ? spec : "");
+    const char *argv[] = {NULL,      "upgrade",  "active_order", "--to",   "2",
+                          "--batch", "1",        "--database",   w.db_url, "--actor",
+                          "alice",   "--reason", "failpoints",   NULL};
+    return tl_steward(argv, TW_LIST(env));
+}
+
+/* An upgrade killed once its first batch committed: that batch's instance
+ * moved, once; run again, it moves the rest and nothing twice. */
+static void crash_in_upgrade(void)
+{
+    tl_db_exec(w.conn, "INSERT INTO steward.definitions (process, version, mode, document, "
+                       "  checksum, topic_mapping) "
+                       "SELECT process, 2, mode, jsonb_set(document, '{version}', '2'), 'v2', "
+                       "  topic_mapping FROM steward.definitions "
+                       "WHERE process = 'active_order' AND version = 1");
+    const char *open_sql = "SELECT count(*) FROM steward.instances WHERE status = 'active'";
+    long open = tw_scalar_long(&w, open_sql, NULL);
+    ck_assert_int_ge(open, 1);
+    tl_output_t o = operator_upgrade("upgrade.between_batches=crash@1");
+    ck_assert_msg(o.status == 128 + SIGKILL, "steward upgrade under the failpoint: status %d: %s",
+                  o.status, o.err);
+    tl_output_free(&o);
+    const char *moved =
+        "SELECT count(*) FROM steward.history WHERE event_type = 'operator:upgrade'";
+    ck_assert_int_eq(tw_scalar_long(&w, moved, NULL), 1);
+    o = operator_upgrade(NULL);
+    ck_assert_msg(o.status == 0, "steward upgrade: status %d: %s", o.status, o.err);
+    tl_output_free(&o);
+    ck_assert_int_eq(tw_scalar_long(&w, moved, NULL), open);
+    ck_assert_int_eq(tw_scalar_long(&w,
+                                    "SELECT count(DISTINCT key) FROM steward.history WHERE "
+                                    "event_type = 'operator:upgrade'",
+                                    NULL),
+                     open);
+    ck_assert_int_eq(tw_scalar_long(&w,
+                                    "SELECT count(*) FROM steward.instances WHERE status = "
+                                    "'active' AND version = 2",
+                                    NULL),
+                     open);
+}
+
 START_TEST(crash_at)
 {
     const char *name = fp_name((size_t) _i);
@@ -496,6 +544,16 @@ START_TEST(crash_at)
         serve_until_done(&s, 60);
         crash_in_action(&s);
         check_invariants(&s, 1);
+        tw_stop(&w, 30);
+        service_stop(&s);
+        return;
+    }
+    if (strcmp(name, "upgrade.between_batches") == 0) {
+        spawn(NULL);
+        place_orders(&s);
+        serve_until_done(&s, 60);
+        crash_in_upgrade();
+        check_invariants(&s, 0);
         tw_stop(&w, 30);
         service_stop(&s);
         return;

@@ -415,6 +415,21 @@ static bool alive(replica_t *r)
     return !r->exited;
 }
 
+/* What the SIGHUP storm waits for: steward's first connection through the
+ * proxy, or its end. */
+struct first_connection {
+    proxy_t *proxy;
+    replica_t *r;
+};
+
+static bool connected_or_gone(void *arg, char *seen, size_t seen_size)
+{
+    struct first_connection *fc = arg;
+    (void) seen;
+    (void) seen_size;
+    return atomic_load(&fc->proxy->accepted) > 0 || !alive(fc->r);
+}
+
 /* GETs path from r; the status in *status, the body returned (free it). */
 static char *get(const replica_t *r, const char *path, long *status)
 {
@@ -663,12 +678,12 @@ START_TEST(sighup_at_start)
     replica_start(&r, "a", config);
 
     /* From its first connection on, SIGHUP every 20 ms until it runs. The
-     * first wait polls at 5 ms, finer than a wait_until, so that the storm
-     * starts inside start-up; the storm's own pace is the scenario. */
-    int64_t until = now_ms() + 30000;
-    while (atomic_load(&proxy->accepted) == 0 && now_ms() < until && alive(&r))
-        usleep(5 * 1000);
+     * first wait checks every 5 ms, so that the storm starts inside
+     * start-up; the storm's own pace is the scenario. */
+    struct first_connection fc = {proxy, &r};
+    tl_poll_every(connected_or_gone, &fc, 5, 30, NULL, 0);
     ck_assert_msg(atomic_load(&proxy->accepted) > 0, "steward never connected");
+    int64_t until = now_ms() + 30000;
     int sent = 0;
     while (log_count(&r, "steward running", NULL) == 0 && now_ms() < until) {
         if (kill(r.pid, SIGHUP) != 0 || !alive(&r))

@@ -17,7 +17,7 @@
  *   group       Kafka's consumer group: hands the partition from one replica
  *               to the other (a rebalance), without waiting for the old
  *               owner to notice (a lost assignment, a slow revoke).
- *   intake(me)  one replica's intake (manager/intake/intake.c on_assign, on_revoke)
+ *   intake(me)  one replica's intake (manager/intake/intake_rebalance.c on_assign, on_revoke)
  *               and its batches (manager/intake/batch.c batch_commit): store_claim
  *               bumps steward.offsets.epoch under the row lock; a batch
  *               takes store_fence (offsets row FOR UPDATE, epochs compared),
@@ -25,8 +25,8 @@
  *               judges with engine_apply and writes instance, commands
  *               (cmdq_write: new rows, cmdq_left's cancel) and offsets in
  *               one commit.
- *   scheduler   the due pass (manager/timing/scheduler.c judge_batch): the instance
- *               lock only tried (pg_try_advisory_xact_lock), then
+ *   scheduler   the due pass (manager/timing/scheduler_due.c judge_batch): the
+ *               instance lock only tried (pg_try_advisory_xact_lock), then
  *               engine_judge_due: judge_lease (handed_off) and the deadline
  *               rule (retried, timeout -> on_timeout).
  *   dispatcher  manager/commands/dispatcher.c: claim_sql leases the oldest due row of
@@ -40,7 +40,7 @@
  *               with a reply or a lease claim/heartbeat carrying the token;
  *               once it answers with a token never issued (a misrouted or
  *               corrupted envelope).
- *   operator    manager/operator/actions.c instance_action: claim, release or close
+ *   operator    manager/operator/actions_instance.c action_instance: claim, release or close
  *               under lock_instance (the same advisory lock, waited for);
  *               what the claimant did not do is refused to anyone else.
  *

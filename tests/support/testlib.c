@@ -447,6 +447,12 @@ static long long now_ms(void)
 
 bool tl_poll(tl_pred_t pred, void *arg, int timeout_s, char *seen, size_t seen_size)
 {
+    return tl_poll_every(pred, arg, 100, timeout_s, seen, seen_size);
+}
+
+bool tl_poll_every(tl_pred_t pred, void *arg, int interval_ms, int timeout_s, char *seen,
+                   size_t seen_size)
+{
     char scratch[1];
     if (seen == NULL || seen_size == 0) {
         seen = scratch;
@@ -459,14 +465,20 @@ bool tl_poll(tl_pred_t pred, void *arg, int timeout_s, char *seen, size_t seen_s
             return true;
         if (now_ms() >= until)
             return false;
-        usleep(100 * 1000);
+        usleep((useconds_t) interval_ms * 1000);
     }
 }
 
 void tl_wait_until(tl_pred_t pred, void *arg, int timeout_s, const char *what, const char *log_path)
 {
+    tl_wait_every(pred, arg, 100, timeout_s, what, log_path);
+}
+
+void tl_wait_every(tl_pred_t pred, void *arg, int interval_ms, int timeout_s, const char *what,
+                   const char *log_path)
+{
     char seen[1024];
-    if (tl_poll(pred, arg, timeout_s, seen, sizeof seen))
+    if (tl_poll_every(pred, arg, interval_ms, timeout_s, seen, sizeof seen))
         return;
     if (log_path != NULL)
         tl_print_tail(log_path, 4000);

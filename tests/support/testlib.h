@@ -151,11 +151,20 @@ typedef bool (*tl_pred_t)(void *arg, char *seen, size_t seen_size);
  */
 bool tl_poll(tl_pred_t pred, void *arg, int timeout_s, char *seen, size_t seen_size);
 
+/* tl_poll() checking every interval_ms: for a test that must act close to
+ * the moment a condition starts to hold (a kill at a chosen point). */
+bool tl_poll_every(tl_pred_t pred, void *arg, int interval_ms, int timeout_s, char *seen,
+                   size_t seen_size);
+
 /*
  * tl_poll() that aborts the test on timeout with "waited N s for WHAT; last
  * seen: ..."; when log_path is not NULL its tail is printed first.
  */
 void tl_wait_until(tl_pred_t pred, void *arg, int timeout_s, const char *what,
+                   const char *log_path);
+
+/* tl_wait_until() checking every interval_ms. */
+void tl_wait_every(tl_pred_t pred, void *arg, int interval_ms, int timeout_s, const char *what,
                    const char *log_path);
 
 /* Waits until the file at path contains needle; aborts as tl_wait_until()

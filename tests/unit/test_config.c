@@ -115,6 +115,31 @@ START_TEST(bad_values_are_named)
             "intake.record_unknown: 'maybe' is not true or false");
     REFUSED("\"intake\": {\"record_unknown\": 2}",
             "intake.record_unknown: '2' is not true or false");
+    REFUSED("\"tracing\": {\"link\": \"https://tempo.example/trace/\"}",
+            "tracing.link: 'https://tempo.example/trace/' is not an http:// or https:// URL "
+            "holding ${trace_id}");
+    REFUSED("\"tracing\": {\"link\": \"ftp://t.example/${trace_id}\"}",
+            "tracing.link: 'ftp://t.example/${trace_id}' is not an http://");
+}
+END_TEST
+
+START_TEST(the_tracing_link_is_a_url_with_the_trace_id)
+{
+    config_t *cfg = config_new();
+    char errstr[512];
+    ck_assert_str_eq(cfg->tracing_link, "");
+    ck_assert_int_eq(config_set(cfg, "tracing.link", "https://tempo.example/trace/${trace_id}",
+                                errstr, sizeof errstr),
+                     ERR_OK);
+    ck_assert_str_eq(cfg->tracing_link, "https://tempo.example/trace/${trace_id}");
+    ck_assert_int_eq(
+        config_set(cfg, "tracing.link", "http://j.example/t?id=${trace_id}", errstr, sizeof errstr),
+        ERR_OK);
+    ck_assert_int_eq(config_set(cfg, "tracing.link", "", errstr, sizeof errstr), ERR_OK);
+    ck_assert_int_eq(
+        config_set(cfg, "tracing.link", "https://t.example/${trace_id} x", errstr, sizeof errstr),
+        ERR_INVALID);
+    config_free(cfg);
 }
 END_TEST
 
@@ -422,6 +447,7 @@ Suite *config_suite(void)
     tcase_add_test(tc, syntax_errors_name_the_line);
     tcase_add_test(tc, unknown_keys_are_named_with_a_suggestion);
     tcase_add_test(tc, bad_values_are_named);
+    tcase_add_test(tc, the_tracing_link_is_a_url_with_the_trace_id);
     tcase_add_test(tc, topic_mapping_keys);
     tcase_add_test(tc, routes_are_checked);
     tcase_add_test(tc, secrets_and_kafka_properties);

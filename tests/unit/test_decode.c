@@ -217,6 +217,53 @@ START_TEST(cloudevents_binary_mode)
 }
 END_TEST
 
+/* A ce_type header alone names the type; the message stays a plain JSON
+ * event, its id and time read by the envelope. */
+START_TEST(a_bare_ce_type_header_names_the_type)
+{
+    decode_header_t headers[] = {
+        {"ce_type", "Placed", 6},
+        {"ce_id", "ignored", 7},
+        {"ce_time", "2000-01-01T00:00:00Z", 20},
+    };
+    decode_input_t in = input("orders", "{\"order_id\":\"O-1\",\"event_id\":\"e-9\","
+                                        "\"at\":\"2026-11-29T10:00:00Z\"}");
+    in.headers = headers;
+    in.n_headers = 1;
+    ck_assert_int_eq(judge(&in), DECODE_OK);
+    ck_assert(!msg.cloudevent);
+    ck_assert_str_eq(decode_event_type(&msg, &in, def), "Placed");
+    ck_assert_int_eq(decode_envelope(&msg, &in, def, 0, &env, detail, sizeof detail), DECODE_OK);
+    ck_assert_str_eq(env.key, "O-1");
+    ck_assert_str_eq(env.id, "e-9");
+    ck_assert_int_eq(env.time_ms, 1795946400000LL);
+    decode_envelope_clear(&env);
+
+    /* ce_id and ce_time without ce_specversion are not CloudEvents attributes */
+    in.n_headers = 3;
+    ck_assert_int_eq(judge(&in), DECODE_OK);
+    ck_assert_int_eq(decode_envelope(&msg, &in, def, 0, &env, detail, sizeof detail), DECODE_OK);
+    ck_assert_str_eq(env.id, "e-9");
+    ck_assert_int_eq(env.time_ms, 1795946400000LL);
+    decode_envelope_clear(&env);
+
+    /* the header still becomes a text column: it must be text */
+    headers[0] = (decode_header_t){"ce_type", "Pl\xc3\x28", 4};
+    in.n_headers = 1;
+    ck_assert_int_eq(judge(&in), DECODE_INVALID_HEADER);
+    ck_assert_msg(strstr(detail, "ce_type") != NULL, "detail: %s", detail);
+
+    /* with ce_specversion it is a CloudEvent, and the detail names the
+     * headers it lacks */
+    decode_header_t binary[] = {{"ce_specversion", "1.0", 3}, {"ce_type", "Placed", 6}};
+    in.headers = binary;
+    in.n_headers = 2;
+    ck_assert_int_eq(judge(&in), DECODE_INVALID_CLOUDEVENT);
+    ck_assert_msg(strstr(detail, "header ce_id") != NULL && strstr(detail, "ce_source") != NULL,
+                  "detail: %s", detail);
+}
+END_TEST
+
 START_TEST(cloudevents_structured_mode)
 {
     decode_header_t ctype[] = {{"content-type", "application/cloudevents+json; charset=utf-8", 44}};
@@ -575,7 +622,7 @@ START_TEST(type_from_a_named_header_or_the_topic)
     in.n_headers = 0; /* the payload's "type" is not where this definition looks */
     ck_assert_int_eq(judge(&in), DECODE_OK);
     ck_assert_ptr_null(decode_event_type(&msg, &in, d));
-    decode_type_source(d, detail, sizeof detail);
+    decode_type_source(d, "orders", detail, sizeof detail);
     ck_assert_msg(strstr(detail, "header 'event-type'") != NULL, "detail: %s", detail);
     def_free(d);
 
@@ -657,6 +704,7 @@ Suite *decode_suite(void)
     tcase_add_test(tc, declared_time_formats);
     tcase_add_test(tc, envelope_rejections);
     tcase_add_test(tc, cloudevents_binary_mode);
+    tcase_add_test(tc, a_bare_ce_type_header_names_the_type);
     tcase_add_test(tc, cloudevents_structured_mode);
     tcase_add_test(tc, rfc3339_times);
     tcase_add_test(tc, times_format_back_to_what_they_parse_from);

@@ -28,7 +28,7 @@ static void add(fixture_t *f, const char *type, const char *topic, int64_t t, js
     json_object_set_new(payload, "type", json_string(type));
     json_object_set_new(payload, "id", json_string(f->ids[f->n]));
     f->payloads[f->n] = payload;
-    f->ev[f->n] = (discover_event_t){type, topic, t, f->ids[f->n], payload};
+    f->ev[f->n] = (discover_event_t){type, topic, t, f->ids[f->n], payload, NULL};
     f->n++;
 }
 
@@ -257,6 +257,170 @@ START_TEST(nothing_correlated_is_refused_with_a_reason)
 }
 END_TEST
 
+/* The draft loads; its problems otherwise fail the test. */
+static void expect_loads(const json_t *report)
+{
+    char *text = json_dumps(json_object_get(report, "draft"), JSON_INDENT(2));
+    def_problems_t problems = {0};
+    def_t *def = def_load_json(text, strlen(text), "draft.json", &problems);
+    ck_assert_msg(def != NULL, "draft refused: %s: %s\n%s",
+                  problems.n ? problems.items[0].pointer : "",
+                  problems.n ? problems.items[0].message : "", text);
+    def_free(def);
+    def_problems_clear(&problems);
+    free(text);
+}
+
+static bool undecided_says(const json_t *report, const char *words)
+{
+    size_t i;
+    json_t *u;
+    json_array_foreach(json_object_get(report, "undecided"), i, u)
+    {
+        if (tl_contains(json_string_value(u), words))
+            return true;
+    }
+    return false;
+}
+
+/*
+ * Claims as four teams publish them: the claim id in the Kafka message
+ * key (no payload field on payments), an occurredAt in every event whose
+ * values sometimes coincide across types, and an unrelated type on the
+ * payments topic (PremiumCollected, keyed by its policy). The key is the
+ * field that joins types, not the one in every event; the unrelated type
+ * is set aside.
+ */
+static void claims(fixture_t *f, char keys[][16])
+{
+    for (int i = 0; i < 30; i++) {
+        snprintf(keys[i], 16, "C-%d", i);
+        int64_t t0 = 5000000 + i * 100000;
+        char at[32];
+        snprintf(at, sizeof at, "2026-11-29T10:%02d:00Z", i % 3); /* joins a few */
+        add(f, "ClaimFiled", "claims", t0,
+            json_pack("{s:s, s:s}", "claimId", keys[i], "occurredAt", at));
+        f->ev[f->n - 1].message_key = keys[i];
+        add(f, "ClaimAssessed", "assessments", t0 + 1000,
+            json_pack("{s:s, s:s}", "claimId", keys[i], "occurredAt", at));
+        f->ev[f->n - 1].message_key = keys[i];
+        add(f, "ClaimPaid", "payments", t0 + 2000, json_pack("{s:s}", "occurredAt", at));
+        f->ev[f->n - 1].message_key = keys[i];
+        char policy[16];
+        snprintf(policy, sizeof policy, "P-%d", i);
+        add(f, "PremiumCollected", "payments", t0 + 500,
+            json_pack("{s:s, s:s}", "policyId", policy, "occurredAt", at));
+    }
+}
+
+START_TEST(the_message_key_joins_and_unrelated_types_are_set_aside)
+{
+    fixture_t f = {0};
+    char keys[30][16];
+    claims(&f, keys);
+    json_t *report = analyse(&f);
+    const json_t *draft = json_object_get(report, "draft");
+    /* the message key joins filed, assessed and paid: 2 joins per claim */
+    const json_t *key = json_object_get(report, "key");
+    ck_assert_msg(json_is_object(key), "key: %s", json_dumps(key, JSON_ENCODE_ANY));
+    ck_assert_str_eq(json_string_value(json_object_get(key, "from")), "message_key");
+    const json_t *best = json_array_get(json_object_get(report, "keys"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(best, "from")), "message_key");
+    ck_assert_ptr_null(json_object_get(best, "pointer"));
+    ck_assert_int_eq(json_integer_value(json_object_get(best, "joins")), 60);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(draft, "key"), "from")),
+                     "message_key");
+    /* PremiumCollected shares no claim: set aside, noted, not drafted */
+    ck_assert_ptr_null(json_object_get(json_object_get(draft, "events"), "PremiumCollected"));
+    ck_assert(undecided_says(report, "PremiumCollected (30 events) shares no value"));
+    ck_assert_str_eq(transition(draft, "claim_filed", "ClaimAssessed"), "claim_assessed");
+    ck_assert_str_eq(transition(draft, "claim_assessed", "ClaimPaid"), "claim_paid");
+    expect_loads(report);
+    json_decref(report);
+    fixture_free(&f);
+}
+END_TEST
+
+START_TEST(a_field_that_joins_types_outranks_one_in_every_event)
+{
+    fixture_t f = {0};
+    char keys[30][16];
+    claims(&f, keys);
+    for (size_t i = 0; i < f.n; i++)
+        f.ev[i].message_key = NULL; /* now only the payload says */
+    json_t *report = analyse(&f);
+    const json_t *draft = json_object_get(report, "draft");
+    /* /occurredAt is in every event and joins a few; /claimId joins
+     * filed and assessed of every claim */
+    ck_assert_str_eq(json_string_value(json_object_get(report, "key")), "/claimId");
+    const json_t *keys_j = json_object_get(report, "keys");
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(keys_j, 0), "pointer")),
+                     "/claimId");
+    ck_assert_str_eq(transition(draft, "claim_filed", "ClaimAssessed"), "claim_assessed");
+    /* ClaimPaid carries no claim id: never in a trace, so not drafted */
+    ck_assert_ptr_null(json_object_get(json_object_get(draft, "events"), "ClaimPaid"));
+    expect_loads(report);
+    json_decref(report);
+    fixture_free(&f);
+}
+END_TEST
+
+START_TEST(a_type_that_carries_the_key_elsewhere_gets_its_own_key)
+{
+    fixture_t f = {0};
+    char keys[30][16];
+    claims(&f, keys);
+    /* Only payments are keyed by the message key: the payload's claimId
+     * keys the others. */
+    for (size_t i = 0; i < f.n; i++) {
+        if (strcmp(f.ev[i].type, "ClaimPaid") != 0)
+            f.ev[i].message_key = NULL;
+    }
+    json_t *report = analyse(&f);
+    const json_t *draft = json_object_get(report, "draft");
+    ck_assert_str_eq(json_string_value(json_object_get(draft, "key")), "/claimId");
+    const json_t *paid = json_object_get(json_object_get(draft, "events"), "ClaimPaid");
+    ck_assert_ptr_nonnull(paid);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(paid, "key"), "from")),
+                     "message_key");
+    ck_assert_str_eq(transition(draft, "claim_assessed", "ClaimPaid"), "claim_paid");
+    ck_assert(undecided_says(report, "ClaimPaid: 30 of its 30 events carry the key as the Kafka "
+                                     "message key"));
+    expect_loads(report);
+    json_decref(report);
+    fixture_free(&f);
+}
+END_TEST
+
+START_TEST(the_options_name_the_key_and_the_envelope)
+{
+    fixture_t f = {0};
+    orders(&f, false);
+    json_t *envelope = json_pack("{s:s, s:{s:s, s:s}}", "id", "/eventId", "time", "pointer", "/at",
+                                 "format", "rfc3339");
+    discover_options_t opts = {
+        .process = "orders_seen", .key = "/customer", .envelope = envelope, .kafka_time = true};
+    json_t *report = NULL;
+    char errstr[512];
+    ck_assert_int_eq(discover_analyse(f.ev, f.n, &opts, &report, errstr, sizeof errstr),
+                     ERR_INVALID); /* the customer is on OrderPlaced only: nothing follows */
+    opts.key = "/nowhere";
+    ck_assert_int_eq(discover_analyse(f.ev, f.n, &opts, &report, errstr, sizeof errstr),
+                     ERR_INVALID);
+    ck_assert_msg(tl_contains(errstr, "no event carries the key /nowhere"), "%s", errstr);
+    opts.key = "/order_id";
+    ck_assert_int_eq(discover_analyse(f.ev, f.n, &opts, &report, errstr, sizeof errstr), ERR_OK);
+    const json_t *draft = json_object_get(report, "draft");
+    ck_assert_str_eq(json_string_value(json_object_get(draft, "key")), "/order_id");
+    ck_assert(json_equal(json_object_get(draft, "envelope"), envelope));
+    ck_assert(undecided_says(report, "by their Kafka timestamps"));
+    expect_loads(report);
+    json_decref(report);
+    json_decref(envelope);
+    fixture_free(&f);
+}
+END_TEST
+
 START_TEST(state_names_are_valid_names)
 {
     char buf[64];
@@ -296,6 +460,10 @@ Suite *discover_suite(void)
     tcase_add_test(tc, integer_keys_join_as_decimal_text);
     tcase_add_test(tc, repeats_of_an_id_and_late_arrivals_are_ordered_by_time);
     tcase_add_test(tc, nothing_correlated_is_refused_with_a_reason);
+    tcase_add_test(tc, the_message_key_joins_and_unrelated_types_are_set_aside);
+    tcase_add_test(tc, a_field_that_joins_types_outranks_one_in_every_event);
+    tcase_add_test(tc, a_type_that_carries_the_key_elsewhere_gets_its_own_key);
+    tcase_add_test(tc, the_options_name_the_key_and_the_envelope);
     tcase_add_test(tc, state_names_are_valid_names);
     tcase_add_test(tc, percentile_is_percentile_disc);
     suite_add_tcase(s, tc);

@@ -1,7 +1,8 @@
 /*
  * test_payload - the bodies sent to each sink, field by field against the
  * PagerDuty Events API v2 and Alertmanager API v2 formats, and the
- * generic webhook's documented shape.
+ * generic webhook's documented shape; the trace of the instance's last
+ * traced event in each (trace id, and the link tracing.link builds).
  */
 #include "manager/sinks/payload.h"
 #include "testlib.h"
@@ -306,6 +307,72 @@ START_TEST(log_line_shape)
 }
 END_TEST
 
+#define TRACE "4bf92f3577b34da6a3ce929d0e0e4736"
+#define LINK  "https://tempo.example/trace/" TRACE
+
+START_TEST(the_trace_link_is_built_from_its_template)
+{
+    char *l = payload_trace_link("https://t.example/${trace_id}?q=${trace_id}", TRACE);
+    ck_assert_str_eq(l, "https://t.example/" TRACE "?q=" TRACE);
+    free(l);
+    ck_assert_ptr_null(payload_trace_link("", TRACE));
+    ck_assert_ptr_null(payload_trace_link(NULL, TRACE));
+    ck_assert_ptr_null(payload_trace_link("https://t.example/${trace_id}", NULL));
+}
+END_TEST
+
+START_TEST(pages_carry_the_trace)
+{
+    payload_alert_t a = alert(NULL);
+    a.trace_id = TRACE;
+    a.tracing_link = "https://tempo.example/trace/${trace_id}";
+
+    json_t *w = parse(payload_webhook(&a, false, NOW));
+    ck_assert_str_eq(str(w, "alert.trace_id"), TRACE);
+    ck_assert_str_eq(str(w, "alert.trace_link"), LINK);
+    json_decref(w);
+
+    json_t *t = parse(payload_pagerduty(&pd, &a, false, NOW));
+    json_t *links = json_object_get(t, "links");
+    ck_assert_uint_eq(json_array_size(links), 1);
+    ck_assert_str_eq(str(json_array_get(links, 0), "href"), LINK);
+    ck_assert_str_eq(str(t, "payload.custom_details.trace_id"), TRACE);
+    json_decref(t);
+
+    json_t *list = parse(payload_alertmanager(&am, &a, 1, NOW, 60000));
+    ck_assert_str_eq(str(json_array_get(list, 0), "annotations.trace_id"), TRACE);
+    ck_assert_str_eq(str(json_array_get(list, 0), "annotations.trace_link"), LINK);
+    json_decref(list);
+
+    /* a trace id without a template: the id alone */
+    a.tracing_link = "";
+    w = parse(payload_webhook(&a, false, NOW));
+    ck_assert_str_eq(str(w, "alert.trace_id"), TRACE);
+    ck_assert(json_is_null(json_object_get(json_object_get(w, "alert"), "trace_link")));
+    json_decref(w);
+    t = parse(payload_pagerduty(&pd, &a, false, NOW));
+    ck_assert_ptr_null(json_object_get(t, "links"));
+    json_decref(t);
+    list = parse(payload_alertmanager(&am, &a, 1, NOW, 60000));
+    ck_assert_str_eq(str(json_array_get(list, 0), "annotations.trace_id"), TRACE);
+    ck_assert_ptr_null(
+        json_object_get(json_object_get(json_array_get(list, 0), "annotations"), "trace_link"));
+    json_decref(list);
+
+    /* no trace: null in the webhook, absent elsewhere */
+    a.trace_id = NULL;
+    a.tracing_link = "https://tempo.example/trace/${trace_id}";
+    w = parse(payload_webhook(&a, false, NOW));
+    ck_assert(json_is_null(json_object_get(json_object_get(w, "alert"), "trace_id")));
+    ck_assert(json_is_null(json_object_get(json_object_get(w, "alert"), "trace_link")));
+    json_decref(w);
+    list = parse(payload_alertmanager(&am, &a, 1, NOW, 60000));
+    ck_assert_ptr_null(
+        json_object_get(json_object_get(json_array_get(list, 0), "annotations"), "trace_id"));
+    json_decref(list);
+}
+END_TEST
+
 Suite *payload_suite(void)
 {
     Suite *s = suite_create("payload");
@@ -319,6 +386,8 @@ Suite *payload_suite(void)
     tcase_add_test(tc, webhook_shape);
     tcase_add_test(tc, acknowledge_by_the_same_dedup_key);
     tcase_add_test(tc, log_line_shape);
+    tcase_add_test(tc, the_trace_link_is_built_from_its_template);
+    tcase_add_test(tc, pages_carry_the_trace);
     suite_add_tcase(s, tc);
     return s;
 }

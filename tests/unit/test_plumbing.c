@@ -6,6 +6,7 @@
  */
 #include "common/db.h"
 #include "common/log.h"
+#include "common/namelist.h"
 #include "manager/api/http.h"
 #include "manager/alerting/notifier.h"
 #include "testlib.h"
@@ -156,6 +157,36 @@ START_TEST(connection_strings_for_another_database)
 }
 END_TEST
 
+/* Collects the names namelist_each() calls with, as "a|b|". */
+static void collect_name(const char *name, void *arg)
+{
+    strcat(arg, name);
+    strcat(arg, "|");
+}
+
+START_TEST(name_lists_are_trimmed_deduplicated_and_star_is_all)
+{
+    char seen[128] = "";
+    ck_assert(!namelist_each(" a ,\tb,,c\t", collect_name, seen));
+    ck_assert_str_eq(seen, "a|b|c|");
+    seen[0] = '\0';
+    ck_assert(namelist_each("a, * ,b", collect_name, seen));
+    ck_assert_str_eq(seen, "a|b|");
+    ck_assert(!namelist_each(NULL, NULL, NULL));
+    ck_assert(!namelist_each(" , ,", NULL, NULL));
+
+    char *n = namelist_normalize("a, b,a ,ab,b");
+    ck_assert_str_eq(n, "a,b,ab");
+    free(n);
+    n = namelist_normalize("a, *");
+    ck_assert_str_eq(n, "*");
+    free(n);
+    n = namelist_normalize(" , ");
+    ck_assert_str_eq(n, "");
+    free(n);
+}
+END_TEST
+
 Suite *plumbing_suite(void)
 {
     Suite *s = suite_create("plumbing");
@@ -166,6 +197,7 @@ Suite *plumbing_suite(void)
     tcase_add_test(tc, listen_addresses);
     tcase_add_test(tc, log_strings_are_json_escaped);
     tcase_add_test(tc, connection_strings_for_another_database);
+    tcase_add_test(tc, name_lists_are_trimmed_deduplicated_and_star_is_all);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,235 @@
+/*
+ * format_cloudevents - CloudEvents in structured and binary mode, and a
+ * bare ce_type header; see format_cloudevents.h.
+ */
+#include "formats/format_cloudevents.h"
+
+#include "common/rfc3339.h"
+#include "common/utf8.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const decode_header_t *find_header(const decode_input_t *in, const char *name)
+{
+    for (size_t i = 0; i < in->n_headers; i++) {
+        if (strcasecmp(in->headers[i].name, name) == 0)
+            return &in->headers[i];
+    }
+    return NULL;
+}
+
+static char *header_string(const decode_header_t *h)
+{
+    if (h == NULL || h->value == NULL)
+        return NULL;
+    return strndup(h->value, h->len);
+}
+
+void format_cloudevents_clear(decode_message_t *out)
+{
+    free(out->ce_type);
+    free(out->ce_id);
+    free(out->ce_source);
+    free(out->ce_time);
+    free(out->ce_subject);
+    free(out->ce_traceparent);
+    out->ce_type = out->ce_id = out->ce_source = out->ce_time = out->ce_subject = NULL;
+    out->ce_traceparent = NULL;
+}
+
+/* The CloudEvents 1.0 required attributes, present and non-empty; a
+ * binary-mode event's detail names the headers that carry them. */
+static decode_reason_t check_ce(decode_message_t *out, const char *specversion, bool binary,
+                                char *detail, size_t detail_size)
+{
+    if (specversion == NULL) {
+        snprintf(detail, detail_size, "CloudEvent without specversion");
+        return DECODE_INVALID_CLOUDEVENT;
+    }
+    if (strcmp(specversion, "1.0") != 0) {
+        snprintf(detail, detail_size, "CloudEvents specversion '%.40s' is not supported (1.0 is)",
+                 specversion);
+        return DECODE_UNSUPPORTED_SPECVERSION;
+    }
+    const char *missing = out->ce_type == NULL || !*out->ce_type       ? "type"
+                          : out->ce_id == NULL || !*out->ce_id         ? "id"
+                          : out->ce_source == NULL || !*out->ce_source ? "source"
+                                                                       : NULL;
+    if (missing != NULL && binary) {
+        snprintf(detail, detail_size,
+                 "binary-mode CloudEvent (it has a ce_specversion header) without its required "
+                 "attribute '%s': header ce_%s is missing or empty; a CloudEvent needs "
+                 "ce_specversion, ce_type, ce_id and ce_source",
+                 missing, missing);
+        return DECODE_INVALID_CLOUDEVENT;
+    }
+    if (missing != NULL) {
+        snprintf(detail, detail_size, "CloudEvent without its required attribute '%s'", missing);
+        return DECODE_INVALID_CLOUDEVENT;
+    }
+    int64_t ms;
+    if (out->ce_time != NULL && !rfc3339_parse(out->ce_time, &ms)) {
+        snprintf(detail, detail_size, "CloudEvent time '%.60s' is not an RFC 3339 timestamp",
+                 out->ce_time);
+        return DECODE_INVALID_TIME;
+    }
+    if (out->ce_time != NULL && !decode_time_in_range(ms)) {
+        snprintf(detail, detail_size,
+                 "CloudEvent time '%.60s' is outside the years 0001 to 9999 Steward accepts",
+                 out->ce_time);
+        return DECODE_INVALID_TIME;
+    }
+    return DECODE_OK;
+}
+
+static char *member_string(const json_t *obj, const char *name, bool *mistyped)
+{
+    json_t *v = json_object_get(obj, name);
+    if (v == NULL || json_is_null(v))
+        return NULL;
+    if (!json_is_string(v)) {
+        *mistyped = true;
+        return NULL;
+    }
+    return strdup(json_string_value(v));
+}
+
+static decode_reason_t structured_ce(decode_message_t *out, char *detail, size_t detail_size)
+{
+    bool mistyped = false;
+    char *specversion = member_string(out->value, "specversion", &mistyped);
+
+    out->cloudevent = true;
+    out->ce_type = member_string(out->value, "type", &mistyped);
+    out->ce_id = member_string(out->value, "id", &mistyped);
+    out->ce_source = member_string(out->value, "source", &mistyped);
+    out->ce_time = member_string(out->value, "time", &mistyped);
+    out->ce_subject = member_string(out->value, "subject", &mistyped);
+    /* An extension: mistyped, it is a malformed traceparent (ignored and
+     * counted by decode), never a rejected event. */
+    json_t *trace = json_object_get(out->value, "traceparent");
+    if (trace != NULL && !json_is_null(trace))
+        out->ce_traceparent = strdup(json_is_string(trace) ? json_string_value(trace) : "");
+
+    decode_reason_t reason;
+    if (mistyped) {
+        snprintf(detail, detail_size, "CloudEvent attributes must be strings");
+        reason = DECODE_INVALID_CLOUDEVENT;
+    } else {
+        reason = check_ce(out, specversion, false, detail, detail_size);
+    }
+    free(specversion);
+    if (reason != DECODE_OK)
+        return reason;
+
+    if (json_object_get(out->value, "data_base64") != NULL) {
+        snprintf(detail, detail_size, "CloudEvent data_base64 is not supported: send JSON data");
+        return DECODE_INVALID_CLOUDEVENT;
+    }
+    json_t *data = json_object_get(out->value, "data");
+    if (data == NULL || !json_is_object(data)) {
+        snprintf(detail, detail_size, "CloudEvent data must be a JSON object");
+        return DECODE_NOT_OBJECT;
+    }
+    out->data = data;
+    return DECODE_OK;
+}
+
+/*
+ * The CloudEvents attribute headers become text columns (event ids,
+ * types, times): each must be UTF-8 without NUL bytes and at most
+ * DECODE_MAX_HEADER_BYTES, or PostgreSQL refuses the whole batch.
+ */
+static decode_reason_t check_ce_header(const decode_input_t *in, const char *name, char *detail,
+                                       size_t detail_size)
+{
+    const decode_header_t *h = find_header(in, name);
+    if (h == NULL || h->value == NULL)
+        return DECODE_OK;
+    if (h->len > DECODE_MAX_HEADER_BYTES) {
+        /* ce_id and ce_source make the event id: name that limit */
+        bool id = strcmp(name, "ce_id") == 0 || strcmp(name, "ce_source") == 0;
+        snprintf(detail, detail_size, "header %s is %zu bytes, over the %s limit of %d", name,
+                 h->len, id ? "event id" : "header", DECODE_MAX_HEADER_BYTES);
+        return id ? DECODE_INVALID_ID : DECODE_INVALID_HEADER;
+    }
+    if (memchr(h->value, 0, h->len) != NULL) {
+        snprintf(detail, detail_size, "header %s holds a NUL byte", name);
+        return DECODE_INVALID_HEADER;
+    }
+    if (!utf8_valid(h->value, h->len)) {
+        snprintf(detail, detail_size, "header %s is not valid UTF-8", name);
+        return DECODE_INVALID_HEADER;
+    }
+    return DECODE_OK;
+}
+
+static decode_reason_t check_ce_headers(const decode_input_t *in, char *detail, size_t detail_size)
+{
+    static const char *const names[] = {"ce_specversion", "ce_type", "ce_id",
+                                        "ce_source",      "ce_time", "ce_subject"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        decode_reason_t bad = check_ce_header(in, names[i], detail, detail_size);
+        if (bad != DECODE_OK)
+            return bad;
+    }
+    return DECODE_OK;
+}
+
+static decode_reason_t binary_ce(const decode_input_t *in, decode_message_t *out, char *detail,
+                                 size_t detail_size)
+{
+    decode_reason_t bad = check_ce_headers(in, detail, detail_size);
+    if (bad != DECODE_OK)
+        return bad;
+    char *specversion = header_string(find_header(in, "ce_specversion"));
+
+    out->cloudevent = true;
+    out->ce_type = header_string(find_header(in, "ce_type"));
+    out->ce_id = header_string(find_header(in, "ce_id"));
+    out->ce_source = header_string(find_header(in, "ce_source"));
+    out->ce_time = header_string(find_header(in, "ce_time"));
+    out->ce_subject = header_string(find_header(in, "ce_subject"));
+    out->ce_traceparent = header_string(find_header(in, "ce_traceparent"));
+    decode_reason_t reason = check_ce(out, specversion, true, detail, detail_size);
+    free(specversion);
+    return reason;
+}
+
+/*
+ * A ce_type header without ce_specversion: not a CloudEvent, but a plain
+ * JSON event whose producer names its type the CloudEvents way. The type
+ * is read from the header; the id and the time from the definition's
+ * envelope, as for any plain event (ce_id, ce_source and ce_time are not
+ * read: without ce_specversion they are not CloudEvents attributes).
+ */
+static decode_reason_t bare_ce_type(const decode_input_t *in, decode_message_t *out, char *detail,
+                                    size_t detail_size)
+{
+    decode_reason_t bad = check_ce_header(in, "ce_type", detail, detail_size);
+    if (bad != DECODE_OK)
+        return bad;
+    const decode_header_t *h = find_header(in, "ce_type");
+    if (h->value == NULL || h->len == 0)
+        return DECODE_OK; /* no text: the type is looked for where the envelope says */
+    out->ce_type = header_string(h);
+    return DECODE_OK;
+}
+
+decode_reason_t format_cloudevents(const decode_input_t *in, decode_message_t *out, char *detail,
+                                   size_t detail_size)
+{
+    const decode_header_t *ctype = find_header(in, "content-type");
+    if (ctype != NULL && ctype->value != NULL && ctype->len >= 28 &&
+        strncasecmp(ctype->value, "application/cloudevents+json", 28) == 0)
+        return structured_ce(out, detail, detail_size);
+    if (find_header(in, "ce_specversion") != NULL)
+        return binary_ce(in, out, detail, detail_size);
+    if (find_header(in, "ce_type") != NULL)
+        return bare_ce_type(in, out, detail, detail_size);
+    return DECODE_OK;
+}
