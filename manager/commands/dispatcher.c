@@ -581,11 +581,12 @@ static err_class_t record(dispatcher_t *d, dispatcher_stats_t *stats, char *errs
  * Written so that its plan does not depend on the table's statistics,
  * which lag far behind a backlog that grows from nothing (on a fresh table
  * the planner took it for empty and checked each candidate against every
- * unsent row: 1.5 s a claim at 20,000 rows, docs/performance-active.md). The due
- * rows are read in the order of commands_pending and the earlier-row check
- * is a subquery per candidate (not an anti-join the planner may turn
- * around), probing commands_unsent (migration 0022); the rows are then updated by their
- * ids as one array, so by the primary key, never by scanning the table.
+ * unsent row: 1.5 s a claim at 20,000 rows, docs/performance-active.md).
+ * The due rows are read in the order of commands_pending and the
+ * earlier-row check is a subquery per candidate (not an anti-join the
+ * planner may turn around), probing commands_unsent (migration 0022); the
+ * rows are then updated by their ids as one array, so by the primary key,
+ * never by scanning the table.
  */
 static const char claim_sql[] =
     "WITH due AS MATERIALIZED ("
