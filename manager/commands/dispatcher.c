@@ -11,6 +11,7 @@
 #include "common/pgarr.h"
 #include "manager/alerting/alerts.h"
 #include "manager/commands/cmdqueue.h"
+#include "manager/commands/cmdwake.h"
 #include "manager/runtime/kafka_conf.h"
 #include "manager/runtime/metrics.h"
 
@@ -50,13 +51,18 @@ struct dispatcher {
     bool paused_logged; /* the last change logged was a pause */
     char *source;
     size_t in_flight;
-    flight_t *flying;    /* produced, not yet reported */
-    flight_t *done;      /* reported, not yet recorded; newest first */
-    int64_t renewed_ms;  /* monotonic: when every flying row's lease was last written */
-    int64_t renew_at_ms; /* monotonic: the next renewal */
-    bool taken_back;     /* the queue was purged since the last renewal that worked */
-    bool fatal;          /* the idempotent producer hit a fatal error: make a new one */
-    int64_t last_claim_ms;
+    flight_t *flying;          /* produced, not yet reported */
+    flight_t *done;            /* reported, not yet recorded; newest first */
+    int64_t renewed_ms;        /* monotonic: when every flying row's lease was last written */
+    int64_t renew_at_ms;       /* monotonic: the next renewal */
+    bool taken_back;           /* the queue was purged since the last renewal that worked */
+    bool fatal;                /* the idempotent producer hit a fatal error: make a new one */
+    rd_kafka_queue_t *reports; /* the producer's main queue, which wakes `wake` */
+    cmdwake_t *wake;
+    bool look_now;        /* something may be claimable: claim at the next step */
+    bool draining;        /* stopping: claim nothing more */
+    int64_t next_look_ms; /* monotonic: the next claim when nothing wakes it */
+    size_t max_in_flight; /* no claim while this many rows are in flight */
 };
 
 /* ---- the pure parts ------------------------------------------------------- */
@@ -196,6 +202,28 @@ static rd_kafka_t *producer_new(dispatcher_t *d, char *errstr, size_t errstr_siz
     return rk;
 }
 
+/* A producer whose delivery reports wake cmdwake_wait(). */
+static bool producer_start(dispatcher_t *d, char *errstr, size_t errstr_size)
+{
+    if ((d->rk = producer_new(d, errstr, errstr_size)) == NULL)
+        return false;
+    d->reports = rd_kafka_queue_get_main(d->rk);
+    if (d->reports != NULL)
+        rd_kafka_queue_io_event_enable(d->reports, cmdwake_fd(d->wake), "r", 1);
+    return true;
+}
+
+/* Every queue handle goes before the producer, or its destruction waits. */
+static void producer_stop(dispatcher_t *d)
+{
+    if (d->reports != NULL)
+        rd_kafka_queue_destroy(d->reports);
+    d->reports = NULL;
+    if (d->rk != NULL)
+        rd_kafka_destroy(d->rk);
+    d->rk = NULL;
+}
+
 static void flight_free(flight_t *f)
 {
     if (f == NULL)
@@ -233,9 +261,19 @@ dispatcher_t *dispatcher_new(const dispatcher_config_t *cfg, err_class_t *cls, c
         d->cfg.batch_size = 500;
     if (d->cfg.lease_ms <= 0)
         d->cfg.lease_ms = 5000;
-    d->last_claim_ms = INT64_MIN / 2;
+    if (d->cfg.interval_ms <= 0)
+        d->cfg.interval_ms = 100;
+    /* A few batches on their way at once: enough to stream while the
+     * broker acknowledges the ones before, few enough to renew cheaply. */
+    d->max_in_flight = (size_t) d->cfg.batch_size * 4;
+    d->look_now = true;
     if (!ok) {
         *cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+        dispatcher_free(d);
+        return NULL;
+    }
+    if ((d->wake = cmdwake_new(errstr, errstr_size)) == NULL) {
+        *cls = ERR_FATAL;
         dispatcher_free(d);
         return NULL;
     }
@@ -252,7 +290,7 @@ dispatcher_t *dispatcher_new(const dispatcher_config_t *cfg, err_class_t *cls, c
         dispatcher_free(d);
         return NULL;
     }
-    if ((d->rk = producer_new(d, errstr, errstr_size)) == NULL) {
+    if (!producer_start(d, errstr, errstr_size)) {
         *cls = ERR_INVALID;
         dispatcher_free(d);
         return NULL;
@@ -277,8 +315,9 @@ void dispatcher_free(dispatcher_t *d)
         rd_kafka_purge(d->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
         for (int i = 0; i < 50 && d->in_flight > 0; i++)
             rd_kafka_poll(d->rk, 100);
-        rd_kafka_destroy(d->rk);
     }
+    producer_stop(d);
+    cmdwake_free(d->wake);
     while (d->flying != NULL) { /* no report came: nothing will now */
         flight_t *f = d->flying;
         d->flying = f->next;
@@ -336,6 +375,7 @@ void dispatcher_set_paused(dispatcher_t *d, const char *list)
     d->paused_all = gen_pause_each(list, pause_name, &ctx);
     if (ctx.same)
         return;
+    d->look_now = true; /* what a lifted pause held is due now */
     if (*list != '\0')
         LOG_INFO("command dispatch paused", "processes", list);
     else if (d->paused_text != NULL && d->paused_logged)
@@ -493,6 +533,10 @@ static err_class_t record(dispatcher_t *d, dispatcher_stats_t *stats, char *errs
         db_rollback(d->conn);
     } else {
         FAILPOINT("dispatcher.after_mark_sent");
+        /* A row sent may have held back its instance's next one, and a
+         * row released is due again at once: look without waiting. */
+        if (n_sent > 0 || released.n > 0)
+            d->look_now = true;
         stats->sent += n_sent;
         stats->failed += n_failed;
         stats->dropped += n_dropped;
@@ -532,20 +576,29 @@ static err_class_t record(dispatcher_t *d, dispatcher_stats_t *stats, char *errs
  * Due rows, oldest first, none of a paused process ($2 the names, $3 all),
  * none cancelled (the instance left its step) and none with an earlier
  * unsent, uncancelled row of its instance: one instance's commands go one
- * at a time, in order. The lease ($1 ms) is the new
- * next_attempt_at.
+ * at a time, in order. The lease ($1 ms) is the new next_attempt_at.
+ *
+ * Written so that its plan does not depend on the table's statistics,
+ * which lag far behind a backlog that grows from nothing (on a fresh table
+ * the planner took it for empty and checked each candidate against every
+ * unsent row: 1.5 s a claim at 20,000 rows, docs/performance-active.md).
+ * The due rows are read in the order of commands_pending and the
+ * earlier-row check is a subquery per candidate (not an anti-join the
+ * planner may turn around), probing commands_unsent (migration 0022); the
+ * rows are then updated by their ids as one array, so by the primary key,
+ * never by scanning the table.
  */
 static const char claim_sql[] =
-    "WITH claimed AS ("
+    "WITH due AS MATERIALIZED ("
+    "  SELECT p.id FROM steward.commands p "
+    "  WHERE p.sent_at IS NULL AND p.cancelled_at IS NULL AND p.next_attempt_at <= now() "
+    "    AND NOT ($3::bool OR p.process = ANY($2::text[])) "
+    "    AND NOT (SELECT EXISTS (SELECT 1 FROM steward.commands e WHERE e.process = p.process "
+    "      AND e.key = p.key AND e.id < p.id AND e.sent_at IS NULL AND e.cancelled_at IS NULL)) "
+    "  ORDER BY p.next_attempt_at, p.id LIMIT $4::int FOR UPDATE SKIP LOCKED), "
+    "claimed AS ("
     "  UPDATE steward.commands c SET next_attempt_at = now() + steward.ms_interval($1::bigint) "
-    "  WHERE c.id IN ("
-    "    SELECT p.id FROM steward.commands p "
-    "    WHERE p.sent_at IS NULL AND p.cancelled_at IS NULL AND p.next_attempt_at <= now() "
-    "      AND NOT ($3::bool OR p.process = ANY($2::text[])) "
-    "      AND NOT EXISTS (SELECT 1 FROM steward.commands e WHERE e.process = p.process "
-    "        AND e.key = p.key AND e.id < p.id AND e.sent_at IS NULL "
-    "        AND e.cancelled_at IS NULL) "
-    "    ORDER BY p.next_attempt_at, p.id LIMIT $4::int FOR UPDATE SKIP LOCKED) "
+    "  WHERE c.id = ANY (ARRAY(SELECT id FROM due)) "
     "  RETURNING c.id, c.process, c.key, c.state, c.step, c.attempt, c.token, c.topic, c.type, "
     "    c.payload::text, c.ce_id, steward.rfc3339(c.created_at), c.attempts, "
     "    c.next_attempt_at::text) "
@@ -633,8 +686,11 @@ static err_class_t claim_and_produce(dispatcher_t *d, dispatcher_stats_t *stats,
                                      size_t errstr_size)
 {
     char lease[24], limit[16];
+    size_t room = d->max_in_flight - d->in_flight, want = (size_t) d->cfg.batch_size;
+    if (want > room)
+        want = room;
     snprintf(lease, sizeof lease, "%" PRId64, d->cfg.lease_ms);
-    snprintf(limit, sizeof limit, "%ld", d->cfg.batch_size);
+    snprintf(limit, sizeof limit, "%zu", want);
     const char *names = pgarr_text(&d->paused);
     if (names == NULL)
         return err_set(ERR_TRANSIENT, errstr, errstr_size, "claiming commands: out of memory");
@@ -647,6 +703,9 @@ static err_class_t claim_and_produce(dispatcher_t *d, dispatcher_stats_t *stats,
     int rows = PQntuples(res);
     if (rows > 0) /* the claim runs every interval; one that leased nothing is no test */
         FAILPOINT("dispatcher.after_claim");
+    /* A full claim may have left due rows behind it. */
+    if ((size_t) rows >= want)
+        d->look_now = true;
     stats->claimed += (size_t) rows;
     for (int row = 0; row < rows; row++)
         produce_row(d, res, row);
@@ -753,12 +812,40 @@ static err_class_t renew_producer(dispatcher_t *d, char *errstr, size_t errstr_s
     rd_kafka_poll(d->rk, 0);
     if (d->in_flight > 0)
         return ERR_OK; /* reports still to come: next step */
-    rd_kafka_destroy(d->rk);
-    d->rk = NULL;
+    producer_stop(d);
     d->fatal = false;
-    if ((d->rk = producer_new(d, errstr, errstr_size)) == NULL)
+    if (!producer_start(d, errstr, errstr_size))
         return ERR_TRANSIENT;
     return ERR_OK;
+}
+
+/* ---- one step ------------------------------------------------------------------ */
+
+/*
+ * Waits at most wait_ms for something to do: a transaction that queued
+ * commands, a delivery report to serve, or, while rows are in flight, the
+ * next renewal of their leases. Rows that fall due by time alone (a
+ * backoff passed, a dead dispatcher's lease run out) are found by the look
+ * every dispatch.interval, when a claim may be made (`may_claim`). After a
+ * failure (`failed`) it waits the whole wait_ms, so that a database or
+ * producer that is not there is not asked again at once.
+ */
+static void wait_for_work(dispatcher_t *d, int64_t wait_ms, bool may_claim, bool failed)
+{
+    int64_t now = clock_monotonic_ms();
+    if (!failed && may_claim && d->next_look_ms - now < wait_ms)
+        wait_ms = d->next_look_ms - now;
+    if (!failed && d->flying != NULL && d->renew_at_ms - now < wait_ms)
+        wait_ms = d->renew_at_ms - now;
+    if (cmdwake_wait(d->wake, d->conn, wait_ms))
+        d->look_now = true;
+}
+
+/* Whether a claim may be made now: a producer that works, room for more
+ * in flight, not stopping. */
+static bool may_claim(const dispatcher_t *d)
+{
+    return d->rk != NULL && !d->fatal && !d->draining && d->in_flight < d->max_in_flight;
 }
 
 err_class_t dispatcher_tick(dispatcher_t *d, int64_t wait_ms, dispatcher_stats_t *stats,
@@ -766,29 +853,41 @@ err_class_t dispatcher_tick(dispatcher_t *d, int64_t wait_ms, dispatcher_stats_t
 {
     err_class_t cls = ERR_OK;
     memset(stats, 0, sizeof *stats);
-    if (d->rk == NULL && (d->rk = producer_new(d, errstr, errstr_size)) == NULL)
+    if (d->rk == NULL && !producer_start(d, errstr, errstr_size)) {
+        wait_for_work(d, wait_ms, false, true);
         return ERR_TRANSIENT;
+    }
     if (PQstatus(d->conn) != CONNECTION_OK) {
         PQfinish(d->conn);
-        if ((d->conn = db_connect(d->conninfo, "steward dispatcher", errstr, errstr_size)) == NULL)
+        cmdwake_lost(d->wake);
+        if ((d->conn = db_connect(d->conninfo, "steward dispatcher", errstr, errstr_size)) ==
+            NULL) {
+            wait_for_work(d, wait_ms, false, true);
             return ERR_TRANSIENT;
+        }
     }
-    if (d->fatal)
+    bool fresh = false;
+    cls = cmdwake_listen(d->wake, d->conn, &fresh, errstr, errstr_size);
+    if (fresh) /* what was queued while nobody listened is found by looking */
+        d->look_now = true;
+    if (cls == ERR_OK && d->fatal)
         cls = renew_producer(d, errstr, errstr_size);
-    int64_t now = clock_wall_ms();
-    if (cls == ERR_OK && !d->fatal && d->rk != NULL &&
-        now - d->last_claim_ms >= d->cfg.interval_ms) {
-        d->last_claim_ms = now;
+    int64_t now = clock_monotonic_ms();
+    if (cls == ERR_OK && may_claim(d) && (d->look_now || now >= d->next_look_ms)) {
+        d->look_now = false;
+        d->next_look_ms = now + d->cfg.interval_ms;
         cls = claim_and_produce(d, stats, errstr, errstr_size);
     }
     if (cls == ERR_OK && d->rk != NULL)
         cls = renew(d, errstr, errstr_size);
-    /* Wait only while something can come back. */
     if (d->rk != NULL)
-        rd_kafka_poll(d->rk, d->in_flight > 0 ? (int) wait_ms : 0);
+        rd_kafka_poll(d->rk, 0);
     err_class_t recorded = record(d, stats, errstr, errstr_size);
-    if (d->in_flight == 0 && wait_ms > 0 && stats->claimed == 0)
-        usleep((useconds_t) wait_ms * 1000);
+    if (cmdwake_take(d->wake, d->conn))
+        d->look_now = true;
+    bool failed = cls != ERR_OK || recorded != ERR_OK;
+    if (failed || !d->look_now || !may_claim(d))
+        wait_for_work(d, wait_ms, may_claim(d), failed);
     return cls != ERR_OK ? cls : recorded;
 }
 
@@ -816,7 +915,7 @@ void dispatcher_run(dispatcher_t *d, volatile sig_atomic_t *stop, int64_t drain_
                 drain_until = clock_wall_ms() + drain_ms;
             if (d->in_flight == 0 || clock_wall_ms() >= drain_until)
                 break;
-            d->last_claim_ms = INT64_MAX / 2;
+            d->draining = true;
         }
         err_class_t cls = dispatcher_tick(d, 50, &stats, errstr, sizeof errstr);
         if (cls != ERR_OK)

@@ -22,9 +22,20 @@
  * another replica may claim next is not also sent from here; a message
  * already on the wire may still arrive, under the same ce_id.
  *
+ * Streaming: the dispatcher claims up to dispatch.batch_size rows at a
+ * time and produces them without waiting for the reports of those before
+ * (at most four batches in flight), marks what the reports said in bulk,
+ * and claims again at once when a claim came back full, when a mark may
+ * have freed an instance's next row, or when a transaction that queued
+ * commands commits (cmdwake: LISTEN/NOTIFY). Rows that fall due by time
+ * alone (a backoff passed, a dead replica's lease run out) are found by a
+ * look every dispatch.interval. The outbox stays the record: nothing is
+ * handed over in memory, and a restart finds everything where it was.
+ *
  * Order: a row is never claimed while an earlier unsent row of the same
  * instance exists, so one instance's commands reach its topic in the order
- * they were queued, retries included.
+ * they were queued, retries included: a re-send is claimed only once the
+ * attempt before it is marked sent, after the broker acknowledged it.
  *
  * Cancelled rows (cancelled_at: the instance left the step, see
  * cmdq_left()) are never claimed and hold nothing back. A row cancelled
@@ -54,8 +65,11 @@
  * Pause: processes named in dispatch.paused (or every one, "*") are not
  * claimed; their rows wait, in order, until the pause is lifted (SIGHUP).
  *
- * One dispatcher per process, on its own thread, with its own PostgreSQL
- * connection and producer.
+ * Replicas: each steward run has one dispatcher, on its own thread, with
+ * its own PostgreSQL connection and producer. Their claims are disjoint
+ * (FOR UPDATE SKIP LOCKED, then the lease), so they share the rows; the
+ * rows a killed replica had claimed are due again one dispatch.lease after
+ * its last renewal, and a survivor claims them at its next look.
  */
 #ifndef STEWARD_DISPATCHER_H
 #define STEWARD_DISPATCHER_H
@@ -75,12 +89,12 @@ typedef struct dispatcher_config {
     const char *brokers;
     const char *const *kafka_props; /* "name=value"; applied before idempotence and acks */
     size_t n_kafka_props;
-    int64_t interval_ms;    /* between looks at the outbox */
+    int64_t interval_ms;    /* between looks at the outbox when nothing wakes it */
     int64_t timeout_ms;     /* one delivery (librdkafka's message.timeout.ms) */
     int64_t lease_ms;       /* a claim's hold on a row, renewed while in flight */
     const char *source;     /* ce_source; "${process}" in it is the process name */
     int64_t max_backoff_ms; /* the longest wait between attempts of a row */
-    long batch_size;        /* rows claimed per look */
+    long batch_size;        /* rows claimed per look, at most */
     const char *owner;      /* the team paged when a process has no definition loaded */
 } dispatcher_config_t;
 
@@ -117,10 +131,11 @@ void dispatcher_set_generation(dispatcher_t *d, const gen_t *gen);
 void dispatcher_set_paused(dispatcher_t *d, const char *list);
 
 /*
- * One step: claims due rows when an interval has passed since the last
- * look, produces them, serves delivery reports for up to wait_ms and
- * records what they said. stats counts this step. Runs on the
- * dispatcher's thread only.
+ * One step: claims due rows when something woke it or an interval has
+ * passed since the last look, produces them, serves the delivery reports
+ * and records what they said, then waits up to wait_ms for something to
+ * do (not at all when more may be claimable at once). stats counts this
+ * step. Runs on the dispatcher's thread only.
  */
 err_class_t dispatcher_tick(dispatcher_t *d, int64_t wait_ms, dispatcher_stats_t *stats,
                             char *errstr, size_t errstr_size);
