@@ -31,9 +31,9 @@
  *                  an operator's `steward upgrade` killed after its first
  *                  batch: run again, every open instance moved once
  *   clock_jump     while the first commands are in flight, an event an hour
- *                  ahead on every topic moves the watermark past every
- *                  deadline; the orders still answered in time end as in
- *                  the reference, with the same invariants
+ *                  ahead arrives on every topic, which moves no watermark;
+ *                  the orders still answered in time end as in the
+ *                  reference, with the same invariants
  *
  * STEWARD_TEST_FAILPOINT=NAME runs crash_at for that failpoint alone.
  *
@@ -617,13 +617,13 @@ START_TEST(clock_jump)
     tl_producer_free(s.producer); /* every one of them on the broker first */
     s.producer = tl_producer_new();
     ck_assert_int_eq(kill(w.pids[0], SIGCONT), 0);
-    until = now_ms() + 30000;
-    const char *jumped = "SELECT count(*) FILTER (WHERE watermark > now() + interval '50 minutes') "
-                         "FROM steward.offsets";
-    while (now_ms() < until && tw_scalar_long(&w, jumped, NULL) < 4)
-        service_poll(&s, 100);
-    tw_expect(&w, jumped, NULL, "4");
     serve_until_done(&s, RESTART_BOUND_S);
+    /* The hour ahead moved no watermark: judged at it, the deadlines would
+     * no longer wait for what intake has not read yet. */
+    tw_expect(&w,
+              "SELECT count(*) FILTER (WHERE watermark > now() + interval '1 minute') FROM "
+              "steward.offsets",
+              NULL, "0");
     check_invariants(&s, 0);
     tw_stop(&w, 30);
     service_stop(&s);
