@@ -214,6 +214,12 @@ const char *sim_fault_name(sim_fault_kind_t kind)
         return "silent";
     case SIM_FAULT_ZOMBIE:
         return "zombie";
+    case SIM_FAULT_DUPLICATE:
+        return "duplicate";
+    case SIM_FAULT_LATE_ZOMBIE:
+        return "late_zombie";
+    case SIM_N_FAULTS:
+        break;
     }
     return "unknown";
 }
@@ -250,8 +256,10 @@ sim_fault_t sim_active_fault(const sim_active_model_t *model, uint32_t index, ui
     if (fault_every == 0 || index % fault_every != fault_every - 1)
         return none;
 
-    /* The rotation: only states an order on the completed path reaches. */
-    sim_fault_t rotation[3 * SIM_MAX_PATH];
+    /* The rotation: only states an order on the completed path reaches.
+     * The kinds added later come after the first three, so that an order's
+     * place in the first part keeps its fault. */
+    sim_fault_t rotation[5 * SIM_MAX_PATH];
     size_t n = 0;
     int path[SIM_MAX_PATH];
     size_t n_path = completed_states(model, path);
@@ -263,6 +271,19 @@ sim_fault_t sim_active_fault(const sim_active_model_t *model, uint32_t index, ui
             rotation[n++] = (sim_fault_t){SIM_FAULT_SILENT, path[i]};
         if (s->leased && s->command_type[0] != '\0')
             rotation[n++] = (sim_fault_t){SIM_FAULT_ZOMBIE, path[i]};
+    }
+    for (size_t i = 0; i < n_path; i++) {
+        const sim_active_state_t *s = &model->states[path[i]];
+        /* Without a token a second reply is judged as any event. */
+        bool token = s->token_pointer[0] != '\0' || s->token_header[0] != '\0';
+        if (s->command_type[0] != '\0' && token)
+            rotation[n++] = (sim_fault_t){SIM_FAULT_DUPLICATE, path[i]};
+    }
+    for (size_t i = 0; i < n_path; i++) {
+        const sim_active_state_t *s = &model->states[path[i]];
+        /* The hand-off is a second attempt: the lease needs a retry. */
+        if (s->leased && s->command_type[0] != '\0' && s->retry_max > 0)
+            rotation[n++] = (sim_fault_t){SIM_FAULT_LATE_ZOMBIE, path[i]};
     }
     if (n == 0)
         return none;
@@ -304,7 +325,15 @@ static int first_kind(const sim_active_state_t *s)
 sim_expect_t sim_active_expect(const sim_active_model_t *model, const sim_order_t *order,
                                sim_fault_t fault)
 {
-    sim_expect_t e = {-1, -1, fault.kind == SIM_FAULT_ZOMBIE ? 1u : 0u};
+    /* Each of these sends one reply Steward must record as stale. */
+    bool zombie = fault.kind == SIM_FAULT_ZOMBIE || fault.kind == SIM_FAULT_LATE_ZOMBIE;
+    sim_expect_t e = {-1, -1, zombie || fault.kind == SIM_FAULT_DUPLICATE ? 1u : 0u};
+    /* A lease that runs out with no attempt left is a missed last attempt:
+     * no hand-off, so the quiet worker is as good as a silent service. */
+    if (zombie && fault.state >= 0 && model->states[fault.state].retry_max == 0) {
+        fault.kind = SIM_FAULT_SILENT;
+        e.stale_replies = 0;
+    }
     int s = model->start_state, k = 1;
     for (int guard = 0; guard < 4 * SIM_ACTIVE_MAX_STATES && s >= 0; guard++) {
         const sim_active_state_t *st = &model->states[s];
@@ -387,6 +416,7 @@ typedef struct reply_builder {
     const sim_command_t *cmd;
     sim_reply_t *out;
     size_t max, n;
+    int path_step; /* >= 0: the reply is the plan's event at this path index */
 } reply_builder_t;
 
 /* Appends one reply: an event of the flow (kind >= 0) or a lease event
@@ -403,8 +433,12 @@ static void add_reply(reply_builder_t *b, int64_t at, const char *topic, int kin
     r->topic = topic;
     r->token = token;
     r->stale = stale;
-    snprintf(r->event_id, sizeof r->event_id, "evt-%" PRIx64 "-%" PRIu32 "-s%lda%ld-%zu",
-             b->opts->seed, b->order->index, b->cmd->step, b->cmd->attempt, b->n);
+    if (b->path_step >= 0)
+        sim_event_id(b->opts, b->order->index, (unsigned) b->path_step, r->event_id,
+                     sizeof r->event_id);
+    else
+        snprintf(r->event_id, sizeof r->event_id, "evt-%" PRIx64 "-%" PRIu32 "-s%lda%ld-%zu",
+                 b->opts->seed, b->order->index, b->cmd->step, b->cmd->attempt, b->n);
 
     json_t *v;
     if (kind >= 0) {
@@ -473,7 +507,7 @@ size_t sim_active_respond(const sim_options_t *opts, const sim_active_model_t *m
     if (faulty && fault.kind == SIM_FAULT_DROP_FIRST && cmd->attempt == 0)
         return 0;
 
-    reply_builder_t b = {opts, order, cmd, out, max, 0};
+    reply_builder_t b = {opts, order, cmd, out, max, 0, -1};
     int i = path_event_in(order, st, 1);
     int kind = i >= 0 ? order->path[i] : first_kind(st);
     if (kind < 0)
@@ -483,8 +517,9 @@ size_t sim_active_respond(const sim_options_t *opts, const sim_active_model_t *m
     char worker[64];
     snprintf(worker, sizeof worker, "picker-%" PRIu32 "-%ld", order->index, cmd->attempt);
 
+    bool late_zombie = faulty && fault.kind == SIM_FAULT_LATE_ZOMBIE && st->leased;
     if (st->leased) {
-        bool zombie = faulty && fault.kind == SIM_FAULT_ZOMBIE;
+        bool zombie = faulty && (fault.kind == SIM_FAULT_ZOMBIE || late_zombie);
         if (zombie && cmd->attempt == 0) {
             /* Claims, heartbeats once, and is never heard of again until
              * the step has been handed on. */
@@ -494,7 +529,7 @@ size_t sim_active_respond(const sim_options_t *opts, const sim_active_model_t *m
                       st->lease_renew, st, worker, cmd->token, false);
             return b.n;
         }
-        if (zombie) {
+        if (zombie && !late_zombie) {
             /* The hand-off: the old worker's late answer comes first, with
              * the token of the send before this one (tokens grow by one
              * per send), then the new worker claims and answers. */
@@ -505,9 +540,23 @@ size_t sim_active_respond(const sim_options_t *opts, const sim_active_model_t *m
         add_lease_work(&b, st, now_ms + 1 + latency / 5, at, worker, cmd->token);
     }
     add_reply(&b, at, model->topic[kind], kind, NULL, st, NULL, cmd->token, false);
+    if (late_zombie && cmd->attempt > 0) {
+        /* The old worker's answer after the new one's, on the same
+         * partition: it reaches Steward once the step has been left. */
+        at += 1;
+        add_reply(&b, at, model->topic[kind], kind, NULL, st, NULL,
+                  cmd->token > 1 ? cmd->token - 1 : 0, cmd->token > 1);
+    } else if (faulty && fault.kind == SIM_FAULT_DUPLICATE) {
+        /* The same answer again under a new event id: after the first, so
+         * by then the instance has a newer token. */
+        at += 1;
+        add_reply(&b, at, model->topic[kind], kind, NULL, st, NULL, cmd->token, true);
+    }
 
     /* The steps no command drives (the carrier's delivery) follow on their
-     * own, as in the choreography. */
+     * own, as in the choreography, under the choreography's event id: the
+     * delivery happens once, however many attempts of the step before it
+     * were answered, so a second one is a copy Steward drops. */
     int next = on_kind(st, kind);
     int k = i >= 0 ? i + 1 : order->n_path;
     while (next >= 0 && !model->states[next].terminal &&
@@ -517,7 +566,9 @@ size_t sim_active_respond(const sim_options_t *opts, const sim_active_model_t *m
         if (on_kind(ns, nk) < 0)
             break;
         at += step_latency(opts, order, k, nk);
+        b.path_step = k;
         add_reply(&b, at, model->topic[nk], nk, NULL, NULL, NULL, 0, false);
+        b.path_step = -1;
         next = on_kind(ns, nk);
         k++;
     }

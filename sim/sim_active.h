@@ -26,6 +26,18 @@
  *               re-send with a new token) the old worker answers at last,
  *               with its old token (a stale reply Steward must record as
  *               `stale`), and a new worker claims the step and answers
+ *   duplicate   the service answers its step twice: the second reply is
+ *               the same event under a new event id, right after the
+ *               first, so it reaches Steward once the first has moved the
+ *               instance on; its token is then an old one (`stale`)
+ *   late_zombie on the leased step, as zombie, but the old worker answers
+ *               only after the new worker's answer has moved the instance
+ *               on: an old token arriving after its step was left
+ *               (`stale`, paging nobody)
+ *
+ * The rotation lists drop_first, silent and zombie state by state, then
+ * duplicate on each commanded state, then late_zombie, so that the first
+ * places of the rotation do not depend on the later kinds.
  *
  * An order with a fault takes the completed path, so its fault is reached.
  * What each order should end as (a terminal state, or paged at a state)
@@ -109,6 +121,9 @@ typedef enum sim_fault_kind {
     SIM_FAULT_DROP_FIRST,
     SIM_FAULT_SILENT,
     SIM_FAULT_ZOMBIE,
+    SIM_FAULT_DUPLICATE,
+    SIM_FAULT_LATE_ZOMBIE,
+    SIM_N_FAULTS
 } sim_fault_kind_t;
 
 const char *sim_fault_name(sim_fault_kind_t kind); /* "none", "drop_first", ... */
@@ -122,7 +137,8 @@ typedef struct sim_fault {
  * The fault of order `index`: none unless fault_every > 0 and
  * index % fault_every == fault_every - 1; then the next of the rotation
  * the model allows (drop_first on each state with a retry, silent on each
- * state with a command, zombie on the leased state).
+ * state with a command, zombie on the leased state; then duplicate on each
+ * state with a command; then late_zombie on the leased state).
  */
 sim_fault_t sim_active_fault(const sim_active_model_t *model, uint32_t index, uint32_t fault_every);
 
@@ -171,7 +187,8 @@ typedef struct sim_reply {
     char event_id[96];
     char type[SIM_ACTIVE_NAME_MAX];
     long long token; /* the token it carries; 0: none */
-    bool stale;      /* carries a token older than the command's */
+    bool stale;      /* one Steward must record as `stale`: an older token
+                      * than the command's, or a duplicate under a new id */
     char value[SIM_REPLY_VALUE_MAX];
     size_t value_len;
     const char *token_header; /* header to carry the token in, or NULL */

@@ -45,7 +45,7 @@ typedef struct responder {
     size_t n_heap, cap_heap;
     uint64_t seq;
     uint64_t commands, unreadable, replies, stale, placed;
-    uint64_t faults[4];
+    uint64_t faults[SIM_N_FAULTS];
     const volatile sig_atomic_t *stop; /* main()'s signal flag */
 } responder_t;
 
@@ -507,14 +507,19 @@ int sim_serve_run(sim_args_t *cfg, const char *src, const volatile sig_atomic_t 
     }
     if (r.truth != NULL) {
         /* SIGTERM is how steward demo ends a responder: not a failure. */
+        char faults[256] = "";
+        size_t len = 0;
+        for (int k = 0; k < SIM_N_FAULTS && len < sizeof faults; k++)
+            len += (size_t) snprintf(faults + len, sizeof faults - len, "%s\"%s\":%" PRIu64,
+                                     k > 0 ? "," : "", sim_fault_name((sim_fault_kind_t) k),
+                                     r.faults[k]);
         fprintf(r.truth,
                 "{\"summary\":{\"mode\":\"active\",\"orders\":%" PRIu64 ",\"commands\":%" PRIu64
                 ",\"unreadable_commands\":%" PRIu64 ",\"replies\":%" PRIu64
-                ",\"stale_replies\":%" PRIu64 ",\"faults\":{\"none\":%" PRIu64
-                ",\"drop_first\":%" PRIu64 ",\"silent\":%" PRIu64 ",\"zombie\":%" PRIu64
-                "},\"seed\":%" PRIu64 ",\"process\":\"%s\"}}\n",
-                r.placed, r.commands, r.unreadable, r.replies, r.stale, r.faults[0], r.faults[1],
-                r.faults[2], r.faults[3], cfg->sim.seed, r.model.process);
+                ",\"stale_replies\":%" PRIu64 ",\"faults\":{%s},\"seed\":%" PRIu64
+                ",\"process\":\"%s\"}}\n",
+                r.placed, r.commands, r.unreadable, r.replies, r.stale, faults, cfg->sim.seed,
+                r.model.process);
     }
     printf("placed %" PRIu64 " orders, answered %" PRIu64 " commands with %" PRIu64
            " replies (%" PRIu64 " stale) in %.1f s; ground truth in %s\n",

@@ -288,8 +288,12 @@ err_class_t intake_run(intake_t *in, volatile sig_atomic_t *stop, char *errstr, 
                 rd_kafka_timestamp_type_t tstype;
                 int64_t ts = rd_kafka_message_timestamp(m, &tstype);
                 /* A producer sets the timestamp: one PostgreSQL cannot
-                 * store must not become the partition's watermark. */
-                if (ts > o->max_ts && decode_time_in_range(ts))
+                 * store must not become the partition's watermark, nor
+                 * one ahead of the clock, which would count the partition
+                 * as read past what it still holds (the judging time is
+                 * capped at the clock, so deadlines would then be judged
+                 * before the events that answer them are read). */
+                if (ts > o->max_ts && ts <= clock_wall_ms() && decode_time_in_range(ts))
                     o->max_ts = ts;
                 o->next = m->offset + 1;
                 lane_t *lane = &in->lanes[o->lane];
@@ -324,9 +328,15 @@ err_class_t intake_run(intake_t *in, volatile sig_atomic_t *stop, char *errstr, 
             }
             /* A heartbeat for caught-up partitions, committed before the
              * tick's callback looks at what intake has done. A batch being
-             * gathered is left to fill: it moves the watermarks too. */
+             * gathered is left to fill: it moves the watermarks too. While
+             * one lane gathers, each idle lane beats on its own, or a busy
+             * lane would hold the others' quiet partitions (and every
+             * deadline of the processes reading them) at their last batch. */
             if (cls == ERR_OK && idle)
                 cls = intake_flush_all(in, errstr, errstr_size);
+            for (size_t l = 0; cls == ERR_OK && !idle && l < in->n_lanes; l++)
+                if (in->lanes[l].n_pending == 0)
+                    cls = intake_flush_start(in, &in->lanes[l], errstr, errstr_size);
             last_tick = now;
             if (in->dlq != NULL)
                 rd_kafka_poll(in->dlq, 0);

@@ -1,7 +1,8 @@
 /*
  * test_sim_active - steward-sim's responder (active mode): the model read
  * from the active demo's definition, the faults and what each order should
- * end as, the replies to each command (leases and stale tokens included),
+ * end as, the replies to each command (leases, stale tokens and duplicates
+ * included),
  * the ids of orders and commands, and the rewrite of an active definition.
  */
 #include "sim/sim.h"
@@ -91,8 +92,9 @@ START_TEST(test_active_faults)
     sim_active_model_t m;
     load_active(&m);
     sim_options_t o = active_options(&m);
-    unsigned seen[4] = {0};
+    unsigned seen[SIM_N_FAULTS] = {0};
     bool zombie_on_dispatch = false, silent_on_delivered = false, silent_on_stock = false;
+    bool late_zombie_on_dispatch = false, duplicate_on[SIM_ACTIVE_MAX_STATES] = {false};
     for (uint32_t i = 0; i < 400; i++) {
         sim_fault_t f = sim_active_fault(&m, i, 4);
         seen[f.kind]++;
@@ -112,13 +114,31 @@ START_TEST(test_active_faults)
             f.kind == SIM_FAULT_ZOMBIE && f.state == state_of(&m, "awaiting_dispatch");
         silent_on_delivered |= f.kind == SIM_FAULT_SILENT && f.state == state_of(&m, "delivered");
         silent_on_stock |= f.kind == SIM_FAULT_SILENT && f.state == state_of(&m, "awaiting_stock");
+        late_zombie_on_dispatch |=
+            f.kind == SIM_FAULT_LATE_ZOMBIE && f.state == state_of(&m, "awaiting_dispatch");
+        if (f.kind == SIM_FAULT_DUPLICATE) {
+            EXPECT(m.states[f.state].token_pointer[0] != '\0');
+            duplicate_on[f.state] = true;
+        }
         /* refunding is off the completed path: a fault there would never fire. */
         EXPECT(f.state != state_of(&m, "refunding"));
     }
     ck_assert_uint_eq(seen[SIM_FAULT_NONE], 300);
-    ck_assert(seen[SIM_FAULT_DROP_FIRST] > 0 && seen[SIM_FAULT_SILENT] > 0 &&
-              seen[SIM_FAULT_ZOMBIE] > 0);
-    ck_assert(zombie_on_dispatch && silent_on_delivered && silent_on_stock);
+    for (int k = 1; k < SIM_N_FAULTS; k++)
+        ck_assert_msg(seen[k] > 0, "no %s in the rotation", sim_fault_name((sim_fault_kind_t) k));
+    ck_assert(zombie_on_dispatch && silent_on_delivered && silent_on_stock &&
+              late_zombie_on_dispatch);
+    /* A duplicate on every commanded step of the completed path. */
+    ck_assert(duplicate_on[state_of(&m, "awaiting_payment")] &&
+              duplicate_on[state_of(&m, "awaiting_stock")] &&
+              duplicate_on[state_of(&m, "awaiting_dispatch")] &&
+              duplicate_on[state_of(&m, "delivered")]);
+    /* The kinds added later come after the first three: the orders the
+     * demo's responder test plays keep their faults. */
+    sim_fault_t f = sim_active_fault(&m, 3, 4);
+    ck_assert(f.kind == SIM_FAULT_DROP_FIRST && f.state == state_of(&m, "awaiting_payment"));
+    f = sim_active_fault(&m, 27, 4);
+    ck_assert(f.kind == SIM_FAULT_ZOMBIE && f.state == state_of(&m, "awaiting_dispatch"));
     ck_assert_int_eq(sim_active_fault(&m, 7, 0).kind, SIM_FAULT_NONE);
 }
 END_TEST
@@ -159,6 +179,10 @@ START_TEST(test_active_expect)
         {SIM_FAULT_SILENT, "awaiting_dispatch", NULL, "awaiting_dispatch", 0}, /* paged */
         {SIM_FAULT_SILENT, "delivered", NULL, "delivered", 0},
         {SIM_FAULT_ZOMBIE, "awaiting_dispatch", "completed", NULL, 1},
+        {SIM_FAULT_LATE_ZOMBIE, "awaiting_dispatch", "completed", NULL, 1},
+        {SIM_FAULT_DUPLICATE, "awaiting_payment", "completed", NULL, 1},
+        {SIM_FAULT_DUPLICATE, "awaiting_dispatch", "completed", NULL, 1},
+        {SIM_FAULT_DUPLICATE, "delivered", "completed", NULL, 1},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         sim_fault_t f = {cases[c].kind, state_of(&m, cases[c].at)};
@@ -167,6 +191,19 @@ START_TEST(test_active_expect)
                           e.paged_at == (cases[c].paged ? state_of(&m, cases[c].paged) : -1) &&
                           e.stale_replies == cases[c].stale,
                       "case %zu: %s at %s", c, sim_fault_name(f.kind), cases[c].at);
+    }
+
+    /* A lease that runs out with no attempt left is not handed off: the
+     * quiet worker pages the step's owner, and no stale answer comes. */
+    sim_active_model_t no_retry = m;
+    no_retry.states[state_of(&m, "awaiting_dispatch")].retry_max = 0;
+    const sim_fault_kind_t zombies[] = {SIM_FAULT_ZOMBIE, SIM_FAULT_LATE_ZOMBIE};
+    for (size_t k = 0; k < 2; k++) {
+        sim_fault_t f = {zombies[k], state_of(&m, "awaiting_dispatch")};
+        sim_expect_t e = sim_active_expect(&no_retry, &order, f);
+        ck_assert_int_eq(e.terminal, -1);
+        ck_assert_int_eq(e.paged_at, state_of(&m, "awaiting_dispatch"));
+        ck_assert_uint_eq(e.stale_replies, 0);
     }
 }
 END_TEST
@@ -255,6 +292,31 @@ START_TEST(test_active_respond)
     ck_assert_int_eq(json_integer_value(json_object_get(v, "steward_token")), 4);
     ck_assert_ptr_nonnull(json_object_get(v, "refund_id"));
     json_decref(v);
+
+    /* duplicate: the answer, then the same event under a new id with the
+     * same token, just after it; the second is the one Steward must find
+     * stale. A copy of the command gets both again, with their ids. */
+    sim_fault_t dup = {SIM_FAULT_DUPLICATE, state_of(&m, "awaiting_payment")};
+    c = command(&m, key, "awaiting_payment", 1, 0, 1);
+    n = sim_active_respond(&o, &m, &order, dup, &c, T0, out, SIM_MAX_REPLIES);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_str_eq(out[0].type, "PaymentCaptured");
+    ck_assert_str_eq(out[1].type, "PaymentCaptured");
+    ck_assert(!out[0].stale && out[1].stale);
+    ck_assert_int_eq(out[0].token, 1);
+    ck_assert_int_eq(out[1].token, 1);
+    ck_assert_str_eq(out[0].topic, out[1].topic);
+    ck_assert(out[1].emit_ms > out[0].emit_ms);
+    ck_assert_str_ne(out[0].event_id, out[1].event_id);
+    v = reply_json(&out[1]);
+    ck_assert_int_eq(json_integer_value(json_object_get(v, "steward_token")), 1);
+    ck_assert_str_eq(json_string_value(json_object_get(v, "id")), out[1].event_id);
+    json_decref(v);
+    ck_assert_uint_eq(sim_active_respond(&o, &m, &order, dup, &c, T0, again, SIM_MAX_REPLIES), 2);
+    ck_assert_str_eq(again[1].event_id, out[1].event_id);
+    /* ... and only on its own step. */
+    c = command(&m, key, "awaiting_stock", 2, 0, 2);
+    ck_assert_uint_eq(sim_active_respond(&o, &m, &order, dup, &c, T0, out, SIM_MAX_REPLIES), 1);
 }
 END_TEST
 
@@ -306,6 +368,21 @@ START_TEST(test_active_lease)
     json_t *v = reply_json(&out[n - 1]);
     ck_assert_ptr_null(json_object_get(v, "steward_token")); /* shipped names no token */
     json_decref(v);
+    /* The delivery is one event whichever attempt was answered: the
+     * choreography's id, the same after a re-send, so Steward drops the
+     * second as a copy instead of judging it out of sequence. */
+    char delivered_id[64];
+    sim_event_id(&o, 9, (unsigned) (order.n_path - 2), delivered_id, sizeof delivered_id);
+    ck_assert_str_eq(out[n - 1].event_id, delivered_id);
+    sim_command_t resent = c;
+    resent.attempt = 1;
+    resent.token = 4;
+    sim_reply_t again[SIM_MAX_REPLIES];
+    size_t n_again = sim_active_respond(&o, &m, &order, (sim_fault_t){SIM_FAULT_NONE, -1}, &resent,
+                                        T0 + 3000, again, SIM_MAX_REPLIES);
+    ck_assert_str_eq(again[n_again - 1].type, "OrderDelivered");
+    ck_assert_str_eq(again[n_again - 1].event_id, delivered_id);
+    ck_assert_str_ne(again[n_again - 2].event_id, out[n - 2].event_id);
 
     /* The zombie claims, heartbeats once and goes quiet: nothing more. */
     sim_fault_t zombie = {SIM_FAULT_ZOMBIE, ship};
@@ -330,6 +407,36 @@ START_TEST(test_active_lease)
     ck_assert_str_eq(out[n - 2].type, "ShipmentDispatched");
     ck_assert(!out[n - 2].stale);
     ck_assert_int_eq(out[n - 2].token, 4);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n; j++)
+            EXPECT(strcmp(out[i].event_id, out[j].event_id) != 0);
+
+    /* The late zombie claims and goes quiet as the zombie does; after the
+     * hand-off the new worker claims and answers with token 4 first, and
+     * only then does the old worker's answer with token 3 come, once the
+     * step has been left; the carrier's delivery follows. */
+    sim_fault_t late = {SIM_FAULT_LATE_ZOMBIE, ship};
+    c.attempt = 0;
+    c.token = 3;
+    n = sim_active_respond(&o, &m, &order, late, &c, T0, out, SIM_MAX_REPLIES);
+    ck_assert_uint_eq(n, 2);
+    expect_lease_work(out, 0, 2, "picker-9-0", 3, lease);
+    c.attempt = 1;
+    c.token = 4;
+    n = sim_active_respond(&o, &m, &order, late, &c, T0 + 5000, out, SIM_MAX_REPLIES);
+    ck_assert_uint_ge(n, 4);
+    expect_lease_work(out, 0, n - 3, "picker-9-1", 4, lease);
+    ck_assert_str_eq(out[n - 3].type, "ShipmentDispatched");
+    ck_assert(!out[n - 3].stale);
+    ck_assert_int_eq(out[n - 3].token, 4);
+    ck_assert_str_eq(out[n - 2].type, "ShipmentDispatched");
+    ck_assert(out[n - 2].stale);
+    ck_assert_int_eq(out[n - 2].token, 3);
+    ck_assert_str_eq(out[n - 2].topic, out[n - 3].topic);
+    ck_assert(out[n - 2].emit_ms > out[n - 3].emit_ms);
+    ck_assert_str_eq(out[n - 1].type, "OrderDelivered");
+    for (size_t i = 1; i < n; i++)
+        EXPECT(out[i].emit_ms >= out[i - 1].emit_ms);
     for (size_t i = 0; i < n; i++)
         for (size_t j = i + 1; j < n; j++)
             EXPECT(strcmp(out[i].event_id, out[j].event_id) != 0);
