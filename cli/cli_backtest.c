@@ -54,7 +54,8 @@ static const char backtest_usage[] =
     "database_file), whose user needs CREATEDB; the live schema is not read.\n"
     "\n" CLI_CONFIG_USAGE
     "  --json                print {\"alerts\": [...], \"rejected\": {...}}: the\n"
-    "                        alerts, and the rejected messages by reason and topic\n" CLI_HELP_USAGE;
+    "                        alerts, and the rejected messages by reason and "
+    "topic\n" CLI_HELP_USAGE;
 
 static volatile sig_atomic_t backtest_done;
 

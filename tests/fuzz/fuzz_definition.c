@@ -33,11 +33,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(def->reorder_window_ms >= 0 && def->reorder_window_ms <= DEF_MAX_DURATION_MS,
                    "reorder window %lld", (long long) def->reorder_window_ms);
         /* A key is the Kafka message key or at a valid pointer. */
-        FUZZ_CHECK(def->envelope.key_from_message || jsonptr_valid(def->envelope.key_pointer, why, sizeof why),
+        FUZZ_CHECK(def->envelope.key_from_message ||
+                       jsonptr_valid(def->envelope.key_pointer, why, sizeof why),
                    "key pointer: %s", why);
-        FUZZ_CHECK(def->envelope.time_pointer == NULL || jsonptr_valid(def->envelope.time_pointer, why, sizeof why),
+        FUZZ_CHECK(def->envelope.time_pointer == NULL ||
+                       jsonptr_valid(def->envelope.time_pointer, why, sizeof why),
                    "time pointer: %s", why);
-        FUZZ_CHECK(def->envelope.type_header == NULL || def->envelope.type_header[0] != '\0', "an empty type header");
+        FUZZ_CHECK(def->envelope.type_header == NULL || def->envelope.type_header[0] != '\0',
+                   "an empty type header");
         for (size_t e = 0; e < def->n_events; e++) {
             FUZZ_CHECK(def_find_event(def, def->events[e].name) == (long) e, "event %zu lookup", e);
             FUZZ_CHECK(def->events[e].envelope.key_from_message ||
