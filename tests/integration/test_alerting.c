@@ -493,13 +493,28 @@ START_TEST(lost_broker_opens_one_blind_alert_and_holds_deadlines)
         sleep(1);
     ck_assert_int_eq(scalar_long("SELECT count(*) FROM steward.alerts WHERE kind = 'deadline'"), 0);
 
-    /* Back: the blind alert resolves, the real stalls are alerted. */
+    /* Back: the blind alert resolves, the real stalls are alerted. The
+     * outage was one blind episode: one alert opened while the broker was
+     * away, however many passes saw it. (Rejoining the group after the
+     * broker is back may itself leave a partition unread past this test's
+     * short blind_after on a loaded machine: that is a second episode, and
+     * it must end too.) */
+    char *back_at = tl_db_scalar(w.conn, "SELECT now()::text", 0, NULL);
     rd_kafka_mock_broker_set_up(mc, 1);
     wait_sql("SELECT count(*) FROM steward.alerts WHERE kind = 'blind' AND resolved_at IS NULL",
              "0", 60, "the blind alert resolved");
     wait_sql("SELECT count(*) FROM steward.alerts WHERE kind = 'deadline'", "3", 60,
              "the stalls alerted after the broker came back");
-    ck_assert_int_eq(scalar_long("SELECT count(*) FROM steward.alerts WHERE kind = 'blind'"), 1);
+    const char *params[1] = {back_at};
+    char *during = tl_db_scalar(w.conn,
+                                "SELECT count(*) FROM steward.alerts WHERE kind = 'blind' "
+                                "AND opened_at < $1::timestamptz",
+                                1, params);
+    ck_assert_msg(strcmp(during, "1") == 0, "%s blind alerts opened during the outage", during);
+    free(during);
+    free(back_at);
+    wait_sql("SELECT count(*) FROM steward.alerts WHERE kind = 'blind' AND resolved_at IS NULL",
+             "0", 60, "every blind alert resolved once the group reads again");
 
     tw_teardown(&w);
     rd_kafka_destroy(producer);
