@@ -12,6 +12,7 @@
 #include "common/db.h"
 #include "common/pgarr.h"
 #include "engine/engine.h"
+#include "shadow/upgrade_rows.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -22,65 +23,6 @@ static const char rows_sql[] =
     "SELECT r.*, steward.to_ms(now()) FROM steward.upgrade_rows($1, ARRAY("
     "  SELECT i.key FROM steward.instances i WHERE i.process = $1 AND i.status = 'active' "
     "    AND i.state = ANY ($2::text[]))) r ORDER BY r.version, r.key";
-
-/* The columns of rows_sql. */
-enum {
-    C_KEY,
-    C_VERSION,
-    C_STATE,
-    C_STATUS,
-    C_CLAIMED,
-    C_STARTED,
-    C_ENTERED,
-    C_DEADLINE,
-    C_PROCESS_DEADLINE,
-    C_OVERDUE,
-    C_PROCESS_OVERDUE,
-    C_ATTEMPT,
-    C_VARS,
-    C_STEP,
-    C_TOKEN,
-    C_LEASE_HOLDER,
-    C_LEASE_EXPIRES,
-    C_LEASE_RENEWED,
-    C_RESEND,
-    C_ALERTS,
-    C_NOW,
-};
-
-static int64_t ms_at(const PGresult *res, int r, int c)
-{
-    return PQgetisnull(res, r, c) ? ENGINE_NO_DEADLINE : strtoll(PQgetvalue(res, r, c), NULL, 10);
-}
-
-static bool flag_at(const PGresult *res, int r, int c)
-{
-    return !PQgetisnull(res, r, c) && strcmp(PQgetvalue(res, r, c), "t") == 0;
-}
-
-static void read_instance(const PGresult *res, int r, const def_t *def, long state,
-                          engine_instance_t *inst)
-{
-    engine_instance_init(inst);
-    inst->exists = true;
-    inst->version = def->version;
-    inst->state = state;
-    inst->started_ms = ms_at(res, r, C_STARTED);
-    inst->state_entered_ms = ms_at(res, r, C_ENTERED);
-    inst->deadline_ms = ms_at(res, r, C_DEADLINE);
-    inst->process_deadline_ms = ms_at(res, r, C_PROCESS_DEADLINE);
-    inst->overdue = flag_at(res, r, C_OVERDUE);
-    inst->process_overdue = flag_at(res, r, C_PROCESS_OVERDUE);
-    inst->attempt = atoi(PQgetvalue(res, r, C_ATTEMPT));
-    inst->vars = json_loads(PQgetvalue(res, r, C_VARS), 0, NULL);
-    inst->step = atoi(PQgetvalue(res, r, C_STEP));
-    inst->token = strtoll(PQgetvalue(res, r, C_TOKEN), NULL, 10);
-    inst->lease_holder =
-        PQgetisnull(res, r, C_LEASE_HOLDER) ? NULL : strdup(PQgetvalue(res, r, C_LEASE_HOLDER));
-    inst->lease_expires_ms = ms_at(res, r, C_LEASE_EXPIRES);
-    inst->lease_renewed_ms = ms_at(res, r, C_LEASE_RENEWED);
-    inst->resend_pending = flag_at(res, r, C_RESEND);
-}
 
 /* Version `version` of `process` as recorded, loaded; NULL when it is not
  * recorded or no longer loads (its instances are then left out, as the
@@ -118,19 +60,20 @@ typedef struct preview {
  * with one state's deadline changed, into p. */
 static void judge_row(const PGresult *res, int r, const def_t *from, const def_t *to, preview_t *p)
 {
-    long from_state = def_find_state(from, PQgetvalue(res, r, C_STATE));
+    long from_state = def_find_state(from, PQgetvalue(res, r, UPGRADE_ROWS_STATE));
     long to_state = def_find_state(to, p->state);
-    if (from_state < 0 || to_state < 0 || strcmp(PQgetvalue(res, r, C_STATUS), "active") != 0)
+    if (from_state < 0 || to_state < 0 ||
+        strcmp(PQgetvalue(res, r, UPGRADE_ROWS_STATUS), "active") != 0)
         return;
     engine_instance_t inst;
     engine_upgrade_t up;
-    read_instance(res, r, from, from_state, &inst);
+    upgrade_rows_instance(res, r, from, from_state, &inst);
     /* No watermark in the report's reading: judged at the clock. */
     if (engine_operator_upgrade(from, to, &inst, to_state, false, ENGINE_NO_DEADLINE,
-                                ms_at(res, r, C_NOW), &up)) {
+                                upgrade_rows_ms(res, r, UPGRADE_ROWS_NOW), &up)) {
         p->moved++;
         if (up.resolve_deadline || up.resolve_all) {
-            json_t *open = json_loads(PQgetvalue(res, r, C_ALERTS), 0, NULL), *a;
+            json_t *open = json_loads(PQgetvalue(res, r, UPGRADE_ROWS_ALERTS), 0, NULL), *a;
             size_t i;
             json_array_foreach(open, i, a)
             {
@@ -216,7 +159,7 @@ err_class_t report_upgrade_add(PGconn *conn, const def_t *def, json_t *process_d
         goto done;
     }
     for (int r = 0; r < PQntuples(res); r++) {
-        int version = atoi(PQgetvalue(res, r, C_VERSION));
+        int version = atoi(PQgetvalue(res, r, UPGRADE_ROWS_VERSION));
         if (version > def->version)
             continue; /* newer than the report's: no upgrade to its figures moves it */
         if (from == NULL || from->version != version) {
@@ -228,7 +171,7 @@ err_class_t report_upgrade_add(PGconn *conn, const def_t *def, json_t *process_d
                 continue;
         }
         for (size_t p = 0; p < n; p++) {
-            if (strcmp(previews[p].state, PQgetvalue(res, r, C_STATE)) != 0)
+            if (strcmp(previews[p].state, PQgetvalue(res, r, UPGRADE_ROWS_STATE)) != 0)
                 continue;
             int64_t kept = previews[p].to_state->deadline_ms;
             previews[p].to_state->deadline_ms = previews[p].deadline_ms;

@@ -34,6 +34,7 @@
 #include "definitions/def.h"
 #include "definitions/duration.h"
 #include "engine/engine.h"
+#include "shadow/upgrade_rows.h"
 
 #include <inttypes.h>
 #include <stdbool.h>
@@ -364,67 +365,6 @@ static action_rc_t load_sources(upgrade_t *u, char *errstr, size_t errstr_size)
 
 /* ---- one instance ------------------------------------------------------------------ */
 
-/* The columns of steward.upgrade_rows() (migration 0021), then the clock. */
-enum {
-    C_KEY,
-    C_VERSION,
-    C_STATE,
-    C_STATUS,
-    C_CLAIMED,
-    C_STARTED,
-    C_ENTERED,
-    C_DEADLINE,
-    C_PROCESS_DEADLINE,
-    C_OVERDUE,
-    C_PROCESS_OVERDUE,
-    C_ATTEMPT,
-    C_VARS,
-    C_STEP,
-    C_TOKEN,
-    C_LEASE_HOLDER,
-    C_LEASE_EXPIRES,
-    C_LEASE_RENEWED,
-    C_RESEND,
-    C_ALERTS,
-    C_NOW,
-};
-
-static int64_t ms_at(const PGresult *res, int r, int col)
-{
-    return PQgetisnull(res, r, col) ? ENGINE_NO_DEADLINE
-                                    : strtoll(PQgetvalue(res, r, col), NULL, 10);
-}
-
-static bool flag_at(const PGresult *res, int r, int col)
-{
-    return strcmp(PQgetvalue(res, r, col), "t") == 0;
-}
-
-/* Row r as the engine sees it, in `state` of def; the caller clears *inst. */
-static void read_instance(const PGresult *res, int r, const def_t *def, long state,
-                          engine_instance_t *inst)
-{
-    engine_instance_init(inst);
-    inst->exists = true;
-    inst->version = def->version;
-    inst->state = state;
-    inst->started_ms = ms_at(res, r, C_STARTED);
-    inst->state_entered_ms = ms_at(res, r, C_ENTERED);
-    inst->deadline_ms = ms_at(res, r, C_DEADLINE);
-    inst->process_deadline_ms = ms_at(res, r, C_PROCESS_DEADLINE);
-    inst->overdue = flag_at(res, r, C_OVERDUE);
-    inst->process_overdue = flag_at(res, r, C_PROCESS_OVERDUE);
-    inst->attempt = atoi(PQgetvalue(res, r, C_ATTEMPT));
-    inst->vars = json_loads(PQgetvalue(res, r, C_VARS), 0, NULL);
-    inst->step = atoi(PQgetvalue(res, r, C_STEP));
-    inst->token = strtoll(PQgetvalue(res, r, C_TOKEN), NULL, 10);
-    inst->lease_holder =
-        PQgetisnull(res, r, C_LEASE_HOLDER) ? NULL : strdup(PQgetvalue(res, r, C_LEASE_HOLDER));
-    inst->lease_expires_ms = ms_at(res, r, C_LEASE_EXPIRES);
-    inst->lease_renewed_ms = ms_at(res, r, C_LEASE_RENEWED);
-    inst->resend_pending = flag_at(res, r, C_RESEND);
-}
-
 /* What became of one instance. */
 typedef enum outcome {
     IGNORED, /* no longer one to move: finished, upgraded or left the states selected meanwhile */
@@ -445,7 +385,8 @@ typedef struct move {
 /* The open alerts of the row that `up` resolves: what a dry run reports. */
 static json_t *alerts_resolved(const PGresult *res, int r, const engine_upgrade_t *up)
 {
-    json_t *open = json_loads(PQgetvalue(res, r, C_ALERTS), 0, NULL), *out = json_array(), *a;
+    json_t *open = json_loads(PQgetvalue(res, r, UPGRADE_ROWS_ALERTS), 0, NULL),
+           *out = json_array(), *a;
     size_t i;
     json_array_foreach(open, i, a)
     {
@@ -536,11 +477,12 @@ static action_rc_t judge(upgrade_t *u, const PGresult *res, int r, move_t *m, ou
                          char *errstr, size_t errstr_size)
 {
     memset(m, 0, sizeof *m);
-    m->key = PQgetvalue(res, r, C_KEY);
+    m->key = PQgetvalue(res, r, UPGRADE_ROWS_KEY);
     *outcome = IGNORED;
-    const char *state = PQgetvalue(res, r, C_STATE), *claimed = PQgetvalue(res, r, C_CLAIMED);
-    int version = atoi(PQgetvalue(res, r, C_VERSION));
-    if (strcmp(PQgetvalue(res, r, C_STATUS), "active") != 0 ||
+    const char *state = PQgetvalue(res, r, UPGRADE_ROWS_STATE),
+               *claimed = PQgetvalue(res, r, UPGRADE_ROWS_CLAIMED);
+    int version = atoi(PQgetvalue(res, r, UPGRADE_ROWS_VERSION));
+    if (strcmp(PQgetvalue(res, r, UPGRADE_ROWS_STATUS), "active") != 0 ||
         (m->source = find_source(u, version)) == NULL)
         return ACTION_OK;
     if (*claimed != '\0' && strcmp(claimed, u->req->actor) != 0) {
@@ -563,10 +505,10 @@ static action_rc_t judge(upgrade_t *u, const PGresult *res, int r, move_t *m, ou
         return ACTION_OK; /* in a state --state leaves out, or finished: moved meanwhile */
 
     engine_instance_t inst;
-    read_instance(res, r, from, m->from_state, &inst);
+    upgrade_rows_instance(res, r, from, m->from_state, &inst);
     action_rc_t rc = ACTION_OK;
     char *command = NULL;
-    int64_t now_ms = ms_at(res, r, C_NOW);
+    int64_t now_ms = upgrade_rows_ms(res, r, UPGRADE_ROWS_NOW);
     if (!engine_operator_upgrade(from, u->to, &inst, to_state, u->o.send_current, u->watermark_ms,
                                  now_ms, &m->up)) {
         snprintf(m->why, sizeof m->why, "%s", m->up.detail);
@@ -839,13 +781,13 @@ static action_rc_t run_batches(upgrade_t *u, char *errstr, size_t errstr_size)
                 if ((rc = judge(u, res, r, &m, &outcome, errstr, errstr_size)) == ACTION_OK)
                     tally_add(u, &m, outcome);
             } else {
-                rc = move_one(u, PQgetvalue(res, r, C_KEY), errstr, errstr_size);
+                rc = move_one(u, PQgetvalue(res, r, UPGRADE_ROWS_KEY), errstr, errstr_size);
             }
         }
         more = n == o->batch;
         if (n > 0) {
             free(after);
-            after = strdup(PQgetvalue(res, n - 1, C_KEY));
+            after = strdup(PQgetvalue(res, n - 1, UPGRADE_ROWS_KEY));
         }
         PQclear(res);
         /* A batch committed, the next not selected yet: where a crash
