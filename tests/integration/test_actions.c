@@ -440,14 +440,7 @@ START_TEST(action_waits_for_the_instance_lock_and_agrees_with_the_event)
                 30);
 
     /* Hold the instance's lock as a batch would. */
-    PGconn *holder = tl_db_connect(w.db_url);
-    const char *lp[2] = {"action_order", key};
-    PGresult *res = PQexecParams(
-        holder,
-        "SELECT pg_advisory_lock(steward.lock_class(), steward.instance_lock_objid($1, $2))", 2,
-        NULL, lp, NULL, NULL, 0);
-    ck_assert_int_eq(PQresultStatus(res), PGRES_TUPLES_OK);
-    PQclear(res);
+    PGconn *holder = tl_hold_instance_lock(w.db_url, "action_order", key);
 
     char *alog = tl_write_file(w.dir, "close.log", "");
     const char *argv[] = {NULL,      "close",     "action_order", key,
@@ -456,26 +449,14 @@ START_TEST(action_waits_for_the_instance_lock_and_agrees_with_the_event)
                           NULL};
     int pid = tl_steward_spawn(argv, NULL, alog);
     /* The action is waiting for the lock, not acting. */
-    const char *ap[1] = {"steward close"};
-    ck_assert_msg(tl_db_wait(w.conn,
-                             "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 "
-                             "AND wait_event_type = 'Lock' AND wait_event = 'advisory'",
-                             1, ap, "1", 30, NULL),
-                  "steward close is not waiting for the instance's lock");
+    tl_wait_lock_waiters(w.conn, "steward close", 1, 30,
+                         "steward close is not waiting for the instance's lock");
     /* The event that completes the payment races it: its batch waits too. */
     ta_send_event(&w, "payments", "PaymentCaptured", key);
-    ck_assert_msg(tl_db_wait(w.conn,
-                             "SELECT count(*) FROM pg_stat_activity WHERE datname = "
-                             "current_database() AND wait_event_type = 'Lock' AND wait_event = "
-                             "'advisory'",
-                             0, NULL, "2", 30, NULL),
-                  "the batch with the payment is not waiting for the instance's lock");
+    tl_wait_lock_waiters(w.conn, NULL, 2, 30,
+                         "the batch with the payment is not waiting for the instance's lock");
 
-    res = PQexecParams(
-        holder,
-        "SELECT pg_advisory_unlock(steward.lock_class(), steward.instance_lock_objid($1, $2))", 2,
-        NULL, lp, NULL, NULL, 0);
-    PQclear(res);
+    tl_release_instance_lock(holder, "action_order", key);
     int rc = tl_stop(pid, 0, 30);
     char *out = tl_read_file(alog);
     ck_assert_msg(rc == 0, "close exit %d: %s", rc, out);
@@ -501,7 +482,6 @@ START_TEST(action_waits_for_the_instance_lock_and_agrees_with_the_event)
     free(order);
     free(out);
     free(alog);
-    PQfinish(holder);
     free(key);
     tw_teardown(&w);
 }

@@ -468,36 +468,17 @@ START_TEST(an_upgrade_waits_for_the_instance_lock_and_agrees_with_the_event)
     reload(process, "2");
 
     /* Hold the instance's lock as a batch would. */
-    PGconn *holder = tl_db_connect(w.db_url);
-    const char *lp[2] = {process, "K1"};
-    PGresult *res = PQexecParams(
-        holder,
-        "SELECT pg_advisory_lock(steward.lock_class(), steward.instance_lock_objid($1, $2))", 2,
-        NULL, lp, NULL, NULL, 0);
-    ck_assert_int_eq(PQresultStatus(res), PGRES_TUPLES_OK);
-    PQclear(res);
+    PGconn *holder = tl_hold_instance_lock(w.db_url, process, "K1");
     char *log = tl_write_file(w.dir, "upgrade.log", "");
     const char *argv[] = {NULL,    "upgrade", process, "--to",       "2",      "--reason",
                           "fixed", "--actor", "carol", "--database", w.db_url, NULL};
     int pid = tl_steward_spawn(argv, NULL, log);
-    const char *ap[1] = {"steward upgrade"};
-    ck_assert_msg(tl_db_wait(w.conn,
-                             "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 "
-                             "AND wait_event_type = 'Lock' AND wait_event = 'advisory'",
-                             1, ap, "1", 30, NULL),
-                  "steward upgrade is not waiting for the instance's lock");
+    tl_wait_lock_waiters(w.conn, "steward upgrade", 1, 30,
+                         "steward upgrade is not waiting for the instance's lock");
     send_event("payments", "PaymentCaptured", "K1");
-    ck_assert_msg(tl_db_wait(w.conn,
-                             "SELECT count(*) FROM pg_stat_activity WHERE datname = "
-                             "current_database() AND wait_event_type = 'Lock' AND wait_event = "
-                             "'advisory'",
-                             0, NULL, "2", 30, NULL),
-                  "the batch with the payment is not waiting for the instance's lock");
-    res = PQexecParams(
-        holder,
-        "SELECT pg_advisory_unlock(steward.lock_class(), steward.instance_lock_objid($1, $2))", 2,
-        NULL, lp, NULL, NULL, 0);
-    PQclear(res);
+    tl_wait_lock_waiters(w.conn, NULL, 2, 30,
+                         "the batch with the payment is not waiting for the instance's lock");
+    tl_release_instance_lock(holder, process, "K1");
     int rc = tl_stop(pid, 0, 30);
     char *out = tl_read_file(log);
     ck_assert_msg(rc == 0, "upgrade exit %d: %s", rc, out);
@@ -522,7 +503,6 @@ START_TEST(an_upgrade_waits_for_the_instance_lock_and_agrees_with_the_event)
     ck_assert_msg(order != NULL && tl_contains(order, "true"), "order: %s", order);
     free(order);
     free(log);
-    PQfinish(holder);
 }
 END_TEST
 

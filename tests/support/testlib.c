@@ -568,6 +568,49 @@ int tl_db_wait(PGconn *conn, const char *sql, int nparams, const char *const *pa
     return matched;
 }
 
+static const char instance_lock_sql[] =
+    "SELECT pg_advisory_lock(steward.lock_class(), steward.instance_lock_objid($1, $2))";
+static const char instance_unlock_sql[] =
+    "SELECT pg_advisory_unlock(steward.lock_class(), steward.instance_lock_objid($1, $2))";
+
+PGconn *tl_hold_instance_lock(const char *db_url, const char *process, const char *key)
+{
+    PGconn *holder = tl_db_connect(db_url);
+    const char *params[2] = {process, key};
+    PGresult *res = PQexecParams(holder, instance_lock_sql, 2, NULL, params, NULL, NULL, 0);
+    ck_assert_msg(PQresultStatus(res) == PGRES_TUPLES_OK, "lock of %s/%s: %s", process, key,
+                  PQerrorMessage(holder));
+    PQclear(res);
+    return holder;
+}
+
+void tl_release_instance_lock(PGconn *holder, const char *process, const char *key)
+{
+    const char *params[2] = {process, key};
+    PQclear(PQexecParams(holder, instance_unlock_sql, 2, NULL, params, NULL, NULL, 0));
+    PQfinish(holder);
+}
+
+void tl_wait_lock_waiters(PGconn *conn, const char *application, int n, int timeout_s,
+                          const char *what)
+{
+    char expected[16];
+    snprintf(expected, sizeof expected, "%d", n);
+    const char *params[1] = {application};
+    int matched =
+        application != NULL
+            ? tl_db_wait(conn,
+                         "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 "
+                         "AND wait_event_type = 'Lock' AND wait_event = 'advisory'",
+                         1, params, expected, timeout_s, NULL)
+            : tl_db_wait(conn,
+                         "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                         "current_database() AND wait_event_type = 'Lock' AND wait_event = "
+                         "'advisory'",
+                         0, NULL, expected, timeout_s, NULL);
+    ck_assert_msg(matched, "%s", what);
+}
+
 /* ---- HTTP ------------------------------------------------------------------- */
 
 static size_t collect(char *data, size_t size, size_t nmemb, void *arg)

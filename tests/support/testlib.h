@@ -180,6 +180,24 @@ void tl_wait_file(const char *path, const char *needle, int timeout_s);
 int tl_db_wait(PGconn *conn, const char *sql, int nparams, const char *const *params,
                const char *expected, int timeout_s, char **last);
 
+/*
+ * Takes the advisory lock of one instance (steward.instance_lock_objid)
+ * on a connection of its own, as a batch of intake holds it, and returns
+ * that connection; tl_release_instance_lock() lets it go and closes it.
+ * For the races of an operator action with a batch.
+ */
+PGconn *tl_hold_instance_lock(const char *db_url, const char *process, const char *key);
+void tl_release_instance_lock(PGconn *holder, const char *process, const char *key);
+
+/*
+ * Waits (aborting after timeout_s with `what`) until exactly n sessions
+ * of the test's database wait for an advisory lock: those whose
+ * application_name is `application` (a steward command names itself so),
+ * or all of them when it is NULL.
+ */
+void tl_wait_lock_waiters(PGconn *conn, const char *application, int n, int timeout_s,
+                          const char *what);
+
 /* GETs url and returns the body (malloc'd), with the status in *status. */
 char *tl_http_get(const char *url, long *status);
 
