@@ -282,9 +282,6 @@ static json_t *text_headers(const decode_input_t *in)
     return out;
 }
 
-/* The event's traceparent (see decode_trace_t): the Kafka header, which
- * the last producer's instrumentation sets, else the CloudEvents
- * extension format_cloudevents() found. */
 static const decode_header_t *header_named(const decode_input_t *in, const char *name)
 {
     for (size_t i = 0; i < in->n_headers; i++)
@@ -302,6 +299,9 @@ static void read_tracestate(const char *text, size_t len, decode_message_t *out)
         out->tracestate_fate = decode_tracestate(text, len, out->tracestate);
 }
 
+/* The event's traceparent (see decode_trace_t): the Kafka header, which
+ * the last producer's instrumentation sets, else the CloudEvents
+ * extension format_cloudevents() found. */
 static void read_trace(const decode_input_t *in, decode_message_t *out)
 {
     const decode_header_t *h = header_named(in, "traceparent");
