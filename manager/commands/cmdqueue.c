@@ -122,7 +122,8 @@ bool cmdq_add(cmdq_t *q, alert_batch_t *alerts, const def_t *def, const char *ke
  * instance's commands are sent in order. A row that inherits its trace
  * (ih) takes the trace id, flags and tracestate of the first command of
  * its step, else of the instance's last traced history row (cmdq_trace_t),
- * with its own span id (sid). */
+ * with its own span id (sid). The lookups are filtered by ih inside, so
+ * an intake row (which knows its trace) costs no index probe. */
 static const char write_sql[] =
     "INSERT INTO steward.commands (process, key, version, state, step, attempt, token, topic, "
     "  type, payload, ce_id, next_attempt_at, traceparent, tracestate) "
@@ -137,10 +138,11 @@ static const char write_sql[] =
     "LEFT JOIN LATERAL ("
     "  SELECT x.ptp, x.pts FROM ("
     "    (SELECT 1 AS o, f.traceparent AS ptp, f.tracestate AS pts FROM steward.commands f "
-    "      WHERE f.process = u.p AND f.key = u.k AND f.step = u.sp ORDER BY f.id LIMIT 1) "
+    "      WHERE u.ih AND f.process = u.p AND f.key = u.k AND f.step = u.sp "
+    "      ORDER BY f.id LIMIT 1) "
     "    UNION ALL "
     "    (SELECT 2, h.traceparent, h.tracestate FROM steward.history h "
-    "      WHERE h.process = u.p AND h.key = u.k AND h.traceparent IS NOT NULL "
+    "      WHERE u.ih AND h.process = u.p AND h.key = u.k AND h.traceparent IS NOT NULL "
     "      ORDER BY h.id DESC LIMIT 1)) x ORDER BY x.o LIMIT 1) par ON u.ih "
     "ORDER BY n "
     "ON CONFLICT (ce_id) DO NOTHING";
