@@ -21,8 +21,10 @@ static const char inspect_usage[] =
     "Prints the instance (state, whether it is open or how it finished, start,\n"
     "time in the current state, its deadline, variables, definition version and\n"
     "mode, who claimed it; in active mode its step, fencing token, lease holder\n"
-    "and expiry, and its latest commands, sent or pending) and its history in\n"
-    "event-time order, with what each event did. Exits 1 when there is no such\n"
+    "and expiry, and its latest commands, sent or pending, each with the W3C\n"
+    "traceparent it continues the event's trace with) and its history in\n"
+    "event-time order, with what each event did and its trace id; with\n"
+    "tracing.link set, the link to each trace. Exits 1 when there is no such\n"
     "instance.\n"
     "\n" CLI_CONFIG_USAGE
     "  --json                print what GET /v1/instances/PROCESS/KEY answers\n" CLI_HELP_USAGE;
