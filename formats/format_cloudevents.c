@@ -200,7 +200,12 @@ static decode_reason_t binary_ce(const decode_input_t *in, decode_message_t *out
     out->ce_time = header_string(find_header(in, "ce_time"));
     out->ce_subject = header_string(find_header(in, "ce_subject"));
     out->ce_traceparent = header_string(find_header(in, "ce_traceparent"));
-    out->ce_tracestate = header_string(find_header(in, "ce_tracestate"));
+    const decode_header_t *state = find_header(in, "ce_tracestate");
+    /* A NUL byte would cut it short of what was sent: malformed, dropped. */
+    out->ce_tracestate =
+        state != NULL && state->value != NULL && memchr(state->value, 0, state->len) != NULL
+            ? strdup("\x01")
+            : header_string(state);
     decode_reason_t reason = check_ce(out, specversion, true, detail, detail_size);
     free(specversion);
     return reason;

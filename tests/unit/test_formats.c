@@ -408,6 +408,15 @@ START_TEST(a_tracestate_goes_with_its_traceparent)
     decode_with("{\"order_id\":\"a\"}", ce, 6);
     ck_assert_str_eq(msg.tracestate, ts);
     decode_message_clear(&msg);
+    ce[5] = (decode_header_t){"ce_tracestate", "rojo=1\0x", 8}; /* cut short by its NUL */
+    decode_with("{\"order_id\":\"a\"}", ce, 6);
+    ck_assert_int_eq(msg.tracestate_fate, DECODE_TRACESTATE_BAD_FORMAT);
+    decode_message_clear(&msg);
+    h[0] = (decode_header_t){"traceparent", TP, strlen(TP)};
+    h[1] = (decode_header_t){"tracestate", "rojo=1\0x", 8};
+    decode_with("{\"order_id\":\"a\"}", h, 2);
+    ck_assert_int_eq(msg.tracestate_fate, DECODE_TRACESTATE_BAD_FORMAT);
+    decode_message_clear(&msg);
 
     decode_header_t ct[] = {{"content-type", "application/cloudevents+json", 28}};
     decode_with("{\"specversion\":\"1.0\",\"type\":\"Placed\",\"id\":\"1\",\"source\":\"shop\","
