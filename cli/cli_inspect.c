@@ -9,7 +9,6 @@
 #include "definitions/duration.h"
 #include "formats/decode.h"
 #include "manager/operator/query.h"
-#include "manager/sinks/payload.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -22,8 +21,10 @@ static const char inspect_usage[] =
     "Prints the instance (state, whether it is open or how it finished, start,\n"
     "time in the current state, its deadline, variables, definition version and\n"
     "mode, who claimed it; in active mode its step, fencing token, lease holder\n"
-    "and expiry, and its latest commands, sent or pending) and its history in\n"
-    "event-time order, with what each event did. Exits 1 when there is no such\n"
+    "and expiry, and its latest commands, sent or pending, each with the W3C\n"
+    "traceparent it continues the event's trace with) and its history in\n"
+    "event-time order, with what each event did and its trace id; with\n"
+    "tracing.link set, the link to each trace. Exits 1 when there is no such\n"
     "instance.\n"
     "\n" CLI_CONFIG_USAGE
     "  --json                print what GET /v1/instances/PROCESS/KEY answers\n" CLI_HELP_USAGE;
@@ -34,8 +35,8 @@ static const char *str(const json_t *obj, const char *name)
     return value != NULL ? value : "-";
 }
 
-/* tracing_link: the tracing.link template; NULL or "": trace ids alone. */
-static void print_text(json_t *inst, const char *tracing_link)
+/* The trace links are in `inst` already (query_trace_links()). */
+static void print_text(json_t *inst)
 {
     size_t i;
     json_t *h;
@@ -106,6 +107,12 @@ static void print_text(json_t *inst, const char *tracing_link)
                    (long long) json_integer_value(json_object_get(h, "token")), status,
                    strcmp(status, "sent") == 0 ? " " : "",
                    strcmp(status, "sent") == 0 ? str(h, "sent_at") : "", str(h, "ce_id"));
+            const char *tp = json_string_value(json_object_get(h, "traceparent"));
+            if (tp != NULL) {
+                const char *link = json_string_value(json_object_get(h, "trace_link"));
+                printf("      traceparent %s%s%s\n", tp, link != NULL ? "  " : "",
+                       link != NULL ? link : "");
+            }
         }
     }
 
@@ -147,10 +154,9 @@ static void print_text(json_t *inst, const char *tracing_link)
             printf("  by %s: %s", str(h, "actor"), str(h, "reason"));
         const char *trace = json_string_value(json_object_get(h, "trace_id"));
         if (trace != NULL) {
-            char *link = payload_trace_link(tracing_link, trace);
+            const char *link = json_string_value(json_object_get(h, "trace_link"));
             printf("\n      trace %s%s%s", trace, link != NULL ? "  " : "",
                    link != NULL ? link : "");
-            free(link);
         }
         printf("\n");
     }
@@ -206,12 +212,15 @@ int cli_inspect(int argc, char **argv)
         else
             fprintf(stderr, "steward inspect: no instance %s of %s\n", key, process);
         rc = EXIT_RUNTIME;
-    } else if (o.json) {
-        /* The HTTP answer, byte for byte in content: one query builds both. */
-        cli_print_json(inst);
     } else {
+        /* The HTTP answer, byte for byte in content: one query builds both,
+         * and the links come from the same tracing.link. */
         const config_t *cfg = cli_opts_config(&o);
-        print_text(inst, cfg != NULL ? cfg->tracing_link : NULL);
+        query_trace_links(inst, cfg != NULL ? cfg->tracing_link : NULL);
+        if (o.json)
+            cli_print_json(inst);
+        else
+            print_text(inst);
     }
     json_decref(inst);
     PQfinish(conn);

@@ -771,6 +771,7 @@ int cli_run(int argc, char **argv)
         return cls == ERR_INVALID ? EXIT_USAGE : EXIT_RUNTIME;
     }
     http_set_stall_after(ctx.http, cfg->stall_after_ms);
+    http_set_tracing_link(ctx.http, cfg->tracing_link);
 
     ctx.current = gen_current_new(gen_new(defs, routes)); /* defs, routes now owned there */
     if (ctx.current != NULL && !gen_set_paused(ctx.current, cfg->dispatch_paused)) {

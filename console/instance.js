@@ -6,6 +6,14 @@
  * alerts opened and resolved); with a token, the actions that apply. */
 "use strict";
 
+/* A trace id, linked when tracing.link is set (the server fills trace_link). */
+function traceView(row) {
+  if (!row.trace_id) return null;
+  return el("span", { class: "trace", "data-trace-id": row.trace_id }, " · trace ",
+    row.trace_link ? el("a", { href: row.trace_link, rel: "noopener noreferrer", target: "_blank" }, row.trace_id)
+                   : row.trace_id);
+}
+
 function timelineItem(e) {
   if (e.kind === "event") {
     const h = e.h;
@@ -21,7 +29,8 @@ function timelineItem(e) {
       el("div", { class: "muted" }, when(h.event_time),
          operator ? el("span", { class: "actor" }, " · by " + h.actor + (h.reason ? ": " + h.reason : "")) : null,
          where ? " · " + where : null,
-         h.detail ? " · " + h.detail : null));
+         h.detail ? " · " + h.detail : null,
+         traceView(h)));
   }
   const a = e.a;
   return el("li", { class: "alert", "data-alert": a.id, "data-alert-kind": e.kind },
@@ -39,7 +48,7 @@ function commandsTable(commands) {
       el("td", {}, el("span", { class: "pill" + (c.status === "pending" && c.last_error ? " late" : "") }, c.status), " ",
          c.status === "sent" ? when(c.sent_at) : c.status === "cancelled" ? [when(c.cancelled_at), " ", c.cancel_reason || ""] : null,
          el("div", { class: "muted" }, c.delivery_attempts + " delivery attempt" + (c.delivery_attempts === 1 ? "" : "s"),
-            c.last_error ? " · last error: " + c.last_error : "")),
+            c.last_error ? " · last error: " + c.last_error : "", traceView(c))),
       el("td", { class: "payload" }, jsonView(c.payload, "payload")))));
 }
 

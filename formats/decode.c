@@ -95,6 +95,75 @@ decode_trace_t decode_traceparent(const char *text, size_t len,
     return DECODE_TRACE_OK;
 }
 
+static const char *const tracestate_names[DECODE_TRACESTATE_N] = {
+    "none", "ok", "too_long", "too_many_members", "bad_format",
+};
+
+const char *decode_tracestate_name(decode_tracestate_t fate)
+{
+    return fate < DECODE_TRACESTATE_N ? tracestate_names[fate] : "unknown";
+}
+
+static bool key_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '*' ||
+           c == '/';
+}
+
+/* One list member, OWS already trimmed: key=value (see decode.h). */
+static bool tracestate_member(const char *m, size_t n)
+{
+    const char *eq = memchr(m, '=', n);
+    if (eq == NULL || eq == m)
+        return false;
+    size_t klen = (size_t) (eq - m), vlen = n - klen - 1;
+    if (klen > 256 || vlen == 0 || vlen > 256 ||
+        !((m[0] >= 'a' && m[0] <= 'z') || (m[0] >= '0' && m[0] <= '9')))
+        return false;
+    bool at = false;
+    for (size_t i = 0; i < klen; i++) {
+        if (m[i] == '@' && !at && i > 0 && i + 1 < klen)
+            at = true;
+        else if (!key_char(m[i]))
+            return false;
+    }
+    for (size_t i = klen + 1; i < n; i++)
+        if (m[i] < 0x20 || m[i] > 0x7e || m[i] == ',' || m[i] == '=')
+            return false;
+    return m[n - 1] != ' ';
+}
+
+decode_tracestate_t decode_tracestate(const char *text, size_t len,
+                                      char out[DECODE_TRACESTATE_MAX + 1])
+{
+    out[0] = '\0';
+    if (len > DECODE_TRACESTATE_MAX)
+        return DECODE_TRACESTATE_TOO_LONG;
+    size_t members = 0;
+    for (size_t i = 0; i <= len;) {
+        size_t end = i;
+        while (end < len && text[end] != ',')
+            end++;
+        size_t a = i, z = end;
+        while (a < z && (text[a] == ' ' || text[a] == '\t'))
+            a++;
+        while (z > a && (text[z - 1] == ' ' || text[z - 1] == '\t'))
+            z--;
+        if (z > a) { /* an empty member is allowed, and not counted */
+            if (!tracestate_member(text + a, z - a))
+                return DECODE_TRACESTATE_BAD_FORMAT;
+            if (++members > DECODE_TRACESTATE_MEMBERS)
+                return DECODE_TRACESTATE_TOO_MANY;
+        }
+        i = end + 1;
+    }
+    if (members == 0)
+        return DECODE_TRACESTATE_NONE;
+    memcpy(out, text, len);
+    out[len] = '\0';
+    return DECODE_TRACESTATE_OK;
+}
+
 /* The deepest nesting of arrays and objects, outside strings; stops
  * counting once past `limit`. */
 static int nesting_depth(const char *s, size_t len, int limit)
@@ -213,22 +282,44 @@ static json_t *text_headers(const decode_input_t *in)
     return out;
 }
 
+static const decode_header_t *header_named(const decode_input_t *in, const char *name)
+{
+    for (size_t i = 0; i < in->n_headers; i++)
+        if (in->headers[i].name != NULL && strcasecmp(in->headers[i].name, name) == 0)
+            return &in->headers[i];
+    return NULL;
+}
+
+/* Its tracestate comes from the carrier of the traceparent kept, and only
+ * with a valid one (W3C: a tracestate without its traceparent means
+ * nothing). */
+static void read_tracestate(const char *text, size_t len, decode_message_t *out)
+{
+    if (out->trace == DECODE_TRACE_OK && text != NULL)
+        out->tracestate_fate = decode_tracestate(text, len, out->tracestate);
+}
+
 /* The event's traceparent (see decode_trace_t): the Kafka header, which
  * the last producer's instrumentation sets, else the CloudEvents
  * extension format_cloudevents() found. */
 static void read_trace(const decode_input_t *in, decode_message_t *out)
 {
-    for (size_t i = 0; i < in->n_headers; i++) {
-        const decode_header_t *h = &in->headers[i];
-        if (h->name != NULL && strcasecmp(h->name, "traceparent") == 0) {
-            out->trace = h->value != NULL ? decode_traceparent(h->value, h->len, out->traceparent)
-                                          : DECODE_TRACE_BAD_FORMAT;
-            return;
-        }
+    const decode_header_t *h = header_named(in, "traceparent");
+    if (h != NULL) {
+        out->trace = h->value != NULL ? decode_traceparent(h->value, h->len, out->traceparent)
+                                      : DECODE_TRACE_BAD_FORMAT;
+        const decode_header_t *st = header_named(in, "tracestate");
+        if (st != NULL)
+            read_tracestate(st->value != NULL ? st->value : "", st->value != NULL ? st->len : 0,
+                            out);
+        return;
     }
-    if (out->ce_traceparent != NULL)
+    if (out->ce_traceparent != NULL) {
         out->trace =
             decode_traceparent(out->ce_traceparent, strlen(out->ce_traceparent), out->traceparent);
+        if (out->ce_tracestate != NULL)
+            read_tracestate(out->ce_tracestate, strlen(out->ce_tracestate), out);
+    }
 }
 
 static decode_reason_t judge_message(const decode_input_t *in, const decode_limits_t *limits,

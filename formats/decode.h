@@ -140,6 +140,43 @@ const char *decode_trace_name(decode_trace_t trace);
 decode_trace_t decode_traceparent(const char *text, size_t len,
                                   char out[DECODE_TRACEPARENT_LEN + 1]);
 
+/*
+ * W3C Trace Context's tracestate: vendor data that travels with a
+ * traceparent, read from the same carrier as the traceparent kept (the
+ * Kafka header `tracestate`, or the CloudEvents `ce_tracestate` header /
+ * structured `tracestate` attribute) and only with a valid one. Kept and
+ * forwarded exactly as sent once it passes: at most DECODE_TRACESTATE_MAX
+ * bytes of printable ASCII (tabs and spaces only around commas), at most
+ * DECODE_TRACESTATE_MEMBERS list members, each `key=value` with a key of
+ * lowercase letters, digits and _-*\/ (one @ for tenant@system, 256 bytes
+ * at most) and a value of 1 to 256 printable characters but `,` and `=`
+ * that does not end in a space. A malformed one is dropped (the event and
+ * its traceparent are kept) and its reason counted
+ * (steward_tracestate_ignored_total).
+ */
+typedef enum decode_tracestate {
+    DECODE_TRACESTATE_NONE = 0,   /* none sent (or no valid traceparent to go with) */
+    DECODE_TRACESTATE_OK,         /* kept */
+    DECODE_TRACESTATE_TOO_LONG,   /* over DECODE_TRACESTATE_MAX bytes */
+    DECODE_TRACESTATE_TOO_MANY,   /* over DECODE_TRACESTATE_MEMBERS list members */
+    DECODE_TRACESTATE_BAD_FORMAT, /* not printable ASCII, or a member not key=value */
+    DECODE_TRACESTATE_N
+} decode_tracestate_t;
+
+#define DECODE_TRACESTATE_MAX     512
+#define DECODE_TRACESTATE_MEMBERS 32
+
+/* The name of a tracestate's fate, as the metric's reason label says it. */
+const char *decode_tracestate_name(decode_tracestate_t fate);
+
+/*
+ * Judges one tracestate (len bytes, not NUL-terminated). On
+ * DECODE_TRACESTATE_OK `out` holds it unchanged as text; otherwise "".
+ * An empty one (or one of empty members only) is DECODE_TRACESTATE_NONE.
+ */
+decode_tracestate_t decode_tracestate(const char *text, size_t len,
+                                      char out[DECODE_TRACESTATE_MAX + 1]);
+
 /* A message that passed decode_message(). */
 typedef struct decode_message {
     json_t *value;      /* the parsed value; owned */
@@ -154,9 +191,12 @@ typedef struct decode_message {
     char *ce_subject;
     char *ce_traceparent; /* the distributed-tracing extension as sent, unjudged; NULL:
                              none (what counts is trace and traceparent below) */
+    char *ce_tracestate;  /* its tracestate as sent, unjudged; NULL: none */
     int64_t schema_id;    /* the Confluent wire format's schema id; -1: not framed */
     decode_trace_t trace; /* what became of the event's traceparent (see above) */
     char traceparent[DECODE_TRACEPARENT_LEN + 1]; /* "" unless trace is DECODE_TRACE_OK */
+    decode_tracestate_t tracestate_fate;          /* what became of its tracestate (see above) */
+    char tracestate[DECODE_TRACESTATE_MAX + 1];   /* "" unless tracestate_fate is OK */
     json_t *headers; /* name -> text of each header that is UTF-8 without NUL bytes
                       and at most DECODE_MAX_HEADER_BYTES (the first of a name);
                       owned; what a definition's type header is read from */

@@ -37,8 +37,9 @@ void format_cloudevents_clear(decode_message_t *out)
     free(out->ce_time);
     free(out->ce_subject);
     free(out->ce_traceparent);
+    free(out->ce_tracestate);
     out->ce_type = out->ce_id = out->ce_source = out->ce_time = out->ce_subject = NULL;
-    out->ce_traceparent = NULL;
+    out->ce_traceparent = out->ce_tracestate = NULL;
 }
 
 /* The CloudEvents 1.0 required attributes, present and non-empty; a
@@ -114,6 +115,10 @@ static decode_reason_t structured_ce(decode_message_t *out, char *detail, size_t
     json_t *trace = json_object_get(out->value, "traceparent");
     if (trace != NULL && !json_is_null(trace))
         out->ce_traceparent = strdup(json_is_string(trace) ? json_string_value(trace) : "");
+    /* Its companion: mistyped, a malformed tracestate (dropped and counted). */
+    json_t *state = json_object_get(out->value, "tracestate");
+    if (state != NULL && !json_is_null(state))
+        out->ce_tracestate = strdup(json_is_string(state) ? json_string_value(state) : "\x01");
 
     decode_reason_t reason;
     if (mistyped) {
@@ -195,6 +200,12 @@ static decode_reason_t binary_ce(const decode_input_t *in, decode_message_t *out
     out->ce_time = header_string(find_header(in, "ce_time"));
     out->ce_subject = header_string(find_header(in, "ce_subject"));
     out->ce_traceparent = header_string(find_header(in, "ce_traceparent"));
+    const decode_header_t *state = find_header(in, "ce_tracestate");
+    /* A NUL byte would cut it short of what was sent: malformed, dropped. */
+    out->ce_tracestate =
+        state != NULL && state->value != NULL && memchr(state->value, 0, state->len) != NULL
+            ? strdup("\x01")
+            : header_string(state);
     decode_reason_t reason = check_ce(out, specversion, true, detail, detail_size);
     free(specversion);
     return reason;

@@ -234,6 +234,11 @@ void http_set_waiting(http_t *h, const char *reason);
  * (default 5 minutes). Any thread. NULL h is a no-op. */
 void http_set_stall_after(http_t *h, int64_t ms);
 
+/* The tracing.link template the instance view fills its trace links from
+ * (query_trace_links()); NULL or "": none. Copied; call before serving
+ * (not thread-safe against requests). NULL h is a no-op. */
+void http_set_tracing_link(http_t *h, const char *tracing_link);
+
 /* Stops the daemon (waiting for requests in flight), closes the
  * connection and frees everything. NULL is a no-op. */
 void http_free(http_t *h);

@@ -94,6 +94,7 @@ struct http {
     pthread_mutex_t state_lock; /* guards the two fields below */
     char *waiting;              /* why the daemon is not serving yet; NULL once it is */
     int64_t stall_ms;           /* /healthz: longest silence of a worker thread */
+    char *tracing_link;         /* tracing.link; NULL: no trace links */
 };
 
 /* What a request is answered with. */

@@ -64,6 +64,13 @@ static void write_counters(prom_t *p)
         prom_sample_int(p, "steward_traceparent_ignored_total",
                         (const char *const[]){"reason", decode_trace_name(i), NULL},
                         metrics_get(&metrics.traceparent_ignored[i]));
+    prom_family(p, "steward_tracestate_ignored_total", "counter",
+                "Tracestates dropped from an event's trace context because they were malformed, "
+                "by reason; its traceparent was kept and the event judged.");
+    for (int i = DECODE_TRACESTATE_TOO_LONG; i < DECODE_TRACESTATE_N; i++)
+        prom_sample_int(p, "steward_tracestate_ignored_total",
+                        (const char *const[]){"reason", decode_tracestate_name(i), NULL},
+                        metrics_get(&metrics.tracestate_ignored[i]));
 
     counter(p, "steward_batches_committed_total", "Batch transactions committed.",
             &metrics.batches_committed);

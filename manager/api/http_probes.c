@@ -140,6 +140,14 @@ void http_set_waiting(http_t *h, const char *reason)
     pthread_mutex_unlock(&h->state_lock);
 }
 
+void http_set_tracing_link(http_t *h, const char *tracing_link)
+{
+    if (h == NULL)
+        return;
+    free(h->tracing_link);
+    h->tracing_link = tracing_link != NULL && tracing_link[0] != '\0' ? strdup(tracing_link) : NULL;
+}
+
 void http_set_stall_after(http_t *h, int64_t ms)
 {
     if (h == NULL)

@@ -652,6 +652,7 @@ void http_free(http_t *h)
     http_tokens_free(h->tokens);
     free_names(h->allowed_hosts);
     free(h->waiting);
+    free(h->tracing_link);
     free(h->conninfo);
     free(h->group);
     free(h);

@@ -110,6 +110,7 @@ void http_get_instance(http_t *h, const char *process, const char *key, http_rep
 
     if (!view_read(h, view_instance, &ia, &doc, r))
         return;
+    query_trace_links(doc, h->tracing_link);
     if (doc == NULL) {
         /* Events judged for a key with no instance are parked, waiting for
          * the start event, or belonged to an instance retention removed:

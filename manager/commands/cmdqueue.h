@@ -25,19 +25,58 @@
 
 typedef struct cmdq {
     pgarr_t process, key, version, state, step, attempt, token, topic, type, payload, ce_id;
-    pgarr_t left_process, left_key; /* instances that left a step (cmdq_left()) */
+    pgarr_t traceparent, tracestate, span, inherit; /* see cmdq_trace_t */
+    pgarr_t left_process, left_key;                 /* instances that left a step (cmdq_left()) */
     size_t n;
     size_t failed; /* commands refused (a command_failed alert each) */
 } cmdq_t;
 
 /*
+ * The W3C trace context a command continues. Each row queued is one
+ * attempt and one span: it gets a span id of its own (cmdq_span_id()),
+ * made here, outside the engine, and stored on the row with the trace id
+ * and flags of its parent, so a row sent again after a crash (the same
+ * ce_id) carries the same traceparent, and a re-send (a new row) a new
+ * span of the same trace.
+ *
+ * Decided by a judged event (intake): traceparent and tracestate are the
+ * event's (NULL: it carried none, and so does the command: an untraced
+ * event's command never joins an older trace). Decided by the scheduler
+ * (a re-send, a hand-off, on_timeout): `inherit`, and the trace is the one
+ * of the first command of the same step (same state, same trace), else,
+ * for a step that has none yet (entered by on_timeout), the last traced
+ * event in the instance's history; else none. No trace is ever started:
+ * Steward exports no spans, so a root trace of its own would lead nowhere.
+ */
+typedef struct cmdq_trace {
+    const char *traceparent; /* the parent's, valid (decode_traceparent()); NULL: none */
+    const char *tracestate;  /* forwarded unchanged; NULL: none */
+    bool inherit;            /* the scheduler decided: look the trace up (see above) */
+} cmdq_trace_t;
+
+/*
  * Renders and queues `cmd` (cmd->send must be true) for instance
  * (def->process, key) with captured `vars` (borrowed), to be sent at
- * once. On a render failure opens a command_failed alert in `alerts`
- * instead and returns false.
+ * once, continuing `trace` (borrowed; NULL: no trace). On a render failure
+ * opens a command_failed alert in `alerts` instead and returns false.
  */
 bool cmdq_add(cmdq_t *q, alert_batch_t *alerts, const def_t *def, const char *key,
-              const json_t *vars, const engine_command_t *cmd);
+              const json_t *vars, const engine_command_t *cmd, const cmdq_trace_t *trace);
+
+/*
+ * A new span id: 8 bytes from the kernel's random source, never all zero
+ * (W3C: an invalid id), as 16 lowercase hex digits. False (out "") only
+ * when no random bytes could be had; the command is then queued without
+ * a traceparent rather than with a guessable one.
+ */
+bool cmdq_span_id(char out[17]);
+
+/*
+ * The traceparent of a child span: version 00, the trace id and flags of
+ * `parent` (a valid version-00 traceparent), span id `span` (16 lowercase
+ * hex digits, not all zero). False (out "") when either is not valid.
+ */
+bool cmdq_trace_child(const char *parent, const char *span, char out[56]);
 
 /*
  * Notes that instance (process, key) left a step in this transaction (an

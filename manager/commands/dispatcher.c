@@ -93,8 +93,8 @@ static void source_of(const char *source, const char *process, char *buf, size_t
     buf[len] = '\0';
 }
 
-void dispatcher_headers(const dispatcher_command_t *c, const char *source, dispatcher_header_t *out,
-                        char *source_buf, size_t source_size)
+size_t dispatcher_headers(const dispatcher_command_t *c, const char *source,
+                          dispatcher_header_t *out, char *source_buf, size_t source_size)
 {
     static const char *const names[DISPATCHER_N_HEADERS] = {
         "ce_specversion",    "ce_id",          "ce_source",         "ce_type",
@@ -125,6 +125,21 @@ void dispatcher_headers(const dispatcher_command_t *c, const char *source, dispa
     out[12].value = out[12].value_buf;
     snprintf(out[13].value_buf, sizeof out[13].value_buf, "%lld", c->token);
     out[13].value = out[13].value_buf;
+    size_t n = DISPATCHER_N_HEADERS;
+    if (c->traceparent != NULL && c->traceparent[0] != '\0') {
+        const char *names_trace[4] = {"traceparent", "ce_traceparent", "tracestate",
+                                      "ce_tracestate"};
+        const char *values[4] = {c->traceparent, c->traceparent, c->tracestate, c->tracestate};
+        for (int i = 0; i < 4; i++) {
+            if (values[i] == NULL || values[i][0] == '\0')
+                continue;
+            out[n].name = names_trace[i];
+            out[n].value_buf[0] = '\0';
+            out[n].value = values[i];
+            n++;
+        }
+    }
+    return n;
 }
 
 int64_t dispatcher_backoff_ms(int attempts, int64_t max_backoff_ms)
@@ -601,7 +616,7 @@ static const char claim_sql[] =
     "  WHERE c.id = ANY (ARRAY(SELECT id FROM due)) "
     "  RETURNING c.id, c.process, c.key, c.state, c.step, c.attempt, c.token, c.topic, c.type, "
     "    c.payload::text, c.ce_id, steward.rfc3339(c.created_at), c.attempts, "
-    "    c.next_attempt_at::text) "
+    "    c.next_attempt_at::text, c.traceparent, c.tracestate) "
     "SELECT * FROM claimed ORDER BY id";
 
 enum {
@@ -618,7 +633,9 @@ enum {
     C_CE_ID,
     C_TIME,
     C_ATTEMPTS,
-    C_LEASE
+    C_LEASE,
+    C_TRACEPARENT,
+    C_TRACESTATE
 };
 
 /* Produces one claimed row. A refusal at once (too large, unknown topic)
@@ -651,13 +668,17 @@ static void produce_row(dispatcher_t *d, const PGresult *res, int row)
         .attempt = atol(PQgetvalue(res, row, C_ATTEMPT)),
         .token = strtoll(PQgetvalue(res, row, C_TOKEN), NULL, 10),
         .idempotency_key = idempotency_key,
+        .traceparent =
+            PQgetisnull(res, row, C_TRACEPARENT) ? NULL : PQgetvalue(res, row, C_TRACEPARENT),
+        .tracestate =
+            PQgetisnull(res, row, C_TRACESTATE) ? NULL : PQgetvalue(res, row, C_TRACESTATE),
     };
     cmdq_idempotency_key(c.process, c.key, c.step, idempotency_key);
-    dispatcher_header_t h[DISPATCHER_N_HEADERS];
+    dispatcher_header_t h[DISPATCHER_MAX_HEADERS];
     char source[512];
-    dispatcher_headers(&c, d->source, h, source, sizeof source);
-    rd_kafka_headers_t *hdrs = rd_kafka_headers_new(DISPATCHER_N_HEADERS);
-    for (int i = 0; i < DISPATCHER_N_HEADERS; i++)
+    size_t n_headers = dispatcher_headers(&c, d->source, h, source, sizeof source);
+    rd_kafka_headers_t *hdrs = rd_kafka_headers_new(n_headers);
+    for (size_t i = 0; i < n_headers; i++)
         rd_kafka_header_add(hdrs, h[i].name, -1, h[i].value, -1);
     const char *payload = PQgetvalue(res, row, C_PAYLOAD);
     rd_kafka_resp_err_t err = rd_kafka_producev(

@@ -160,12 +160,16 @@ typedef struct dispatcher_command {
     const char *process, *key, *state, *type, *ce_id;
     const char *idempotency_key; /* cmdq_idempotency_key() of its step */
     const char *time;            /* RFC 3339 of when it was queued */
+    const char *traceparent;     /* the row's (migration 0024); NULL: none */
+    const char *tracestate;      /* NULL: none */
     long step, attempt;
     long long token;
 } dispatcher_command_t;
 
-/* The headers of one command, in order. */
-#define DISPATCHER_N_HEADERS 14
+/* The headers every command carries, in order; with a trace context up to
+ * four more. */
+#define DISPATCHER_N_HEADERS   14
+#define DISPATCHER_MAX_HEADERS (DISPATCHER_N_HEADERS + 4)
 
 /* dispatch.source's default: an absolute URI, as CloudEvents recommends. */
 #define DISPATCHER_SOURCE_DEFAULT "urn:steward:${process}"
@@ -186,11 +190,16 @@ typedef struct dispatcher_header {
  * consumer that reads no CloudEvents), and the extensions
  * ce_stewardprocess, ce_stewardkey, ce_stewardstate, ce_stewardstep,
  * ce_stewardattempt, ce_stewardtoken (decimal). source_buf (source_size
- * bytes) holds ce_source; a source too long for it is cut. Values borrow
- * from c and the buffers.
+ * bytes) holds ce_source; a source too long for it is cut. Then, when the
+ * row continues a trace, `traceparent` and its CloudEvents
+ * distributed-tracing extension `ce_traceparent` (the same value: a
+ * consumer's Kafka instrumentation reads the first, a CloudEvents SDK the
+ * second, as with the idempotency key), and with a tracestate
+ * `tracestate` and `ce_tracestate`. `out` holds DISPATCHER_MAX_HEADERS.
+ * Returns how many it filled. Values borrow from c and the buffers.
  */
-void dispatcher_headers(const dispatcher_command_t *c, const char *source, dispatcher_header_t *out,
-                        char *source_buf, size_t source_size);
+size_t dispatcher_headers(const dispatcher_command_t *c, const char *source,
+                          dispatcher_header_t *out, char *source_buf, size_t source_size);
 
 /* The wait before attempt `attempts` + 1 after `attempts` failed ones (1
  * for the first failure): 1 s doubling, capped at max_backoff_ms. */

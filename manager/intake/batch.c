@@ -298,6 +298,10 @@ err_class_t batch_commit(batch_ctx_t *ctx, batch_t *b, batch_stats_t *stats, cha
         if (!batch_msg_fenced(b, m) && b->msg_reason[m] == DECODE_OK &&
             trace != DECODE_TRACE_NONE && trace != DECODE_TRACE_OK)
             metrics_add(&metrics.traceparent_ignored[trace], 1);
+        decode_tracestate_t state = b->decoded[m].tracestate_fate;
+        if (!batch_msg_fenced(b, m) && b->msg_reason[m] == DECODE_OK &&
+            state > DECODE_TRACESTATE_OK)
+            metrics_add(&metrics.tracestate_ignored[state], 1);
     }
     metrics_add(&metrics.events_ignored, (long long) b->stats.ignored);
     metrics_add(&metrics.batches_committed, 1);

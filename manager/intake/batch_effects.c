@@ -50,12 +50,17 @@ void batch_note_alerts(batch_t *b, const slot_t *slot, const engine_result_t *r,
 
 /* Queues the command the engine decided on entering a state, in the
  * batch's transaction: committed with the state change or not at all; and
- * cancels what is unsent for the step it left. */
-void batch_queue_command(batch_t *b, slot_t *slot, const engine_result_t *r)
+ * cancels what is unsent for the step it left. The command continues the
+ * trace of the event that entered the state. */
+void batch_queue_command(batch_t *b, slot_t *slot, const engine_result_t *r,
+                         const char *traceparent, const char *tracestate)
 {
     /* Only an active version has commands to leave behind. */
     if (r->outcome == ENGINE_ADVANCED && slot->def->mode == DEF_MODE_ACTIVE)
         cmdq_left(&b->commands, slot->process, slot->key);
+    /* The event decided it: its trace, or none (never an older one). */
+    cmdq_trace_t trace = {.traceparent = traceparent, .tracestate = tracestate};
     if (r->command.send)
-        cmdq_add(&b->commands, &b->alerts, slot->def, slot->key, slot->inst.vars, &r->command);
+        cmdq_add(&b->commands, &b->alerts, slot->def, slot->key, slot->inst.vars, &r->command,
+                 &trace);
 }

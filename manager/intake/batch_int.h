@@ -55,6 +55,7 @@ typedef struct held {
     int64_t token, epoch;                         /* a deferred event's */
     json_t *payload;                              /* owned */
     char traceparent[DECODE_TRACEPARENT_LEN + 1]; /* "": none */
+    char tracestate[DECODE_TRACESTATE_MAX + 1];   /* "": none */
     bool settled; /* parked: judged again in this batch and no longer parked */
 } held_t;
 
@@ -178,15 +179,16 @@ err_class_t batch_read(batch_t *b, char *errstr, size_t errstr_size);
  * of the batch; the history rows of a judgement and of a lease released. */
 err_class_t batch_judge_deferred(batch_t *b, slot_t *slot, char *errstr, size_t errstr_size);
 err_class_t batch_judge_item(batch_t *b, item_t *item, char *errstr, size_t errstr_size);
-/* traceparent: the event's W3C trace context, NULL when it carried none. */
+/* traceparent, tracestate: the event's W3C trace context, NULL when it
+ * carried none. */
 void batch_add_history(batch_t *b, const slot_t *slot, const char *event_id, const char *event_type,
                        const char *topic, int32_t partition, int64_t offset, int64_t time_ms,
                        const engine_result_t *r, bool replayed, int64_t epoch,
-                       const char *traceparent);
+                       const char *traceparent, const char *tracestate);
 void batch_add_released(batch_t *b, const slot_t *slot, const char *event_id,
                         const char *event_type, const char *topic, int32_t partition,
                         int64_t offset, int64_t time_ms, const engine_result_t *r, bool replayed,
-                        int64_t epoch, const char *traceparent);
+                        int64_t epoch, const char *traceparent, const char *tracestate);
 
 /* batch_replay.c: the instance's parked events judged again after it
  * moved, until none moves it further. */
@@ -196,7 +198,10 @@ void batch_replay_parked(batch_t *b, slot_t *slot, int64_t epoch);
  * command it queues or cancels. */
 void batch_note_alerts(batch_t *b, const slot_t *slot, const engine_result_t *r, bool was_overdue,
                        bool was_process_overdue, const char *type, const char *event_id);
-void batch_queue_command(batch_t *b, slot_t *slot, const engine_result_t *r);
+/* traceparent, tracestate: the trace context of the event that entered the
+ * state (NULL: none), which its command continues. */
+void batch_queue_command(batch_t *b, slot_t *slot, const engine_result_t *r,
+                         const char *traceparent, const char *tracestate);
 
 /* write (batch_write.c): every row the batch writes, then one statement
  * per table and what other modules add to the transaction. */

@@ -13,7 +13,7 @@
 void batch_add_history(batch_t *b, const slot_t *slot, const char *event_id, const char *event_type,
                        const char *topic, int32_t partition, int64_t offset, int64_t time_ms,
                        const engine_result_t *r, bool replayed, int64_t epoch,
-                       const char *traceparent)
+                       const char *traceparent, const char *tracestate)
 {
     const def_t *def = slot->def;
 
@@ -40,6 +40,7 @@ void batch_add_history(batch_t *b, const slot_t *slot, const char *event_id, con
             .time_in_state_ms = r->time_in_state_ms >= 0 ? r->time_in_state_ms : ROWS_NULL,
             .deadline_late_by_ms = r->deadline_late_by_ms,
             .traceparent = traceparent,
+            .tracestate = tracestate,
         });
     if (r->late_by_ms > 0)
         b->n_late++;
@@ -63,7 +64,7 @@ void batch_add_history(batch_t *b, const slot_t *slot, const char *event_id, con
 void batch_add_released(batch_t *b, const slot_t *slot, const char *event_id,
                         const char *event_type, const char *topic, int32_t partition,
                         int64_t offset, int64_t time_ms, const engine_result_t *r, bool replayed,
-                        int64_t epoch, const char *traceparent)
+                        int64_t epoch, const char *traceparent, const char *tracestate)
 {
     if (r->released[0] == '\0')
         return;
@@ -76,7 +77,7 @@ void batch_add_released(batch_t *b, const slot_t *slot, const char *event_id,
     rel.time_in_state_ms = -1;
     snprintf(rel.detail, sizeof rel.detail, "%s", r->released);
     batch_add_history(b, slot, event_id, event_type, topic, partition, offset, time_ms, &rel,
-                      replayed, epoch, traceparent);
+                      replayed, epoch, traceparent, tracestate);
 }
 
 /* One event to judge: a message of the batch or a deferred one; all
@@ -87,6 +88,7 @@ typedef struct event_view {
     int64_t offset, time_ms, token, epoch;
     json_t *data;
     const char *traceparent; /* NULL: none */
+    const char *tracestate;  /* NULL: none */
 } event_view_t;
 
 static err_class_t judge_event(batch_t *b, slot_t *slot, const event_view_t *v, char *errstr,
@@ -105,9 +107,9 @@ static err_class_t judge_event(batch_t *b, slot_t *slot, const event_view_t *v, 
         r = engine_undeclared(slot->def, &slot->inst, v->type);
     }
     batch_add_history(b, slot, v->id, v->type, v->topic, v->partition, v->offset, v->time_ms, &r,
-                      false, v->epoch, v->traceparent);
+                      false, v->epoch, v->traceparent, v->tracestate);
     batch_add_released(b, slot, v->id, v->type, v->topic, v->partition, v->offset, v->time_ms, &r,
-                       false, v->epoch, v->traceparent);
+                       false, v->epoch, v->traceparent, v->tracestate);
     batch_note_alerts(b, slot, &r, was_overdue, was_process_overdue, v->type, v->id);
     if (!seen && !batch_slot_add_seen(slot, v->id))
         return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
@@ -125,11 +127,13 @@ static err_class_t judge_event(batch_t *b, slot_t *slot, const event_view_t *v, 
         p->payload = json_incref(v->data);
         if (v->traceparent != NULL)
             snprintf(p->traceparent, sizeof p->traceparent, "%s", v->traceparent);
+        if (v->tracestate != NULL)
+            snprintf(p->tracestate, sizeof p->tracestate, "%s", v->tracestate);
         if (p->event_id == NULL || p->event_type == NULL || p->topic == NULL)
             return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
     } else if (r.outcome == ENGINE_STARTED || r.outcome == ENGINE_ADVANCED) {
         slot->dirty = true;
-        batch_queue_command(b, slot, &r);
+        batch_queue_command(b, slot, &r, v->traceparent, v->tracestate);
         batch_replay_parked(b, slot, v->epoch);
     } else if (r.outcome == ENGINE_CLAIMED || r.outcome == ENGINE_RENEWED) {
         slot->dirty = true; /* the lease moved; the state did not */
@@ -153,6 +157,9 @@ err_class_t batch_judge_item(batch_t *b, item_t *item, char *errstr, size_t errs
         .traceparent = b->decoded[item->msg].trace == DECODE_TRACE_OK
                            ? b->decoded[item->msg].traceparent
                            : NULL,
+        .tracestate = b->decoded[item->msg].tracestate_fate == DECODE_TRACESTATE_OK
+                          ? b->decoded[item->msg].tracestate
+                          : NULL,
     };
     return judge_event(b, item->slot, &v, errstr, errstr_size);
 }
@@ -177,6 +184,7 @@ err_class_t batch_judge_deferred(batch_t *b, slot_t *slot, char *errstr, size_t 
             .epoch = d->epoch,
             .data = d->payload,
             .traceparent = d->traceparent[0] != '\0' ? d->traceparent : NULL,
+            .tracestate = d->tracestate[0] != '\0' ? d->tracestate : NULL,
         };
         cls = judge_event(b, slot, &v, errstr, errstr_size);
         rows_add_undeferred(&b->undeferred, &(rows_undeferred_row_t){.id = d->db_id});

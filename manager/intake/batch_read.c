@@ -159,6 +159,9 @@ static err_class_t read_held(batch_t *b, const store_event_row_t *row, bool defe
     };
     if (row->traceparent != NULL && strlen(row->traceparent) == DECODE_TRACEPARENT_LEN)
         memcpy(h->traceparent, row->traceparent, DECODE_TRACEPARENT_LEN + 1);
+    if (h->traceparent[0] != '\0' && row->tracestate != NULL &&
+        strlen(row->tracestate) <= DECODE_TRACESTATE_MAX)
+        snprintf(h->tracestate, sizeof h->tracestate, "%s", row->tracestate);
     if (h->event_id == NULL || h->event_type == NULL || h->topic == NULL || h->payload == NULL)
         return err_set(ERR_FATAL, errstr, errstr_size, "out of memory reading %s events",
                        deferred ? "deferred" : "parked");

@@ -30,18 +30,18 @@ void batch_replay_parked(batch_t *b, slot_t *slot, int64_t epoch)
             if (r.outcome == ENGINE_PARKED)
                 continue;
             p->settled = true;
+            const char *trace = p->traceparent[0] != '\0' ? p->traceparent : NULL;
+            const char *state = p->tracestate[0] != '\0' ? p->tracestate : NULL;
             batch_add_history(b, slot, p->event_id, p->event_type, p->topic, p->partition,
-                              p->offset, p->time_ms, &r, true, epoch,
-                              p->traceparent[0] != '\0' ? p->traceparent : NULL);
+                              p->offset, p->time_ms, &r, true, epoch, trace, state);
             batch_add_released(b, slot, p->event_id, p->event_type, p->topic, p->partition,
-                               p->offset, p->time_ms, &r, true, epoch,
-                               p->traceparent[0] != '\0' ? p->traceparent : NULL);
+                               p->offset, p->time_ms, &r, true, epoch, trace, state);
             batch_note_alerts(b, slot, &r, was_overdue, was_process_overdue, p->event_type,
                               p->event_id);
             if (r.outcome == ENGINE_STARTED || r.outcome == ENGINE_ADVANCED) {
                 slot->dirty = true;
                 moved = true;
-                batch_queue_command(b, slot, &r);
+                batch_queue_command(b, slot, &r, trace, state);
             }
         }
     }

@@ -102,23 +102,27 @@ static void add_deferred(batch_t *b, const item_t *item)
     const decode_input_t *in = &b->msgs[item->msg];
     const json_t *data = b->decoded[item->msg].data;
     char *payload = data != NULL ? json_dumps(data, JSON_NUMBERS | JSON_ENCODE_ANY) : NULL;
-    rows_add_deferred(&b->deferred,
-                      &(rows_deferred_row_t){
-                          .process = item->aside->process,
-                          .key = item->aside->key,
-                          .event_id = item->env.id,
-                          .event_type = item->type,
-                          .topic = in->topic,
-                          .partition = in->partition,
-                          .offset = in->offset,
-                          .event_ms = item->env.time_ms,
-                          .payload = payload != NULL ? payload : "null",
-                          .token = item->env.token,
-                          .epoch = b->parts[b->msg_part[item->msg]].epoch,
-                          .traceparent = b->decoded[item->msg].trace == DECODE_TRACE_OK
-                                             ? b->decoded[item->msg].traceparent
-                                             : NULL,
-                      });
+    rows_add_deferred(
+        &b->deferred,
+        &(rows_deferred_row_t){
+            .process = item->aside->process,
+            .key = item->aside->key,
+            .event_id = item->env.id,
+            .event_type = item->type,
+            .topic = in->topic,
+            .partition = in->partition,
+            .offset = in->offset,
+            .event_ms = item->env.time_ms,
+            .payload = payload != NULL ? payload : "null",
+            .token = item->env.token,
+            .epoch = b->parts[b->msg_part[item->msg]].epoch,
+            .traceparent = b->decoded[item->msg].trace == DECODE_TRACE_OK
+                               ? b->decoded[item->msg].traceparent
+                               : NULL,
+            .tracestate = b->decoded[item->msg].tracestate_fate == DECODE_TRACESTATE_OK
+                              ? b->decoded[item->msg].tracestate
+                              : NULL,
+        });
     free(payload);
 }
 
@@ -178,6 +182,7 @@ void batch_rows(batch_t *b)
                         .payload = payload,
                         .expires_ms = engine_park_expires_at(slot->def, p->time_ms),
                         .traceparent = p->traceparent[0] != '\0' ? p->traceparent : NULL,
+                        .tracestate = p->tracestate[0] != '\0' ? p->tracestate : NULL,
                     });
                 free(payload);
             }

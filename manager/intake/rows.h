@@ -71,12 +71,14 @@ typedef struct rows_bytes {
     X(entered_ms, int)                                                                             \
     X(time_in_state_ms, int)                                                                       \
     X(deadline_late_by_ms, int)                                                                    \
-    X(traceparent, text)
+    X(traceparent, text)                                                                           \
+    X(tracestate, text)
 
 #define ROWS_PARKED(X)                                                                             \
     ROWS_KEPT(X)                                                                                   \
     X(expires_ms, int)                                                                             \
-    X(traceparent, text)
+    X(traceparent, text)                                                                           \
+    X(tracestate, text)
 
 #define ROWS_UNPARKED(X) X(id, int)
 
@@ -120,7 +122,8 @@ typedef struct rows_bytes {
     ROWS_KEPT(X)                                                                                   \
     X(token, int)                                                                                  \
     X(epoch, int)                                                                                  \
-    X(traceparent, text)
+    X(traceparent, text)                                                                           \
+    X(tracestate, text)
 
 #define ROWS_UNDEFERRED(X) X(id, int)
 

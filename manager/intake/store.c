@@ -398,7 +398,7 @@ err_class_t store_pick_deferred(store_t *store, size_t limit, store_key_fn fn, v
  * store_read_parked()): their statements select id, process, key,
  * event_id, event_type, topic, partition, offset, the event time in ms and
  * the payload, then, for deferred events, token and epoch; last the
- * traceparent.
+ * traceparent and tracestate.
  */
 static err_class_t read_events(store_t *store, const char *what, const char *sql,
                                const store_key_t *keys, size_t n, bool deferred, store_event_fn fn,
@@ -424,6 +424,9 @@ static err_class_t read_events(store_t *store, const char *what, const char *sql
             .traceparent = PQgetisnull(res, row, deferred ? 12 : 10)
                                ? NULL
                                : PQgetvalue(res, row, deferred ? 12 : 10),
+            .tracestate = PQgetisnull(res, row, deferred ? 13 : 11)
+                              ? NULL
+                              : PQgetvalue(res, row, deferred ? 13 : 11),
         };
         cls = fn(arg, &r, errstr, errstr_size);
     }
@@ -434,7 +437,7 @@ static err_class_t read_events(store_t *store, const char *what, const char *sql
 static const char read_deferred_sql[] =
     "SELECT d.id, d.process, d.key, d.event_id, d.event_type, d.topic, "
     "  d.partition, d.\"offset\", steward.to_ms(d.event_time), "
-    "  d.payload::text, d.token, d.epoch, d.traceparent "
+    "  d.payload::text, d.token, d.epoch, d.traceparent, d.tracestate "
     "FROM unnest($1::text[], $2::text[]) AS u(pr, k) "
     "CROSS JOIN LATERAL (SELECT * FROM steward.deferred "
     "  WHERE process = u.pr AND key = u.k ORDER BY id FOR UPDATE) d "
@@ -550,7 +553,7 @@ err_class_t store_read_judged(store_t *store, const store_key_t *keys, const cha
 static const char read_parked_sql[] =
     "SELECT p.id, p.process, p.key, p.event_id, p.event_type, p.topic, "
     "  p.partition, p.\"offset\", steward.to_ms(p.event_time), "
-    "  p.payload::text, p.traceparent "
+    "  p.payload::text, p.traceparent, p.tracestate "
     "FROM unnest($1::text[], $2::text[]) AS u(pr, k) "
     "CROSS JOIN LATERAL (SELECT * FROM steward.parked "
     "  WHERE process = u.pr AND key = u.k FOR UPDATE) p "
@@ -568,15 +571,15 @@ err_class_t store_read_parked(store_t *store, const store_key_t *keys, size_t n,
 #define WRITE_HISTORY_INSERT                                                                       \
     "INSERT INTO steward.history (process, key, version, event_id, event_type, topic, "            \
     "  partition, \"offset\", event_time, from_state, to_state, outcome, replayed, detail, "       \
-    "  replica, epoch, late_by_ms, entered_at, time_in_state_ms, traceparent) "                    \
-    "SELECT p, k, v, e, t, tp, pa, o, steward.from_ms(et), fs, ts, oc, rp, d, $21, ep, lb, "       \
-    "  steward.from_ms(en), st, tr "                                                               \
+    "  replica, epoch, late_by_ms, entered_at, time_in_state_ms, traceparent, tracestate) "        \
+    "SELECT p, k, v, e, t, tp, pa, o, steward.from_ms(et), fs, ts, oc, rp, d, $22, ep, lb, "       \
+    "  steward.from_ms(en), st, tr, tst "                                                          \
     "FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], "          \
     "  $7::int[], $8::bigint[], $9::bigint[], $10::text[], $11::text[], $12::text[], "             \
     "  $13::bool[], $14::text[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[], "     \
-    "  $19::bigint[], $20::text[]) "                                                               \
+    "  $19::bigint[], $20::text[], $21::text[]) "                                                  \
     "  WITH ORDINALITY AS u(p, k, v, e, t, tp, pa, o, et, fs, ts, oc, rp, d, ep, lb, en, st, dl, " \
-    "  tr, n) "                                                                                    \
+    "  tr, tst, n) "                                                                               \
     "ORDER BY n "
 
 static const char write_history_sql[] = WRITE_HISTORY_INSERT;
@@ -593,11 +596,11 @@ static const char write_late_history_sql[] =
 
 static const char write_parked_sql[] =
     "INSERT INTO steward.parked (process, key, event_id, event_type, topic, partition, "
-    "  \"offset\", event_time, payload, expires_at, traceparent) "
-    "SELECT p, k, e, t, tp, pa, o, steward.from_ms(et), pl::jsonb, steward.from_ms(ex), tr "
+    "  \"offset\", event_time, payload, expires_at, traceparent, tracestate) "
+    "SELECT p, k, e, t, tp, pa, o, steward.from_ms(et), pl::jsonb, steward.from_ms(ex), tr, tst "
     "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], "
-    "  $7::bigint[], $8::bigint[], $9::text[], $10::bigint[], $11::text[]) "
-    "  AS u(p, k, e, t, tp, pa, o, et, pl, ex, tr)";
+    "  $7::bigint[], $8::bigint[], $9::text[], $10::bigint[], $11::text[], $12::text[]) "
+    "  AS u(p, k, e, t, tp, pa, o, et, pl, ex, tr, tst)";
 
 static const char write_rejected_sql[] =
     "INSERT INTO steward.rejected (consumer_group, topic, partition, \"offset\", process, "
@@ -724,11 +727,11 @@ err_class_t store_write_offsets(store_t *store, rows_t *rows, char *errstr, size
 
 static const char write_deferred_sql[] =
     "INSERT INTO steward.deferred (process, key, event_id, event_type, topic, partition, "
-    "  \"offset\", event_time, payload, token, epoch, traceparent) "
-    "SELECT p, k, e, t, tp, pa, o, steward.from_ms(et), pl::jsonb, tk, ep, tr "
+    "  \"offset\", event_time, payload, token, epoch, traceparent, tracestate) "
+    "SELECT p, k, e, t, tp, pa, o, steward.from_ms(et), pl::jsonb, tk, ep, tr, tst "
     "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], "
-    "  $7::bigint[], $8::bigint[], $9::text[], $10::bigint[], $11::bigint[], $12::text[]) "
-    "  WITH ORDINALITY AS u(p, k, e, t, tp, pa, o, et, pl, tk, ep, tr, n) "
+    "  $7::bigint[], $8::bigint[], $9::text[], $10::bigint[], $11::bigint[], $12::text[], "
+    "  $13::text[]) WITH ORDINALITY AS u(p, k, e, t, tp, pa, o, et, pl, tk, ep, tr, tst, n) "
     "ORDER BY n";
 
 err_class_t store_write_deferred(store_t *store, rows_t *rows, char *errstr, size_t errstr_size)

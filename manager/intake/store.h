@@ -168,6 +168,7 @@ typedef struct store_event_row {
     const char *payload;     /* JSON text */
     int64_t token, epoch;    /* a deferred event's; 0 for a parked one */
     const char *traceparent; /* the event's W3C traceparent; NULL: none */
+    const char *tracestate;  /* its tracestate; NULL: none */
 } store_event_row_t;
 
 typedef err_class_t (*store_event_fn)(void *arg, const store_event_row_t *row, char *errstr,

@@ -5,6 +5,7 @@
 
 #include "common/db.h"
 #include "engine/engine.h"
+#include "manager/sinks/payload.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,7 +59,9 @@ static const char instance_sql[] =
     "       'sent_at', steward.rfc3339(c.sent_at), "
     "       'cancelled_at', steward.rfc3339(c.cancelled_at), 'cancel_reason', c.cancel_reason, "
     "       'delivery_attempts', c.attempts, "
-    "       'last_error', c.last_error, 'payload', c.payload) ORDER BY c.id) "
+    "       'last_error', c.last_error, 'payload', c.payload, "
+    "       'traceparent', c.traceparent, 'tracestate', c.tracestate, "
+    "       'trace_id', substr(c.traceparent, 4, 32)) ORDER BY c.id) "
     "     FROM (SELECT * FROM steward.commands WHERE process = i.process AND key = i.key "
     "       ORDER BY id DESC LIMIT " QUERY_COMMANDS_STR ") c), '[]'), "
     "  'ms_in_state', NULL, '.entered_ms', steward.to_ms(i.state_entered_at), "
@@ -336,4 +339,23 @@ err_class_t query_watermark(PGconn *conn, const char *process, int64_t *ms, char
         *ms = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
     PQclear(res);
     return ERR_OK;
+}
+
+void query_trace_links(json_t *inst, const char *tracing_link)
+{
+    if (inst == NULL || tracing_link == NULL || tracing_link[0] == '\0')
+        return;
+    const char *lists[] = {"history", "commands"};
+    for (size_t l = 0; l < sizeof lists / sizeof lists[0]; l++) {
+        size_t i;
+        json_t *row;
+        json_array_foreach(json_object_get(inst, lists[l]), i, row)
+        {
+            const char *trace = json_string_value(json_object_get(row, "trace_id"));
+            char *link = trace != NULL ? payload_trace_link(tracing_link, trace) : NULL;
+            if (link != NULL)
+                json_object_set_new(row, "trace_link", json_string(link));
+            free(link);
+        }
+    }
 }

@@ -36,7 +36,9 @@ typedef struct query_absent {
  * JSON object (json_decref() it) into *out. When there is no such
  * instance, *out is NULL and ERR_OK is returned, with *absent filled from
  * the history kept for the key. Times are RFC 3339 in UTC. Each history
- * row carries the trace_id of its event's W3C traceparent (null: none).
+ * row carries the trace_id of its event's W3C traceparent (null: none),
+ * and each command its `traceparent` and `trace_id` (null: it continues
+ * no trace); query_trace_links() adds the links to them.
  *
  * Besides the state and deadlines it carries what active mode keeps: the
  * step, the fencing token of the last command, the lease (lease_holder,
@@ -133,5 +135,14 @@ err_class_t query_graph(PGconn *conn, const char *process, json_t **out, char *e
  */
 err_class_t query_watermark(PGconn *conn, const char *process, int64_t *ms, char *errstr,
                             size_t errstr_size);
+
+/*
+ * Adds `trace_link`, tracing.link's template (`tracing_link`; NULL or "":
+ * nothing is added) filled with the trace id, beside each `trace_id` of
+ * the history rows and commands of `inst` (query_instance()'s document),
+ * so `steward inspect`, its --json and the HTTP view (hence the console)
+ * show the same link the pages carry.
+ */
+void query_trace_links(json_t *inst, const char *tracing_link);
 
 #endif

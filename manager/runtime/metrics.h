@@ -42,6 +42,9 @@ typedef struct metrics {
     /* Malformed W3C traceparents ignored, by decode_trace_t (the event
      * itself is judged without one). */
     atomic_llong traceparent_ignored[DECODE_TRACE_N];
+    /* Malformed tracestates dropped (with a valid traceparent, kept), by
+     * decode_tracestate_t. */
+    atomic_llong tracestate_ignored[DECODE_TRACESTATE_N];
     atomic_llong batches_committed;
     atomic_llong batches_retried; /* conflicts and lost connections */
     atomic_llong partitions_fenced;

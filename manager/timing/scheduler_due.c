@@ -354,7 +354,8 @@ static err_class_t judge_batch(sched_t *s, due_worker_t *w, const char *process,
                 break;
             }
             if (a->command.send)
-                cmdq_add(&commands, &alerts, def, key, inst.vars, &a->command);
+                cmdq_add(&commands, &alerts, def, key, inst.vars, &a->command,
+                         &(cmdq_trace_t){.inherit = true});
         }
         int64_t next_ms = due.next_ms;
         pgarr_add(&states, def->states[inst.state].name);

@@ -561,7 +561,7 @@ START_TEST(uncaptured_variable_queues_nothing_and_alerts)
     alert_batch_t alerts = {0};
     json_t *vars = json_object(); /* total never captured */
     engine_command_t cmd = {true, def_find_state(def, "reserving"), 1, 0, 1};
-    ck_assert(!cmdq_add(&q, &alerts, def, "O1", vars, &cmd));
+    ck_assert(!cmdq_add(&q, &alerts, def, "O1", vars, &cmd, NULL));
     ck_assert_uint_eq(q.n, 0);
     ck_assert_uint_eq(q.failed, 1);
     ck_assert_uint_eq(alerts.o_kind.n, 1);
@@ -571,7 +571,7 @@ START_TEST(uncaptured_variable_queues_nothing_and_alerts)
                   pgarr_text(&alerts.o_kind));
 
     json_object_set_new(vars, "total", json_real(42.5));
-    ck_assert(cmdq_add(&q, &alerts, def, "O1", vars, &cmd));
+    ck_assert(cmdq_add(&q, &alerts, def, "O1", vars, &cmd, NULL));
     ck_assert_uint_eq(q.n, 1);
     ck_assert_msg(strstr(pgarr_text(&q.payload), "42.5") != NULL, "%s", pgarr_text(&q.payload));
     json_decref(vars);

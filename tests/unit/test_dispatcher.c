@@ -30,7 +30,7 @@ START_TEST(headers_are_the_contracts)
         .token = 9000000001LL,
         .idempotency_key = "9c1e",
     };
-    dispatcher_header_t h[DISPATCHER_N_HEADERS];
+    dispatcher_header_t h[DISPATCHER_MAX_HEADERS];
     char source[64];
     dispatcher_headers(&c, NULL, h, source, sizeof source);
     static const char *const want[DISPATCHER_N_HEADERS][2] = {
@@ -56,6 +56,83 @@ START_TEST(headers_are_the_contracts)
 }
 END_TEST
 
+/* A row with a trace context adds it twice (Kafka and CloudEvents
+ * names); without one, no trace header at all. */
+START_TEST(headers_carry_the_trace_context)
+{
+    dispatcher_command_t c = {.process = "p",
+                              .key = "k",
+                              .state = "s",
+                              .type = "t",
+                              .ce_id = "i",
+                              .time = "x",
+                              .idempotency_key = "i"};
+    dispatcher_header_t h[DISPATCHER_MAX_HEADERS];
+    char source[64];
+    ck_assert_uint_eq(dispatcher_headers(&c, NULL, h, source, sizeof source), DISPATCHER_N_HEADERS);
+    c.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    ck_assert_uint_eq(dispatcher_headers(&c, NULL, h, source, sizeof source),
+                      DISPATCHER_N_HEADERS + 2);
+    ck_assert_str_eq(h[DISPATCHER_N_HEADERS].name, "traceparent");
+    ck_assert_str_eq(h[DISPATCHER_N_HEADERS].value, c.traceparent);
+    ck_assert_str_eq(h[DISPATCHER_N_HEADERS + 1].name, "ce_traceparent");
+    ck_assert_str_eq(h[DISPATCHER_N_HEADERS + 1].value, c.traceparent);
+    c.tracestate = "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7";
+    ck_assert_uint_eq(dispatcher_headers(&c, NULL, h, source, sizeof source),
+                      DISPATCHER_MAX_HEADERS);
+    ck_assert_str_eq(h[DISPATCHER_N_HEADERS + 2].name, "tracestate");
+    ck_assert_str_eq(h[DISPATCHER_N_HEADERS + 2].value, c.tracestate);
+    ck_assert_str_eq(h[DISPATCHER_N_HEADERS + 3].name, "ce_tracestate");
+    /* A tracestate never travels without its traceparent. */
+    c.traceparent = NULL;
+    ck_assert_uint_eq(dispatcher_headers(&c, NULL, h, source, sizeof source), DISPATCHER_N_HEADERS);
+}
+END_TEST
+
+/* Span ids: 16 lowercase hex digits, never zero, a new one each time. */
+START_TEST(span_ids_are_random_and_valid)
+{
+    char a[17], b[17];
+    ck_assert(cmdq_span_id(a));
+    ck_assert(cmdq_span_id(b));
+    ck_assert_uint_eq(strlen(a), 16);
+    ck_assert_str_ne(a, b);
+    ck_assert_str_ne(a, "0000000000000000");
+    for (int i = 0; i < 16; i++)
+        ck_assert_msg((a[i] >= '0' && a[i] <= '9') || (a[i] >= 'a' && a[i] <= 'f'), "%s", a);
+}
+END_TEST
+
+/* The child keeps the parent's trace id and flags, version 00, and takes
+ * the new span id; an invalid parent or span makes none. */
+START_TEST(trace_child_continues_the_parent)
+{
+    char out[56];
+    ck_assert(cmdq_trace_child("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                               "a1b2c3d4e5f60718", out));
+    ck_assert_str_eq(out, "00-4bf92f3577b34da6a3ce929d0e0e4736-a1b2c3d4e5f60718-01");
+    ck_assert(cmdq_trace_child("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00",
+                               "a1b2c3d4e5f60718", out));
+    ck_assert_str_eq(out, "00-4bf92f3577b34da6a3ce929d0e0e4736-a1b2c3d4e5f60718-00");
+    ck_assert(!cmdq_trace_child("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                                "0000000000000000", out));
+    ck_assert_str_eq(out, "");
+    ck_assert(!cmdq_trace_child("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                                "A1B2C3D4E5F60718", out));
+    ck_assert(
+        !cmdq_trace_child("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "a1b2", out));
+    ck_assert(!cmdq_trace_child("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                                "a1b2c3d4e5f60718", out));
+    ck_assert(!cmdq_trace_child(NULL, "a1b2c3d4e5f60718", out));
+    char span[17];
+    ck_assert(cmdq_span_id(span));
+    ck_assert(
+        cmdq_trace_child("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", span, out));
+    ck_assert_int_eq(strncmp(out, "00-4bf92f3577b34da6a3ce929d0e0e4736-", 36), 0);
+    ck_assert_str_eq(out + 52, "-01");
+}
+END_TEST
+
 START_TEST(headers_cut_a_long_source_safely)
 {
     char process[300];
@@ -70,7 +147,7 @@ START_TEST(headers_cut_a_long_source_safely)
                               .step = 1,
                               .attempt = 0,
                               .token = 1};
-    dispatcher_header_t h[DISPATCHER_N_HEADERS];
+    dispatcher_header_t h[DISPATCHER_MAX_HEADERS];
     char source[32];
     dispatcher_headers(&c, "https://ops.example/${process}/x", h, source, sizeof source);
     ck_assert_int_eq((int) strlen(h[2].value), 31);
@@ -92,7 +169,7 @@ START_TEST(source_is_configurable)
                               .time = "x",
                               .step = 1,
                               .token = 1};
-    dispatcher_header_t h[DISPATCHER_N_HEADERS];
+    dispatcher_header_t h[DISPATCHER_MAX_HEADERS];
     char source[128];
     dispatcher_headers(&c, "https://steward.example/${process}?p=${process}", h, source,
                        sizeof source);
@@ -259,6 +336,9 @@ Suite *dispatcher_suite(void)
     TCase *tc = tcase_create("pure");
     tcase_add_test(tc, headers_are_the_contracts);
     tcase_add_test(tc, headers_cut_a_long_source_safely);
+    tcase_add_test(tc, headers_carry_the_trace_context);
+    tcase_add_test(tc, span_ids_are_random_and_valid);
+    tcase_add_test(tc, trace_child_continues_the_parent);
     tcase_add_test(tc, source_is_configurable);
     tcase_add_test(tc, idempotency_key_per_step_entry);
     tcase_add_test(tc, backoff_doubles_to_its_cap);

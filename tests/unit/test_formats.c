@@ -320,6 +320,118 @@ START_TEST(the_kafka_header_comes_before_the_extension)
 }
 END_TEST
 
+/* The tracestate validator: W3C's list of at most 32 key=value members,
+ * 512 bytes, printable ASCII; kept byte for byte when it passes. */
+START_TEST(a_tracestate_is_judged)
+{
+    char long_text[600], many[400];
+    /* two members of 256 and 256 bytes: 513 with the comma */
+    memset(long_text, 'x', sizeof long_text);
+    memcpy(long_text, "a=", 2);
+    long_text[256] = ',';
+    memcpy(long_text + 257, "b=", 2);
+    long_text[513] = '\0';
+    size_t n = 0;
+    for (int i = 0; i < 33; i++)
+        n += (size_t) snprintf(many + n, sizeof many - n, "%sk%d=v", i ? "," : "", i);
+    const struct {
+        const char *text;
+        decode_tracestate_t want;
+    } cases[] = {
+        {"congo=t61rcWkgMzE", DECODE_TRACESTATE_OK},
+        {"rojo=00f067aa0ba902b7,congo=t61rcWkgMzE", DECODE_TRACESTATE_OK},
+        {"rojo=1 , congo=2\t", DECODE_TRACESTATE_OK}, /* OWS around commas */
+        {"a,,b=1", DECODE_TRACESTATE_BAD_FORMAT},     /* a member without = */
+        {",,rojo=1,", DECODE_TRACESTATE_OK},          /* empty members are allowed */
+        {"tenant@system=x", DECODE_TRACESTATE_OK},
+        {"vendor/id*_-=x", DECODE_TRACESTATE_OK},
+        {"", DECODE_TRACESTATE_NONE},
+        {" , ", DECODE_TRACESTATE_NONE},
+        {"Rojo=1", DECODE_TRACESTATE_BAD_FORMAT}, /* uppercase key */
+        {"rojo=", DECODE_TRACESTATE_BAD_FORMAT},  /* empty value */
+        {"=1", DECODE_TRACESTATE_BAD_FORMAT},
+        {"rojo=a=b", DECODE_TRACESTATE_BAD_FORMAT},
+        {"rojo=caf\xc3\xa9", DECODE_TRACESTATE_BAD_FORMAT}, /* not ASCII */
+        {"rojo=a\x01", DECODE_TRACESTATE_BAD_FORMAT},
+        {"@x=1", DECODE_TRACESTATE_BAD_FORMAT},
+        {"a@b@c=1", DECODE_TRACESTATE_BAD_FORMAT},
+        {long_text, DECODE_TRACESTATE_TOO_LONG},
+        {many, DECODE_TRACESTATE_TOO_MANY},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char out[DECODE_TRACESTATE_MAX + 1];
+        decode_tracestate_t got = decode_tracestate(cases[i].text, strlen(cases[i].text), out);
+        ck_assert_msg(got == cases[i].want, "%s: %s, expected %s", cases[i].text,
+                      decode_tracestate_name(got), decode_tracestate_name(cases[i].want));
+        ck_assert_str_eq(out, got == DECODE_TRACESTATE_OK ? cases[i].text : "");
+    }
+    /* 32 members pass; exactly 512 bytes pass */
+    many[strlen(many) - strlen(",k32=v")] = '\0';
+    char out[DECODE_TRACESTATE_MAX + 1];
+    ck_assert_int_eq(decode_tracestate(many, strlen(many), out), DECODE_TRACESTATE_OK);
+    long_text[512] = '\0';
+    ck_assert_int_eq(decode_tracestate(long_text, 512, out), DECODE_TRACESTATE_OK);
+    ck_assert_str_eq(out, long_text);
+}
+END_TEST
+
+/* It travels with its traceparent's carrier, and only with a valid one. */
+START_TEST(a_tracestate_goes_with_its_traceparent)
+{
+    const char *ts = "rojo=00f067aa0ba902b7";
+    decode_header_t h[] = {{"traceparent", TP, strlen(TP)}, {"tracestate", ts, strlen(ts)}};
+    decode_with("{\"order_id\":\"a\"}", h, 2);
+    ck_assert_int_eq(msg.tracestate_fate, DECODE_TRACESTATE_OK);
+    ck_assert_str_eq(msg.tracestate, ts);
+    decode_message_clear(&msg);
+
+    h[1] = (decode_header_t){"tracestate", "Bad=1", 5};
+    decode_with("{\"order_id\":\"a\"}", h, 2);
+    ck_assert_int_eq(msg.trace, DECODE_TRACE_OK); /* the traceparent is kept */
+    ck_assert_int_eq(msg.tracestate_fate, DECODE_TRACESTATE_BAD_FORMAT);
+    ck_assert_str_eq(msg.tracestate, "");
+    decode_message_clear(&msg);
+
+    h[0] = (decode_header_t){"traceparent", "00-zz", 5};
+    h[1] = (decode_header_t){"tracestate", ts, strlen(ts)};
+    decode_with("{\"order_id\":\"a\"}", h, 2);
+    ck_assert_int_eq(msg.tracestate_fate, DECODE_TRACESTATE_NONE);
+    ck_assert_str_eq(msg.tracestate, "");
+    decode_message_clear(&msg);
+
+    decode_header_t ce[] = {{"ce_specversion", "1.0", 3},
+                            {"ce_type", "Placed", 6},
+                            {"ce_id", "1", 1},
+                            {"ce_source", "shop", 4},
+                            {"ce_traceparent", TP, strlen(TP)},
+                            {"ce_tracestate", ts, strlen(ts)}};
+    decode_with("{\"order_id\":\"a\"}", ce, 6);
+    ck_assert_str_eq(msg.tracestate, ts);
+    decode_message_clear(&msg);
+    ce[5] = (decode_header_t){"ce_tracestate", "rojo=1\0x", 8}; /* cut short by its NUL */
+    decode_with("{\"order_id\":\"a\"}", ce, 6);
+    ck_assert_int_eq(msg.tracestate_fate, DECODE_TRACESTATE_BAD_FORMAT);
+    decode_message_clear(&msg);
+    h[0] = (decode_header_t){"traceparent", TP, strlen(TP)};
+    h[1] = (decode_header_t){"tracestate", "rojo=1\0x", 8};
+    decode_with("{\"order_id\":\"a\"}", h, 2);
+    ck_assert_int_eq(msg.tracestate_fate, DECODE_TRACESTATE_BAD_FORMAT);
+    decode_message_clear(&msg);
+
+    decode_header_t ct[] = {{"content-type", "application/cloudevents+json", 28}};
+    decode_with("{\"specversion\":\"1.0\",\"type\":\"Placed\",\"id\":\"1\",\"source\":\"shop\","
+                "\"traceparent\":\"" TP "\",\"tracestate\":\"congo=t61rcWkgMzE\","
+                "\"data\":{\"order_id\":\"a\"}}",
+                ct, 1);
+    ck_assert_str_eq(msg.tracestate, "congo=t61rcWkgMzE");
+    decode_message_clear(&msg);
+    decode_with("{\"specversion\":\"1.0\",\"type\":\"Placed\",\"id\":\"1\",\"source\":\"shop\","
+                "\"traceparent\":\"" TP "\",\"tracestate\":5,\"data\":{\"order_id\":\"a\"}}",
+                ct, 1);
+    ck_assert_int_eq(msg.tracestate_fate, DECODE_TRACESTATE_BAD_FORMAT);
+}
+END_TEST
+
 Suite *formats_suite(void)
 {
     Suite *s = suite_create("formats");
@@ -335,6 +447,8 @@ Suite *formats_suite(void)
     tcase_add_test(tc, a_binary_cloudevent_carries_it_in_ce_traceparent);
     tcase_add_test(tc, a_structured_cloudevent_carries_it_as_an_attribute);
     tcase_add_test(tc, the_kafka_header_comes_before_the_extension);
+    tcase_add_test(tc, a_tracestate_is_judged);
+    tcase_add_test(tc, a_tracestate_goes_with_its_traceparent);
     suite_add_tcase(s, tc);
     return s;
 }
