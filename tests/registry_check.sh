@@ -9,12 +9,17 @@
 # and, when scripts/test started the registry and gave its outage commands
 # (STEWARD_TEST_SCHEMA_REGISTRY_PAUSE, _RESUME, _STOP, _START), that they
 # work: paused, a request times out; stopped, it is refused; started
-# again, the registry answers on the same URL.
+# again, the registry answers on the same URL. Last, given steward-sim
+# (argument 1) and STEWARD_TEST_KAFKA_BROKERS: `steward-sim --avro-topic`
+# registers each event type's schema under <topic>-value, writes the same
+# ids as <id>.avsc, and frames the topic's values (magic 0, the id
+# big-endian) while the other topics stay JSON.
 #
 # Skipped (77), saying so, when no registry is given
 # (STEWARD_TEST_SCHEMA_REGISTRY_URL); needs curl and python3.
 set -euo pipefail
 
+sim=${1:-}
 url=${STEWARD_TEST_SCHEMA_REGISTRY_URL:-}
 if [ -z "$url" ]; then
     echo "registry_check: skipped: STEWARD_TEST_SCHEMA_REGISTRY_URL is not set" \
@@ -120,6 +125,47 @@ if [ -n "${STEWARD_TEST_SCHEMA_REGISTRY_STOP:-}" ]; then
         fail "started again: HTTP $CODE"
 else
     echo "registry_check: the outage commands are not set (an external registry): not tried"
+fi
+
+if [ -n "$sim" ] && [ -n "${STEWARD_TEST_KAFKA_BROKERS:-}" ] && command -v kcat >/dev/null; then
+    prefix="regcheck$$."
+    dir=$(mktemp -d "${TMPDIR:-/tmp}/registry_check.XXXXXX")
+    trap 'rm -rf "$dir"' EXIT
+    if "$sim" --brokers "$STEWARD_TEST_KAFKA_BROKERS" --time-mode virtual --orders 20 --seed 3 \
+        --topic-prefix "$prefix" --avro-topic "${prefix}payments" --schema-registry "$url" \
+        --avro-schema-dir "$dir/avsc" --quiet >"$dir/sim.log" 2>&1; then
+        request GET "/subjects/${prefix}payments-value/versions"
+        versions=$BODY
+        files=$(cd "$dir/avsc" && ls | sort | tr '\n' ' ')
+        [ "$CODE" = 200 ] && [ -n "$files" ] && echo "ok: steward-sim registered ${prefix}payments-value (versions $versions; files $files)" ||
+            fail "steward-sim: versions of ${prefix}payments-value: HTTP $CODE '$BODY', files '$files'"
+        first=$(ls "$dir/avsc" | sort -n | head -n 1)
+        first_id=${first%.avsc}
+        request GET "/schemas/ids/$first_id"
+        same=$(python3 -c 'import json, sys
+try:
+    print(json.loads(json.loads(sys.argv[1])["schema"]) == json.load(open(sys.argv[2])))
+except Exception:
+    print(False)' "$BODY" "$dir/avsc/$first")
+        [ "$same" = True ] && echo "ok: $first is the schema the registry has under id $first_id" ||
+            fail "$first differs from the registry's schema $first_id ('$BODY')"
+        # The first bytes of each value: Avro ones start 00 and a 4-byte id.
+        kcat -b "$STEWARD_TEST_KAFKA_BROKERS" -C -t "${prefix}payments" -e -o beginning -q \
+            -f '%s\n--\n' >"$dir/payments" 2>/dev/null || true
+        framed=$(python3 -c 'import sys
+data = open(sys.argv[1], "rb").read().split(b"\n--\n")
+print(sum(1 for v in data if len(v) > 5 and v[0] == 0))' "$dir/payments")
+        kcat -b "$STEWARD_TEST_KAFKA_BROKERS" -C -t "${prefix}orders" -e -o beginning -q -c 1 \
+            -f '%s' >"$dir/orders" 2>/dev/null || true
+        [ "$framed" -gt 0 ] && echo "ok: $framed values on ${prefix}payments in the wire format" ||
+            fail "no value on ${prefix}payments starts with magic byte 0"
+        [ "$(head -c 1 "$dir/orders")" = "{" ] && echo "ok: ${prefix}orders stays JSON" ||
+            fail "${prefix}orders: the first value is not JSON"
+    else
+        fail "steward-sim --avro-topic failed: $(cat "$dir/sim.log")"
+    fi
+else
+    echo "registry_check: steward-sim, STEWARD_TEST_KAFKA_BROKERS or kcat missing: steward-sim's Avro not tried"
 fi
 
 if [ "$failures" -gt 0 ]; then
