@@ -48,6 +48,9 @@ enum {
     OPT_ACTIVE,
     OPT_FAULT_EVERY,
     OPT_LINGER,
+    OPT_AVRO_TOPIC,
+    OPT_SCHEMA_REGISTRY,
+    OPT_AVRO_SCHEMA_DIR,
     OPT_HELP,
 };
 
@@ -78,6 +81,9 @@ static const struct option long_options[] = {
     {"active", no_argument, NULL, OPT_ACTIVE},
     {"fault-every", required_argument, NULL, OPT_FAULT_EVERY},
     {"linger", required_argument, NULL, OPT_LINGER},
+    {"avro-topic", required_argument, NULL, OPT_AVRO_TOPIC},
+    {"schema-registry", required_argument, NULL, OPT_SCHEMA_REGISTRY},
+    {"avro-schema-dir", required_argument, NULL, OPT_AVRO_SCHEMA_DIR},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -99,6 +105,17 @@ static void usage(FILE *out)
           "  --single-topic NAME     every event on topic NAME, keyed by order_id\n"
           "  --partitions N          partitions of topics it creates (default 3);\n"
           "                          existing topics are kept as they are\n"
+          "  --avro-topic NAME       the events on topic NAME (prefix included) in Avro,\n"
+          "                          Confluent wire format: magic 0, the schema id (4 bytes,\n"
+          "                          big-endian), the binary record; each event type's\n"
+          "                          record schema is registered under subject NAME-value\n"
+          "                          (--schema-registry) and/or written as <id>.avsc\n"
+          "                          (--avro-schema-dir); malformed (--poison) messages\n"
+          "                          stay as they are\n"
+          "  --schema-registry URL   a Confluent-compatible schema registry's API root\n"
+          "                          (e.g. http://127.0.0.1:8081), for --avro-topic\n"
+          "  --avro-schema-dir DIR   writes DIR/<id>.avsc per schema, for --avro-topic;\n"
+          "                          without --schema-registry the ids count from 1\n"
           "Orders:\n"
           "  --orders N              how many (default 1000)\n"
           "  --rate R                orders per second; 0 = as fast as possible (default 0)\n"
@@ -325,6 +342,21 @@ int sim_args_parse(int argc, char **argv, sim_args_t *cfg)
             if (!parse_double(optarg, 0.0, 86400.0, &cfg->linger_s))
                 return usage_error("--%s: expected seconds, not '%s'", name, optarg);
             break;
+        case OPT_AVRO_TOPIC:
+        case OPT_SCHEMA_REGISTRY:
+        case OPT_AVRO_SCHEMA_DIR:
+            if (*optarg == '\0')
+                return usage_error("--%s: expected %s", name,
+                                   c == OPT_AVRO_TOPIC        ? "a topic name"
+                                   : c == OPT_SCHEMA_REGISTRY ? "a URL"
+                                                              : "a directory");
+            if (c == OPT_AVRO_TOPIC)
+                cfg->avro_topic = optarg;
+            else if (c == OPT_SCHEMA_REGISTRY)
+                cfg->schema_registry = optarg;
+            else
+                cfg->avro_schema_dir = optarg;
+            break;
         case OPT_HELP:
             usage(stdout);
             return EXIT_OK;
@@ -340,6 +372,15 @@ int sim_args_parse(int argc, char **argv, sim_args_t *cfg)
     if (cfg->active && (cfg->plan_only || cfg->single_topic != NULL || cfg->sim.virtual_time))
         return usage_error("--active: answers commands as they come, in real time: not with "
                            "--plan-only, --single-topic or --time-mode virtual");
+    if (cfg->avro_topic != NULL && cfg->schema_registry == NULL && cfg->avro_schema_dir == NULL)
+        return usage_error("--avro-topic: needs --schema-registry URL or --avro-schema-dir DIR "
+                           "(where the schemas go)");
+    if (cfg->avro_topic == NULL && (cfg->schema_registry != NULL || cfg->avro_schema_dir != NULL))
+        return usage_error("--%s: only with --avro-topic",
+                           cfg->schema_registry != NULL ? "schema-registry" : "avro-schema-dir");
+    if (cfg->avro_topic != NULL && (cfg->active || cfg->plan_only))
+        return usage_error("--avro-topic: produces to Kafka in choreographed mode: not with "
+                           "--active or --plan-only");
     if (cfg->brokers == NULL && !cfg->plan_only && cfg->write_definition == NULL)
         return usage_error("--brokers: required (or --plan-only, or --write-definition)");
     if (!cfg->seed_given)

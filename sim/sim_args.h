@@ -33,6 +33,10 @@ typedef struct sim_args {
     bool active;
     uint32_t fault_every;
     double linger_s;
+    /* --avro-topic and where its schemas go (sim_schemas). */
+    const char *avro_topic;
+    const char *schema_registry;
+    const char *avro_schema_dir;
 } sim_args_t;
 
 /*

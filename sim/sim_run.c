@@ -11,6 +11,7 @@
 #include "sim/sim_def.h"
 #include "sim/sim_kafka.h"
 #include "sim/sim_output.h"
+#include "sim/sim_schemas.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -32,6 +33,7 @@ typedef struct run {
     sim_t *sim;
     sim_kafka_producer_t *producer; /* NULL with --plan-only */
     FILE *truth;                    /* NULL without --ground-truth */
+    sim_schemas_t *schemas;         /* NULL without --avro-topic */
     double started;
     double last_progress;
     uint64_t last_messages;
@@ -93,6 +95,13 @@ static int run_loop(run_t *r)
             break;
         }
         sim_kafka_msg_fill(o, &r->cfg->sim, &item);
+        if (r->schemas != NULL &&
+            sim_schemas_frame(r->schemas, r->flow->topic[o->kind], item.order == NULL, o, err,
+                              sizeof err) != ERR_OK) {
+            fprintf(stderr, "steward-sim: %s\n", err);
+            rc = EXIT_RUNTIME;
+            break;
+        }
         if (r->producer != NULL) {
             if (sim_kafka_produce(r->producer, o, err, sizeof err) != ERR_OK) {
                 if (!*r->stop) {
@@ -235,6 +244,33 @@ int sim_run_choreographed(sim_args_t *cfg, const char *src, const volatile sig_a
         }
     }
 
+    if (cfg->avro_topic != NULL) {
+        bool known = false;
+        for (int k = 0; k < SIM_N_KINDS; k++)
+            known |= strcmp(flow.topic[k], cfg->avro_topic) == 0;
+        if (!known) {
+            fprintf(stderr, "steward-sim: --avro-topic %s: no event goes to that topic (",
+                    cfg->avro_topic);
+            for (int k = 0; k < SIM_N_KINDS; k++) {
+                bool seen = false;
+                for (int j = 0; j < k; j++)
+                    seen |= strcmp(flow.topic[j], flow.topic[k]) == 0;
+                if (!seen)
+                    fprintf(stderr, "%s%s", k ? ", " : "", flow.topic[k]);
+            }
+            fprintf(stderr, ")\n");
+            rc = EXIT_USAGE;
+            goto done;
+        }
+        r.schemas = sim_schemas_new(cfg->avro_topic, cfg->schema_registry, cfg->avro_schema_dir,
+                                    errstr, sizeof errstr);
+        if (r.schemas == NULL) {
+            fprintf(stderr, "steward-sim: %s\n", errstr);
+            rc = EXIT_USAGE;
+            goto done;
+        }
+    }
+
     if (!cfg->plan_only) {
         r.producer = sim_kafka_producer_new(cfg->brokers, stop, errstr, sizeof errstr);
         if (r.producer == NULL) {
@@ -302,11 +338,15 @@ int sim_run_choreographed(sim_args_t *cfg, const char *src, const volatile sig_a
             cfg->plan_only ? "planned" : "produced", done_messages, st->orders, elapsed,
             elapsed > 0 ? (double) done_messages / elapsed : 0.0, st->stalled,
             cfg->ground_truth ? cfg->ground_truth : "(none: no --ground-truth)");
+    if (r.schemas != NULL && !cfg->quiet)
+        fprintf(stderr, "steward-sim: %s in Avro, %zu schema(s) %s\n", cfg->avro_topic,
+                sim_schemas_count(r.schemas), cfg->schema_registry ? "registered" : "written");
 
 done:
     if (r.truth != NULL)
         fclose(r.truth);
     sim_kafka_producer_free(r.producer);
+    sim_schemas_free(r.schemas);
     sim_free(sim);
     sim_def_flow_clear(&flow);
     def_free(def);
