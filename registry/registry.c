@@ -106,7 +106,9 @@ registry_t *registry_new(const registry_config_t *cfg, char *errstr, size_t errs
             reg->url[--n] = '\0';
         reg->username = dup_or_null(cfg->username);
         reg->ca_file = dup_or_null(cfg->ca_file);
-        if (cfg->password_file != NULL && cfg->password_file[0] != '\0') {
+        if (cfg->password != NULL && cfg->password[0] != '\0') {
+            reg->password = strdup(cfg->password);
+        } else if (cfg->password_file != NULL && cfg->password_file[0] != '\0') {
             char why[256];
             reg->password = secret_read_file(cfg->password_file, why, sizeof why);
             if (reg->password == NULL) {

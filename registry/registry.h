@@ -30,7 +30,8 @@ typedef struct registry registry_t; /* opaque */
 typedef struct registry_config {
     const char *url;           /* the API's base, e.g. http://host:8081; NULL: none */
     const char *username;      /* basic auth; NULL: none */
-    const char *password_file; /* basic auth's password (common/secret); NULL: none */
+    const char *password;      /* basic auth's password; NULL or "": password_file */
+    const char *password_file; /* the file holding it (common/secret); NULL: none */
     const char *ca_file;       /* the CA bundle for https; NULL: the system's */
     int timeout_ms;            /* per request; 0: REGISTRY_DEFAULT_TIMEOUT_MS */
     const char *directory;     /* <id>.avsc files; used when url is NULL */

@@ -66,6 +66,12 @@ typedef struct metrics {
     atomic_llong partitions_assigned; /* claimed by intake now; 0 while none */
     atomic_llong group_joined;        /* 1 once intake got its first assignment, empty or not */
     atomic_llong kafka_reachable;     /* 1 while the last metadata request was answered */
+    /* Requests to the schema registry (or its directory), by
+     * registry_result_t (found, not_found, unavailable); cache hits are
+     * not requests. registry_up: 0 while the last request found it
+     * unavailable, else 1. */
+    atomic_llong registry_requests[3];
+    atomic_llong registry_up;
 
     /* When each worker thread last made progress (monotonic ms); 0 before
      * it started. See metrics_beat(). */
