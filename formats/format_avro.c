@@ -125,7 +125,7 @@ static format_avro_result_t read_long(reader_t *r, int64_t *out)
 
 static format_avro_result_t read_int(reader_t *r, int32_t *out)
 {
-    int64_t v;
+    int64_t v = 0;
     format_avro_result_t res = read_long(r, &v);
     if (res != FORMAT_AVRO_OK)
         return res;
@@ -151,7 +151,7 @@ static format_avro_result_t read_raw(reader_t *r, size_t n, const unsigned char 
 static format_avro_result_t read_sized(reader_t *r, const unsigned char **out, size_t *n,
                                        const char *what)
 {
-    int64_t len;
+    int64_t len = 0;
     format_avro_result_t res = read_long(r, &len);
     if (res != FORMAT_AVRO_OK)
         return res;
@@ -214,7 +214,7 @@ static format_avro_result_t read_block(reader_t *r, int64_t *count)
     if (res != FORMAT_AVRO_OK)
         return res;
     if (*count < 0) {
-        int64_t size;
+        int64_t size = 0;
         if (*count == INT64_MIN)
             return fail(r, FORMAT_AVRO_INVALID, "a block count out of range");
         *count = -*count;
@@ -257,7 +257,7 @@ static format_avro_result_t read_array(reader_t *r, avro_schema_t schema, int de
     avro_schema_t items = avro_schema_array_items(schema);
     json_t *arr = json_array();
     format_avro_result_t res = FORMAT_AVRO_OK;
-    int64_t count;
+    int64_t count = 0;
     if (arr == NULL)
         return out_of_memory(r);
     while ((res = read_block(r, &count)) == FORMAT_AVRO_OK && count > 0) {
@@ -288,13 +288,13 @@ static format_avro_result_t read_map(reader_t *r, avro_schema_t schema, int dept
     avro_schema_t values = avro_schema_map_values(schema);
     json_t *obj = json_object();
     format_avro_result_t res = FORMAT_AVRO_OK;
-    int64_t count;
+    int64_t count = 0;
     if (obj == NULL)
         return out_of_memory(r);
     while ((res = read_block(r, &count)) == FORMAT_AVRO_OK && count > 0) {
         for (int64_t k = 0; k < count && res == FORMAT_AVRO_OK; k++) {
-            const unsigned char *key;
-            size_t key_len;
+            const unsigned char *key = NULL;
+            size_t key_len = 0;
             if ((res = read_text(r, &key, &key_len, "a map key")) != FORMAT_AVRO_OK)
                 break;
             size_t old = path_push(r, (const char *) key, key_len);
@@ -319,8 +319,8 @@ static format_avro_result_t read_map(reader_t *r, avro_schema_t schema, int dept
 static format_avro_result_t read_value(reader_t *r, avro_schema_t schema, int depth, json_t **out)
 {
     format_avro_result_t res;
-    const unsigned char *p;
-    size_t n;
+    const unsigned char *p = NULL;
+    size_t n = 0;
 
     while (is_avro_link(schema))
         schema = avro_schema_link_target(schema);
@@ -339,14 +339,14 @@ static format_avro_result_t read_value(reader_t *r, avro_schema_t schema, int de
         *out = json_boolean(*p);
         return FORMAT_AVRO_OK;
     case AVRO_INT32: {
-        int32_t v;
+        int32_t v = 0;
         if ((res = read_int(r, &v)) != FORMAT_AVRO_OK)
             return res;
         *out = json_integer(v);
         break;
     }
     case AVRO_INT64: {
-        int64_t v;
+        int64_t v = 0;
         if ((res = read_long(r, &v)) != FORMAT_AVRO_OK)
             return res;
         *out = json_integer(v);
@@ -394,7 +394,7 @@ static format_avro_result_t read_value(reader_t *r, avro_schema_t schema, int de
         break;
     }
     case AVRO_ENUM: {
-        int32_t index;
+        int32_t index = 0;
         if ((res = read_int(r, &index)) != FORMAT_AVRO_OK)
             return res;
         if (index < 0 || index >= avro_schema_enum_number_of_symbols(schema))
@@ -404,7 +404,7 @@ static format_avro_result_t read_value(reader_t *r, avro_schema_t schema, int de
         break;
     }
     case AVRO_UNION: {
-        int64_t index;
+        int64_t index = 0;
         if ((res = read_long(r, &index)) != FORMAT_AVRO_OK)
             return res;
         if (index < 0 || (uint64_t) index >= avro_schema_union_size(schema))

@@ -255,5 +255,8 @@ err_class_t batch_decode_awaiting(batch_t *b, char *errstr, size_t errstr_size)
         decode_envelope_clear(&b->items[i].env);
     b->n_items = 0;
     b->n_awaiting = 0;
-    return batch_route(b, b->defs_routed, true, errstr, errstr_size);
+    err_class_t cls = batch_route(b, b->defs_routed, true, errstr, errstr_size);
+    if (cls != ERR_OK)
+        b->n_awaiting = 1; /* routed in part: the next try starts over */
+    return cls;
 }

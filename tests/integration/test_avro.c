@@ -17,7 +17,8 @@
  *
  * avro_registry: the same through a real schema registry
  * (STEWARD_TEST_SCHEMA_REGISTRY_URL, a Confluent-compatible API; schemas
- * registered by the test with POST /subjects/{subject}/versions). When
+ * registered by the test with POST /subjects/{subject}/versions; a JSON
+ * Schema's id on the Avro topic is unsupported_schema_type). When
  * the variable is unset the suite is SKIPPED (exit 77), never passed.
  * With STEWARD_TEST_SCHEMA_REGISTRY_PAUSE/_RESUME, the registry stops
  * answering while an order under a schema not yet fetched arrives: the
@@ -172,6 +173,7 @@ START_TEST(avro_events_are_judged_with_schemas_from_a_directory)
     ck_assert_int_eq(mkdir(dir, 0755), 0);
     free(tl_write_file(dir, "1.avsc", schema_v1));
     free(tl_write_file(dir, "2.avsc", schema_v2));
+    free(tl_write_file(dir, "3.avsc", "{\"type\": \"recod\", \"name\": \"Order\"}"));
     char *def_path = configure(json_pack("{s:s}", "directory", dir), false);
 
     /* Without a registry, run refuses the definition at load. */
@@ -200,6 +202,8 @@ START_TEST(avro_events_are_judged_with_schemas_from_a_directory)
     produce_bytes(p, "orders", buf, len); /* schema id 99: no 99.avsc */
     len = order_message(buf, sizeof buf, schema_v1, 1, "A8", NULL);
     produce_bytes(p, "orders", buf, len - 3); /* cut short */
+    len = order_message(buf, sizeof buf, schema_v1, 3, "A7", NULL);
+    produce_bytes(p, "orders", buf, len); /* 3.avsc is no Avro schema */
     tl_producer_free(p);
 
     tw_wait(&w, "SELECT status FROM steward.instances WHERE key = 'A1'", NULL, "success", 60,
@@ -217,6 +221,10 @@ START_TEST(avro_events_are_judged_with_schemas_from_a_directory)
             "SELECT count(*) FROM steward.rejected WHERE reason = 'invalid_avro' "
             "AND detail LIKE '%schema id 1%truncated%'",
             NULL, "1", 30, "the cut payload rejected saying where");
+    tw_wait(&w,
+            "SELECT count(*) FROM steward.rejected WHERE reason = 'invalid_avro' "
+            "AND detail LIKE '%schema id 3%not an Avro schema%'",
+            NULL, "1", 30, "the schema that does not parse, its messages rejected");
 
     /* A restart; meanwhile an order under schema 2 (a field added). */
     tw_stop(&w, 30);
@@ -227,7 +235,7 @@ START_TEST(avro_events_are_judged_with_schemas_from_a_directory)
     tw_start(&w, NULL, false);
     tw_wait(&w, "SELECT status FROM steward.instances WHERE key = 'A3'", NULL, "success", 60,
             "A3, under the evolved schema, judged after the restart");
-    tw_expect(&w, "SELECT count(*) FROM steward.rejected", NULL, "2");
+    tw_expect(&w, "SELECT count(*) FROM steward.rejected", NULL, "3");
     tw_stop(&w, 30);
 
     /* The backtest reads the schemas where the config says, and prints
@@ -238,9 +246,9 @@ START_TEST(avro_events_are_judged_with_schemas_from_a_directory)
                           "10m", "--brokers", tl_kafka_brokers(), "--database", w.db_url,
                           NULL};
     o = tl_steward(argv, TW_LIST(dir_env));
-    ck_assert_msg(o.status == 0 && tl_contains(o.out, "messages rejected: 2 (") &&
+    ck_assert_msg(o.status == 0 && tl_contains(o.out, "messages rejected: 3 (") &&
                       tl_contains(o.out, "unknown_schema 1") &&
-                      tl_contains(o.out, "invalid_avro 1") && tl_contains(o.out, "schema id 99"),
+                      tl_contains(o.out, "invalid_avro 2") && tl_contains(o.out, "schema id 99"),
                   "exit %d\n%s\n%s", o.status, o.out, o.err);
     tl_output_free(&o);
     o = tl_steward(argv, no_registry);
@@ -271,12 +279,14 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
     return size * n;
 }
 
-/* Registers `schema` under `subject` and returns its id. */
-static uint32_t register_schema(const char *url, const char *subject, const char *schema)
+/* Registers `schema` of `type` (NULL: Avro, the API's default) under
+ * `subject` and returns its id. */
+static uint32_t register_schema(const char *url, const char *subject, const char *schema,
+                                const char *type)
 {
     char target[1024];
     snprintf(target, sizeof target, "%s/subjects/%s/versions", url, subject);
-    json_t *req = json_pack("{s:s}", "schema", schema);
+    json_t *req = json_pack("{s:s, s:s?}", "schema", schema, "schemaType", type);
     char *text = json_dumps(req, JSON_COMPACT);
     json_decref(req);
     body_t body = {.len = 0};
@@ -320,9 +330,12 @@ START_TEST(avro_events_are_judged_with_schemas_from_the_registry)
     tw_init(&w, "avroreg");
     char subject[256];
     snprintf(subject, sizeof subject, "%sorders-value", w.prefix);
-    uint32_t v1 = register_schema(url, subject, schema_v1);
-    uint32_t v2 = register_schema(url, subject, schema_v2);
+    uint32_t v1 = register_schema(url, subject, schema_v1, NULL);
+    uint32_t v2 = register_schema(url, subject, schema_v2, NULL);
     ck_assert_uint_ne(v1, v2);
+    snprintf(subject, sizeof subject, "%sjson-value", w.prefix);
+    uint32_t js = register_schema(
+        url, subject, "{\"type\": \"object\", \"properties\": {\"order_id\": {}}}", "JSON");
     char *def_path = configure(json_pack("{s:s, s:s}", "url", url, "timeout", "1s"), true);
     tw_start(&w, NULL, true);
 
@@ -330,6 +343,7 @@ START_TEST(avro_events_are_judged_with_schemas_from_the_registry)
     produce_order(p, schema_v1, v1, "R1", NULL);
     produce_paid(p, "R1");
     produce_order(p, schema_v1, 999999, "R9", NULL); /* an id the registry never gave */
+    produce_order(p, schema_v1, js, "R8", NULL);     /* a JSON Schema's id */
     tl_producer_free(p);
     tw_wait(&w, "SELECT status FROM steward.instances WHERE key = 'R1'", NULL, "success", 60,
             "R1 read with its schema from the registry");
@@ -337,7 +351,13 @@ START_TEST(avro_events_are_judged_with_schemas_from_the_registry)
             "SELECT count(*) FROM steward.rejected WHERE reason = 'unknown_schema' "
             "AND detail LIKE '%schema id 999999%'",
             NULL, "1", 30, "the id the registry does not have, rejected naming it");
-    tl_wait_metric(w.base, "steward_schema_registry_requests_total{result=\"found\"} 1", 10);
+    char js_text[16];
+    snprintf(js_text, sizeof js_text, "%" PRIu32, js);
+    tw_wait(&w,
+            "SELECT count(*) FROM steward.rejected WHERE reason = 'unsupported_schema_type' "
+            "AND detail LIKE '%schema id ' || $1 || ' is a JSON schema%'",
+            TW_LIST(js_text), "1", 30, "a JSON Schema's id on an Avro topic, naming id and type");
+    tl_wait_metric(w.base, "steward_schema_registry_requests_total{result=\"found\"} 2", 10);
     tl_wait_metric(w.base, "steward_schema_registry_up 1", 10);
 
     if (getenv("STEWARD_TEST_SCHEMA_REGISTRY_PAUSE") != NULL &&
@@ -352,7 +372,7 @@ START_TEST(avro_events_are_judged_with_schemas_from_the_registry)
         tl_wait_metric(w.base, "steward_schema_registry_up 0", 30);
         sleep(3); /* retried meanwhile, with backoff: still waiting, nothing rejected */
         tw_expect(&w, "SELECT count(*) FROM steward.instances WHERE key = 'R2'", NULL, "0");
-        tw_expect(&w, "SELECT count(*) FROM steward.rejected", NULL, "1");
+        tw_expect(&w, "SELECT count(*) FROM steward.rejected", NULL, "2");
         run_command("STEWARD_TEST_SCHEMA_REGISTRY_RESUME");
         tw_wait(&w, "SELECT status FROM steward.instances WHERE key = 'R2'", NULL, "success", 90,
                 "R2 judged once the registry answered again");
@@ -363,7 +383,7 @@ START_TEST(avro_events_are_judged_with_schemas_from_the_registry)
         ck_assert_msg(first != NULL && strstr(first + 1, "schema registry unavailable") == NULL,
                       "the outage is logged once");
         free(log);
-        tw_expect(&w, "SELECT count(*) FROM steward.rejected", NULL, "1");
+        tw_expect(&w, "SELECT count(*) FROM steward.rejected", NULL, "2");
     } else {
         fprintf(stderr, "avro_registry: no STEWARD_TEST_SCHEMA_REGISTRY_PAUSE/_RESUME: the "
                         "outage is not tested\n");
