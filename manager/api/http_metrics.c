@@ -197,8 +197,9 @@ static void write_kafka(prom_t *p)
                         metrics_get(&metrics.registry_requests[i]));
     prom_family(p, "steward_schema_registry_up", "gauge",
                 "0 while the last request to the schema registry found it unavailable (messages "
-                "whose schema is not in hand wait), else 1.");
-    prom_sample_int(p, "steward_schema_registry_up", NULL, metrics_get(&metrics.registry_up));
+                "whose schema is not in hand wait), else 1 (also where none is configured).");
+    prom_sample_int(p, "steward_schema_registry_up", NULL,
+                    metrics_get(&metrics.registry_down) != 0 ? 0 : 1);
     prom_family(p, "steward_kafka_reachable", "gauge",
                 "Whether the brokers answered intake's last metadata request (once a second).");
     prom_sample_int(p, "steward_kafka_reachable", NULL, metrics_get(&metrics.kafka_reachable));

@@ -36,7 +36,7 @@ schemas_t *schemas_new(registry_t *reg)
         return NULL;
     s->reg = reg;
     pthread_mutex_init(&s->lock, NULL);
-    metrics_set(&metrics.registry_up, 1);
+    metrics_set(&metrics.registry_down, 0);
     return s;
 }
 
@@ -111,7 +111,7 @@ static void note_request(schemas_t *s, registry_result_t result, uint32_t id, co
     bool was_down = s->down;
     s->down = result == REGISTRY_UNAVAILABLE;
     pthread_mutex_unlock(&s->lock);
-    metrics_set(&metrics.registry_up, result != REGISTRY_UNAVAILABLE);
+    metrics_set(&metrics.registry_down, result == REGISTRY_UNAVAILABLE);
     char schema_id[16];
     snprintf(schema_id, sizeof schema_id, "%" PRIu32, id);
     if (result == REGISTRY_UNAVAILABLE && !was_down)
