@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -271,6 +272,47 @@ START_TEST(avro_events_are_judged_with_schemas_from_a_directory)
 }
 END_TEST
 
+/* A reload that brings a confluent_avro topic to a steward without a
+ * registry is refused, naming the event and topic; the running
+ * definition stays. */
+START_TEST(a_reload_without_a_registry_is_refused)
+{
+    tw_init(&w, "avroreload");
+    json_t *none = json_pack("{s:s}", "directory", "");
+    char *def_path = configure(none, false);
+    /* Version 1 reads orders as plain JSON. */
+    char *plain = tw_fill(order_def, w.prefix, NULL);
+    char *at = strstr(plain, "\"confluent_avro\"");
+    ck_assert_ptr_nonnull(at);
+    memcpy(at, "\"json\"", 6);
+    memmove(at + 6, at + 16, strlen(at + 16) + 1);
+    free(tl_write_file(w.dir, "order.json", plain));
+    free(plain);
+    tw_start(&w, NULL, false);
+    tl_producer_t *p = tl_producer_new();
+    char value[160];
+    snprintf(value, sizeof value,
+             "{\"type\": \"OrderPlaced\", \"order_id\": \"J1\", \"amount\": 5, "
+             "\"placed_at\": %" PRId64 "}",
+             now_ms());
+    produce_bytes(p, "orders", value, strlen(value));
+    tl_producer_free(p);
+    tw_wait(&w, "SELECT count(*) FROM steward.instances WHERE key = 'J1'", NULL, "1", 60,
+            "J1 read as JSON");
+
+    char *filled = tw_fill(order_def, w.prefix, NULL);
+    free(tl_write_file(w.dir, "order.json", filled));
+    free(filled);
+    kill(w.pids[0], SIGHUP);
+    tl_wait_file(w.log, "no schema registry is configured", 30);
+    char *log = tl_read_file(w.log);
+    ck_assert_msg(strstr(log, "reload refused") != NULL, "no refusal in the log");
+    free(log);
+    tw_stop(&w, 30);
+    free(def_path);
+}
+END_TEST
+
 /* ---- a real registry ------------------------------------------------------ */
 
 typedef struct body {
@@ -411,6 +453,7 @@ Suite *avro_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_add_test(tc, avro_events_are_judged_with_schemas_from_a_directory);
+    tcase_add_test(tc, a_reload_without_a_registry_is_refused);
     suite_add_tcase(s, tc);
     return s;
 }
