@@ -13,7 +13,7 @@
  * unknown_schema naming the id, a payload cut short as invalid_avro; both
  * are printed by steward backtest's rejection summary, and a backtest
  * without a registry is refused. steward run refuses such a definition
- * without one too.
+ * without one too, and so does a reload (SIGHUP) that brings one.
  *
  * avro_registry: the same through a real schema registry
  * (STEWARD_TEST_SCHEMA_REGISTRY_URL, a Confluent-compatible API; schemas
