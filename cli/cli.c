@@ -15,6 +15,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 const char *cli_database_url(const char *flag_value)
 {
@@ -74,4 +75,45 @@ bool cli_parse_when(const char *text, int64_t *ms)
         return true;
     }
     return false;
+}
+
+bool cli_schemas_open(const config_t *cfg, const def_set_t *defs, cli_schemas_t *out, char *errstr,
+                      size_t errstr_size)
+{
+    memset(out, 0, sizeof *out);
+    const def_event_t *ev = schemas_avro_event(defs);
+    if (cfg->registry_url[0] == '\0' && cfg->registry_directory[0] == '\0') {
+        if (ev == NULL)
+            return true;
+        snprintf(errstr, errstr_size,
+                 "event %s's topic %s has \"format\": \"confluent_avro\", but no schema "
+                 "registry is configured: set schema_registry.url (or schema_registry.directory "
+                 "for <id>.avsc files)",
+                 ev->name, ev->topic);
+        return false;
+    }
+    registry_config_t rcfg = {
+        .url = cfg->registry_url[0] != '\0' ? cfg->registry_url : NULL,
+        .username = cfg->registry_username,
+        .password = cfg->registry_password,
+        .ca_file = cfg->registry_ca_file,
+        .timeout_ms = (int) cfg->registry_timeout_ms,
+        .directory = cfg->registry_directory,
+    };
+    if ((out->registry = registry_new(&rcfg, errstr, errstr_size)) == NULL)
+        return false;
+    if ((out->schemas = schemas_new(out->registry)) == NULL) {
+        registry_free(out->registry);
+        out->registry = NULL;
+        snprintf(errstr, errstr_size, "out of memory");
+        return false;
+    }
+    return true;
+}
+
+void cli_schemas_close(cli_schemas_t *s)
+{
+    schemas_free(s->schemas);
+    registry_free(s->registry);
+    memset(s, 0, sizeof *s);
 }

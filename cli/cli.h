@@ -8,10 +8,31 @@
 
 #include "manager/operator/actions.h"
 
+#include "manager/config/config.h"
+#include "manager/intake/schemas.h"
+#include "registry/registry.h"
+
 #include <jansson.h>
 #include <libpq-fe.h>
 #include <stdbool.h>
 #include <stdint.h>
+
+/* Where steward run and steward backtest find the writer schemas of
+ * confluent_avro topics: the config's schema_registry. */
+typedef struct cli_schemas {
+    registry_t *registry; /* NULL: none configured */
+    schemas_t *schemas;   /* over registry; NULL with it */
+} cli_schemas_t;
+
+/*
+ * Opens the config's schema registry (or directory) into *out: both NULL
+ * when neither schema_registry.url nor .directory is set. When `defs`
+ * reads a confluent_avro topic and none is set, or the settings are bad,
+ * returns false with the reason in errstr.
+ */
+bool cli_schemas_open(const config_t *cfg, const def_set_t *defs, cli_schemas_t *out, char *errstr,
+                      size_t errstr_size);
+void cli_schemas_close(cli_schemas_t *s);
 
 int cli_check(int argc, char **argv);
 int cli_migrate(int argc, char **argv);

@@ -264,6 +264,14 @@ static int backtest_with(cli_opts_t *o, int argc, char **argv)
         return EXIT_USAGE;
     }
 
+    /* The writer schemas of confluent_avro topics, from the config's registry. */
+    cli_schemas_t schemas;
+    if (!cli_schemas_open(cfg, defs, &schemas, errstr, sizeof errstr)) {
+        fprintf(stderr, "steward backtest: %s\n", errstr);
+        def_set_free(defs);
+        return EXIT_USAGE;
+    }
+
     /* The scratch database, on the same server as the live one. */
     backtest_scratch_t scratch;
     route_table_t *routes = NULL;
@@ -300,6 +308,7 @@ static int backtest_with(cli_opts_t *o, int argc, char **argv)
         .kafka_props = (const char *const *) cfg->kafka_props,
         .n_kafka_props = cfg->n_kafka_props,
         .routes = routes,
+        .schemas = schemas.schemas,
         .on_tick = stop_when_drained,
         .from_ms = from_ms,
         .until_ms = to_ms,
@@ -375,6 +384,7 @@ out:
     if (backtest_scratch_close(&scratch, keep, errstr, sizeof errstr) != ERR_OK)
         fprintf(stderr, "steward backtest: %s\n", errstr);
     route_table_free(routes);
+    cli_schemas_close(&schemas);
     def_problems_clear(&problems);
     def_set_free(defs);
     return rc;

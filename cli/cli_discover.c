@@ -71,7 +71,8 @@ static const char discover_usage[] =
     "                        epoch_millis (default: RFC 3339 text or epoch ms)\n"
     "  --format F            json, or confluent_json for JSON in the Confluent wire\n"
     "                        format (default: json; framed values are counted as\n"
-    "                        schema_registry_format)\n"
+    "                        schema_registry_format; discover reads no Avro: a\n"
+    "                        confluent_avro topic's draft is written by hand)\n"
     "  --kafka NAME=VALUE    a librdkafka property; repeatable, over the config's\n"
     "  --json                print everything as one JSON document\n";
 

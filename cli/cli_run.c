@@ -207,6 +207,7 @@ typedef struct run_ctx {
     dispatcher_t *dispatcher;
     http_t *http;               /* NULL when http.listen is "" */
     retention_loop_t retention; /* what the retention thread prunes, and when */
+    cli_schemas_t schemas;      /* the writer schemas of confluent_avro topics */
 } run_ctx_t;
 
 static void *scheduler_main(void *arg)
@@ -431,6 +432,7 @@ static err_class_t open_workers(const config_t *cfg, const char *replica, run_ct
         .kafka_props = (const char *const *) cfg->kafka_props,
         .n_kafka_props = cfg->n_kafka_props,
         .routes = routes,
+        .schemas = ctx->schemas.schemas,
         .on_tick = reload,
         .tick_arg = ctx,
     };
@@ -752,6 +754,14 @@ int cli_run(int argc, char **argv)
     /* The HTTP server first: /healthz answers, and /readyz says why not
      * ready, while the database is waited for. */
     run_ctx_t ctx = {flags, n_flags, config_path, cfg, NULL, NULL, NULL, NULL, NULL};
+    if (!cli_schemas_open(cfg, defs, &ctx.schemas, errstr, sizeof errstr)) {
+        fprintf(stderr, "steward run: %s\n", errstr);
+        def_set_free(defs);
+        route_table_free(routes);
+        config_free(cfg);
+        free(flags);
+        return EXIT_USAGE;
+    }
     err_class_t cls;
     sigset_t saved;
     hold_signals(&saved); /* its threads inherit the mask */
@@ -764,6 +774,7 @@ int cli_run(int argc, char **argv)
     release_signals(&saved);
     if (ctx.http == NULL && cls != ERR_OK) { /* NULL with ERR_OK: http.listen is "" */
         LOG_ERROR("cannot start the HTTP server", "error", errstr);
+        cli_schemas_close(&ctx.schemas);
         def_set_free(defs);
         route_table_free(routes);
         config_free(cfg);
@@ -779,6 +790,7 @@ int cli_run(int argc, char **argv)
         fprintf(stderr, "steward run: out of memory\n");
         gen_current_free(ctx.current);
         http_free(ctx.http);
+        cli_schemas_close(&ctx.schemas);
         config_free(cfg);
         free(flags);
         return EXIT_RUNTIME;
@@ -791,6 +803,7 @@ int cli_run(int argc, char **argv)
     metrics_beat_stop(METRICS_INTAKE);
     http_free(ctx.http); /* before the workers: its requests read nothing of theirs */
     workers_free(&w);
+    cli_schemas_close(&ctx.schemas); /* after intake, which borrowed it */
     gen_release(ctx.intake_gen);
     gen_current_free(ctx.current);
     config_free(cfg);

@@ -52,9 +52,11 @@ typedef enum def_time_format {
 
 /* How a topic's message values are framed (`topics.T.format`). */
 typedef enum def_format {
-    DEF_FORMAT_JSON = 0,      /* a JSON object, as it is */
-    DEF_FORMAT_CONFLUENT_JSON /* the Confluent wire format (magic byte 0, a 4-byte schema id)
-                                 around a JSON object, or a JSON object as it is */
+    DEF_FORMAT_JSON = 0,       /* a JSON object, as it is */
+    DEF_FORMAT_CONFLUENT_JSON, /* the Confluent wire format (magic byte 0, a 4-byte schema id)
+                                  around a JSON object, or a JSON object as it is */
+    DEF_FORMAT_CONFLUENT_AVRO  /* the Confluent wire format around an Avro payload, read with
+                                  its schema from the schema registry; or a JSON object as it is */
 } def_format_t;
 
 /*

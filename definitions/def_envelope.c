@@ -208,7 +208,10 @@ bool def_ld_envelope(loader_t *ld, json_t *obj, const char *ptr, bool with_key,
 
 /* ---- topics ---- */
 
-/* topics.T.format: "json" (the default) or "confluent_json". */
+/* topics.T.format: "json" (the default), "confluent_json" or
+ * "confluent_avro". "confluent_protobuf" is refused with its reason: a
+ * Protobuf payload is read only with code generated from its .proto
+ * (protobuf-c), and a registry hands Steward the descriptor at run time. */
 static def_format_t parse_format(loader_t *ld, json_t *entry, const char *ptr)
 {
     if (json_object_get(entry, "format") == NULL)
@@ -216,18 +219,28 @@ static def_format_t parse_format(loader_t *ld, json_t *entry, const char *ptr)
     const char *f = def_ld_get_string(ld, entry, ptr, "format", false);
     if (f == NULL)
         return DEF_FORMAT_JSON;
-    static const char *const names[] = {"json", "confluent_json"};
-    long k = def_find_name(names, 2, f);
-    if (k < 0) {
-        char p[PTR_MAX], h[128];
+    static const char *const names[] = {"json", "confluent_json", "confluent_avro"};
+    char p[PTR_MAX], h[128];
+    if (strcmp(f, "confluent_protobuf") == 0) {
         def_ld_problem(ld, def_ptr_join(p, ptr, "format"),
-                       "format '%s' is not one Steward reads: 'json' (a JSON object) or "
-                       "'confluent_json' (the Confluent wire format around a JSON object, as "
-                       "the JSON Schema serializer writes it); Avro and Protobuf are not read%s",
-                       f, def_hint(h, sizeof h, f, names, 2));
+                       "format 'confluent_protobuf' is not read: no packaged C library decodes "
+                       "Protobuf from a descriptor fetched at run time (protobuf-c needs code "
+                       "generated from the .proto); use 'confluent_avro' or 'confluent_json'");
         return DEF_FORMAT_JSON;
     }
-    return k == 1 ? DEF_FORMAT_CONFLUENT_JSON : DEF_FORMAT_JSON;
+    long k = def_find_name(names, 3, f);
+    if (k < 0) {
+        def_ld_problem(ld, def_ptr_join(p, ptr, "format"),
+                       "format '%s' is not one Steward reads: 'json' (a JSON object), "
+                       "'confluent_json' (the Confluent wire format around a JSON object, as "
+                       "the JSON Schema serializer writes it) or 'confluent_avro' (around an "
+                       "Avro payload, read with its schema from the schema registry)%s",
+                       f, def_hint(h, sizeof h, f, names, 3));
+        return DEF_FORMAT_JSON;
+    }
+    return k == 2   ? DEF_FORMAT_CONFLUENT_AVRO
+           : k == 1 ? DEF_FORMAT_CONFLUENT_JSON
+                    : DEF_FORMAT_JSON;
 }
 
 void def_ld_parse_topics(loader_t *ld, json_t *doc)

@@ -42,6 +42,9 @@ static const char *const reason_names[DECODE_N_REASONS] = {
     "unknown_type",
     "unloadable_version",
     "schema_registry_format",
+    "unknown_schema",
+    "invalid_avro",
+    "unsupported_schema_type",
 };
 
 const char *decode_reason_name(decode_reason_t reason)
@@ -322,11 +325,13 @@ static void read_trace(const decode_input_t *in, decode_message_t *out)
     }
 }
 
+static decode_reason_t judge_value(const decode_input_t *in, decode_message_t *out, char *detail,
+                                   size_t detail_size);
+
 static decode_reason_t judge_message(const decode_input_t *in, const decode_limits_t *limits,
                                      def_format_t format, decode_message_t *out, char *detail,
                                      size_t detail_size)
 {
-    decode_reason_t reason = DECODE_OK;
     json_error_t jerr;
 
     memset(out, 0, sizeof *out);
@@ -351,12 +356,20 @@ static decode_reason_t judge_message(const decode_input_t *in, const decode_limi
     const void *payload;
     size_t payload_len;
     if (format_confluent_frame(in->value, in->value_len, &schema_id, &payload, &payload_len)) {
+        if (format == DEF_FORMAT_CONFLUENT_AVRO) {
+            snprintf(detail, detail_size,
+                     "Confluent wire format (magic byte 0), schema id %" PRIu32
+                     ": the Avro payload was not read: its schema was not found",
+                     schema_id);
+            return DECODE_UNKNOWN_SCHEMA;
+        }
         if (format != DEF_FORMAT_CONFLUENT_JSON) {
             snprintf(detail, detail_size,
                      "Confluent wire format (magic byte 0), schema id %" PRIu32
-                     ": the value is framed for a schema registry; declare the topic's "
-                     "\"format\": \"confluent_json\" if its payload is JSON (Avro and Protobuf "
-                     "are not read)",
+                     ": the value is framed for a schema registry; to read it, declare the "
+                     "topic's \"format\": \"confluent_avro\" for an Avro payload (schemas from "
+                     "schema_registry in the configuration) or \"confluent_json\" for a JSON "
+                     "one (Protobuf is not read)",
                      schema_id);
             return DECODE_SCHEMA_REGISTRY_FORMAT;
         }
@@ -404,8 +417,18 @@ static decode_reason_t judge_message(const decode_input_t *in, const decode_limi
                  jerr.column, jerr.text);
         return DECODE_INVALID_JSON;
     }
+    return judge_value(in, out, detail, detail_size);
+}
+
+/* The judgement of a parsed value (out->value), whatever format it came
+ * in: an object, then its CloudEvents attributes, headers and trace. */
+static decode_reason_t judge_value(const decode_input_t *in, decode_message_t *out, char *detail,
+                                   size_t detail_size)
+{
+    decode_reason_t reason;
     if (!json_is_object(out->value)) {
-        snprintf(detail, detail_size, "the value is JSON but not an object");
+        snprintf(detail, detail_size, "the value is %s but not an object",
+                 out->avro ? "Avro" : "JSON");
         reason = DECODE_NOT_OBJECT;
         goto done;
     }
@@ -422,6 +445,50 @@ done:
     if (reason != DECODE_OK)
         decode_message_clear(out);
     return reason;
+}
+
+decode_reason_t decode_message_avro(const decode_input_t *in, const decode_limits_t *limits,
+                                    const format_avro_schema_t *schema, decode_message_t *out,
+                                    char *detail, size_t detail_size)
+{
+    uint32_t schema_id;
+    const void *payload;
+    size_t payload_len;
+    char why[224];
+
+    memset(out, 0, sizeof *out);
+    out->schema_id = -1;
+    detail[0] = '\0';
+    if (in->value == NULL) {
+        snprintf(detail, detail_size, "the message has no value (a tombstone)");
+        return DECODE_TOMBSTONE;
+    }
+    if (in->value_len > limits->max_bytes) {
+        snprintf(detail, detail_size, "the value is %zu bytes, over the limit of %zu",
+                 in->value_len, limits->max_bytes);
+        return DECODE_TOO_LARGE;
+    }
+    if (!format_confluent_frame(in->value, in->value_len, &schema_id, &payload, &payload_len)) {
+        snprintf(detail, detail_size, "the value is not in the Confluent wire format");
+        return DECODE_INVALID_AVRO;
+    }
+    switch (format_avro_decode(schema, payload, payload_len, limits->max_depth, &out->value, why,
+                               sizeof why)) {
+    case FORMAT_AVRO_OK:
+        break;
+    case FORMAT_AVRO_TOO_DEEP:
+        snprintf(detail, detail_size, "schema id %" PRIu32 ": %s", schema_id, why);
+        return DECODE_TOO_DEEP;
+    case FORMAT_AVRO_INVALID_UTF8:
+        snprintf(detail, detail_size, "schema id %" PRIu32 ": %s", schema_id, why);
+        return DECODE_INVALID_UTF8;
+    default:
+        snprintf(detail, detail_size, "schema id %" PRIu32 ": %s", schema_id, why);
+        return DECODE_INVALID_AVRO;
+    }
+    out->schema_id = schema_id;
+    out->avro = true;
+    return judge_value(in, out, detail, detail_size);
 }
 
 /*
@@ -767,14 +834,16 @@ decode_reason_t decode_envelope(const decode_message_t *msg, const decode_input_
                                 char *detail, size_t detail_size)
 {
     const def_event_t *ev = &def->events[event];
-    if (msg->schema_id >= 0 && ev->format != DEF_FORMAT_CONFLUENT_JSON) {
+    def_format_t read_as = msg->avro ? DEF_FORMAT_CONFLUENT_AVRO : DEF_FORMAT_CONFLUENT_JSON;
+    if (msg->schema_id >= 0 && ev->format != read_as) {
         /* Another process reads the topic's framed values; this one did
          * not say it does. */
         memset(out, 0, sizeof *out);
         snprintf(detail, detail_size,
                  "Confluent wire format (magic byte 0), schema id %" PRId64
-                 ": %s's topic %s has no \"format\": \"confluent_json\" in this definition",
-                 msg->schema_id, ev->name, ev->topic);
+                 ": %s's topic %s has no \"format\": \"%s\" in this definition",
+                 msg->schema_id, ev->name, ev->topic,
+                 msg->avro ? "confluent_avro" : "confluent_json");
         utf8_scrub(detail);
         return DECODE_SCHEMA_REGISTRY_FORMAT;
     }

@@ -14,6 +14,7 @@
 #define STEWARD_DECODE_H
 
 #include "definitions/def.h"
+#include "formats/format_avro.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -29,23 +30,29 @@ typedef enum decode_reason {
     DECODE_TOO_DEEP,   /* nesting over limits.max_depth */
     DECODE_NOT_OBJECT, /* valid JSON, but not an object */
     DECODE_UNSUPPORTED_SPECVERSION,
-    DECODE_INVALID_CLOUDEVENT,     /* a required attribute missing or mistyped */
-    DECODE_MISSING_TYPE,           /* no ce_type and nothing at the type pointer */
-    DECODE_MISSING_KEY,            /* nothing at the correlation key's pointer */
-    DECODE_INVALID_KEY,            /* the key is not a non-empty string or an integer */
-    DECODE_INVALID_TIME,           /* an event time not in its declared format, or
-                                      outside DECODE_MIN_TIME_MS..DECODE_MAX_TIME_MS */
-    DECODE_INVALID_ID,             /* an event id over DECODE_MAX_ID_BYTES */
-    DECODE_INVALID_HEADER,         /* a CloudEvents header that is not UTF-8, holds a NUL
-                                      byte or is over DECODE_MAX_HEADER_BYTES */
-    DECODE_DATABASE_REFUSED,       /* passed decode, but PostgreSQL refused its content */
-    DECODE_UNKNOWN_TYPE,           /* no loaded definition declares its type on its topic
-                                      (recorded only with intake.record_unknown) */
-    DECODE_UNLOADABLE_VERSION,     /* its instance runs on a definition version (or is in a
-                                      state) this replica cannot load */
-    DECODE_SCHEMA_REGISTRY_FORMAT, /* the Confluent wire format (magic byte 0, a schema id)
-                                      where the topic's format does not say so, or around
-                                      a payload that is not JSON; the detail names the id */
+    DECODE_INVALID_CLOUDEVENT,      /* a required attribute missing or mistyped */
+    DECODE_MISSING_TYPE,            /* no ce_type and nothing at the type pointer */
+    DECODE_MISSING_KEY,             /* nothing at the correlation key's pointer */
+    DECODE_INVALID_KEY,             /* the key is not a non-empty string or an integer */
+    DECODE_INVALID_TIME,            /* an event time not in its declared format, or
+                                       outside DECODE_MIN_TIME_MS..DECODE_MAX_TIME_MS */
+    DECODE_INVALID_ID,              /* an event id over DECODE_MAX_ID_BYTES */
+    DECODE_INVALID_HEADER,          /* a CloudEvents header that is not UTF-8, holds a NUL
+                                       byte or is over DECODE_MAX_HEADER_BYTES */
+    DECODE_DATABASE_REFUSED,        /* passed decode, but PostgreSQL refused its content */
+    DECODE_UNKNOWN_TYPE,            /* no loaded definition declares its type on its topic
+                                       (recorded only with intake.record_unknown) */
+    DECODE_UNLOADABLE_VERSION,      /* its instance runs on a definition version (or is in a
+                                       state) this replica cannot load */
+    DECODE_SCHEMA_REGISTRY_FORMAT,  /* the Confluent wire format (magic byte 0, a schema id)
+                                       where the topic's format does not say so, or around
+                                       a payload that is not JSON; the detail names the id */
+    DECODE_UNKNOWN_SCHEMA,          /* a confluent_avro topic's schema id the registry does not
+                                       have (404, or no <id>.avsc file); the detail names it */
+    DECODE_INVALID_AVRO,            /* the payload does not read with its schema (or the schema
+                                       text is not an Avro schema); the detail says where */
+    DECODE_UNSUPPORTED_SCHEMA_TYPE, /* the registry's schema for the id is PROTOBUF or JSON on a
+                                       confluent_avro topic; the detail names id and type */
     DECODE_N_REASONS
 } decode_reason_t;
 
@@ -193,6 +200,7 @@ typedef struct decode_message {
                              none (what counts is trace and traceparent below) */
     char *ce_tracestate;  /* its tracestate as sent, unjudged; NULL: none */
     int64_t schema_id;    /* the Confluent wire format's schema id; -1: not framed */
+    bool avro;            /* framed, and the payload was Avro (decode_message_avro()) */
     decode_trace_t trace; /* what became of the event's traceparent (see above) */
     char traceparent[DECODE_TRACEPARENT_LEN + 1]; /* "" unless trace is DECODE_TRACE_OK */
     decode_tracestate_t tracestate_fate;          /* what became of its tracestate (see above) */
@@ -215,11 +223,28 @@ decode_reason_t decode_message(const decode_input_t *in, const decode_limits_t *
  * DEF_FORMAT_CONFLUENT_JSON a value in the Confluent wire format is the
  * JSON object after its schema id (msg->schema_id set), and an unframed
  * one is read as it is. With DEF_FORMAT_JSON (decode_message()) a framed
- * value is refused as DECODE_SCHEMA_REGISTRY_FORMAT, naming its schema id.
+ * value is refused as DECODE_SCHEMA_REGISTRY_FORMAT, naming its schema id
+ * and the format that would read it. With DEF_FORMAT_CONFLUENT_AVRO an
+ * unframed value is read as JSON, and a framed one needs its schema:
+ * decode_message_avro() (here it is refused as DECODE_UNKNOWN_SCHEMA).
  */
 decode_reason_t decode_message_as(const decode_input_t *in, const decode_limits_t *limits,
                                   def_format_t format, decode_message_t *out, char *detail,
                                   size_t detail_size);
+
+/*
+ * decode_message_as() for a framed value on a confluent_avro topic whose
+ * writer schema (`schema`, the one its schema id names) the caller has
+ * found: the Avro payload read into the event (format_avro.h), nested at
+ * most limits->max_depth, then judged as a JSON value is (an object,
+ * CloudEvents attributes). An Avro string that is not UTF-8 is
+ * DECODE_INVALID_UTF8, nesting DECODE_TOO_DEEP, anything else that does
+ * not read DECODE_INVALID_AVRO. `in` must be framed
+ * (format_confluent_frame()).
+ */
+decode_reason_t decode_message_avro(const decode_input_t *in, const decode_limits_t *limits,
+                                    const format_avro_schema_t *schema, decode_message_t *out,
+                                    char *detail, size_t detail_size);
 
 void decode_message_clear(decode_message_t *msg);
 
@@ -264,7 +289,8 @@ typedef struct decode_envelope {
  * JSON pointer or a header), a positive integer or its decimal text;
  * anything else counts as no token, so the reply is judged as one from a
  * producer that ignores Steward. A framed value (msg->schema_id set) for
- * an event whose topic's format is not confluent_json is refused as
+ * an event whose topic's format is not the one it was read in
+ * (confluent_json, or confluent_avro for an Avro payload) is refused as
  * DECODE_SCHEMA_REGISTRY_FORMAT. On a rejection *out is empty.
  */
 decode_reason_t decode_envelope(const decode_message_t *msg, const decode_input_t *in,

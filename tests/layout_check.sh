@@ -10,6 +10,7 @@
 #   common/  <-  definitions/  <-  engine/  <-  shadow/  <-  manager/  <-  cli/
 #   common/  <-  definitions/  <-  formats/  <-  manager/, cli/
 #   common/  <-  schema/  <-  shadow/, manager/
+#   common/  <-  registry/  <-  manager/, cli/
 #   common/, definitions/  <-  sim/
 #
 # manager/ keeps its sources in sub-folders, one per concern, and they form
@@ -25,13 +26,14 @@ allowed() {
     case $1 in
     common) echo "common" ;;
     schema) echo "common schema" ;;
+    registry) echo "common registry" ;;
     definitions) echo "common definitions" ;;
     engine) echo "common definitions engine" ;;
     formats) echo "common definitions formats" ;;
     sim) echo "common definitions sim" ;;
-    manager) echo "common definitions formats engine schema shadow manager" ;;
+    manager) echo "common definitions formats engine schema shadow registry manager" ;;
     shadow) echo "common definitions engine schema shadow" ;;
-    cli) echo "common definitions formats engine schema manager shadow cli" ;;
+    cli) echo "common definitions formats engine schema manager shadow registry cli" ;;
     *) echo "" ;;
     esac
 }
@@ -53,7 +55,7 @@ manager_allowed() {
 }
 
 status=0
-for folder in common schema definitions formats engine sim manager shadow cli; do
+for folder in common schema registry definitions formats engine sim manager shadow cli; do
     [ -d "$root/$folder" ] || { echo "layout_check: $folder/ is missing"; status=1; continue; }
     ok=$(allowed "$folder")
     find "$root/$folder" -type f \( -name '*.c' -o -name '*.h' \) | sort | while IFS= read -r file; do
@@ -136,7 +138,7 @@ rm -f "${TMPDIR:-/tmp}/layout_check.$$"
 for dir in "$root"/*/; do
     name=$(basename "$dir")
     case $name in
-    build | tests | bench | docs | scripts | definitions | schema | common | formats | engine | sim | manager | shadow | cli) ;;
+    build | tests | bench | docs | scripts | definitions | schema | registry | common | formats | engine | sim | manager | shadow | cli) ;;
     *)
         if [ -n "$(find "$dir" -type f \( -name '*.c' -o -name '*.h' \) | head -n 1)" ]; then
             echo "layout_check: $name/ holds sources but is not in the DAG (tests/layout_check.sh)"

@@ -13,7 +13,7 @@ status=0
 # A tree with every folder of the DAG and one lawful include in a sub-folder.
 tree() {
     rm -rf "$work/root"
-    for folder in common schema definitions formats engine sim manager shadow cli; do
+    for folder in common schema registry definitions formats engine sim manager shadow cli; do
         mkdir -p "$work/root/$folder"
     done
     mkdir -p "$work/root/manager/sinks" "$work/root/manager/alerting"

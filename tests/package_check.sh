@@ -30,7 +30,7 @@ echo "package_check: $deb"
 # link, and adduser for the maintainer scripts.
 depends=$(dpkg-deb -f "$deb" Depends)
 names=$(tr ',' '\n' <<<"$depends" | awk '{print $1}')
-for lib in libc6 libpq5 librdkafka1 libjansson4 libcurl4 libmicrohttpd12 libsystemd0 adduser; do
+for lib in libc6 libpq5 librdkafka1 libjansson4 libcurl4 libmicrohttpd12 libsystemd0 libavro23 adduser; do
     grep -qx "$lib" <<<"$names" || {
         echo "package_check: Depends lacks $lib: $depends" >&2
         exit 1

@@ -194,6 +194,19 @@ static void write_kafka(prom_t *p)
     metrics_lag_t *lags;
     size_t n = metrics_partition_lags(&lags);
 
+    prom_family(p, "steward_schema_registry_requests_total", "counter",
+                "Requests for writer schemas of confluent_avro topics (to the registry or its "
+                "directory; cache hits are none), by result: found, not_found, unavailable.");
+    static const char *const registry_results[3] = {"found", "not_found", "unavailable"};
+    for (int i = 0; i < 3; i++)
+        prom_sample_int(p, "steward_schema_registry_requests_total",
+                        (const char *const[]){"result", registry_results[i], NULL},
+                        metrics_get(&metrics.registry_requests[i]));
+    prom_family(p, "steward_schema_registry_up", "gauge",
+                "0 while the last request to the schema registry found it unavailable (messages "
+                "whose schema is not in hand wait), else 1 (also where none is configured).");
+    prom_sample_int(p, "steward_schema_registry_up", NULL,
+                    metrics_get(&metrics.registry_down) != 0 ? 0 : 1);
     prom_family(p, "steward_kafka_reachable", "gauge",
                 "Whether the brokers answered intake's last metadata request (once a second).");
     prom_sample_int(p, "steward_kafka_reachable", NULL, metrics_get(&metrics.kafka_reachable));

@@ -170,6 +170,20 @@ static const config_key_t config_keys[] = {
     /* Taken up on SIGHUP even when the definitions' reload is refused. */
     {"dispatch.paused", CONFIG_NAME_LIST, OFF(dispatch_paused), 0, 0, "STEWARD_DISPATCH_PAUSED",
      true, "", "processes whose commands wait in the outbox; *: all"},
+    {"schema_registry.url", CONFIG_STRING, OFF(registry_url), 0, 0, "STEWARD_SCHEMA_REGISTRY_URL",
+     false, "", "the schema registry's REST API (confluent_avro topics); \"\": none"},
+    {"schema_registry.username", CONFIG_STRING, OFF(registry_username), 0, 0,
+     "STEWARD_SCHEMA_REGISTRY_USERNAME", false, "", "basic auth's user; \"\": no auth"},
+    /* Set as schema_registry.password_file, like every secret. */
+    {"schema_registry.password", CONFIG_STRING, OFF(registry_password), 0, 0, NULL, false, "",
+     "basic auth's password (give it as schema_registry.password_file)"},
+    {"schema_registry.ca_file", CONFIG_STRING, OFF(registry_ca_file), 0, 0, NULL, false, "",
+     "the CA bundle the registry's certificate is checked with; \"\": the system's"},
+    {"schema_registry.timeout", CONFIG_DURATION, OFF(registry_timeout_ms), 100, 600000, NULL, false,
+     "5s", "one request to the registry, at most"},
+    {"schema_registry.directory", CONFIG_STRING, OFF(registry_directory), 0, 0,
+     "STEWARD_SCHEMA_REGISTRY_DIRECTORY", false, "",
+     "<id>.avsc files read instead of a registry when url is \"\""},
     {"tracing.link", CONFIG_TRACE_LINK, OFF(tracing_link), 0, 0, "STEWARD_TRACING_LINK", false, "",
      "a page's link to the trace of its last event; ${trace_id}: its trace id; \"\": none"},
 };
@@ -184,8 +198,9 @@ static const config_key_info_t config_objects[] = {
 
 #define ROUTES_DEFAULT (config_objects[1].default_value)
 
-static const char *const sections[] = {"intake", "scheduler", "notifier", "http",   "retention",
-                                       "topics", "roles",     "dispatch", "tracing"};
+static const char *const sections[] = {"intake",    "scheduler",      "notifier", "http",
+                                       "retention", "topics",         "roles",    "dispatch",
+                                       "tracing",   "schema_registry"};
 
 static err_class_t set_value(config_t *cfg, const config_key_t *key, const char *value,
                              char *errstr, size_t errstr_size);
@@ -596,7 +611,11 @@ static err_class_t load_scalar(config_t *cfg, const char *file, const char *full
                                char *errstr, size_t errstr_size)
 {
     char name[128], why[512];
-    bool from_file = secret_file_key(full_key, name, sizeof name);
+    /* A key of the table that ends in _file (schema_registry.ca_file, a
+     * path) is itself, not the secret of a key without the suffix. */
+    bool from_file = find_key(full_key) == NULL && secret_file_key(full_key, name, sizeof name);
+    if (!from_file)
+        snprintf(name, sizeof name, "%s", full_key);
     const config_key_t *key = find_key(name);
     if (key == NULL)
         return unknown_key("", full_key, why, sizeof why) == ERR_INVALID

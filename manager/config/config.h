@@ -110,6 +110,16 @@ typedef struct config {
     /* W3C trace context: the link template of a page's trace
      * ("https://tempo.example/trace/${trace_id}"); "": none. */
     char *tracing_link;
+
+    /* Where confluent_avro topics' writer schemas come from
+     * (registry/registry.h): the registry's URL, else a directory of
+     * <id>.avsc files; both "": none, and such a definition is refused. */
+    char *registry_url;
+    char *registry_username;
+    char *registry_password; /* schema_registry.password_file's text */
+    char *registry_ca_file;
+    int64_t registry_timeout_ms;
+    char *registry_directory;
 } config_t;
 
 /* A configuration holding every default; free with config_free(). */

@@ -34,6 +34,7 @@ batch_ctx_t *batch_ctx_new(const batch_config_t *cfg, store_t *store, const def_
     ctx->record_unknown = cfg->record_unknown;
     ctx->lock_timeout_ms = cfg->lock_timeout_ms > 0 ? cfg->lock_timeout_ms : BATCH_LOCK_TIMEOUT_MS;
     ctx->lock_budget = cfg->lock_budget;
+    ctx->schemas = cfg->schemas;
     if ((ctx->versions = defcache_new(defs)) == NULL) {
         free(ctx);
         return NULL;
@@ -248,6 +249,8 @@ err_class_t batch_commit(batch_ctx_t *ctx, batch_t *b, batch_stats_t *stats, cha
                        "internal error: a batch routed by replaced definitions was committed");
     b->ctx = ctx;
     batch_reset(b);
+    if (b->n_awaiting > 0 && (cls = batch_decode_awaiting(b, errstr, errstr_size)) != ERR_OK)
+        return cls;
     if ((cls = store_begin(ctx->store, errstr, errstr_size)) != ERR_OK)
         return cls;
     if ((cls = store_fence(ctx->store, b->parts, b->n_parts, errstr, errstr_size)) != ERR_OK ||

@@ -36,6 +36,7 @@
 #include "definitions/def.h"
 #include "formats/decode.h"
 #include "manager/sinks/routes.h"
+#include "manager/intake/schemas.h"
 #include "manager/intake/store.h"
 
 #include <stdbool.h>
@@ -52,6 +53,9 @@ typedef struct batch_config {
     /* The most instances one transaction locks (0: no bound); see
      * batch_lock_budget(). */
     size_t lock_budget;
+    /* The writer schemas of confluent_avro topics (borrowed); NULL: none,
+     * and their framed values are rejected as unknown_schema. */
+    schemas_t *schemas;
 } batch_config_t;
 
 #define BATCH_LOCK_TIMEOUT_MS 3000
@@ -110,7 +114,8 @@ typedef struct batch batch_t;
  *
  * Reads only the context's definitions and limits: it may run on another
  * thread than the one committing, as long as the definitions are not
- * swapped meanwhile.
+ * swapped meanwhile. No I/O: a framed Avro value whose schema is not
+ * cached yet is left for batch_commit(), which fetches it first.
  */
 batch_t *batch_prepare(const batch_ctx_t *ctx, const decode_input_t *msgs, size_t n_msgs,
                        store_partition_t *parts, size_t n_parts, char *errstr, size_t errstr_size);
@@ -133,6 +138,12 @@ void batch_free(batch_t *batch); /* NULL is a no-op */
  *
  * Messages no loaded definition declares are counted per (topic, type) in
  * the metrics and logged at most once a minute per type, once committed.
+ *
+ * Before the transaction, the writer schemas batch_prepare() did not have
+ * are fetched and their messages decoded; while the registry is
+ * unavailable it returns ERR_TRANSIENT (errstr names the registry, the
+ * schema id and the error) with nothing done, so the batch waits, its
+ * offsets uncommitted, and is retried like a lost connection.
  */
 err_class_t batch_commit(batch_ctx_t *ctx, batch_t *batch, batch_stats_t *stats, char *errstr,
                          size_t errstr_size);

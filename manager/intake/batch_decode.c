@@ -8,6 +8,8 @@
 
 #include "manager/intake/batch_int.h"
 
+#include "formats/format_confluent.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,24 +31,67 @@ static long declared_event(const def_t *def, const char *type, const char *topic
     return idx >= 0 && strcmp(def->events[idx].topic, topic) == 0 ? idx : -1;
 }
 
-/* How the topic's values are framed: confluent_json when a process reading
- * it says so (it reads plain JSON too; each process still refuses framed
- * values it did not declare, in decode_envelope()). */
+/* How the topic's values are framed: confluent_avro or confluent_json
+ * when a process reading it says so, Avro first (either reads plain JSON
+ * too; each process still refuses framed values it did not declare so,
+ * in decode_envelope()). */
 static def_format_t topic_format(const def_set_t *defs, const char *topic)
 {
+    def_format_t format = DEF_FORMAT_JSON;
     for (size_t d = 0; d < defs->n; d++) {
         const def_t *def = defs->defs[d];
         const def_event_t *ev = def_topic_event(def, topic);
         if (ev != NULL && def_set_latest(defs, def->process) == def &&
-            ev->format == DEF_FORMAT_CONFLUENT_JSON)
-            return DEF_FORMAT_CONFLUENT_JSON;
+            ev->format != DEF_FORMAT_JSON && format != DEF_FORMAT_CONFLUENT_AVRO)
+            format = ev->format;
     }
-    return DEF_FORMAT_JSON;
+    return format;
+}
+
+/*
+ * Decodes a framed value of a confluent_avro topic with its writer
+ * schema. With fetch false (the decode stage: no I/O) a schema not cached
+ * leaves the message awaiting (*awaiting true); with fetch true the
+ * registry is asked, and its being unavailable is ERR_TRANSIENT.
+ */
+static err_class_t decode_avro(batch_t *b, size_t m, uint32_t id, bool fetch, bool *awaiting,
+                               char *errstr, size_t errstr_size)
+{
+    const format_avro_schema_t *schema = NULL;
+    char *detail = b->msg_detail[m];
+    size_t detail_size = sizeof b->msg_detail[m];
+    *awaiting = false;
+    switch (schemas_get(b->schemas, id, fetch, &schema, detail, detail_size)) {
+    case SCHEMAS_AVRO:
+        b->msg_reason[m] = decode_message_avro(&b->msgs[m], b->limits, schema, &b->decoded[m],
+                                               detail, detail_size);
+        schemas_release(b->schemas, id, schema);
+        return ERR_OK;
+    case SCHEMAS_NOT_FOUND:
+        b->msg_reason[m] = DECODE_UNKNOWN_SCHEMA;
+        return ERR_OK;
+    case SCHEMAS_WRONG_TYPE:
+        b->msg_reason[m] = DECODE_UNSUPPORTED_SCHEMA_TYPE;
+        return ERR_OK;
+    case SCHEMAS_INVALID:
+        b->msg_reason[m] = DECODE_INVALID_AVRO;
+        return ERR_OK;
+    case SCHEMAS_UNAVAILABLE:
+        break;
+    }
+    if (!fetch) {
+        *awaiting = true;
+        detail[0] = '\0';
+        return ERR_OK;
+    }
+    return err_set(ERR_TRANSIENT, errstr, errstr_size,
+                   "the schema registry is unavailable; the batch waits: %s", detail);
 }
 
 /* Decodes every message and routes it to the processes that declare it.
- * Pure CPU; runs before the transaction. */
-static err_class_t batch_route(batch_t *b, const def_set_t *defs, char *errstr, size_t errstr_size)
+ * Runs before the transaction; pure CPU unless `fetch` (see decode_avro()). */
+static err_class_t batch_route(batch_t *b, const def_set_t *defs, bool fetch, char *errstr,
+                               size_t errstr_size)
 {
     for (size_t m = 0; m < b->n_msgs; m++) {
         const decode_input_t *in = &b->msgs[m];
@@ -57,8 +102,25 @@ static err_class_t batch_route(batch_t *b, const def_set_t *defs, char *errstr, 
             return err_set(ERR_FATAL, errstr, errstr_size,
                            "internal error: message from %s[%" PRId32 "] has no partition entry",
                            in->topic, in->partition);
-        b->msg_reason[m] = decode_message_as(in, b->limits, topic_format(defs, in->topic), msg,
-                                             b->msg_detail[m], sizeof b->msg_detail[m]);
+        def_format_t format = topic_format(defs, in->topic);
+        uint32_t schema_id;
+        const void *payload;
+        size_t payload_len;
+        if (format == DEF_FORMAT_CONFLUENT_AVRO && b->schemas != NULL &&
+            in->value_len <= b->limits->max_bytes &&
+            format_confluent_frame(in->value, in->value_len, &schema_id, &payload, &payload_len)) {
+            bool awaiting;
+            err_class_t cls = decode_avro(b, m, schema_id, fetch, &awaiting, errstr, errstr_size);
+            if (cls != ERR_OK)
+                return cls;
+            if (awaiting) {
+                b->n_awaiting++;
+                continue;
+            }
+        } else {
+            b->msg_reason[m] = decode_message_as(in, b->limits, format, msg, b->msg_detail[m],
+                                                 sizeof b->msg_detail[m]);
+        }
         if (b->msg_reason[m] != DECODE_OK)
             continue;
 
@@ -150,14 +212,51 @@ batch_t *batch_prepare(const batch_ctx_t *ctx, const decode_input_t *msgs, size_
     b->n_parts = n_parts;
     b->defs_routed = ctx->defs;
     b->limits = &ctx->limits;
+    b->schemas = ctx->schemas;
     if (!batch_alloc(b, n_msgs)) {
         err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
         batch_free(b);
         return NULL;
     }
-    if (batch_route(b, ctx->defs, errstr, errstr_size) != ERR_OK) {
+    if (batch_route(b, ctx->defs, false, errstr, errstr_size) != ERR_OK) {
         batch_free(b);
         return NULL;
     }
     return b;
+}
+
+err_class_t batch_decode_awaiting(batch_t *b, char *errstr, size_t errstr_size)
+{
+    /* The schemas first, so that nothing is undone while one is missing. */
+    for (size_t m = 0; m < b->n_msgs; m++) {
+        uint32_t id;
+        const void *payload;
+        size_t payload_len;
+        const format_avro_schema_t *schema;
+        char detail[256];
+        if (b->msg_reason[m] != DECODE_OK || b->decoded[m].value != NULL ||
+            !format_confluent_frame(b->msgs[m].value, b->msgs[m].value_len, &id, &payload,
+                                    &payload_len))
+            continue;
+        if (schemas_get(b->schemas, id, true, &schema, detail, sizeof detail) ==
+            SCHEMAS_UNAVAILABLE)
+            return err_set(ERR_TRANSIENT, errstr, errstr_size,
+                           "the schema registry is unavailable; the batch waits: %s", detail);
+        schemas_release(b->schemas, id, schema);
+    }
+    /* Then the whole batch again, in order: items must follow the messages'. */
+    for (size_t m = 0; m < b->n_msgs; m++) {
+        decode_message_clear(&b->decoded[m]);
+        b->msg_reason[m] = DECODE_OK;
+        b->msg_detail[m][0] = '\0';
+        b->msg_type[m] = NULL;
+    }
+    for (size_t i = 0; i < b->n_items; i++)
+        decode_envelope_clear(&b->items[i].env);
+    b->n_items = 0;
+    b->n_awaiting = 0;
+    err_class_t cls = batch_route(b, b->defs_routed, true, errstr, errstr_size);
+    if (cls != ERR_OK)
+        b->n_awaiting = 1; /* routed in part: the next try starts over */
+    return cls;
 }

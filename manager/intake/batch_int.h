@@ -39,6 +39,7 @@ struct batch_ctx {
     size_t lock_budget;  /* instance locks one transaction may take; 0: no bound */
     batch_reject_hook_t reject_hook;
     void *reject_arg;
+    schemas_t *schemas; /* borrowed; NULL: none */
 };
 
 /*
@@ -110,6 +111,8 @@ struct batch {
     item_t *items;
     size_t n_items, cap_items;
     const decode_limits_t *limits;
+    schemas_t *schemas; /* the context's */
+    size_t n_awaiting;  /* messages whose schema batch_prepare() did not have */
 
     /* read, judge, write: built again by each batch_commit() */
     slot_t *slots;
@@ -169,6 +172,12 @@ static inline int64_t batch_nullable_ms(int64_t ms)
 /* decode (batch_decode.c): the arrays of the decode stage, for n messages;
  * false when out of memory. */
 bool batch_alloc(batch_t *b, size_t n);
+
+/* decode (batch_decode.c), again, at the start of batch_commit(): when
+ * some message awaits its writer schema, the schemas fetched and the
+ * whole batch decoded and routed anew, in order. ERR_TRANSIENT while the
+ * registry is unavailable (nothing changed then). */
+err_class_t batch_decode_awaiting(batch_t *b, char *errstr, size_t errstr_size);
 
 /* read (batch_read.c): the sorted, unique set of instances the live items
  * touch; then their locks and what judging the locked ones needs. */

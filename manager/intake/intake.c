@@ -122,6 +122,20 @@ static rd_kafka_topic_partition_list_t *subscription(intake_t *in, const def_set
     return topics;
 }
 
+/* A confluent_avro topic needs somewhere to find its schemas. */
+static err_class_t intake_check_schemas(const intake_t *in, const def_set_t *defs, char *errstr,
+                                        size_t errstr_size)
+{
+    const def_event_t *ev = schemas_avro_event(defs);
+    if (ev == NULL || in->schemas != NULL)
+        return ERR_OK;
+    return err_set(ERR_INVALID, errstr, errstr_size,
+                   "event %s's topic %s has \"format\": \"confluent_avro\", but no schema "
+                   "registry is configured: set schema_registry.url (or "
+                   "schema_registry.directory for <id>.avsc files)",
+                   ev->name, ev->topic);
+}
+
 intake_t *intake_new(const intake_config_t *cfg, const def_set_t *defs, err_class_t *cls,
                      char *errstr, size_t errstr_size)
 {
@@ -135,6 +149,9 @@ intake_t *intake_new(const intake_config_t *cfg, const def_set_t *defs, err_clas
     }
     in->defs = defs;
     in->routes = cfg->routes;
+    in->schemas = cfg->schemas;
+    if ((*cls = intake_check_schemas(in, defs, errstr, errstr_size)) != ERR_OK)
+        goto fail;
     in->on_tick = cfg->on_tick;
     in->tick_arg = cfg->tick_arg;
     in->from_ms = cfg->from_ms;
@@ -150,7 +167,8 @@ intake_t *intake_new(const intake_config_t *cfg, const def_set_t *defs, err_clas
     }
 
     store_config_t scfg = {cfg->conninfo, cfg->group, cfg->replica};
-    batch_config_t bcfg = {cfg->limits, cfg->routes, cfg->record_unknown, cfg->lock_timeout_ms, 0};
+    batch_config_t bcfg = {cfg->limits,          cfg->routes, cfg->record_unknown,
+                           cfg->lock_timeout_ms, 0,           cfg->schemas};
     for (size_t l = 0; l < in->n_lanes; l++) {
         lane_t *lane = &in->lanes[l];
         if ((lane->pending = calloc(in->batch_max, sizeof *lane->pending)) == NULL) {
@@ -388,6 +406,8 @@ err_class_t intake_set_definitions(intake_t *in, const def_set_t *defs, route_ta
 {
     err_class_t cls;
 
+    if ((cls = intake_check_schemas(in, defs, errstr, errstr_size)) != ERR_OK)
+        return cls;
     /* A batch routed by the old definitions commits with them. One that
      * failed stops the loop, as it would have there. */
     if ((cls = intake_finish_all(in, errstr, errstr_size)) != ERR_OK) {

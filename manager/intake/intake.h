@@ -18,6 +18,7 @@
 #include "common/err.h"
 #include "definitions/def.h"
 #include "formats/decode.h"
+#include "manager/intake/schemas.h"
 #include "manager/sinks/routes.h"
 
 #include <signal.h>
@@ -51,6 +52,9 @@ typedef struct intake_config {
     const char *const *kafka_props;
     size_t n_kafka_props;
     route_table_t *routes; /* who hears of sequence alerts and resolves; borrowed */
+    /* The writer schemas of confluent_avro topics (borrowed, outlives the
+     * intake); NULL: none, and definitions with such a topic are refused. */
+    schemas_t *schemas;
     /* Called on the intake thread about once a second, between batches: the
      * place to reload definitions (intake_set_definitions()). May be NULL. */
     void (*on_tick)(intake_t *intake, void *arg);

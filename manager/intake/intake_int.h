@@ -65,7 +65,8 @@ struct intake {
     lane_t lanes[INTAKE_MAX_TRANSACTIONS];
     size_t n_lanes;
     const def_set_t *defs; /* borrowed */
-    route_table_t *routes; /* borrowed */
+    route_table_t *routes;
+    schemas_t *schemas; /* borrowed; NULL: none (no confluent_avro topic then) */ /* borrowed */
     size_t batch_max;
     int batch_ms;
     volatile sig_atomic_t *stop;

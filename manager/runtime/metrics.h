@@ -69,6 +69,13 @@ typedef struct metrics {
     atomic_llong partitions_assigned; /* claimed by intake now; 0 while none */
     atomic_llong group_joined;        /* 1 once intake got its first assignment, empty or not */
     atomic_llong kafka_reachable;     /* 1 while the last metadata request was answered */
+    /* Requests to the schema registry (or its directory), by
+     * registry_result_t (found, not_found, unavailable); cache hits are
+     * not requests. registry_down: 1 while the last request found it
+     * unavailable (steward_schema_registry_up is its opposite, so that it
+     * is 1 where no registry is configured). */
+    atomic_llong registry_requests[3];
+    atomic_llong registry_down;
 
     /* When each worker thread last made progress (monotonic ms); 0 before
      * it started. See metrics_beat(). */

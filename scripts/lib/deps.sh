@@ -7,8 +7,7 @@
 # What building Steward needs (compiler, CMake, and the -dev packages that
 # CMakeLists.txt finds with pkg-config).
 STEWARD_BUILD_PACKAGES=(build-essential cmake pkg-config librdkafka-dev libpq-dev
-    libjansson-dev check libcurl4-openssl-dev libmicrohttpd-dev libsystemd-dev
-    libavro-dev)
+    libjansson-dev check libcurl4-openssl-dev libmicrohttpd-dev libsystemd-dev libavro-dev)
 
 # The alerting tests' Alertmanager (scripts/lib/alertmanager.sh), and the
 # curl its readiness check uses.

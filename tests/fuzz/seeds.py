@@ -354,6 +354,20 @@ def template_seeds():
     return seeds
 
 
+def avro_seeds():
+    # The first byte picks fuzz_avro's schema (0: every type, 1: a
+    # recursive record, 2: maps of arrays of maps, 3: a top-level union).
+    every = (b"\x06abc" + b"\x04" + b"\x80\x01" + b"\x00\x00\x80\x3f"
+             + b"\x00" * 7 + b"\x40" + b"\x01" + b"\x04hi" + b"xyz" + b"\x02"
+             + b"\x04\x02\x04\x00" + b"\x02\x02k\x02\x02v\x00")
+    node = b"\x02" + b"\x02" + b"\x04\x00\x00" + b"\x00" + b"\x00"
+    chain = b"".join(b"\x02\x00\x02" for _ in range(20)) + b"\x02\x00\x00"
+    return [b"\x00" + every, b"\x00" + every[:-3], b"\x00" + every + b"\x00",
+            b"\x01" + node, b"\x01" + chain, b"\x02\x02\x02a\x02\x02\x02b\x02hi\x00\x00\x00",
+            b"\x03\x00", b"\x03\x02\x06abc", b"\x03\x04\x80\x80\x80\x80\x80\x80\x80\x80\x80\x01",
+            b"\x03\x06\x03\x10" + b"\x00" * 8 + b"\x00", b"\x00\x06\xff\xfe\xfd", b"\x00"]
+
+
 TARGETS = {
     "message": message_seeds,
     "definition": definition_seeds,
@@ -365,6 +379,7 @@ TARGETS = {
     "retry_after": retry_after_seeds,
     "sink_response": sink_response_seeds,
     "template": template_seeds,
+    "avro": avro_seeds,
 }
 
 
