@@ -22,6 +22,8 @@
 #include "definitions/duration.h"
 #include "definitions/jsonptr.h"
 #include "formats/decode.h"
+#include "formats/format_confluent.h"
+#include "manager/intake/schemas.h"
 #include "manager/config/config.h"
 #include "manager/runtime/kafka_conf.h"
 #include "shadow/discover.h"
@@ -69,10 +71,13 @@ static const char discover_usage[] =
     "                        timestamp)\n"
     "  --time-format F       how --time's field is written: rfc3339, epoch_seconds or\n"
     "                        epoch_millis (default: RFC 3339 text or epoch ms)\n"
-    "  --format F            json, or confluent_json for JSON in the Confluent wire\n"
-    "                        format (default: json; framed values are counted as\n"
-    "                        schema_registry_format; discover reads no Avro: a\n"
-    "                        confluent_avro topic's draft is written by hand)\n"
+    "  --format F            json; confluent_json for JSON in the Confluent wire\n"
+    "                        format; confluent_avro for Avro in it, each value read\n"
+    "                        with the writer schema its id names, from the\n"
+    "                        config's schema_registry.url or .directory\n"
+    "                        ($STEWARD_SCHEMA_REGISTRY_URL); unframed values are\n"
+    "                        read as JSON (default: json; framed values are then\n"
+    "                        counted as schema_registry_format)\n"
     "  --kafka NAME=VALUE    a librdkafka property; repeatable, over the config's\n"
     "  --json                print everything as one JSON document\n";
 
@@ -88,6 +93,8 @@ typedef struct read_event {
 typedef struct reader {
     const def_envelope_t *env; /* where the type, id and time are */
     def_format_t format;       /* how the values are framed (--format) */
+    schemas_t *schemas;        /* confluent_avro's writer schemas; borrowed, NULL otherwise */
+    char registry_error[512];  /* why the registry could not answer ("" while it does) */
     read_event_t *ev;
     size_t n, cap;
     size_t rejected[DECODE_N_REASONS];
@@ -119,7 +126,39 @@ static bool valid_process_name(const char *name)
     return true;
 }
 
-/* Keeps one message as an event, or counts why it cannot be one. */
+/*
+ * Reads a framed value of a confluent_avro topic with the writer schema
+ * its id names. A schema the registry cannot give now is no verdict on
+ * the message: discover then stops (registry_error), as a draft from the
+ * messages it could read would leave the others out unsaid.
+ */
+static decode_reason_t decode_avro(reader_t *r, const decode_input_t *in, uint32_t id,
+                                   const decode_limits_t *limits, decode_message_t *msg,
+                                   char *detail, size_t detail_size)
+{
+    const format_avro_schema_t *schema = NULL;
+    decode_reason_t why = DECODE_OK;
+    switch (schemas_get(r->schemas, id, true, &schema, detail, detail_size)) {
+    case SCHEMAS_AVRO:
+        why = decode_message_avro(in, limits, schema, msg, detail, detail_size);
+        schemas_release(r->schemas, id, schema);
+        return why;
+    case SCHEMAS_NOT_FOUND:
+        return DECODE_UNKNOWN_SCHEMA;
+    case SCHEMAS_WRONG_TYPE:
+        return DECODE_UNSUPPORTED_SCHEMA_TYPE;
+    case SCHEMAS_INVALID:
+        return DECODE_INVALID_AVRO;
+    case SCHEMAS_UNAVAILABLE:
+        break;
+    }
+    snprintf(r->registry_error, sizeof r->registry_error, "%s", detail);
+    return DECODE_UNKNOWN_SCHEMA; /* not counted: the caller stops */
+}
+
+/* Keeps one message as an event, or counts why it cannot be one. False
+ * when out of memory or when the schema registry cannot answer
+ * (r->registry_error). */
 static bool reader_add(reader_t *r, const rd_kafka_message_t *m)
 {
     decode_header_t headers[32];
@@ -151,7 +190,16 @@ static bool reader_add(reader_t *r, const rd_kafka_message_t *m)
     decode_limits_t limits = {DECODE_DEFAULT_MAX_BYTES, DECODE_DEFAULT_MAX_DEPTH};
     decode_message_t msg;
     char detail[256];
-    decode_reason_t why = decode_message_as(&in, &limits, r->format, &msg, detail, sizeof detail);
+    uint32_t schema_id;
+    const void *payload;
+    size_t payload_len;
+    decode_reason_t why =
+        r->format == DEF_FORMAT_CONFLUENT_AVRO && in.value_len <= limits.max_bytes &&
+                format_confluent_frame(in.value, in.value_len, &schema_id, &payload, &payload_len)
+            ? decode_avro(r, &in, schema_id, &limits, &msg, detail, sizeof detail)
+            : decode_message_as(&in, &limits, r->format, &msg, detail, sizeof detail);
+    if (r->registry_error[0] != '\0')
+        return false;
     if (why != DECODE_OK) {
         r->rejected[why]++;
         return true;
@@ -314,7 +362,13 @@ static int read_topics(rd_kafka_t *rk, char **topics, size_t n_topics, int64_t s
         bool eof = m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF;
         if (w != NULL && !w->done && !eof && m->offset < w->end) {
             if (!reader_add(r, m)) {
-                fprintf(stderr, "steward discover: out of memory after %zu messages\n", read);
+                if (r->registry_error[0] != '\0')
+                    fprintf(stderr,
+                            "steward discover: the schema registry cannot answer after %zu "
+                            "messages; try again when it is back: %s\n",
+                            read, r->registry_error);
+                else
+                    fprintf(stderr, "steward discover: out of memory after %zu messages\n", read);
                 rd_kafka_message_destroy(m);
                 rc = EXIT_RUNTIME;
                 goto out;
@@ -439,9 +493,13 @@ static void mark_framed_topics(json_t *draft, const reader_t *r)
     json_object_foreach(json_object_get(draft, "events"), name, ev)
     {
         const char *topic = json_string_value(json_object_get(ev, "topic"));
-        bool framed = false;
-        for (size_t i = 0; topic != NULL && i < r->n && !framed; i++)
-            framed = r->ev[i].msg.schema_id >= 0 && strcmp(r->ev[i].topic, topic) == 0;
+        bool framed = false, avro = false;
+        for (size_t i = 0; topic != NULL && i < r->n; i++) {
+            if (r->ev[i].msg.schema_id >= 0 && strcmp(r->ev[i].topic, topic) == 0) {
+                framed = true;
+                avro = avro || r->ev[i].msg.avro;
+            }
+        }
         if (!framed)
             continue;
         json_t *topics = json_object_get(draft, "topics");
@@ -449,7 +507,9 @@ static void mark_framed_topics(json_t *draft, const reader_t *r)
             topics = json_object();
             json_object_set_new(draft, "topics", topics);
         }
-        json_object_set_new(topics, topic, json_pack("{s:s}", "format", "confluent_json"));
+        json_object_set_new(
+            topics, topic,
+            json_pack("{s:s}", "format", avro ? "confluent_avro" : "confluent_json"));
     }
 }
 
@@ -617,10 +677,13 @@ int cli_discover(int argc, char **argv)
     /* The config as `steward run` reads it (file, then the environment), for
      * its brokers and librdkafka properties; --brokers and --kafka win. */
     config_t *cfg = NULL;
-    if (config_path != NULL && *config_path != '\0') {
+    bool avro = format_arg != NULL && strcmp(format_arg, "confluent_avro") == 0;
+    if ((config_path != NULL && *config_path != '\0') || avro) {
         char why[1024];
         err_class_t cls;
-        if ((cfg = config_build(config_path, NULL, 0, &cls, why, sizeof why)) == NULL) {
+        if ((cfg = config_build(avro && (config_path == NULL || *config_path == '\0') ? NULL
+                                                                                      : config_path,
+                                NULL, 0, &cls, why, sizeof why)) == NULL) {
             fprintf(stderr, "steward discover: config: %s\n",
                     cls == ERR_FATAL ? "out of memory" : why);
             free(props);
@@ -650,8 +713,12 @@ int cli_discover(int argc, char **argv)
         : process != NULL && !valid_process_name(process)
             ? "--process is a name: [a-z][a-z0-9_]*, at most 63 characters"
         : format_arg != NULL && strcmp(format_arg, "json") != 0 &&
-                strcmp(format_arg, "confluent_json") != 0
-            ? "--format is json or confluent_json"
+                strcmp(format_arg, "confluent_json") != 0 && !avro
+            ? "--format is json, confluent_json or confluent_avro"
+        : avro && cfg->registry_url[0] == '\0' && cfg->registry_directory[0] == '\0'
+            ? "--format confluent_avro reads each value with its writer schema: set "
+              "schema_registry.url (STEWARD_SCHEMA_REGISTRY_URL) or schema_registry.directory "
+              "in the config"
         : !envelope_from_flags(&where, envelope, key_arg, type_arg, id_arg, time_arg, time_format,
                                why, sizeof why)
             ? why
@@ -677,12 +744,22 @@ int cli_discover(int argc, char **argv)
     char errstr[1024], group[64];
     int rc = EXIT_OK;
     reader_t r = {.env = &where,
-                  .format = format_arg != NULL && strcmp(format_arg, "confluent_json") == 0
+                  .format = avro ? DEF_FORMAT_CONFLUENT_AVRO
+                            : format_arg != NULL && strcmp(format_arg, "confluent_json") == 0
                                 ? DEF_FORMAT_CONFLUENT_JSON
                                 : DEF_FORMAT_JSON};
+    cli_schemas_t schemas = {0};
     json_t *report = NULL;
     rd_kafka_t *rk = NULL;
     rd_kafka_conf_t *conf = NULL;
+    if (avro) {
+        if (!cli_schemas_open(cfg, NULL, &schemas, errstr, sizeof errstr)) {
+            fprintf(stderr, "steward discover: schema registry: %s\n", errstr);
+            rc = EXIT_USAGE;
+            goto out;
+        }
+        r.schemas = schemas.schemas;
+    }
     /* The config's properties first, so that --kafka overrides them. */
     size_t n_cfg_props = cfg != NULL ? cfg->n_kafka_props : 0;
     const char **all_props = calloc(n_cfg_props + n_props + 1, sizeof *all_props);
@@ -773,6 +850,7 @@ int cli_discover(int argc, char **argv)
 out:
     json_decref(report);
     reader_clear(&r);
+    cli_schemas_close(&schemas); /* after the reader, which borrowed it */
     if (rk != NULL) {
         rd_kafka_consumer_close(rk);
         rd_kafka_destroy(rk);

@@ -10,12 +10,15 @@
 # six-service traffic first, as a reader's topics would have theirs.
 #
 # Needs STEWARD_TEST_DATABASE_URL (a user with CREATEDB) and
-# STEWARD_TEST_KAFKA_BROKERS, as every integration suite; and psql.
+# STEWARD_TEST_KAFKA_BROKERS, as every integration suite,
+# STEWARD_TEST_SCHEMA_REGISTRY_URL (the payments topic is Avro, its
+# schemas registered there); and psql.
 set -euo pipefail
 src=$1
 bin=$2
 : "${STEWARD_TEST_DATABASE_URL:?set by scripts/test}"
 : "${STEWARD_TEST_KAFKA_BROKERS:?set by scripts/test}"
+: "${STEWARD_TEST_SCHEMA_REGISTRY_URL:?set by scripts/test}"
 
 run_id=$$_$(date +%s)
 db=steward_quickstart_$run_id
@@ -44,15 +47,20 @@ grep -q 'steward discover' "$work/quickstart-blocks.sh" || {
 }
 
 # A reader's topics: the simulator's orders, compressed into minutes of
-# event time just past.
+# event time just past, as the page describes them: payments in Avro (its
+# schemas registered in the registry), a third of the events CloudEvents
+# in binary mode, the rest plain JSON.
 prefix=qs${run_id}_
 "$bin/steward-sim" --brokers "$STEWARD_TEST_KAFKA_BROKERS" --topic-prefix "$prefix" \
-    --orders 300 --seed 5 --time-mode virtual --time-scale 0.001 --quiet
+    --orders 300 --seed 5 --time-mode virtual --time-scale 0.001 --quiet \
+    --cloudevents-rate 0.3 --avro-topic "${prefix}payments" \
+    --schema-registry "$STEWARD_TEST_SCHEMA_REGISTRY_URL"
 
 # The `yours` block, for this run.
 export STEWARD_KAFKA_BROKERS=$STEWARD_TEST_KAFKA_BROKERS
 export STEWARD_DATABASE_URL="$STEWARD_TEST_DATABASE_URL dbname=$db"
 export STEWARD_GROUP=quickstart_$run_id
+export STEWARD_SCHEMA_REGISTRY_URL=$STEWARD_TEST_SCHEMA_REGISTRY_URL
 export STEWARD_HTTP_LISTEN= # parallel suites: no fixed port
 TOPICS=${prefix}orders,${prefix}payments,${prefix}inventory,${prefix}shipping,${prefix}delivery,${prefix}notifications
 
@@ -66,10 +74,22 @@ STEWARD_PID=
 # shadow run judged the retained events into the fresh database.
 test -s order_fulfilment.json
 grep -q '"owner": "fulfilment"' order_fulfilment.json
+# The Avro topic was read: the draft says so, and its events were judged.
+grep -q '"format": "confluent_avro"' order_fulfilment.json || {
+    echo "quickstart.sh: the draft gives the Avro topic no confluent_avro format" >&2
+    exit 1
+}
 judged=$(psql -X -At "$STEWARD_DATABASE_URL" -c "SELECT count(*) FROM steward.history")
 if [ "$judged" -eq 0 ]; then
     echo "quickstart.sh: steward run judged no event" >&2
     cat steward.log >&2
     exit 1
 fi
-echo "quickstart: every block ran; $judged events judged"
+payments=$(psql -X -At "$STEWARD_DATABASE_URL" -c \
+    "SELECT count(*) FROM steward.history WHERE event_type = 'PaymentCaptured'")
+if [ "$payments" -eq 0 ]; then
+    echo "quickstart.sh: no PaymentCaptured (the Avro topic's) was judged" >&2
+    cat steward.log >&2
+    exit 1
+fi
+echo "quickstart: every block ran; $judged history rows, $payments of them PaymentCaptured (the Avro topic)"

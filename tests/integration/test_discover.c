@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -404,6 +405,111 @@ START_TEST(discover_reads_framed_json_with_format)
 }
 END_TEST
 
+/*
+ * Avro on one topic, as a team behind a schema registry publishes it:
+ * with --format confluent_avro discover reads each framed value with the
+ * writer schema its id names (here from a directory of <id>.avsc files,
+ * the registry-less source) and every unframed one as JSON, drafts the
+ * flow across both, and gives the Avro topic "confluent_avro" in the
+ * draft. A schema id the source does not hold is counted as
+ * unknown_schema; no source is a usage error; a registry that does not
+ * answer stops discover (exit 1) instead of drafting without the topic.
+ */
+START_TEST(discover_reads_avro_with_its_writer_schemas)
+{
+    const char *dir = tl_tmpdir();
+    char *unique = tl_unique("disc_avro"), prefix[128], avro_topic[200];
+    char schema_dir[512], draft_path[512], sim_log[512], topics[1024];
+    snprintf(prefix, sizeof prefix, "%s_", unique);
+    snprintf(avro_topic, sizeof avro_topic, "%spayments", prefix);
+    snprintf(schema_dir, sizeof schema_dir, "%s/avro-schemas", dir);
+    snprintf(draft_path, sizeof draft_path, "%s/avro-draft.json", dir);
+    snprintf(sim_log, sizeof sim_log, "%s/avro-sim.log", dir);
+    snprintf(topics, sizeof topics, "%sorders,%spayments,%sinventory,%sshipping,%sdelivery", prefix,
+             prefix, prefix, prefix, prefix);
+    ck_assert_int_eq(mkdir(schema_dir, 0755), 0);
+    const char *sim_argv[] = {"steward-sim",
+                              "--brokers",
+                              tl_kafka_brokers(),
+                              "--topic-prefix",
+                              prefix,
+                              "--orders",
+                              "200",
+                              "--seed",
+                              "3",
+                              "--time-mode",
+                              "virtual",
+                              "--time-scale",
+                              "0.001",
+                              "--avro-topic",
+                              avro_topic,
+                              "--avro-schema-dir",
+                              schema_dir,
+                              "--quiet",
+                              NULL};
+    int rc = run_sim(sim_argv, sim_log);
+    if (rc != 0)
+        tl_print_tail(sim_log, 4000);
+    ck_assert_int_eq(rc, 0);
+    /* One framed value under an id no schema file holds. */
+    tl_producer_t *p = tl_producer_new();
+    const char unknown[] = {0, 0, 0, 0x03, (char) 0xe7, 2, 'x'};
+    tl_produce(p, avro_topic, -1, unknown, sizeof unknown, NULL, 0);
+    tl_producer_free(p);
+
+    char dir_env[600];
+    snprintf(dir_env, sizeof dir_env, "STEWARD_SCHEMA_REGISTRY_DIRECTORY=%s", schema_dir);
+    const char *argv[] = {NULL,      "discover", "--brokers", tl_kafka_brokers(), "--topics",
+                          topics,    "--since",  "1d",        "--format",         "confluent_avro",
+                          "--draft", draft_path, NULL};
+
+    /* No source for the schemas: refused before anything is read. */
+    tl_output_t o = tl_steward(argv, NULL);
+    ck_assert_msg(o.status == 2 && tl_contains(o.err, "schema_registry.url"), "exit %d\n%s",
+                  o.status, o.err);
+    tl_output_free(&o);
+
+    const char *with_dir[] = {dir_env, NULL};
+    o = tl_steward(argv, with_dir);
+    ck_assert_msg(o.status == 0, "exit %d\n%s\n%s", o.status, o.out, o.err);
+    ck_assert_msg(tl_contains(o.out, "unknown_schema 1") || tl_contains(o.out, "unknown_schema: 1"),
+                  "the unknown schema id is not counted:\n%s", o.out);
+    def_problems_t problems = {0};
+    def_t *draft = def_load_file(draft_path, &problems);
+    ck_assert_msg(draft != NULL, "the draft does not load: %s",
+                  problems.n ? problems.items[0].message : "");
+    ck_assert_str_eq(draft->envelope.key_pointer, "/order_id");
+    bool paid = false;
+    for (size_t i = 0; i < draft->n_events; i++) {
+        const def_event_t *ev = &draft->events[i];
+        bool on_avro = strcmp(ev->topic, avro_topic) == 0;
+        ck_assert_msg(ev->format == (on_avro ? DEF_FORMAT_CONFLUENT_AVRO : DEF_FORMAT_JSON),
+                      "event %s on %s has format %d", ev->name, ev->topic, (int) ev->format);
+        paid = paid || (on_avro && strcmp(ev->name, "PaymentCaptured") == 0);
+    }
+    ck_assert_msg(paid, "no PaymentCaptured (an Avro event) in the draft");
+    def_free(draft);
+    def_problems_clear(&problems);
+    tl_output_free(&o);
+    const char *check_argv[] = {NULL, "check", draft_path, NULL};
+    o = tl_steward(check_argv, NULL);
+    ck_assert_msg(o.status == 0, "steward check refused the draft:\n%s", o.err);
+    tl_output_free(&o);
+
+    /* A registry that does not answer: no draft without the Avro topic. */
+    int port, held = tl_hold_port(&port);
+    close(held); /* nothing listens there now */
+    char url_env[128];
+    snprintf(url_env, sizeof url_env, "STEWARD_SCHEMA_REGISTRY_URL=http://127.0.0.1:%d", port);
+    const char *with_url[] = {url_env, NULL};
+    o = tl_steward(argv, with_url);
+    ck_assert_msg(o.status == 1 && tl_contains(o.err, "schema registry cannot answer"),
+                  "exit %d\n%s", o.status, o.err);
+    tl_output_free(&o);
+    free(unique);
+}
+END_TEST
+
 START_TEST(discover_refuses_an_unknown_topic)
 {
     char *topic = tl_unique("disc_missing");
@@ -477,6 +583,7 @@ Suite *discover_suite(void)
     tcase_add_test(tc, discover_recovers_the_simulators_order_flow);
     tcase_add_test(tc, discover_drafts_claims_as_teams_publish_them);
     tcase_add_test(tc, discover_reads_framed_json_with_format);
+    tcase_add_test(tc, discover_reads_avro_with_its_writer_schemas);
     tcase_add_test(tc, discover_refuses_an_unknown_topic);
     tcase_add_test(tc, discover_takes_brokers_and_kafka_properties_from_a_config);
     suite_add_tcase(s, tc);
