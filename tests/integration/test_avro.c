@@ -20,7 +20,7 @@
  * registered by the test with POST /subjects/{subject}/versions; a JSON
  * Schema's id on the Avro topic is unsupported_schema_type). When
  * the variable is unset the suite is SKIPPED (exit 77), never passed.
- * With STEWARD_TEST_SCHEMA_REGISTRY_PAUSE/_RESUME, the registry stops
+ * With STEWARD_TEST_SCHEMA_REGISTRY_PAUSE/_RESUME, the registry stops for 30 s
  * answering while an order under a schema not yet fetched arrives: the
  * order waits (nothing rejected), the outage is logged once and
  * steward_schema_registry_up is 0; once it answers again the order is
@@ -417,13 +417,17 @@ START_TEST(avro_events_are_judged_with_schemas_from_the_registry)
         getenv("STEWARD_TEST_SCHEMA_REGISTRY_RESUME") != NULL) {
         /* The registry stops answering; R2 comes under v2, not fetched yet. */
         run_command("STEWARD_TEST_SCHEMA_REGISTRY_PAUSE");
+        time_t paused_at = time(NULL);
         p = tl_producer_new();
         produce_order(p, schema_v2, v2, "R2", "SAVE10");
         produce_paid(p, "R2");
         tl_producer_free(p);
         tl_wait_file(w.log, "schema registry unavailable", 60);
         tl_wait_metric(w.base, "steward_schema_registry_up 0", 30);
-        sleep(3); /* retried meanwhile, with backoff: still waiting, nothing rejected */
+        /* Away for 30 s in all, retried meanwhile with backoff: still
+         * waiting, nothing rejected. */
+        while (time(NULL) - paused_at < 30)
+            sleep(1);
         tw_expect(&w, "SELECT count(*) FROM steward.instances WHERE key = 'R2'", NULL, "0");
         tw_expect(&w, "SELECT count(*) FROM steward.rejected", NULL, "2");
         run_command("STEWARD_TEST_SCHEMA_REGISTRY_RESUME");
