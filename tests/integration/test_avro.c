@@ -20,8 +20,8 @@
  * registered by the test with POST /subjects/{subject}/versions; a JSON
  * Schema's id on the Avro topic is unsupported_schema_type). When
  * the variable is unset the suite is SKIPPED (exit 77), never passed.
- * With STEWARD_TEST_SCHEMA_REGISTRY_PAUSE/_RESUME, the registry stops for 30 s
- * answering while an order under a schema not yet fetched arrives: the
+ * With STEWARD_TEST_SCHEMA_REGISTRY_PAUSE/_RESUME, the registry stops
+ * answering for 30 s while an order under a schema not yet fetched arrives: the
  * order waits (nothing rejected), the outage is logged once and
  * steward_schema_registry_up is 0; once it answers again the order is
  * judged.
