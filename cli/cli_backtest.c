@@ -304,7 +304,9 @@ static int backtest_with(cli_opts_t *o, int argc, char **argv)
         .replica = "backtest",
         .batch_max = INTAKE_DEFAULT_BATCH_MAX,
         .batch_ms = INTAKE_DEFAULT_BATCH_MS,
-        .limits = {DECODE_DEFAULT_MAX_BYTES, DECODE_DEFAULT_MAX_DEPTH},
+        /* Judged as steward run with this config would judge them. */
+        .limits = {(size_t) cfg->max_message_bytes, DECODE_DEFAULT_MAX_DEPTH},
+        .record_unknown = cfg->record_unknown,
         .kafka_props = (const char *const *) cfg->kafka_props,
         .n_kafka_props = cfg->n_kafka_props,
         .routes = routes,

@@ -429,6 +429,7 @@ static err_class_t open_workers(const config_t *cfg, const char *replica, run_ct
         .limits = {(size_t) cfg->max_message_bytes, DECODE_DEFAULT_MAX_DEPTH},
         .record_unknown = cfg->record_unknown,
         .dead_letter_topic = cfg->dead_letter_topic,
+        .rejection_summary_ms = cfg->rejection_summary_ms,
         .kafka_props = (const char *const *) cfg->kafka_props,
         .n_kafka_props = cfg->n_kafka_props,
         .routes = routes,

@@ -82,6 +82,10 @@ static const config_key_t config_keys[] = {
      "a rejected row (unknown_type) for events no definition declares, too"},
     {"intake.dead_letter_topic", CONFIG_STRING, OFF(dead_letter_topic), 0, 0, NULL, false, "",
      "rejected messages are also produced to this topic; \"\": off"},
+    {"intake.rejection_summary", CONFIG_DURATION_OFF, OFF(rejection_summary_ms), 1000, 86400000,
+     NULL, false, "1m",
+     "how often the messages rejected meanwhile are summarised in the log (by reason and topic, "
+     "with a sample); off: never"},
     {"topics.prefix", CONFIG_TOPIC_PREFIX, OFF(topics_prefix), 0, 0, "STEWARD_TOPICS_PREFIX", false,
      "", "put in front of every topic a definition names"},
     {"topics.map", CONFIG_TOPIC_MAP, OFF(topics_map), 0, 0, "STEWARD_TOPICS_MAP", false, "",

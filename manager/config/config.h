@@ -41,6 +41,8 @@ typedef struct config {
     long max_message_bytes;
     bool record_unknown;     /* a rejected row (unknown_type) for undeclared events too */
     char *dead_letter_topic; /* rejected messages are also produced here; NULL or "": off */
+    int64_t
+        rejection_summary_ms; /* how often rejected messages are summarised in the log; 0: never */
 
     /* How the topic names in definitions become the broker's, so that one
      * definition serves every environment: a topic named in topics_map

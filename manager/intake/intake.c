@@ -203,6 +203,12 @@ intake_t *intake_new(const intake_config_t *cfg, const def_set_t *defs, err_clas
         *cls = ERR_INVALID;
         goto fail;
     }
+    if ((in->rejsum = rejsum_new(cfg->rejection_summary_ms, clock_monotonic_ms())) == NULL) {
+        *cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+        goto fail;
+    }
+    for (size_t l = 0; l < in->n_lanes; l++)
+        batch_set_reject_hook(in->lanes[l].batch, intake_on_rejected, in);
 
     char client_id[128];
     snprintf(client_id, sizeof client_id, "steward-%s", cfg->replica);
@@ -358,6 +364,7 @@ err_class_t intake_run(intake_t *in, volatile sig_atomic_t *stop, char *errstr, 
             last_tick = now;
             if (in->dlq != NULL)
                 rd_kafka_poll(in->dlq, 0);
+            rejsum_tick(in->rejsum, now, 0);
             if (cls == ERR_OK && in->on_tick != NULL)
                 in->on_tick(in, in->tick_arg);
         }
@@ -453,6 +460,8 @@ void intake_free(intake_t *in)
         rd_kafka_destroy(in->dlq);
     }
     free(in->dlq_topic);
+    rejsum_tick(in->rejsum, clock_monotonic_ms(), 1); /* what the last batches rejected */
+    rejsum_free(in->rejsum);
     for (size_t l = 0; l < INTAKE_MAX_TRANSACTIONS; l++) {
         batch_ctx_free(in->lanes[l].batch);
         store_free(in->lanes[l].store);

@@ -48,6 +48,9 @@ typedef struct intake_config {
      * loses nothing in steward.rejected but may skip or repeat the copy).
      * NULL or "": off. */
     const char *dead_letter_topic;
+    /* How often the summary of rejected messages is logged (rejsum.h); 0:
+     * never. */
+    int64_t rejection_summary_ms;
     /* Extra librdkafka properties, as "name=value" strings; may be NULL. */
     const char *const *kafka_props;
     size_t n_kafka_props;

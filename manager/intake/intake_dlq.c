@@ -1,7 +1,8 @@
 /*
  * intake_dlq - the dead-letter topic: a producer beside the consumer, and
  * the reject hook that copies each rejected message to the topic once its
- * batch committed (at least once; steward.rejected keeps every one).
+ * batch committed (at least once; steward.rejected keeps every one), and
+ * the count of each for the summary of rejected messages (rejsum.h).
  */
 #include "manager/intake/intake_int.h"
 
@@ -31,10 +32,9 @@ static void on_dlq_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *o
  * the reason, .exception.message = the detail) and steward.process when
  * only one process rejected it. Runs on the intake thread after COMMIT.
  */
-static void to_dead_letter(void *arg, const decode_input_t *msg, const char *process,
+static void to_dead_letter(intake_t *in, const decode_input_t *msg, const char *process,
                            const char *reason, const char *detail)
 {
-    intake_t *in = arg;
     rd_kafka_headers_t *hdrs = rd_kafka_headers_new(msg->n_headers + 6);
     char partition[16], offset[24];
 
@@ -93,7 +93,14 @@ bool intake_dlq_new(intake_t *in, const intake_config_t *cfg, char *errstr, size
         return false;
     }
     in->dlq_topic = strdup(cfg->dead_letter_topic);
-    for (size_t l = 0; l < in->n_lanes; l++)
-        batch_set_reject_hook(in->lanes[l].batch, to_dead_letter, in);
     return true;
+}
+
+void intake_on_rejected(void *arg, const decode_input_t *msg, const char *process,
+                        const char *reason, const char *detail)
+{
+    intake_t *in = arg;
+    rejsum_add(in->rejsum, msg->topic, reason, detail);
+    if (in->dlq != NULL)
+        to_dead_letter(in, msg, process, reason, detail);
 }

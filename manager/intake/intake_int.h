@@ -19,6 +19,7 @@
 
 #include "manager/intake/batch.h"
 #include "manager/intake/intake.h"
+#include "manager/intake/rejsum.h"
 #include "manager/intake/store.h"
 
 #include <librdkafka/rdkafka.h>
@@ -86,6 +87,7 @@ struct intake {
 
     rd_kafka_t *dlq; /* the dead-letter producer; NULL when off */
     char *dlq_topic;
+    rejsum_t *rejsum; /* the periodic summary of rejected messages */
 };
 
 /* ---- intake.c -------------------------------------------------------------- */
@@ -136,5 +138,9 @@ err_class_t intake_isolate(intake_t *in, lane_t *lane, const decode_input_t *msg
 /* Creates the dead-letter producer and sets every lane's reject hook;
  * false with the reason in errstr. */
 bool intake_dlq_new(intake_t *in, const intake_config_t *cfg, char *errstr, size_t errstr_size);
+/* The reject hook of every lane (arg: the intake): counts the message for
+ * the summary, and copies it to the dead-letter topic when there is one. */
+void intake_on_rejected(void *arg, const decode_input_t *msg, const char *process,
+                        const char *reason, const char *detail);
 
 #endif
