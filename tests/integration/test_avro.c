@@ -238,8 +238,15 @@ START_TEST(avro_events_are_judged_with_schemas_from_a_directory)
             "AND detail LIKE '%schema id 3%not an Avro schema%'",
             NULL, "1", 30, "the schema that does not parse, its messages rejected");
 
-    /* A restart; meanwhile an order under schema 2 (a field added). */
+    /* A restart; meanwhile an order under schema 2 (a field added). The
+     * run's last summary of what it rejected names the new reasons. */
     tw_stop(&w, 30);
+    char *run_log = tl_read_file(w.log);
+    ck_assert_msg(tl_contains(run_log, "messages rejected since the last summary") &&
+                      tl_contains(run_log, "unknown_schema 1") &&
+                      tl_contains(run_log, "invalid_avro 2"),
+                  "run's rejection summary:\n%s", run_log);
+    free(run_log);
     p = tl_producer_new();
     produce_order(p, schema_v2, 2, "A3", "SAVE10");
     produce_paid(p, "A3");
@@ -446,6 +453,11 @@ START_TEST(avro_events_are_judged_with_schemas_from_the_registry)
                         "outage is not tested\n");
     }
     tw_stop(&w, 30);
+    char *run_log = tl_read_file(w.log);
+    ck_assert_msg(tl_contains(run_log, "unknown_schema 1") &&
+                      tl_contains(run_log, "unsupported_schema_type 1"),
+                  "run's rejection summary:\n%s", run_log);
+    free(run_log);
     free(def_path);
 }
 END_TEST
