@@ -24,6 +24,7 @@
 #include "manager/intake/intake.h"
 #include "manager/sinks/routes.h"
 #include "manager/timing/scheduler.h"
+#include "shadow/rejections.h"
 #include "shadow/backtest.h"
 #include "shadow/report.h"
 
@@ -71,76 +72,6 @@ static void stop_when_drained(intake_t *intake, void *arg)
     (void) arg;
     if (intake_drained(intake))
         backtest_done = 1;
-}
-
-/*
- * The messages the replay rejected, into *out (a new object): total,
- * by_reason {reason: count}, and by_topic [{topic, reason, count,
- * sample}], most first, sample the detail of the first one.
- */
-static err_class_t read_rejections(PGconn *conn, json_t **out, char *errstr, size_t errstr_size)
-{
-    err_class_t cls = ERR_OK;
-    *out = NULL;
-    PGresult *res = db_query(conn, "reading the rejected messages",
-                             "SELECT topic, reason, count(*), (array_agg(detail ORDER BY id))[1] "
-                             "FROM steward.rejected GROUP BY topic, reason ORDER BY 3 DESC, 1, 2",
-                             0, NULL, &cls, errstr, errstr_size);
-    if (res == NULL)
-        return cls;
-    json_t *by_reason = json_object(), *by_topic = json_array();
-    long long total = 0;
-    for (int i = 0; by_reason != NULL && by_topic != NULL && i < PQntuples(res); i++) {
-        const char *reason = PQgetvalue(res, i, 1);
-        long long n = atoll(PQgetvalue(res, i, 2));
-        total += n;
-        json_t *sum = json_object_get(by_reason, reason);
-        json_object_set_new(by_reason, reason,
-                            json_integer((sum != NULL ? json_integer_value(sum) : 0) + n));
-        json_array_append_new(by_topic,
-                              json_pack("{s:s, s:s, s:I, s:s?}", "topic", PQgetvalue(res, i, 0),
-                                        "reason", reason, "count", (json_int_t) n, "sample",
-                                        PQgetisnull(res, i, 3) ? NULL : PQgetvalue(res, i, 3)));
-    }
-    PQclear(res);
-    if (by_reason == NULL || by_topic == NULL) {
-        json_decref(by_reason);
-        json_decref(by_topic);
-        return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
-    }
-    *out = json_pack("{s:I, s:o, s:o}", "total", (json_int_t) total, "by_reason", by_reason,
-                     "by_topic", by_topic);
-    return *out != NULL ? ERR_OK : err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
-}
-
-/* The rejections read_rejections() found, as text: the total by reason,
- * then one line per topic and reason with a sample detail. */
-static void print_rejections(const json_t *rejected)
-{
-    const json_t *by_reason = json_object_get(rejected, "by_reason");
-    printf("messages rejected: %lld",
-           (long long) json_integer_value(json_object_get(rejected, "total")));
-    const char *reason, *sep = " (";
-    json_t *n;
-    json_object_foreach((json_t *) by_reason, reason, n)
-    {
-        printf("%s%s %lld", sep, reason, (long long) json_integer_value(n));
-        sep = ", ";
-    }
-    printf("%s\n", json_object_size(by_reason) > 0 ? ")" : "");
-    size_t i;
-    json_t *row;
-    json_array_foreach(json_object_get(rejected, "by_topic"), i, row)
-    {
-        printf("  %-28s %-20s %8lld  e.g. %s\n", json_string_value(json_object_get(row, "topic")),
-               json_string_value(json_object_get(row, "reason")),
-               (long long) json_integer_value(json_object_get(row, "count")),
-               json_is_string(json_object_get(row, "sample"))
-                   ? json_string_value(json_object_get(row, "sample"))
-                   : "");
-    }
-    if (json_object_size(by_reason) > 0)
-        printf("(each is in the scratch database's steward.rejected: keep it with --keep)\n");
 }
 
 /* Prints the alerts backtest_alerts() found, one line each. */
@@ -346,7 +277,7 @@ static int backtest_with(cli_opts_t *o, int argc, char **argv)
     json_t *alerts = NULL, *report = NULL, *rejected = NULL;
     const def_t *candidate = def_set_latest(defs, defs->defs[0]->process);
     if (backtest_alerts(scratch.conn, candidate, &alerts, errstr, sizeof errstr) != ERR_OK ||
-        read_rejections(scratch.conn, &rejected, errstr, sizeof errstr) != ERR_OK) {
+        rejections_read(scratch.conn, 0, &rejected, errstr, sizeof errstr) != ERR_OK) {
         fprintf(stderr, "steward backtest: %s\n", errstr);
         json_decref(alerts);
         rc = EXIT_RUNTIME;
@@ -360,7 +291,9 @@ static int backtest_with(cli_opts_t *o, int argc, char **argv)
     } else {
         print_alerts(alerts);
         printf("\n");
-        print_rejections(rejected);
+        rejections_print(rejected, stdout);
+        if (json_integer_value(json_object_get(rejected, "total")) > 0)
+            printf("(each is in the scratch database's steward.rejected: keep it with --keep)\n");
         json_decref(alerts);
         json_decref(rejected);
     }
@@ -374,6 +307,7 @@ static int backtest_with(cli_opts_t *o, int argc, char **argv)
             rc = EXIT_RUNTIME;
         } else {
             printf("\n");
+            json_object_del(report, "rejected"); /* printed above, with the alerts */
             report_print_text(report, stdout);
         }
         json_decref(report);

@@ -7,6 +7,7 @@
  */
 #include "shadow/report.h"
 #include "shadow/report_int.h"
+#include "shadow/rejections.h"
 #include "shadow/report_upgrade.h"
 
 #include "common/clock.h"
@@ -602,10 +603,18 @@ err_class_t report_build(PGconn *conn, const def_t *const *defs, size_t n_defs,
         *out = NULL;
         goto done;
     }
-    /* What an upgrade to each suggestion would move, in the same snapshot. */
+    /* What an upgrade to each suggestion would move, and the messages
+     * rejected in the window (recorded since its start), in the same
+     * snapshot. */
     const json_t *processes = json_object_get(*out, "processes");
     for (size_t i = 0; i < n_defs && cls == ERR_OK; i++)
         cls = report_upgrade_add(conn, defs[i], json_array_get(processes, i), errstr, errstr_size);
+    json_t *rejected = NULL;
+    if (cls == ERR_OK &&
+        (cls = rejections_read(
+             conn, opts->since_ms > 0 && opts->since_ms < wall ? wall - opts->since_ms : 0,
+             &rejected, errstr, errstr_size)) == ERR_OK)
+        json_object_set_new(*out, "rejected", rejected);
     if (cls != ERR_OK) {
         json_decref(*out);
         *out = NULL;

@@ -3,6 +3,7 @@
  * histograms, one process after another (report_print_text()); see
  * report.h.
  */
+#include "shadow/rejections.h"
 #include "shadow/report.h"
 
 #include "definitions/duration.h"
@@ -350,5 +351,11 @@ void report_print_text(const json_t *report, FILE *out)
         if (i > 0)
             fprintf(out, "\n");
         print_process(report, proc, out);
+    }
+    /* The messages no definition could read: what the figures above miss. */
+    const json_t *rejected = json_object_get(report, "rejected");
+    if (rejected != NULL) {
+        fprintf(out, "\n");
+        rejections_print(rejected, out);
     }
 }

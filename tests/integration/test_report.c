@@ -170,6 +170,16 @@ static const char *const fill_sql[] = {
     "  r + (j - 1) * interval '1 h' + interval '10 min', "
     "  'confirming', 'refunded', 'advanced', 'test', 1 "
     "FROM generate_series(1, 5) j, t0",
+
+    /* Messages no definition could read: two recorded an hour ago, one
+     * three days ago (outside a 36h window). */
+    "INSERT INTO steward.rejected (consumer_group, topic, partition, \"offset\", reason, detail, "
+    "  recorded_at, replica, epoch) VALUES "
+    "  ('g', 'payments', 0, 1, 'missing_type', 'no ce_type header and no string at /type', "
+    "   now() - interval '1 h', 'test', 1), "
+    "  ('g', 'payments', 0, 2, 'missing_type', 'a later one', now() - interval '1 h', 'test', 1), "
+    "  ('g', 'orders', 0, 3, 'invalid_json', 'invalid JSON at line 1', "
+    "   now() - interval '3 days', 'test', 1)",
 };
 
 static const char *db_url;
@@ -533,6 +543,10 @@ START_TEST(since_window)
     tl_output_t o = report("--since", "36h", NULL, NULL);
     ck_assert_int_eq(o.status, 0);
     ck_assert_msg(tl_contains(o.out, "window: the last 36h ("), "got:\n%s", o.out);
+    /* The rejected messages recorded in the window only. */
+    ck_assert_msg(tl_contains(o.out, "messages rejected: 2 (missing_type 2)") &&
+                      !tl_contains(o.out, "invalid_json"),
+                  "got:\n%s", o.out);
     tl_output_free(&o);
 }
 END_TEST
@@ -586,6 +600,17 @@ START_TEST(json_shape)
     /* 10 of the 11 misses left late: their event came anyway. */
     ck_assert_int_eq(num(c, "arrived_after_deadline", NULL), 10);
     ck_assert(json_is_string(json_object_get(json_object_get(order, "would_send"), "assumptions")));
+
+    /* The rejected messages: by reason, and by topic and reason, most
+     * first, each with its first detail. */
+    json_t *rejected = json_object_get(doc, "rejected");
+    ck_assert_int_eq(num(rejected, "total", NULL), 3);
+    ck_assert_int_eq(num(rejected, "by_reason", "missing_type"), 2);
+    ck_assert_int_eq(num(rejected, "by_reason", "invalid_json"), 1);
+    json_t *first = json_array_get(json_object_get(rejected, "by_topic"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(first, "topic")), "payments");
+    ck_assert_str_eq(json_string_value(json_object_get(first, "sample")),
+                     "no ce_type header and no string at /type");
     json_decref(doc);
 }
 END_TEST
