@@ -147,6 +147,8 @@ intake_t *intake_new(const intake_config_t *cfg, const def_set_t *defs, err_clas
         *cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
         return NULL;
     }
+    pthread_mutex_init(&in->jobs_lock, NULL);
+    pthread_cond_init(&in->job_ended, NULL);
     in->defs = defs;
     in->routes = cfg->routes;
     in->schemas = cfg->schemas;
@@ -171,7 +173,8 @@ intake_t *intake_new(const intake_config_t *cfg, const def_set_t *defs, err_clas
                            cfg->lock_timeout_ms, 0,           cfg->schemas};
     for (size_t l = 0; l < in->n_lanes; l++) {
         lane_t *lane = &in->lanes[l];
-        if ((lane->pending = calloc(in->batch_max, sizeof *lane->pending)) == NULL) {
+        if ((lane->pending = calloc(in->batch_max * INTAKE_LANE_BATCHES, sizeof *lane->pending)) ==
+            NULL) {
             *cls = err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
             goto fail;
         }
@@ -333,7 +336,10 @@ err_class_t intake_run(intake_t *in, volatile sig_atomic_t *stop, char *errstr, 
             lane_t *lane = &in->lanes[l];
             bool full = lane->n_pending >= in->batch_max;
             bool due = lane->n_pending > 0 && now - lane->pending_since_ms >= in->batch_ms;
-            if (full || due)
+            /* A busy lane's batch waits while the loop reads on for the
+             * other lanes; only a lane with no room left is waited for. */
+            if ((full || due) &&
+                (intake_lane_free(lane) || lane->n_pending >= in->batch_max * INTAKE_LANE_BATCHES))
                 cls = intake_flush_start(in, lane, errstr, errstr_size);
             idle = idle && lane->n_pending == 0;
         }
@@ -359,7 +365,7 @@ err_class_t intake_run(intake_t *in, volatile sig_atomic_t *stop, char *errstr, 
             if (cls == ERR_OK && idle)
                 cls = intake_flush_all(in, errstr, errstr_size);
             for (size_t l = 0; cls == ERR_OK && !idle && l < in->n_lanes; l++)
-                if (in->lanes[l].n_pending == 0)
+                if (in->lanes[l].n_pending == 0 && intake_lane_free(&in->lanes[l]))
                     cls = intake_flush_start(in, &in->lanes[l], errstr, errstr_size);
             last_tick = now;
             if (in->dlq != NULL)
@@ -468,5 +474,7 @@ void intake_free(intake_t *in)
         free(in->lanes[l].pending);
     }
     intake_clear_owned(in);
+    pthread_cond_destroy(&in->job_ended);
+    pthread_mutex_destroy(&in->jobs_lock);
     free(in);
 }

@@ -23,6 +23,7 @@
 #include "manager/intake/store.h"
 
 #include <librdkafka/rdkafka.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -53,11 +54,17 @@ typedef struct owned {
 typedef struct lane {
     store_t *store;
     batch_ctx_t *batch;           /* the stages of a batch, over store */
-    rd_kafka_message_t **pending; /* the batch being gathered */
+    rd_kafka_message_t **pending; /* gathered, oldest first: room for INTAKE_LANE_BATCHES */
     size_t n_pending;
     int64_t pending_since_ms;
-    struct job *job; /* the batch being committed on its own thread; NULL when none */
+    struct job *job;  /* the batch being committed on its own thread; NULL when none */
+    int64_t ended_ms; /* when its last batch's transaction ended, monotonic; 0 before one */
 } lane_t;
+
+/* The batches a lane gathers at most while its transaction runs: the
+ * consumer keeps reading (for the other lanes) past a full batch of a busy
+ * lane, and waits for that lane only once it holds this many. */
+#define INTAKE_LANE_BATCHES 2
 
 struct intake {
     rd_kafka_t *rk;
@@ -65,6 +72,10 @@ struct intake {
      * definitions: always between batches, when no lane's job runs. */
     lane_t lanes[INTAKE_MAX_TRANSACTIONS];
     size_t n_lanes;
+    /* Signalled as a lane's batch ends, so the consumer waiting for one
+     * lane can hand another its next batch the moment that one is free. */
+    pthread_mutex_t jobs_lock;
+    pthread_cond_t job_ended;
     const def_set_t *defs; /* borrowed */
     route_table_t *routes;
     schemas_t *schemas; /* borrowed; NULL: none (no confluent_avro topic then) */ /* borrowed */
@@ -112,9 +123,12 @@ void intake_on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 /* Drops every lane's gathered messages; whether any lane has some. */
 void intake_drop_pending(intake_t *in);
 bool intake_any_pending(const intake_t *in);
-/* Hands the lane's pending batch to a thread of its own (see
- * intake_lanes.c); the previous batch's outcome. */
+/* Hands the lane's oldest pending messages, a batch at most, to a thread
+ * of its own (see intake_lanes.c); the previous batch's outcome. */
 err_class_t intake_flush_start(intake_t *in, lane_t *lane, char *errstr, size_t errstr_size);
+/* Whether the lane's connection is free: no batch committing, or one that
+ * has ended and only waits to be joined. */
+bool intake_lane_free(const lane_t *lane);
 /* Waits for every lane's batch; the first failure's outcome. */
 err_class_t intake_finish_all(intake_t *in, char *errstr, size_t errstr_size);
 /* Commits every lane's pending batch and waits for them. */

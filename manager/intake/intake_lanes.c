@@ -13,6 +13,8 @@
 
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,10 +43,12 @@ bool intake_any_pending(const intake_t *in)
 
 /* ---- batches -------------------------------------------------------------- */
 
-/* Fills decode inputs for the pending messages; headers live in `headers`. */
-static void describe_pending(const lane_t *lane, decode_input_t *inputs, decode_header_t **headers)
+/* Fills decode inputs for the first n pending messages; headers live in
+ * `headers`. */
+static void describe_pending(const lane_t *lane, size_t n, decode_input_t *inputs,
+                             decode_header_t **headers)
 {
-    for (size_t i = 0; i < lane->n_pending; i++) {
+    for (size_t i = 0; i < n; i++) {
         const rd_kafka_message_t *m = lane->pending[i];
         rd_kafka_headers_t *hdrs = NULL;
         decode_input_t *d = &inputs[i];
@@ -80,7 +84,8 @@ static void describe_pending(const lane_t *lane, decode_input_t *inputs, decode_
 
 /* The progress of every partition of the lane the batch touches, plus
  * every caught-up one (so their watermark moves to now). */
-static size_t batch_progress(intake_t *in, const lane_t *lane, store_partition_t *parts)
+static size_t batch_progress(intake_t *in, const lane_t *lane, size_t n_msgs,
+                             store_partition_t *parts)
 {
     size_t n = 0;
     int64_t now = clock_wall_ms();
@@ -89,21 +94,31 @@ static size_t batch_progress(intake_t *in, const lane_t *lane, store_partition_t
         owned_t *o = &in->owned[i];
         if (&in->lanes[o->lane] != lane)
             continue;
-        int64_t next = -1;
-        for (size_t m = 0; m < lane->n_pending; m++) {
+        int64_t next = -1, max_ts = -1;
+        for (size_t m = 0; m < n_msgs; m++) {
             const rd_kafka_message_t *msg = lane->pending[m];
-            if (msg->partition == o->partition &&
-                strcmp(rd_kafka_topic_name(msg->rkt), o->topic) == 0)
-                next = msg->offset + 1;
+            if (msg->partition != o->partition || strcmp(rd_kafka_topic_name(msg->rkt), o->topic))
+                continue;
+            next = msg->offset + 1;
+            rd_kafka_timestamp_type_t tstype;
+            int64_t ts = rd_kafka_message_timestamp(msg, &tstype);
+            if (ts > max_ts && ts <= now && decode_time_in_range(ts)) /* as intake_run() keeps it */
+                max_ts = ts;
         }
-        bool read_all = intake_caught_up(in, o);
+        /* With messages left for the lane's next batch, the watermark is
+         * this batch's newest, not the newest read: a deadline must not be
+         * judged before the events read after this batch are committed. */
+        bool rest = n_msgs < lane->n_pending;
+        bool read_all = !rest && intake_caught_up(in, o);
         if (o->fenced || (next < 0 && !read_all))
             continue;
         parts[n] = (store_partition_t){.topic = o->topic,
                                        .partition = o->partition,
                                        .epoch = o->epoch,
                                        .next_offset = next,
-                                       .watermark_ms = read_all ? now : o->max_ts};
+                                       .watermark_ms = read_all ? now
+                                                       : rest   ? max_ts
+                                                                : o->max_ts};
         n++;
     }
     return n;
@@ -141,6 +156,7 @@ typedef struct job {
     batch_t *prepared;
     pthread_t thread;
     int64_t started, ended; /* the transaction's, monotonic ms */
+    atomic_bool done;       /* set by the thread as it ends: joining will not wait */
     batch_stats_t stats;
     err_class_t cls;
     char errstr[512];
@@ -177,6 +193,27 @@ static void *job_run(void *arg)
         job->cls = intake_isolate(in, job->lane, job->inputs, job->n, job->parts, job->n_parts,
                                   &job->stats, job->errstr, sizeof job->errstr);
     job->ended = clock_monotonic_ms();
+    pthread_mutex_lock(&in->jobs_lock);
+    atomic_store(&job->done, true);
+    pthread_cond_broadcast(&in->job_ended);
+    pthread_mutex_unlock(&in->jobs_lock);
+    return NULL;
+}
+
+bool intake_lane_free(const lane_t *lane)
+{
+    return lane->job == NULL || atomic_load(&lane->job->done);
+}
+
+/* A lane other than `lane` whose connection is free and which has
+ * gathered messages, or NULL. */
+static lane_t *other_ready(intake_t *in, const lane_t *lane)
+{
+    for (size_t l = 0; l < in->n_lanes; l++) {
+        lane_t *other = &in->lanes[l];
+        if (other != lane && other->n_pending > 0 && intake_lane_free(other))
+            return other;
+    }
     return NULL;
 }
 
@@ -194,6 +231,8 @@ static err_class_t flush_finish(intake_t *in, lane_t *lane, char *errstr, size_t
         return ERR_OK;
     pthread_join(job->thread, NULL);
     lane->job = NULL;
+    int64_t ended_before = lane->ended_ms;
+    lane->ended_ms = job->ended;
     cls = job->cls;
     if (cls != ERR_OK)
         snprintf(errstr, errstr_size, "%s", job->errstr);
@@ -233,11 +272,13 @@ static err_class_t flush_finish(intake_t *in, lane_t *lane, char *errstr, size_t
         }
     }
     if (job->n > 0) {
-        char count[24], ms[24];
+        char count[24], ms[24], idle[24];
         int64_t took = job->ended - job->started;
         snprintf(count, sizeof count, "%zu", job->stats.messages);
         snprintf(ms, sizeof ms, "%" PRId64, took);
-        LOG_DEBUG("batch committed", "messages", count, "ms", ms);
+        /* How long the lane's connection waited for this batch. */
+        snprintf(idle, sizeof idle, "%" PRId64, ended_before > 0 ? job->started - ended_before : 0);
+        LOG_DEBUG("batch committed", "messages", count, "ms", ms, "idle_ms", idle);
         metrics_observe_batch(took);
         commit_to_kafka(in, job->parts, job->n_parts);
     }
@@ -257,12 +298,13 @@ done:
  */
 err_class_t intake_flush_start(intake_t *in, lane_t *lane, char *errstr, size_t errstr_size)
 {
-    size_t n = lane->n_pending;
+    size_t n = lane->n_pending < in->batch_max ? lane->n_pending : in->batch_max;
     job_t *job = calloc(1, sizeof *job);
     err_class_t cls = ERR_OK;
 
     if (job == NULL)
         return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
+    atomic_init(&job->done, false);
     job->in = in;
     job->lane = lane;
     job->msgs = calloc(n + 1, sizeof *job->msgs);
@@ -273,11 +315,14 @@ err_class_t intake_flush_start(intake_t *in, lane_t *lane, char *errstr, size_t 
         job_free(job);
         return err_set(ERR_FATAL, errstr, errstr_size, "out of memory");
     }
-    describe_pending(lane, job->inputs, job->headers);
-    job->n_parts = batch_progress(in, lane, job->parts);
+    describe_pending(lane, n, job->inputs, job->headers);
+    job->n_parts = batch_progress(in, lane, n, job->parts);
     memcpy(job->msgs, lane->pending, n * sizeof *job->msgs);
     job->n = n;
-    lane->n_pending = 0;
+    lane->n_pending -= n;
+    memmove(lane->pending, lane->pending + n, lane->n_pending * sizeof *lane->pending);
+    if (lane->n_pending > 0)
+        lane->pending_since_ms = clock_monotonic_ms();
     if (n == 0 && job->n_parts == 0) {
         job_free(job);
         return flush_finish(in, lane, errstr, errstr_size);
@@ -290,6 +335,22 @@ err_class_t intake_flush_start(intake_t *in, lane_t *lane, char *errstr, size_t 
         job_free(job);
         err_class_t prev = flush_finish(in, lane, errstr, errstr_size);
         return prev != ERR_OK ? prev : cls;
+    }
+    /* While this lane's connection is busy, every other lane whose own
+     * batch ends meanwhile is handed what it has gathered at once: the
+     * consumer reads nothing while it waits here, and a connection left
+     * idle until this wait ends is most of what two transactions in flight
+     * lost to one. */
+    while (!intake_lane_free(lane)) {
+        lane_t *other = NULL;
+        pthread_mutex_lock(&in->jobs_lock);
+        while (!intake_lane_free(lane) && (other = other_ready(in, lane)) == NULL)
+            pthread_cond_wait(&in->job_ended, &in->jobs_lock);
+        pthread_mutex_unlock(&in->jobs_lock);
+        if (other != NULL && (cls = intake_flush_start(in, other, errstr, errstr_size)) != ERR_OK) {
+            job_free(job);
+            return cls;
+        }
     }
     if ((cls = flush_finish(in, lane, errstr, errstr_size)) != ERR_OK) {
         job_free(job);
@@ -324,8 +385,11 @@ err_class_t intake_flush_all(intake_t *in, char *errstr, size_t errstr_size)
     err_class_t cls = ERR_OK;
     /* intake_flush_start() has joined every batch of its lane before it on any
      * failure; the others are joined below either way. */
-    for (size_t l = 0; l < in->n_lanes && cls == ERR_OK; l++)
-        cls = intake_flush_start(in, &in->lanes[l], errstr, errstr_size);
+    for (size_t l = 0; l < in->n_lanes && cls == ERR_OK; l++) {
+        do /* a lane may hold more than a batch */
+            cls = intake_flush_start(in, &in->lanes[l], errstr, errstr_size);
+        while (cls == ERR_OK && in->lanes[l].n_pending > 0);
+    }
     if (cls != ERR_OK) {
         char ignored[512];
         intake_finish_all(in, ignored, sizeof ignored);
