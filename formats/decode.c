@@ -328,12 +328,11 @@ static void read_trace(const decode_input_t *in, decode_message_t *out)
 static decode_reason_t judge_value(const decode_input_t *in, decode_message_t *out, char *detail,
                                    size_t detail_size);
 
-static decode_reason_t judge_message(const decode_input_t *in, const decode_limits_t *limits,
-                                     def_format_t format, decode_message_t *out, char *detail,
-                                     size_t detail_size)
+/* What every message passes first, whatever its format: a value, and
+ * not over the size limit. Empties *out. */
+static decode_reason_t judge_present(const decode_input_t *in, const decode_limits_t *limits,
+                                     decode_message_t *out, char *detail, size_t detail_size)
 {
-    json_error_t jerr;
-
     memset(out, 0, sizeof *out);
     out->schema_id = -1;
     detail[0] = '\0';
@@ -346,6 +345,18 @@ static decode_reason_t judge_message(const decode_input_t *in, const decode_limi
                  in->value_len, limits->max_bytes);
         return DECODE_TOO_LARGE;
     }
+    return DECODE_OK;
+}
+
+static decode_reason_t judge_message(const decode_input_t *in, const decode_limits_t *limits,
+                                     def_format_t format, decode_message_t *out, char *detail,
+                                     size_t detail_size)
+{
+    json_error_t jerr;
+
+    decode_reason_t why = judge_present(in, limits, out, detail, detail_size);
+    if (why != DECODE_OK)
+        return why;
     /* A value framed for a schema registry: read its payload where the
      * topic's format says it is JSON, refuse it with its schema id
      * otherwise (it would read as invalid_json, which blames the
@@ -456,18 +467,9 @@ decode_reason_t decode_message_avro(const decode_input_t *in, const decode_limit
     size_t payload_len;
     char why[224];
 
-    memset(out, 0, sizeof *out);
-    out->schema_id = -1;
-    detail[0] = '\0';
-    if (in->value == NULL) {
-        snprintf(detail, detail_size, "the message has no value (a tombstone)");
-        return DECODE_TOMBSTONE;
-    }
-    if (in->value_len > limits->max_bytes) {
-        snprintf(detail, detail_size, "the value is %zu bytes, over the limit of %zu",
-                 in->value_len, limits->max_bytes);
-        return DECODE_TOO_LARGE;
-    }
+    decode_reason_t present = judge_present(in, limits, out, detail, detail_size);
+    if (present != DECODE_OK)
+        return present;
     if (!format_confluent_frame(in->value, in->value_len, &schema_id, &payload, &payload_len)) {
         snprintf(detail, detail_size, "the value is not in the Confluent wire format");
         return DECODE_INVALID_AVRO;
