@@ -297,6 +297,13 @@ START_TEST(unloadable_version_is_set_aside_and_the_healthy_instance_alerted)
     time_t asked = time(NULL);
     tw_stop(&w, 20);
     ck_assert_int_le(time(NULL) - asked, 10);
+    /* The run's last summary of what it rejected names the reason (a
+     * backtest replays one candidate version: it has no unloadable one). */
+    char *final = tl_read_file(w.log);
+    ck_assert_msg(tl_contains(final, "messages rejected since the last summary") &&
+                      tl_contains(final, "\"by_reason\":\"unloadable_version 1\""),
+                  "run's rejection summary:\n%s", final);
+    free(final);
 }
 END_TEST
 
