@@ -63,6 +63,10 @@ struct dispatcher {
     bool draining;        /* stopping: claim nothing more */
     int64_t next_look_ms; /* monotonic: the next claim when nothing wakes it */
     size_t max_in_flight; /* no claim while this many rows are in flight */
+    /* A handle per topic commands went to, the producer's (made with it,
+     * destroyed before it). */
+    rd_kafka_topic_t **topics;
+    size_t n_topics, cap_topics;
 };
 
 /* ---- the pure parts ------------------------------------------------------- */
@@ -228,9 +232,45 @@ static bool producer_start(dispatcher_t *d, char *errstr, size_t errstr_size)
     return true;
 }
 
-/* Every queue handle goes before the producer, or its destruction waits. */
+/*
+ * The producer's handle for `topic`, made at its first command. A message
+ * produced by topic name to a topic the producer has no metadata for waits
+ * for librdkafka's scan of unknown topics, once a second; making the handle
+ * asks for the topic's leader at once, so the first command to each topic
+ * costs a metadata round trip instead of up to a second (which a lease or a
+ * step deadline of a few seconds cannot spare). NULL, with *err saying why,
+ * when librdkafka refuses the name or memory runs out.
+ */
+static rd_kafka_topic_t *topic_handle(dispatcher_t *d, const char *topic, rd_kafka_resp_err_t *err)
+{
+    for (size_t i = 0; i < d->n_topics; i++)
+        if (strcmp(rd_kafka_topic_name(d->topics[i]), topic) == 0)
+            return d->topics[i];
+    *err = RD_KAFKA_RESP_ERR__CRIT_SYS_RESOURCE; /* out of memory */
+    if (d->n_topics == d->cap_topics) {
+        size_t cap = d->cap_topics ? d->cap_topics * 2 : 8;
+        rd_kafka_topic_t **grown = realloc(d->topics, cap * sizeof *grown);
+        if (grown == NULL)
+            return NULL;
+        d->topics = grown;
+        d->cap_topics = cap;
+    }
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(d->rk, topic, NULL);
+    if (rkt == NULL) {
+        *err = rd_kafka_last_error();
+        return NULL;
+    }
+    d->topics[d->n_topics++] = rkt;
+    return rkt;
+}
+
+/* Every queue and topic handle goes before the producer, or its
+ * destruction waits. */
 static void producer_stop(dispatcher_t *d)
 {
+    for (size_t i = 0; i < d->n_topics; i++)
+        rd_kafka_topic_destroy(d->topics[i]);
+    d->n_topics = 0;
     if (d->reports != NULL)
         rd_kafka_queue_destroy(d->reports);
     d->reports = NULL;
@@ -348,6 +388,7 @@ void dispatcher_free(dispatcher_t *d)
     for (size_t i = 0; i < d->n_kafka_props; i++)
         free(d->kafka_props[i]);
     free(d->kafka_props);
+    free(d->topics);
     pgarr_free(&d->paused);
     free(d->paused_text);
     free(d->conninfo);
@@ -681,10 +722,14 @@ static void produce_row(dispatcher_t *d, const PGresult *res, int row)
     for (size_t i = 0; i < n_headers; i++)
         rd_kafka_header_add(hdrs, h[i].name, -1, h[i].value, -1);
     const char *payload = PQgetvalue(res, row, C_PAYLOAD);
-    rd_kafka_resp_err_t err = rd_kafka_producev(
-        d->rk, RD_KAFKA_V_TOPIC(f->topic), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-        RD_KAFKA_V_KEY(f->key, strlen(f->key)), RD_KAFKA_V_VALUE((void *) payload, strlen(payload)),
-        RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(f), RD_KAFKA_V_END);
+    rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+    rd_kafka_topic_t *rkt = topic_handle(d, f->topic, &err);
+    if (rkt != NULL)
+        err =
+            rd_kafka_producev(d->rk, RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                              RD_KAFKA_V_KEY(f->key, strlen(f->key)),
+                              RD_KAFKA_V_VALUE((void *) payload, strlen(payload)),
+                              RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(f), RD_KAFKA_V_END);
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
         rd_kafka_headers_destroy(hdrs); /* not taken on failure */
         f->err = err;
