@@ -463,9 +463,11 @@ void intake_free(intake_t *in)
         rd_kafka_destroy(in->rk);
     if (in->dlq != NULL) {
         rd_kafka_flush(in->dlq, 5000); /* the copies still queued, briefly */
+        /* The topic handle goes before the producer, or its destruction waits. */
+        if (in->dlq_topic != NULL)
+            rd_kafka_topic_destroy(in->dlq_topic);
         rd_kafka_destroy(in->dlq);
     }
-    free(in->dlq_topic);
     rejsum_tick(in->rejsum, clock_monotonic_ms(), 1); /* what the last batches rejected */
     rejsum_free(in->rejsum);
     for (size_t l = 0; l < INTAKE_MAX_TRANSACTIONS; l++) {

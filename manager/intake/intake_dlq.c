@@ -53,7 +53,7 @@ static void to_dead_letter(intake_t *in, const decode_input_t *msg, const char *
 
     rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
     for (int attempt = 0; attempt < 2; attempt++) {
-        err = rd_kafka_producev(in->dlq, RD_KAFKA_V_TOPIC(in->dlq_topic),
+        err = rd_kafka_producev(in->dlq, RD_KAFKA_V_RKT(in->dlq_topic),
                                 RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
                                 RD_KAFKA_V_KEY(msg->key, msg->key_len),
                                 RD_KAFKA_V_VALUE((void *) msg->value, msg->value_len),
@@ -72,8 +72,14 @@ static void to_dead_letter(intake_t *in, const decode_input_t *msg, const char *
     rd_kafka_poll(in->dlq, 0);
 }
 
-/* Creates the dead-letter producer with the consumer's brokers and
- * properties. Returns false with the reason in errstr. */
+/*
+ * Creates the dead-letter producer with the consumer's brokers and
+ * properties, and its handle for the topic. Produced by name, a message to
+ * a topic the producer has no metadata for waits for librdkafka's scan of
+ * unknown topics, once a second; the handle makes the producer ask for the
+ * topic's leader as soon as it connects, so the first dead letter does not
+ * wait. Returns false with the reason in errstr.
+ */
 bool intake_dlq_new(intake_t *in, const intake_config_t *cfg, char *errstr, size_t errstr_size)
 {
     kconf_params_t kp = {
@@ -92,7 +98,12 @@ bool intake_dlq_new(intake_t *in, const intake_config_t *cfg, char *errstr, size
                 kerr);
         return false;
     }
-    in->dlq_topic = strdup(cfg->dead_letter_topic);
+    in->dlq_topic = rd_kafka_topic_new(in->dlq, cfg->dead_letter_topic, NULL);
+    if (in->dlq_topic == NULL) {
+        err_set(ERR_INVALID, errstr, errstr_size, "intake.dead_letter_topic %s: %s",
+                cfg->dead_letter_topic, rd_kafka_err2str(rd_kafka_last_error()));
+        return false;
+    }
     return true;
 }
 

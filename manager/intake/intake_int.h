@@ -96,9 +96,9 @@ struct intake {
     bool reachable;       /* the last metadata request was answered */
     bool reachable_known; /* a metadata request was made at all */
 
-    rd_kafka_t *dlq; /* the dead-letter producer; NULL when off */
-    char *dlq_topic;
-    rejsum_t *rejsum; /* the periodic summary of rejected messages */
+    rd_kafka_t *dlq;             /* the dead-letter producer; NULL when off */
+    rd_kafka_topic_t *dlq_topic; /* its handle for the topic, destroyed before it */
+    rejsum_t *rejsum;            /* the periodic summary of rejected messages */
 };
 
 /* ---- intake.c -------------------------------------------------------------- */
