@@ -13,7 +13,8 @@
  * topic, the type, id and time in fields of their own (--type, --id,
  * --time), events whose Kafka timestamps disagree with their own time,
  * and duplicates under the custom id: the draft has the right key, states
- * and terminals, and passes `steward check`.
+ * and terminals, and passes `steward check`; some claims stall, and a
+ * backtest of the unedited draft over the same topics pages exactly those.
  */
 #include "common/rfc3339.h"
 #include "definitions/def.h"
@@ -275,6 +276,19 @@ START_TEST(discover_drafts_claims_as_teams_publish_them)
             claim_event(rk, topics[2], policy, "PremiumCollected", id, NULL, t + 1000, t + 1000);
         }
     }
+    /* Stalled claims, over twenty minutes old: two filed and never
+     * assessed, two assessed and never paid. */
+    for (int i = 40; i < 44; i++) {
+        char claim[32], id[48];
+        snprintf(claim, sizeof claim, "CL-%d", i);
+        long long t = base + i * 10000LL;
+        snprintf(id, sizeof id, "f-%d", i);
+        claim_event(rk, topics[0], claim, "ClaimFiled", id, claim, t, t);
+        if (i >= 42) {
+            snprintf(id, sizeof id, "a-%d", i);
+            claim_event(rk, topics[1], claim, "ClaimAssessed", id, claim, t + 2000, t + 2000);
+        }
+    }
     ck_assert_int_eq(rd_kafka_flush(rk, 30000), RD_KAFKA_RESP_ERR_NO_ERROR);
     rd_kafka_destroy(rk);
 
@@ -343,6 +357,48 @@ START_TEST(discover_drafts_claims_as_teams_publish_them)
                       tl_contains(c.out, "<- the key") && tl_contains(c.out, "(set aside)") &&
                       tl_contains(c.out, "PremiumCollected (20 events) shares no value"),
                   "exit %d\n%s\n%s", c.status, c.out, c.err);
+    tl_output_free(&c);
+
+    /* The unedited draft, backtested over the same traffic, pages the
+     * stalled claims and no other: every draft state has a deadline from
+     * the latencies seen. */
+    for (size_t s = 0; s < draft->n_states; s++)
+        ck_assert_msg(draft->states[s].terminal != NULL || draft->states[s].deadline_ms > 0,
+                      "the draft's state %s has no deadline", draft->states[s].name);
+    const char *bt_argv[] = {
+        NULL,     "backtest",  "--definition",     draft_path,   "--from",
+        "1h",     "--brokers", tl_kafka_brokers(), "--database", tl_db_create("discover_backtest"),
+        "--json", NULL};
+    c = tl_steward(bt_argv, NULL);
+    ck_assert_msg(c.status == 0, "backtest exited %d\n%s\n%s", c.status, c.out, c.err);
+    json_t *bt = json_loads(c.out, 0, NULL);
+    ck_assert_msg(bt != NULL, "not JSON: %s", c.out);
+    const json_t *alerts = json_object_get(bt, "alerts");
+    ck_assert_msg(json_is_array(alerts), "no alerts: %s", c.out);
+    char paged[512] = "";
+    const char *expected[] = {"CL-40:claim_filed", "CL-41:claim_filed", "CL-42:claim_assessed",
+                              "CL-43:claim_assessed"};
+    size_t n_expected = sizeof expected / sizeof expected[0];
+    for (size_t x = 0; x < json_array_size(alerts); x++) {
+        const json_t *al = json_array_get(alerts, x);
+        char item[160];
+        snprintf(item, sizeof item, "%s:%s", json_string_value(json_object_get(al, "key")),
+                 json_string_value(json_object_get(al, "state")));
+        bool stalled = false;
+        for (size_t e = 0; e < n_expected; e++)
+            stalled = stalled || strcmp(item, expected[e]) == 0;
+        ck_assert_msg(stalled && json_is_true(json_object_get(al, "open_at_end")) &&
+                          strcmp(json_string_value(json_object_get(al, "kind")), "deadline") == 0,
+                      "the backtest paged a claim that did not stall: %s\n%s", item, c.out);
+        ck_assert_msg(strstr(paged, item) == NULL, "%s paged twice:\n%s", item, c.out);
+        strcat(paged, item);
+        strcat(paged, " ");
+    }
+    ck_assert_msg(json_array_size(alerts) == n_expected, "paged %s, not every stalled claim:\n%s",
+                  paged, c.out);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(bt, "rejected"), "total")),
+                     0);
+    json_decref(bt);
     tl_output_free(&c);
     free(got);
     def_free(draft);

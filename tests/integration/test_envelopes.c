@@ -13,6 +13,12 @@
  * stalled claim of version 1 is paid in the new convention and finishes,
  * and a new claim runs on version 2 through all three topics.
  *
+ * four topics: one version whose four topics each keep a convention of
+ * their own (the process's envelope; a type header; the type, key and an
+ * epoch-seconds time in fields of their own; the message key and a custom
+ * id). Every event of five claims is judged where its topic says, under
+ * the id its topic names, and the claim that stalls pages.
+ *
  * framing: values in the Confluent wire format (magic byte 0, a schema
  * id): read where the topic says "confluent_json", rejected naming the
  * schema id where it does not, or where the payload is not JSON; and
@@ -27,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 static tw_world_t w;
 
@@ -186,6 +193,167 @@ START_TEST(each_team_keeps_its_conventions)
 }
 END_TEST
 
+/*
+ * Four topics, four conventions, one version: claims as the process says
+ * (type at /type, id at /id, key at /claimId, the Kafka timestamp);
+ * assessments with the type in the x-event-type header; approvals with
+ * the type at /kind, the key at /claim/ref and the time in epoch seconds
+ * at /ts; payments keyed by the Kafka message key, the id at /eventId.
+ * Each message also carries the other conventions' fields with wrong
+ * values, so a rule applied on the wrong topic would show.
+ */
+static const char four_def[] =
+    "{\"process\": \"claim_journey\", \"version\": 1, \"mode\": \"shadow\","
+    " \"owner\": \"claims\", \"key\": \"/claimId\","
+    " \"topics\": {"
+    "   \"@P@assessments\": {\"envelope\": {\"type\": {\"header\": \"x-event-type\"}}},"
+    "   \"@P@approvals\": {\"key\": \"/claim/ref\","
+    "                    \"envelope\": {\"type\": \"/kind\","
+    "                                 \"time\": {\"pointer\": \"/ts\","
+    "                                          \"format\": \"epoch_seconds\"}}},"
+    "   \"@P@payments\": {\"key\": {\"from\": \"message_key\"},"
+    "                   \"envelope\": {\"id\": \"/eventId\"}}},"
+    " \"events\": {\"ClaimFiled\": {\"topic\": \"@P@claims\"},"
+    "            \"ClaimAssessed\": {\"topic\": \"@P@assessments\"},"
+    "            \"ClaimRejected\": {\"topic\": \"@P@assessments\"},"
+    "            \"ClaimApproved\": {\"topic\": \"@P@approvals\"},"
+    "            \"ClaimPaid\": {\"topic\": \"@P@payments\"}},"
+    " \"start\": {\"on\": \"ClaimFiled\", \"to\": \"filed\"},"
+    " \"states\": {\"filed\": {\"deadline\": \"1h\","
+    "                        \"on\": {\"ClaimAssessed\": \"assessed\","
+    "                               \"ClaimRejected\": \"rejected\"}},"
+    "            \"assessed\": {\"deadline\": \"1h\", \"owner\": \"approvals\","
+    "                           \"on\": {\"ClaimApproved\": \"approved\"}},"
+    "            \"approved\": {\"deadline\": \"3s\", \"owner\": \"payments\","
+    "                           \"on\": {\"ClaimPaid\": \"paid\"}},"
+    "            \"paid\": {\"terminal\": \"success\"},"
+    "            \"rejected\": {\"terminal\": \"rejected\"}}}";
+
+/* The instance's judged events, in order: type@topic#id for every row
+ * that started or moved it. */
+static char *path_of(const char *key)
+{
+    return tw_scalar(&w,
+                     "SELECT string_agg(event_type || '@' || substr(topic, length($2) + 1) || '#' "
+                     "|| event_id, ' ' ORDER BY id) FROM steward.history "
+                     "WHERE process = 'claim_journey' AND key = $1 "
+                     "AND outcome IN ('started', 'advanced')",
+                     TW_LIST(key, w.prefix));
+}
+
+START_TEST(four_topics_four_conventions_in_one_version)
+{
+    tw_init(&w, "envelopes4");
+    tw_create_topics(&w, TW_LIST("claims", "assessments", "approvals", "payments"), 1);
+    tw_migrate(&w);
+    json_t *cfg = tw_config(&w, "claim_journey.json");
+    json_t *parts =
+        json_pack("{s:{s:s, s:s}, s:{s:s}, s:{s:[{s:s}]}}", "scheduler", "interval", "200ms",
+                  "grace", "0s", "http", "listen", "", "routes", "default", "type", "log");
+    ck_assert_int_eq(json_object_update(cfg, parts), 0);
+    json_decref(parts);
+    tw_config_write(&w, cfg);
+    char *filled = tw_fill(four_def, w.prefix, NULL);
+    char *def_path = tl_write_file(w.dir, "claim_journey.json", filled);
+    free(filled);
+    free(def_path);
+    tw_start(&w, NULL, false);
+
+    /* C1..C3 paid, C4 rejected, C5 approved and never paid. */
+    const char *claims[] = {"C1", "C2", "C3", "C4", "C5"};
+    long long ts[5];
+    rd_kafka_t *rk = producer();
+    for (int i = 0; i < 5; i++) {
+        const char *c = claims[i];
+        char v[512];
+        /* claims: the message key is not the correlation key here */
+        snprintf(v, sizeof v,
+                 "{\"type\": \"ClaimFiled\", \"claimId\": \"%s\", \"id\": \"f-%s\","
+                 " \"kind\": \"ClaimPaid\", \"eventId\": \"wrong-%s\"}",
+                 c, c, c);
+        produce(rk, "claims", "not-a-claim", "ClaimRejected", v);
+        /* assessments: the header names the type, whatever /type says */
+        snprintf(v, sizeof v, "{\"type\": \"%s\", \"claimId\": \"%s\", \"id\": \"a-%s\"}",
+                 i == 3 ? "ClaimAssessed" : "ClaimRejected", c, c);
+        produce(rk, "assessments", NULL, i == 3 ? "ClaimRejected" : "ClaimAssessed", v);
+        if (i == 3)
+            continue;
+        /* approvals: type, key and time in the team's own fields; a
+         * whole second, as epoch seconds can say, before now */
+        ts[i] = (long long) time(NULL) - 1;
+        snprintf(v, sizeof v,
+                 "{\"kind\": \"ClaimApproved\", \"type\": \"ClaimRejected\","
+                 " \"claim\": {\"ref\": \"%s\"}, \"claimId\": \"decoy-%s\", \"id\": \"ap-%s\","
+                 " \"ts\": %lld}",
+                 c, c, c, ts[i]);
+        produce(rk, "approvals", NULL, "ClaimPaid", v);
+        if (i == 4)
+            continue;
+        /* payments: keyed by the message, the id at /eventId */
+        snprintf(v, sizeof v,
+                 "{\"type\": \"ClaimPaid\", \"claimId\": \"not-the-key\", \"id\": \"wrong-%s\","
+                 " \"eventId\": \"p-%s\"}",
+                 c, c);
+        produce(rk, "payments", c, NULL, v);
+    }
+    flush(rk);
+    rd_kafka_destroy(rk);
+
+    for (int i = 0; i < 3; i++)
+        tw_wait(&w, "SELECT status || ':' || state FROM steward.instances WHERE key = $1",
+                TW_LIST(claims[i]), "success:paid", 60, "a claim paid through four topics");
+    tw_wait(&w, "SELECT status || ':' || state FROM steward.instances WHERE key = 'C4'", NULL,
+            "rejected:rejected", 60, "C4 rejected by the header's type");
+    tw_wait(&w,
+            "SELECT count(*) FROM steward.alerts WHERE kind = 'deadline' AND key = 'C5' "
+            "AND state = 'approved' AND owner = 'payments'",
+            NULL, "1", 60, "C5's missed deadline on approved");
+    tw_expect(&w, "SELECT state FROM steward.instances WHERE key = 'C5'", NULL, "approved");
+
+    /* Every event judged under its own topic's rules. */
+    for (int i = 0; i < 5; i++) {
+        const char *c = claims[i];
+        char want[512];
+        if (i == 3)
+            snprintf(want, sizeof want, "ClaimFiled@claims#f-%s ClaimRejected@assessments#a-%s", c,
+                     c);
+        else if (i == 4)
+            snprintf(want, sizeof want,
+                     "ClaimFiled@claims#f-%s ClaimAssessed@assessments#a-%s "
+                     "ClaimApproved@approvals#ap-%s",
+                     c, c, c);
+        else
+            snprintf(want, sizeof want,
+                     "ClaimFiled@claims#f-%s ClaimAssessed@assessments#a-%s "
+                     "ClaimApproved@approvals#ap-%s ClaimPaid@payments#p-%s",
+                     c, c, c, c);
+        char *got = path_of(c);
+        ck_assert_msg(got != NULL && strcmp(got, want) == 0, "%s: %s, not %s", c,
+                      got ? got : "(none)", want);
+        free(got);
+        if (i == 3)
+            continue;
+        /* the approval's time is its /ts, not its Kafka timestamp */
+        char at[32];
+        snprintf(at, sizeof at, "%lld", ts[i]);
+        tw_expect(&w,
+                  "SELECT extract(epoch FROM event_time)::bigint FROM steward.history "
+                  "WHERE key = $1 AND event_type = 'ClaimApproved'",
+                  TW_LIST(c), at);
+    }
+    tw_expect(&w, "SELECT count(*) FROM steward.instances", NULL, "5");
+    tw_expect(&w, "SELECT count(*) FROM steward.alerts", NULL, "1");
+    tw_expect(&w, "SELECT count(*) FROM steward.rejected", NULL, "0");
+    /* A payment read before its approval waits for it (parked): nothing
+     * else is out of place. */
+    tw_expect(&w,
+              "SELECT count(*) FROM steward.history "
+              "WHERE outcome NOT IN ('started', 'advanced', 'parked')",
+              NULL, "0");
+    tw_stop(&w, 30);
+}
+END_TEST
+
 /* value framed with schema id `id` (the Confluent wire format) */
 static void produce_framed(rd_kafka_t *rk, const char *topic, unsigned id, const char *payload,
                            size_t len)
@@ -281,6 +449,7 @@ Suite *envelopes_suite(void)
     tcase_set_timeout(tc, 240);
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_add_test(tc, each_team_keeps_its_conventions);
+    tcase_add_test(tc, four_topics_four_conventions_in_one_version);
     tcase_add_test(tc, framed_values_are_read_where_declared);
     suite_add_tcase(s, tc);
     return s;
