@@ -131,7 +131,7 @@ static decode_reason_t structured_data(decode_message_t *out, const char *dataco
     }
     if (json_object_get(out->value, "data_base64") != NULL) {
         snprintf(detail, detail_size, "CloudEvent data_base64 is not supported: send JSON data");
-        return DECODE_INVALID_CLOUDEVENT;
+        return DECODE_UNSUPPORTED_DATA;
     }
     json_t *data = json_object_get(out->value, "data");
     if (data == NULL || !json_is_object(data)) {

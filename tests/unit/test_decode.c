@@ -290,7 +290,7 @@ START_TEST(cloudevents_structured_mode)
                          "\"source\":\"/orders\",\"data_base64\":\"AAAA\"}");
     in.headers = ctype;
     in.n_headers = 1;
-    ck_assert_int_eq(judge(&in), DECODE_INVALID_CLOUDEVENT);
+    ck_assert_int_eq(judge(&in), DECODE_UNSUPPORTED_DATA);
     ck_assert_str_eq(detail, "CloudEvent data_base64 is not supported: send JSON data");
 
     in = input("orders", "{\"specversion\":\"1.0\",\"type\":\"Placed\",\"id\":\"x1\","
