@@ -45,6 +45,7 @@ static const char *const reason_names[DECODE_N_REASONS] = {
     "unknown_schema",
     "invalid_avro",
     "unsupported_schema_type",
+    "unsupported_data",
 };
 
 const char *decode_reason_name(decode_reason_t reason)
@@ -401,6 +402,9 @@ static decode_reason_t judge_message(const decode_input_t *in, const decode_limi
         value_len = payload_len;
         out->schema_id = schema_id;
     }
+    why = format_cloudevents_content(in, detail, detail_size);
+    if (why != DECODE_OK)
+        return why;
     if (!utf8_valid((const unsigned char *) value, value_len)) {
         snprintf(detail, detail_size, "the value is not valid UTF-8");
         return DECODE_INVALID_UTF8;

@@ -53,6 +53,10 @@ typedef enum decode_reason {
                                        text is not an Avro schema); the detail says where */
     DECODE_UNSUPPORTED_SCHEMA_TYPE, /* the registry's schema for the id is PROTOBUF or JSON on a
                                        confluent_avro topic; the detail names id and type */
+    DECODE_UNSUPPORTED_DATA,        /* a CloudEvent whose data is not JSON (its datacontenttype
+                                       says another type, or it is data_base64) or that is in
+                                       a structured format other than JSON; the detail names
+                                       the type */
     DECODE_N_REASONS
 } decode_reason_t;
 

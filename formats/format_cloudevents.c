@@ -99,10 +99,54 @@ static char *member_string(const json_t *obj, const char *name, bool *mistyped)
     return strdup(json_string_value(v));
 }
 
+/*
+ * Whether a media type (len bytes, its parameters after ';' aside) is one
+ * the CloudEvents JSON format reads as JSON: application/json or a +json
+ * suffix. Nothing declared is JSON too: the spec's default.
+ */
+static bool json_media_type(const char *type, size_t len)
+{
+    const char *semi = memchr(type, ';', len);
+    size_t n = semi != NULL ? (size_t) (semi - type) : len;
+    while (n > 0 && (*type == ' ' || *type == '\t'))
+        type++, n--;
+    while (n > 0 && (type[n - 1] == ' ' || type[n - 1] == '\t'))
+        n--;
+    return n == 0 || (n == 16 && strncasecmp(type, "application/json", 16) == 0) ||
+           (n > 5 && strncasecmp(type + n - 5, "+json", 5) == 0);
+}
+
+#define NOT_JSON "is not JSON: Steward reads JSON data only (application/json or a +json type)"
+
+/* The data of a valid CloudEvent in structured mode, or why Steward does
+ * not read it: a reason of Steward's (unsupported_data) when the event
+ * says its data is of a type Steward does not read. */
+static decode_reason_t structured_data(decode_message_t *out, const char *datacontenttype,
+                                       char *detail, size_t detail_size)
+{
+    if (datacontenttype != NULL && !json_media_type(datacontenttype, strlen(datacontenttype))) {
+        snprintf(detail, detail_size, "CloudEvent datacontenttype \"%.80s\" " NOT_JSON,
+                 datacontenttype);
+        return DECODE_UNSUPPORTED_DATA;
+    }
+    if (json_object_get(out->value, "data_base64") != NULL) {
+        snprintf(detail, detail_size, "CloudEvent data_base64 is not supported: send JSON data");
+        return DECODE_UNSUPPORTED_DATA;
+    }
+    json_t *data = json_object_get(out->value, "data");
+    if (data == NULL || !json_is_object(data)) {
+        snprintf(detail, detail_size, "CloudEvent data must be a JSON object");
+        return DECODE_NOT_OBJECT;
+    }
+    out->data = data;
+    return DECODE_OK;
+}
+
 static decode_reason_t structured_ce(decode_message_t *out, char *detail, size_t detail_size)
 {
     bool mistyped = false;
     char *specversion = member_string(out->value, "specversion", &mistyped);
+    char *datacontenttype = member_string(out->value, "datacontenttype", &mistyped);
 
     out->cloudevent = true;
     out->ce_type = member_string(out->value, "type", &mistyped);
@@ -127,21 +171,11 @@ static decode_reason_t structured_ce(decode_message_t *out, char *detail, size_t
     } else {
         reason = check_ce(out, specversion, false, detail, detail_size);
     }
+    if (reason == DECODE_OK)
+        reason = structured_data(out, datacontenttype, detail, detail_size);
     free(specversion);
-    if (reason != DECODE_OK)
-        return reason;
-
-    if (json_object_get(out->value, "data_base64") != NULL) {
-        snprintf(detail, detail_size, "CloudEvent data_base64 is not supported: send JSON data");
-        return DECODE_INVALID_CLOUDEVENT;
-    }
-    json_t *data = json_object_get(out->value, "data");
-    if (data == NULL || !json_is_object(data)) {
-        snprintf(detail, detail_size, "CloudEvent data must be a JSON object");
-        return DECODE_NOT_OBJECT;
-    }
-    out->data = data;
-    return DECODE_OK;
+    free(datacontenttype);
+    return reason;
 }
 
 /*
@@ -231,12 +265,52 @@ static decode_reason_t bare_ce_type(const decode_input_t *in, decode_message_t *
     return DECODE_OK;
 }
 
+/* The content-type of structured mode in JSON, the one structured
+ * format Steward reads. */
+static bool structured_json(const decode_header_t *ctype)
+{
+    return ctype != NULL && ctype->value != NULL && ctype->len >= 28 &&
+           strncasecmp(ctype->value, "application/cloudevents+json", 28) == 0;
+}
+
+decode_reason_t format_cloudevents_content(const decode_input_t *in, char *detail,
+                                           size_t detail_size)
+{
+    const decode_header_t *ctype = find_header(in, "content-type");
+    if (structured_json(ctype))
+        return DECODE_OK; /* its datacontenttype is an attribute, judged with the others */
+    const char *type = ctype != NULL ? ctype->value : NULL;
+    size_t len = type != NULL ? ctype->len : 0;
+    if (len > 24 && strncasecmp(type, "application/cloudevents+", 24) == 0) {
+        snprintf(detail, detail_size,
+                 "CloudEvent in structured mode as \"%.*s\" (its content-type): Steward reads "
+                 "structured mode in JSON only (application/cloudevents+json), or binary mode",
+                 (int) (len < 80 ? len : 80), type);
+        return DECODE_UNSUPPORTED_DATA;
+    }
+    if (find_header(in, "ce_specversion") == NULL)
+        return DECODE_OK; /* no CloudEvent: a content-type is no attribute of it */
+    /* The Kafka binding maps datacontenttype to content-type; some
+     * producers send it as an attribute header like the others. */
+    const char *from = "content-type";
+    if (type == NULL) {
+        const decode_header_t *h = find_header(in, "ce_datacontenttype");
+        type = h != NULL ? h->value : NULL;
+        len = type != NULL ? h->len : 0;
+        from = "ce_datacontenttype";
+    }
+    if (type == NULL || json_media_type(type, len))
+        return DECODE_OK;
+    snprintf(detail, detail_size,
+             "binary-mode CloudEvent's %s \"%.*s\" (its datacontenttype) " NOT_JSON, from,
+             (int) (len < 80 ? len : 80), type);
+    return DECODE_UNSUPPORTED_DATA;
+}
+
 decode_reason_t format_cloudevents(const decode_input_t *in, decode_message_t *out, char *detail,
                                    size_t detail_size)
 {
-    const decode_header_t *ctype = find_header(in, "content-type");
-    if (ctype != NULL && ctype->value != NULL && ctype->len >= 28 &&
-        strncasecmp(ctype->value, "application/cloudevents+json", 28) == 0)
+    if (structured_json(find_header(in, "content-type")))
         return structured_ce(out, detail, detail_size);
     if (find_header(in, "ce_specversion") != NULL)
         return binary_ce(in, out, detail, detail_size);

@@ -18,7 +18,8 @@
  * avro_registry: the same through a real schema registry
  * (STEWARD_TEST_SCHEMA_REGISTRY_URL, a Confluent-compatible API; schemas
  * registered by the test with POST /subjects/{subject}/versions; a JSON
- * Schema's id on the Avro topic is unsupported_schema_type). When
+ * Schema's id on the Avro topic is unsupported_schema_type, in run's
+ * rejection summary and steward backtest's). When
  * the variable is unset the suite is SKIPPED (exit 77), never passed.
  * With STEWARD_TEST_SCHEMA_REGISTRY_PAUSE/_RESUME, the registry stops
  * answering for 30 s while an order under a schema not yet fetched arrives: the
@@ -458,6 +459,22 @@ START_TEST(avro_events_are_judged_with_schemas_from_the_registry)
                       tl_contains(run_log, "unsupported_schema_type 1"),
                   "run's rejection summary:\n%s", run_log);
     free(run_log);
+
+    /* The backtest asks the same registry, and its rejection summary
+     * names both reasons and the JSON Schema's id. */
+    char url_env[1200], js_detail[64];
+    snprintf(url_env, sizeof url_env, "STEWARD_SCHEMA_REGISTRY_URL=%s", url);
+    snprintf(js_detail, sizeof js_detail, "schema id %" PRIu32 " is a JSON schema", js);
+    const char *argv[] = {NULL,  "backtest",  "--definition",     def_path,     "--from",
+                          "10m", "--brokers", tl_kafka_brokers(), "--database", w.db_url,
+                          NULL};
+    tl_output_t o = tl_steward(argv, TW_LIST(url_env));
+    ck_assert_msg(o.status == 0 && tl_contains(o.out, "messages rejected: 2 (") &&
+                      tl_contains(o.out, "unknown_schema 1") &&
+                      tl_contains(o.out, "unsupported_schema_type 1") &&
+                      tl_contains(o.out, js_detail),
+                  "exit %d\n%s\n%s", o.status, o.out, o.err);
+    tl_output_free(&o);
     free(def_path);
 }
 END_TEST

@@ -3,11 +3,12 @@
  * looks: one message of each reason decode and intake can give on a JSON
  * topic (a tombstone, an over-large value, bad UTF-8, bad JSON, nesting
  * too deep, an array, a CloudEvent of another specversion or missing its
- * id, no type, no key, a key that is a fraction, a time that is no time,
- * an id over the limit, a CloudEvents header that is not UTF-8, a value
- * framed for a schema registry, a type no definition declares) produced
- * beside ordinary events on the real broker. `steward run` records each
- * in steward.rejected with its reason and logs the summary
+ * id, a CloudEvent whose data is text/plain, no type, no key, a key that
+ * is a fraction, a time that is no time, an id over the limit, a
+ * CloudEvents header that is not UTF-8, a value framed for a schema
+ * registry, a type no definition declares) produced beside ordinary
+ * events on the real broker. `steward run` records each in
+ * steward.rejected with its reason and logs the summary
  * (intake.rejection_summary) naming every reason, the topic and a sample
  * detail; `steward backtest` over the same topic prints every reason too.
  *
@@ -43,6 +44,7 @@ static const char *const reasons[] = {
     "not_an_object",
     "unsupported_specversion",
     "invalid_cloudevent",
+    "unsupported_data",
     "missing_type",
     "missing_key",
     "invalid_key",
@@ -74,6 +76,8 @@ static void produce_bad(tl_producer_t *p, const char *topic)
     const char *ce2[] = {"ce_specversion", "2.0", "ce_type", "OrderPlaced", "ce_id", "c1",
                          "ce_source",      "/t",  NULL};
     const char *ce_no_id[] = {"ce_specversion", "1.0", "ce_type", "OrderPlaced", NULL};
+    const char *ce_text[] = {"ce_specversion", "1.0", "ce_type",      "OrderPlaced", "ce_id", "c3",
+                             "ce_source",      "/t",  "content-type", "text/plain",  NULL};
     const char *ce_bad_header[] = {"ce_specversion", "1.0",      "ce_type",
                                    "OrderPlaced",    "ce_id",    "c2",
                                    "ce_source",      "/bad\xff", NULL};
@@ -86,6 +90,7 @@ static void produce_bad(tl_producer_t *p, const char *topic)
     tl_produce(p, topic, 0, "[1,2]", -1, NULL, 0);
     tl_produce(p, topic, 0, "{\"order_id\":\"k0\"}", -1, ce2, 0);
     tl_produce(p, topic, 0, "{\"order_id\":\"k0\"}", -1, ce_no_id, 0);
+    tl_produce(p, topic, 0, "k9 was placed", -1, ce_text, 0);
     tl_produce(p, topic, 0, "{\"order_id\":\"k1\"}", -1, NULL, 0);
     tl_produce(p, topic, 0, "{\"type\":\"OrderPlaced\"}", -1, NULL, 0);
     tl_produce(p, topic, 0, "{\"type\":\"OrderPlaced\",\"order_id\":1.5}", -1, NULL, 0);
@@ -192,6 +197,13 @@ START_TEST(every_rejection_is_summarised_by_run_and_backtest)
     }
     ck_assert_str_eq(rows, expected);
     free(rows);
+    /* Steward's limit, said as such: the content type, not a JSON error. */
+    char *text = tl_db_scalar(
+        conn, "SELECT detail FROM steward.rejected WHERE reason = 'unsupported_data'", 0, NULL);
+    ck_assert_str_eq(text, "binary-mode CloudEvent's content-type \"text/plain\" (its "
+                           "datacontenttype) is not JSON: Steward reads JSON data only "
+                           "(application/json or a +json type)");
+    free(text);
 
     /* The summary: every reason, the topic, a sample detail. */
     tl_wait_file(log, "messages rejected since the last summary", 30);

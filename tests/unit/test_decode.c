@@ -290,7 +290,8 @@ START_TEST(cloudevents_structured_mode)
                          "\"source\":\"/orders\",\"data_base64\":\"AAAA\"}");
     in.headers = ctype;
     in.n_headers = 1;
-    ck_assert_int_eq(judge(&in), DECODE_INVALID_CLOUDEVENT);
+    ck_assert_int_eq(judge(&in), DECODE_UNSUPPORTED_DATA);
+    ck_assert_str_eq(detail, "CloudEvent data_base64 is not supported: send JSON data");
 
     in = input("orders", "{\"specversion\":\"1.0\",\"type\":\"Placed\",\"id\":\"x1\","
                          "\"source\":\"/orders\",\"data\":\"text\"}");
@@ -303,6 +304,137 @@ START_TEST(cloudevents_structured_mode)
     in.headers = ctype;
     in.n_headers = 1;
     ck_assert_int_eq(judge(&in), DECODE_INVALID_CLOUDEVENT);
+}
+END_TEST
+
+/*
+ * A valid CloudEvent whose data is not JSON is refused as Steward's
+ * limit (unsupported_data), naming its type, not as bad JSON from the
+ * producer; JSON types (application/json, +json, parameters, none) read.
+ */
+START_TEST(cloudevents_data_that_is_not_json)
+{
+    decode_header_t ctype[] = {{"content-type", "application/cloudevents+json", 28}};
+    static const char *const json_types[] = {"application/json",
+                                             "application/json; charset=utf-8",
+                                             "APPLICATION/JSON",
+                                             "application/vnd.orders.v1+json",
+                                             " application/ld+json ;profile=x",
+                                             NULL};
+    char value[512];
+    for (int i = 0; i <= 5; i++) {
+        const char *t = i < 5 ? json_types[i] : NULL; /* the last: none declared */
+        char attr[128] = "";
+        if (t != NULL)
+            snprintf(attr, sizeof attr, "\"datacontenttype\":\"%s\",", t);
+        snprintf(value, sizeof value,
+                 "{\"specversion\":\"1.0\",\"type\":\"Placed\",\"id\":\"x1\","
+                 "\"source\":\"/orders\",%s\"data\":{\"order_id\":\"O-7\"}}",
+                 attr);
+        decode_input_t in = input("orders", value);
+        in.headers = ctype;
+        in.n_headers = 1;
+        ck_assert_msg(judge(&in) == DECODE_OK, "%s: %s", t != NULL ? t : "(none)", detail);
+        ck_assert_str_eq(json_string_value(json_object_get(msg.data, "order_id")), "O-7");
+    }
+
+    /* structured mode: the datacontenttype attribute */
+    decode_input_t in = input("orders", "{\"specversion\":\"1.0\",\"type\":\"Placed\","
+                                        "\"id\":\"x1\",\"source\":\"/orders\","
+                                        "\"datacontenttype\":\"text/plain\",\"data\":\"hello\"}");
+    in.headers = ctype;
+    in.n_headers = 1;
+    ck_assert_int_eq(judge(&in), DECODE_UNSUPPORTED_DATA);
+    ck_assert_str_eq(detail, "CloudEvent datacontenttype \"text/plain\" is not JSON: Steward "
+                             "reads JSON data only (application/json or a +json type)");
+    ck_assert_str_eq(decode_reason_name(DECODE_UNSUPPORTED_DATA), "unsupported_data");
+    /* even with an object for data: the event says it is no JSON */
+    in = input("orders", "{\"specversion\":\"1.0\",\"type\":\"Placed\",\"id\":\"x1\","
+                         "\"source\":\"/orders\",\"datacontenttype\":\"application/xml\","
+                         "\"data\":{\"order_id\":\"O-7\"}}");
+    in.headers = ctype;
+    in.n_headers = 1;
+    ck_assert_int_eq(judge(&in), DECODE_UNSUPPORTED_DATA);
+    ck_assert_msg(strstr(detail, "\"application/xml\" is not JSON") != NULL, "%s", detail);
+    /* "json" alone is no +json suffix */
+    in = input("orders", "{\"specversion\":\"1.0\",\"type\":\"Placed\",\"id\":\"x1\","
+                         "\"source\":\"/orders\",\"datacontenttype\":\"application/jsonx\","
+                         "\"data\":{}}");
+    in.headers = ctype;
+    in.n_headers = 1;
+    ck_assert_int_eq(judge(&in), DECODE_UNSUPPORTED_DATA);
+    /* an invalid CloudEvent is the producer's: its own reason first */
+    in = input("orders", "{\"specversion\":\"1.0\",\"type\":\"Placed\",\"source\":\"/o\","
+                         "\"datacontenttype\":\"text/plain\",\"data\":\"hello\"}");
+    in.headers = ctype;
+    in.n_headers = 1;
+    ck_assert_int_eq(judge(&in), DECODE_INVALID_CLOUDEVENT);
+    ck_assert_msg(strstr(detail, "'id'") != NULL, "%s", detail);
+    in = input("orders", "{\"specversion\":\"1.0\",\"type\":\"Placed\",\"id\":\"x1\","
+                         "\"source\":\"/o\",\"datacontenttype\":7,\"data\":{}}");
+    in.headers = ctype;
+    in.n_headers = 1;
+    ck_assert_int_eq(judge(&in), DECODE_INVALID_CLOUDEVENT);
+    /* structured mode in another format than JSON */
+    decode_header_t avro_ctype[] = {{"content-type", "application/cloudevents+avro", 28}};
+    in = input("orders", "\x02\x0cPlaced");
+    in.headers = avro_ctype;
+    in.n_headers = 1;
+    ck_assert_int_eq(judge(&in), DECODE_UNSUPPORTED_DATA);
+    ck_assert_msg(strstr(detail, "\"application/cloudevents+avro\"") != NULL &&
+                      strstr(detail, "JSON only") != NULL,
+                  "%s", detail);
+
+    /* binary mode: the content-type header (the Kafka binding's), else
+     * ce_datacontenttype */
+    decode_header_t binary[] = {
+        {"ce_specversion", "1.0", 3}, {"ce_type", "Placed", 6},           {"ce_id", "A-1", 3},
+        {"ce_source", "/orders", 7},  {"content-type", "text/plain", 10},
+    };
+    in = input("orders", "O-7 was placed");
+    in.headers = binary;
+    in.n_headers = 5;
+    ck_assert_int_eq(judge(&in), DECODE_UNSUPPORTED_DATA);
+    ck_assert_str_eq(detail, "binary-mode CloudEvent's content-type \"text/plain\" (its "
+                             "datacontenttype) is not JSON: Steward reads JSON data only "
+                             "(application/json or a +json type)");
+    /* not UTF-8 either: the content type is what is said */
+    in = input("orders", "\xff\xfe<x/>");
+    in.headers = binary;
+    in.n_headers = 5;
+    binary[4] = (decode_header_t){"Content-Type", "application/xml; charset=utf-16", 31};
+    ck_assert_int_eq(judge(&in), DECODE_UNSUPPORTED_DATA);
+    ck_assert_msg(strstr(detail, "\"application/xml; charset=utf-16\"") != NULL, "%s", detail);
+    binary[4] = (decode_header_t){"ce_datacontenttype", "application/octet-stream", 24};
+    ck_assert_int_eq(judge(&in), DECODE_UNSUPPORTED_DATA);
+    ck_assert_msg(strstr(detail, "ce_datacontenttype \"application/octet-stream\"") != NULL, "%s",
+                  detail);
+    /* JSON types read, as does none */
+    in = input("orders", "{\"order_id\":\"O-7\"}");
+    in.headers = binary;
+    for (int i = 0; i <= 5; i++) {
+        in.n_headers = i < 5 ? 5 : 4;
+        if (i < 5)
+            binary[4] = (decode_header_t){i % 2 ? "ce_datacontenttype" : "content-type",
+                                          json_types[i], strlen(json_types[i])};
+        ck_assert_msg(judge(&in) == DECODE_OK, "%s: %s", i < 5 ? json_types[i] : "(none)", detail);
+        ck_assert(msg.cloudevent);
+        ck_assert_str_eq(decode_event_type(&msg, &in, def), "Placed");
+    }
+    /* a JSON value whose CloudEvent says it is not JSON is refused too */
+    binary[4] = (decode_header_t){"content-type", "text/plain", 10};
+    in.n_headers = 5;
+    ck_assert_int_eq(judge(&in), DECODE_UNSUPPORTED_DATA);
+    /* without ce_specversion a content-type is no CloudEvent's: the value
+     * is read as the JSON it is */
+    in.headers = binary + 4;
+    in.n_headers = 1;
+    ck_assert_int_eq(judge(&in), DECODE_OK);
+    ck_assert(!msg.cloudevent);
+    in = input("orders", "O-7 was placed");
+    in.headers = binary + 4;
+    in.n_headers = 1;
+    ck_assert_int_eq(judge(&in), DECODE_INVALID_JSON);
 }
 END_TEST
 
@@ -706,6 +838,7 @@ Suite *decode_suite(void)
     tcase_add_test(tc, cloudevents_binary_mode);
     tcase_add_test(tc, a_bare_ce_type_header_names_the_type);
     tcase_add_test(tc, cloudevents_structured_mode);
+    tcase_add_test(tc, cloudevents_data_that_is_not_json);
     tcase_add_test(tc, rfc3339_times);
     tcase_add_test(tc, times_format_back_to_what_they_parse_from);
     tcase_add_test(tc, reason_names);
