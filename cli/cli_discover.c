@@ -9,8 +9,10 @@
  * judges them (decode_message()) and read by an envelope (decode_read())
  * that the flags say (--type, --id, --time) or the default one: the type
  * ce_type, else the string at /type; the id ce_source#ce_id, else /id; the
- * time ce_time, else the Kafka timestamp. The draft's envelope is what the
- * flags said, so it reads what discover read. The Kafka message key is a
+ * time ce_time, else the Kafka timestamp. Each of those flags may also be
+ * given for one topic (--type TOPIC=WHERE), over the global one there. The
+ * draft's envelope is what the flags said, and its `topics` what they said
+ * per topic, so it reads what discover read. The Kafka message key is a
  * candidate key like any field (--key names the key instead).
  */
 #include "cli/cli.h"
@@ -71,6 +73,13 @@ static const char discover_usage[] =
     "                        timestamp)\n"
     "  --time-format F       how --time's field is written: rfc3339, epoch_seconds or\n"
     "                        epoch_millis (default: RFC 3339 text or epoch ms)\n"
+    "  --type TOPIC=TYPE, --id TOPIC=POINTER, --time TOPIC=TIME,\n"
+    "  --time-format TOPIC=F\n"
+    "                        the same for the events of one topic of --topics,\n"
+    "                        over the flag without TOPIC= there (e.g. --type\n"
+    "                        shipping=header:x-event-type); repeatable, once per\n"
+    "                        topic each; the draft declares the topic's envelope\n"
+    "                        in its topics\n"
     "  --format F            json; confluent_json for JSON in the Confluent wire\n"
     "                        format; confluent_avro for Avro in it, each value read\n"
     "                        with the writer schema its id names, from the\n"
@@ -90,11 +99,22 @@ typedef struct read_event {
     int64_t time_ms;
 } read_event_t;
 
+/* One topic's own envelope flags (--type TOPIC=WHERE and the others). */
+typedef struct topic_flags {
+    char *topic; /* owned */
+    /* What followed "TOPIC=", borrowed from argv; NULL: not given. */
+    const char *type, *id, *time, *time_format;
+    def_envelope_t env; /* the process's, the topic's own over it; borrowed pointers */
+    json_t *json;       /* the topic's "envelope" as the draft says it */
+} topic_flags_t;
+
 typedef struct reader {
-    const def_envelope_t *env; /* where the type, id and time are */
-    def_format_t format;       /* how the values are framed (--format) */
-    schemas_t *schemas;        /* confluent_avro's writer schemas; borrowed, NULL otherwise */
-    char registry_error[512];  /* why the registry could not answer ("" while it does) */
+    const def_envelope_t *env;   /* where the type, id and time are */
+    const topic_flags_t *topics; /* topics read by an envelope of their own */
+    size_t n_topics;
+    def_format_t format;      /* how the values are framed (--format) */
+    schemas_t *schemas;       /* confluent_avro's writer schemas; borrowed, NULL otherwise */
+    char registry_error[512]; /* why the registry could not answer ("" while it does) */
     read_event_t *ev;
     size_t n, cap;
     size_t rejected[DECODE_N_REASONS];
@@ -187,6 +207,10 @@ static bool reader_add(reader_t *r, const rd_kafka_message_t *m)
         .n_headers = n_headers,
         .timestamp_ms = rd_kafka_message_timestamp(m, &tstype),
     };
+    const def_envelope_t *where = r->env;
+    for (size_t t = 0; t < r->n_topics; t++)
+        if (strcmp(r->topics[t].topic, in.topic) == 0)
+            where = &r->topics[t].env;
     decode_limits_t limits = {DECODE_DEFAULT_MAX_BYTES, DECODE_DEFAULT_MAX_DEPTH};
     decode_message_t msg;
     char detail[256];
@@ -204,14 +228,14 @@ static bool reader_add(reader_t *r, const rd_kafka_message_t *m)
         r->rejected[why]++;
         return true;
     }
-    const char *type = decode_type_of(&msg, r->env);
+    const char *type = decode_type_of(&msg, where);
     if (type == NULL) {
         r->untyped++;
         decode_message_clear(&msg);
         return true;
     }
     decode_envelope_t env;
-    why = decode_read(&msg, &in, r->env, type, &env, detail, sizeof detail);
+    why = decode_read(&msg, &in, where, type, &env, detail, sizeof detail);
     if (why != DECODE_OK) {
         r->rejected[why]++;
         decode_message_clear(&msg);
@@ -236,7 +260,7 @@ static bool reader_add(reader_t *r, const rd_kafka_message_t *m)
     e->time_ms = env.time_ms;
     /* topic/partition/offset is no identity to drop repeats by */
     if (msg.cloudevent ||
-        (r->env->id_pointer != NULL && jsonptr_get(msg.data, r->env->id_pointer) != NULL)) {
+        (where->id_pointer != NULL && jsonptr_get(msg.data, where->id_pointer) != NULL)) {
         e->id = env.id;
         env.id = NULL;
     }
@@ -507,47 +531,96 @@ static void mark_framed_topics(json_t *draft, const reader_t *r)
             topics = json_object();
             json_object_set_new(draft, "topics", topics);
         }
-        json_object_set_new(
-            topics, topic,
-            json_pack("{s:s}", "format", avro ? "confluent_avro" : "confluent_json"));
+        json_t *entry = json_object_get(topics, topic);
+        if (entry == NULL) {
+            entry = json_object();
+            json_object_set_new(topics, topic, entry);
+        }
+        json_object_set_new(entry, "format",
+                            json_string(avro ? "confluent_avro" : "confluent_json"));
     }
 }
 
+/* Declares in the draft's topics the envelope of each topic the flags
+ * gave one, where some event of the draft arrives; says so of the others
+ * (a topic in `topics` must be some event's). */
+static void mark_topic_envelopes(json_t *draft, const topic_flags_t *tf, size_t n)
+{
+    for (size_t t = 0; t < n; t++) {
+        bool used = false;
+        const char *name;
+        json_t *ev;
+        json_object_foreach(json_object_get(draft, "events"), name, ev)
+        {
+            const char *topic = json_string_value(json_object_get(ev, "topic"));
+            used = used || (topic != NULL && strcmp(topic, tf[t].topic) == 0);
+        }
+        if (!used) {
+            fprintf(stderr,
+                    "steward discover: no event of the draft arrives on %s: its envelope is "
+                    "left out of the draft\n",
+                    tf[t].topic);
+            continue;
+        }
+        json_t *topics = json_object_get(draft, "topics");
+        if (topics == NULL) {
+            topics = json_object();
+            json_object_set_new(draft, "topics", topics);
+        }
+        json_t *entry = json_object_get(topics, tf[t].topic);
+        if (entry == NULL) {
+            entry = json_object();
+            json_object_set_new(topics, tf[t].topic, entry);
+        }
+        json_object_set_new(entry, "envelope", json_deep_copy(tf[t].json));
+    }
+}
+
+/* The flag as the user gave it, for a message: "--type", or "--type
+ * shipping=..." for one topic's. */
+static const char *flag_name(char *buf, size_t size, const char *flag, const char *topic)
+{
+    if (topic == NULL)
+        return flag;
+    snprintf(buf, size, "%s %s=...", flag, topic);
+    return buf;
+}
+
 /*
- * The envelope the flags describe into *env (pointers borrowed from the
+ * The envelope the flags describe, over what *env holds (the defaults, or
+ * the process's for one topic's flags; pointers borrowed from the
  * arguments) and, in `json`, as a definition's "envelope" says it (the
- * members the flags gave). False with the problem in why.
+ * members the flags gave). `topic` names the topic of per-topic flags, for
+ * the messages; NULL for the global ones. False with the problem in why.
  */
-static bool envelope_from_flags(def_envelope_t *env, json_t *json, const char *key,
+static bool envelope_from_flags(def_envelope_t *env, json_t *json, const char *topic,
                                 const char *type, const char *id, const char *time,
                                 const char *format, char *why, size_t why_size)
 {
-    char err[256];
-    env->type_pointer = "/type";
-    env->id_pointer = "/id";
-    if (key != NULL && strcmp(key, "message_key") != 0 && !jsonptr_valid(key, err, sizeof err)) {
-        snprintf(why, why_size, "--key is a JSON pointer or message_key: %s", err);
-        return false;
-    }
+    char err[256], f1[300], f2[300];
     if (type != NULL && strncmp(type, "header:", 7) == 0) {
         if (type[7] == '\0') {
-            snprintf(why, why_size, "--type header:NAME needs a header name");
+            snprintf(why, why_size, "%s: header:NAME needs a header name",
+                     flag_name(f1, sizeof f1, "--type", topic));
             return false;
         }
         env->type_header = (char *) type + 7;
         json_object_set_new(json, "type", json_pack("{s:s}", "header", type + 7));
     } else if (type != NULL) {
         if (!jsonptr_valid(type, err, sizeof err) || type[0] == '\0') {
-            snprintf(why, why_size, "--type is a JSON pointer or header:NAME: %s",
-                     type[0] == '\0' ? "empty" : err);
+            snprintf(why, why_size, "%s is a JSON pointer or header:NAME: %s",
+                     flag_name(f1, sizeof f1, "--type", topic), type[0] == '\0' ? "empty" : err);
             return false;
         }
+        /* A type rule replaces the one it is over, header and all. */
         env->type_pointer = (char *) type;
+        env->type_header = NULL;
         json_object_set_new(json, "type", json_string(type));
     }
     if (id != NULL) {
         if (!jsonptr_valid(id, err, sizeof err) || id[0] == '\0') {
-            snprintf(why, why_size, "--id is a JSON pointer: %s", id[0] == '\0' ? "empty" : err);
+            snprintf(why, why_size, "%s is a JSON pointer: %s",
+                     flag_name(f1, sizeof f1, "--id", topic), id[0] == '\0' ? "empty" : err);
             return false;
         }
         env->id_pointer = (char *) id;
@@ -562,20 +635,24 @@ static bool envelope_from_flags(def_envelope_t *env, json_t *json, const char *k
             f = i;
     }
     if (format != NULL && f < 0) {
-        snprintf(why, why_size, "--time-format is rfc3339, epoch_seconds or epoch_millis");
+        snprintf(why, why_size, "%s is rfc3339, epoch_seconds or epoch_millis",
+                 flag_name(f1, sizeof f1, "--time-format", topic));
         return false;
     }
     if (time != NULL && strcmp(time, "kafka_timestamp") == 0) {
         if (format != NULL) {
-            snprintf(why, why_size, "--time-format goes with a --time pointer");
+            snprintf(why, why_size, "%s goes with a %s pointer",
+                     flag_name(f1, sizeof f1, "--time-format", topic),
+                     topic != NULL ? flag_name(f2, sizeof f2, "--time", topic) : "--time");
             return false;
         }
+        env->time_pointer = NULL;
         env->time_format = DEF_TIME_KAFKA;
         json_object_set_new(json, "time", json_pack("{s:s}", "from", "kafka_timestamp"));
     } else if (time != NULL) {
         if (!jsonptr_valid(time, err, sizeof err) || time[0] == '\0') {
-            snprintf(why, why_size, "--time is a JSON pointer or kafka_timestamp: %s",
-                     time[0] == '\0' ? "empty" : err);
+            snprintf(why, why_size, "%s is a JSON pointer or kafka_timestamp: %s",
+                     flag_name(f1, sizeof f1, "--time", topic), time[0] == '\0' ? "empty" : err);
             return false;
         }
         env->time_pointer = (char *) time;
@@ -584,10 +661,121 @@ static bool envelope_from_flags(def_envelope_t *env, json_t *json, const char *k
                             f >= 0 ? json_pack("{s:s, s:s}", "pointer", time, "format", formats[f])
                                    : json_string(time));
     } else if (format != NULL) {
-        snprintf(why, why_size, "--time-format goes with a --time pointer");
+        snprintf(why, why_size, "%s goes with a %s pointer",
+                 flag_name(f1, sizeof f1, "--time-format", topic),
+                 flag_name(f2, sizeof f2, "--time", topic));
         return false;
     }
     return true;
+}
+
+/* Whether `topic` is one of the comma-separated `list`. */
+static bool in_list(const char *list, const char *topic)
+{
+    size_t len = strlen(topic);
+    for (const char *p = list; p != NULL && *p != '\0';) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma != NULL ? (size_t) (comma - p) : strlen(p);
+        if (n == len && strncmp(p, topic, len) == 0)
+            return true;
+        p = comma != NULL ? comma + 1 : NULL;
+    }
+    return false;
+}
+
+/*
+ * Whether arg is the per-topic form TOPIC=VALUE of an envelope flag, and
+ * where its value starts. A global value is a JSON pointer, header:NAME or
+ * a word without '=' (kafka_timestamp, rfc3339); a topic name has neither
+ * '/' nor ':'.
+ */
+static bool per_topic(const char *arg, const char **value)
+{
+    const char *eq = strchr(arg, '=');
+    if (eq == NULL || arg[0] == '/' || strncmp(arg, "header:", 7) == 0)
+        return false;
+    *value = eq + 1;
+    return true;
+}
+
+/*
+ * Records one per-topic flag (arg is "TOPIC=VALUE") in tf[0..*n). False
+ * with the problem in why: no topic before '=', or the flag given twice
+ * for the topic.
+ */
+static bool add_topic_flag(topic_flags_t *tf, size_t *n, int opt, const char *arg, char *why,
+                           size_t why_size)
+{
+    const char *flag = opt == 'T'   ? "--type"
+                       : opt == 'I' ? "--id"
+                       : opt == 'M' ? "--time"
+                                    : "--time-format";
+    const char *value = strchr(arg, '=') + 1;
+    size_t len = (size_t) (value - 1 - arg);
+    if (len == 0) {
+        snprintf(why, why_size, "%s %s: expected TOPIC=VALUE, the topic before '='", flag, arg);
+        return false;
+    }
+    topic_flags_t *t = NULL;
+    for (size_t i = 0; i < *n && t == NULL; i++)
+        if (strlen(tf[i].topic) == len && strncmp(tf[i].topic, arg, len) == 0)
+            t = &tf[i];
+    if (t == NULL) {
+        t = &tf[(*n)++];
+        t->topic = strndup(arg, len);
+        if (t->topic == NULL) {
+            snprintf(why, why_size, "out of memory");
+            return false;
+        }
+    }
+    const char **slot = opt == 'T'   ? &t->type
+                        : opt == 'I' ? &t->id
+                        : opt == 'M' ? &t->time
+                                     : &t->time_format;
+    if (*slot != NULL) {
+        snprintf(why, why_size, "%s %s=... given twice", flag, t->topic);
+        return false;
+    }
+    *slot = value;
+    return true;
+}
+
+/*
+ * Each topic's envelope from its flags, over the process's (*global):
+ * every topic must be one of --topics. False with the problem in why.
+ */
+static bool topic_envelopes(topic_flags_t *tf, size_t n, const def_envelope_t *global,
+                            const char *topics_arg, char *why, size_t why_size)
+{
+    for (size_t t = 0; t < n; t++) {
+        if (!in_list(topics_arg, tf[t].topic)) {
+            snprintf(why, why_size, "%s %s=...: %s is not one of --topics",
+                     tf[t].type   ? "--type"
+                     : tf[t].id   ? "--id"
+                     : tf[t].time ? "--time"
+                                  : "--time-format",
+                     tf[t].topic, tf[t].topic);
+            return false;
+        }
+        tf[t].env = *global;
+        if ((tf[t].json = json_object()) == NULL) {
+            snprintf(why, why_size, "out of memory");
+            return false;
+        }
+        if (!envelope_from_flags(&tf[t].env, tf[t].json, tf[t].topic, tf[t].type, tf[t].id,
+                                 tf[t].time, tf[t].time_format, why, why_size))
+            return false;
+    }
+    return true;
+}
+
+static void topic_flags_free(topic_flags_t *tf, size_t n)
+{
+    for (size_t t = 0; tf != NULL && t < n; t++) {
+        free(tf[t].topic);
+        json_decref(tf[t].json);
+    }
+    free(tf);
 }
 
 int cli_discover(int argc, char **argv)
@@ -618,6 +806,9 @@ int cli_discover(int argc, char **argv)
                *time_format = NULL, *format_arg = NULL;
     const char **props = calloc((size_t) argc + 1, sizeof *props);
     size_t n_props = 0;
+    topic_flags_t *tflags = calloc((size_t) argc + 1, sizeof *tflags);
+    size_t n_tflags = 0;
+    char flag_problem[512] = "";
     int opt, as_json = 0;
 
     optind = 1;
@@ -655,22 +846,28 @@ int cli_discover(int argc, char **argv)
             key_arg = optarg;
             break;
         case 'T':
-            type_arg = optarg;
-            break;
         case 'I':
-            id_arg = optarg;
-            break;
         case 'M':
-            time_arg = optarg;
+        case 'F': {
+            const char *value;
+            if (per_topic(optarg, &value)) {
+                if (flag_problem[0] == '\0')
+                    add_topic_flag(tflags, &n_tflags, opt, optarg, flag_problem,
+                                   sizeof flag_problem);
+                break;
+            }
+            *(opt == 'T'   ? &type_arg
+              : opt == 'I' ? &id_arg
+              : opt == 'M' ? &time_arg
+                           : &time_format) = optarg;
             break;
-        case 'F':
-            time_format = optarg;
-            break;
+        }
         case 'R':
             format_arg = optarg;
             break;
         default:
             free(props);
+            topic_flags_free(tflags, n_tflags);
             return cli_help_or_usage("steward discover", opt, argv, discover_usage);
         }
     }
@@ -687,6 +884,7 @@ int cli_discover(int argc, char **argv)
             fprintf(stderr, "steward discover: config: %s\n",
                     cls == ERR_FATAL ? "out of memory" : why);
             free(props);
+            topic_flags_free(tflags, n_tflags);
             return EXIT_USAGE;
         }
     }
@@ -696,9 +894,10 @@ int cli_discover(int argc, char **argv)
         brokers = NULL;
     int64_t since_ms = 0;
     unsigned long long max_messages = DISCOVER_DEFAULT_MAX;
-    def_envelope_t where = {0};
+    def_envelope_t where = {.type_pointer = "/type", .id_pointer = "/id"};
     json_t *envelope = json_object();
     char why[512];
+    char key_err[256];
     char *end = NULL;
     if (max_arg != NULL)
         max_messages = strtoull(max_arg, &end, 10);
@@ -719,15 +918,26 @@ int cli_discover(int argc, char **argv)
             ? "--format confluent_avro reads each value with its writer schema: set "
               "schema_registry.url (STEWARD_SCHEMA_REGISTRY_URL) or schema_registry.directory "
               "in the config"
-        : !envelope_from_flags(&where, envelope, key_arg, type_arg, id_arg, time_arg, time_format,
-                               why, sizeof why)
+        : key_arg != NULL && strcmp(key_arg, "message_key") != 0 && key_arg[0] != '/' &&
+                strchr(key_arg, '=') != NULL
+            ? "--key is one key for every topic (a JSON pointer or message_key): a type whose "
+              "events carry it elsewhere gets its own key in the draft without being told"
+        : key_arg != NULL && strcmp(key_arg, "message_key") != 0 &&
+                !jsonptr_valid(key_arg, key_err, sizeof key_err)
+            ? (snprintf(why, sizeof why, "--key is a JSON pointer or message_key: %s", key_err),
+               why)
+        : flag_problem[0] != '\0' ? flag_problem
+        : !envelope_from_flags(&where, envelope, NULL, type_arg, id_arg, time_arg, time_format, why,
+                               sizeof why)
             ? why
+        : !topic_envelopes(tflags, n_tflags, &where, topics_arg, why, sizeof why) ? why
         : optind < argc ? "unexpected arguments"
                         : NULL;
     if (problem != NULL) {
         fprintf(stderr, "steward discover: %s\n%s", problem, discover_usage);
         config_free(cfg);
         free(props);
+        topic_flags_free(tflags, n_tflags);
         json_decref(envelope);
         return EXIT_USAGE;
     }
@@ -744,6 +954,8 @@ int cli_discover(int argc, char **argv)
     char errstr[1024], group[64];
     int rc = EXIT_OK;
     reader_t r = {.env = &where,
+                  .topics = tflags,
+                  .n_topics = n_tflags,
                   .format = avro ? DEF_FORMAT_CONFLUENT_AVRO
                             : format_arg != NULL && strcmp(format_arg, "confluent_json") == 0
                                 ? DEF_FORMAT_CONFLUENT_JSON
@@ -804,6 +1016,21 @@ int cli_discover(int argc, char **argv)
                 (discover_event_t){r.ev[i].type, r.ev[i].topic,    r.ev[i].time_ms,
                                    r.ev[i].id,   r.ev[i].msg.data, r.ev[i].message_key};
     }
+    /* Each topic's fields that are not keys there; the order of events is
+     * the broker's on any topic read without a time of its own. */
+    discover_topic_fields_t *fields = calloc(n_tflags + 1, sizeof *fields);
+    bool kafka_time = false;
+    for (size_t t = 0; fields != NULL && t < n_tflags; t++)
+        fields[t] = (discover_topic_fields_t){
+            tflags[t].topic, tflags[t].env.type_header == NULL ? tflags[t].env.type_pointer : NULL,
+            tflags[t].env.id_pointer, tflags[t].env.time_pointer};
+    for (size_t t = 0; t < n_topics; t++) {
+        bool own_time = false;
+        for (size_t f = 0; f < n_tflags; f++)
+            own_time =
+                own_time || (tflags[f].time != NULL && strcmp(tflags[f].topic, topics[t]) == 0);
+        kafka_time = kafka_time || (time_arg == NULL && !own_time);
+    }
     discover_options_t dopts = {.process = process,
                                 .source = topics_arg,
                                 .key = key_arg,
@@ -812,9 +1039,12 @@ int cli_discover(int argc, char **argv)
                                 .id_pointer = where.id_pointer,
                                 .time_pointer = where.time_pointer,
                                 .envelope = envelope,
-                                .kafka_time = time_arg == NULL};
+                                .topic_fields = fields,
+                                .n_topic_fields = fields != NULL ? n_tflags : 0,
+                                .kafka_time = kafka_time};
     err_class_t cls = discover_analyse(events, n_events, &dopts, &report, errstr, sizeof errstr);
     free(events);
+    free(fields);
     if (cls != ERR_OK) {
         fprintf(stderr, "steward discover: %zu events read; %s\n", n_events, errstr);
         /* What was left out is often why: say it here too. */
@@ -835,6 +1065,7 @@ int cli_discover(int argc, char **argv)
         rc = EXIT_RUNTIME;
         goto out;
     }
+    mark_topic_envelopes(json_object_get(report, "draft"), tflags, n_tflags);
     mark_framed_topics(json_object_get(report, "draft"), &r);
     if (draft_file != NULL && json_dump_file(json_object_get(report, "draft"), draft_file,
                                              JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0) {
@@ -860,7 +1091,8 @@ out:
     free(topics);
     free(topics_copy);
     free(props);
-    config_free(cfg); /* after rk: brokers may be the config's */
+    topic_flags_free(tflags, n_tflags); /* after the reader, which borrowed it */
+    config_free(cfg);                   /* after rk: brokers may be the config's */
     json_decref(envelope);
     return rc;
 }

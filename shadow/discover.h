@@ -63,6 +63,16 @@ typedef struct discover_event {
     const char *message_key; /* the Kafka message key as text; NULL: none, or not text */
 } discover_event_t;
 
+/* A topic whose events keep their type, id or time in fields of their
+ * own (the topic's envelope): those fields are never keys there. NULL:
+ * the process's (discover_options_t) on that topic too. */
+typedef struct discover_topic_fields {
+    const char *topic;
+    const char *type_pointer;
+    const char *id_pointer;
+    const char *time_pointer;
+} discover_topic_fields_t;
+
 typedef struct discover_options {
     const char *process;      /* the draft's process name; NULL: "discovered" */
     const char *type_pointer; /* a field that is the type, never a key; NULL: "/type" */
@@ -71,8 +81,10 @@ typedef struct discover_options {
     const char *key;          /* the key, not chosen: a pointer or "message_key"; NULL: choose */
     const json_t *envelope;   /* the draft's "envelope" (where the type, id and time
                                  were read); NULL or empty: none */
-    const char *source;       /* where the events came from, for the description */
-    bool kafka_time;          /* the times are the broker's (no time field was named) */
+    const discover_topic_fields_t *topic_fields; /* per topic; may be NULL */
+    size_t n_topic_fields;
+    const char *source; /* where the events came from, for the description */
+    bool kafka_time;    /* the times are the broker's (no time field was named) */
 } discover_options_t;
 
 /*

@@ -54,6 +54,9 @@ typedef struct analysis {
      * chosen key's values elsewhere (the message key there, a field
      * here), else -1; from discover_type_keys(). */
     long *type_key;
+    /* The topic fields of the event discover_collect() is walking, or
+     * NULL: its topic is read as the process says. */
+    const discover_topic_fields_t *collecting;
 } analysis_t;
 
 /* Appends a line to what a person must settle (printf-style). */

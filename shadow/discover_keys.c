@@ -106,12 +106,17 @@ static bool pointer_append(char *ptr, size_t size, size_t len, const char *name)
     return true;
 }
 
-/* A field the options name as the type, id or time: never a key. */
+/* A field the options name as the type, id or time of the event's
+ * topic: never a key. */
 static bool excluded(const analysis_t *a, const char *ptr)
 {
     const discover_options_t *o = a->opts;
-    return strcmp(ptr, o->type_pointer) == 0 || strcmp(ptr, o->id_pointer) == 0 ||
-           (o->time_pointer != NULL && strcmp(ptr, o->time_pointer) == 0);
+    const discover_topic_fields_t *t = a->collecting;
+    const char *type = t != NULL && t->type_pointer != NULL ? t->type_pointer : o->type_pointer;
+    const char *id = t != NULL && t->id_pointer != NULL ? t->id_pointer : o->id_pointer;
+    const char *time = t != NULL && t->time_pointer != NULL ? t->time_pointer : o->time_pointer;
+    return strcmp(ptr, type) == 0 || strcmp(ptr, id) == 0 ||
+           (time != NULL && strcmp(ptr, time) == 0);
 }
 
 static bool walk_fields(analysis_t *a, const json_t *obj, size_t type, char *ptr, size_t len,
@@ -144,6 +149,10 @@ bool discover_collect(analysis_t *a, size_t i)
     const discover_event_t *ev = &a->ev[i];
     size_t type = a->event_type[i];
     char ptr[257] = "";
+    a->collecting = NULL;
+    for (size_t t = 0; t < a->opts->n_topic_fields && a->collecting == NULL; t++)
+        if (strcmp(a->opts->topic_fields[t].topic, ev->topic) == 0)
+            a->collecting = &a->opts->topic_fields[t];
     if (json_is_object(ev->payload) && !walk_fields(a, ev->payload, type, ptr, 0, 1))
         return false;
     if (ev->message_key != NULL && ev->message_key[0] != '\0' &&

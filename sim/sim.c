@@ -178,6 +178,11 @@ err_class_t sim_options_check(const sim_options_t *opts, char *errstr, size_t er
     if (!(opts->time_scale > 0.0) || isinf(opts->time_scale))
         return err_set(ERR_INVALID, errstr, errstr_size, "time-scale must be above 0, not %g",
                        opts->time_scale);
+    for (int k = 0; k < SIM_N_KINDS; k++) {
+        if (opts->type_header[k] != NULL && opts->type_header[k][0] == '\0')
+            return err_set(ERR_INVALID, errstr, errstr_size, "type-header of %s is empty",
+                           kind_names[k]);
+    }
     for (int k = SIM_PAYMENT_CAPTURED; k < SIM_N_KINDS; k++) {
         const sim_latency_t *l = &opts->latency[k];
         if (!(l->median_ms > 0.0) || !(l->sigma >= 0.0) || isinf(l->median_ms) || isinf(l->sigma))
@@ -349,7 +354,9 @@ void sim_plan_order(const sim_options_t *opts, uint32_t index, int64_t start_ms,
         msg.step = (uint8_t) k;
         msg.time_ms = out->time_ms[k];
         msg.emit_ms = reordered ? emit_prev : msg.time_ms;
-        if (draw[k].cloudevent < opts->cloudevents_rate)
+        /* The draw is made either way, so that a type header on one topic
+         * leaves every other message of the plan as it was. */
+        if (draw[k].cloudevent < opts->cloudevents_rate && opts->type_header[kind] == NULL)
             msg.flags |= SIM_MSG_CLOUDEVENT;
         emit_prev = msg.emit_ms;
 
@@ -688,6 +695,8 @@ int sim_format_value(const sim_options_t *opts, const sim_order_t *order, const 
 
     if (msg->flags & SIM_MSG_CLOUDEVENT)
         n = snprintf(buf, size, "{\"order_id\":\"%s\"", order_id);
+    else if (opts->type_header[kind] != NULL)
+        n = snprintf(buf, size, "{\"id\":\"%s\",\"order_id\":\"%s\"", event_id, order_id);
     else
         n = snprintf(buf, size, "{\"type\":\"%s\",\"id\":\"%s\",\"order_id\":\"%s\"",
                      kind_names[kind], event_id, order_id);
@@ -750,6 +759,10 @@ int sim_format_value(const sim_options_t *opts, const sim_order_t *order, const 
 size_t sim_format_headers(const sim_options_t *opts, const sim_order_t *order, const sim_msg_t *msg,
                           sim_header_t headers[SIM_MAX_HEADERS], char *buf, size_t size)
 {
+    if (!(msg->flags & SIM_MSG_CLOUDEVENT) && opts->type_header[msg->kind] != NULL) {
+        headers[0] = (sim_header_t){opts->type_header[msg->kind], kind_names[msg->kind]};
+        return 1;
+    }
     if (!(msg->flags & SIM_MSG_CLOUDEVENT) || size < 128)
         return 0;
     /* buf holds the three values that vary: id, source, time. */

@@ -98,6 +98,12 @@ typedef struct sim_options {
     double cloudevents_rate; /* of events */
     uint32_t poison;         /* malformed messages spread over the run */
 
+    /* The Kafka header that carries each kind's type instead of the
+     * value's "type" (--type-header, set per topic); NULL: the value's.
+     * Such events are never CloudEvents: their team has its own
+     * convention. Borrowed. */
+    const char *type_header[SIM_N_KINDS];
+
     /* The latency of the step that ends with each kind (unused for
      * OrderPlaced); sim_options_init() fills in the defaults. */
     sim_latency_t latency[SIM_N_KINDS];
@@ -250,16 +256,19 @@ int sim_poison_id(const sim_options_t *opts, long n, char *buf, size_t size);
 /*
  * The JSON value of an event message. Plain JSON carries "type", "id",
  * "order_id" and the event's fields; a CloudEvent's value is only the data
- * (order_id and the fields): type and id travel as headers. Returns the
- * length (as snprintf: >= size means it was truncated).
+ * (order_id and the fields): type and id travel as headers. An event of a
+ * kind with a type header (opts->type_header) carries "id", "order_id"
+ * and the fields: its type travels in that header. Returns the length (as
+ * snprintf: >= size means it was truncated).
  */
 int sim_format_value(const sim_options_t *opts, const sim_order_t *order, const sim_msg_t *msg,
                      char *buf, size_t size);
 
 #define SIM_MAX_HEADERS 6
 
-/* The headers of a CloudEvents message: names and values point into buf
- * (or are constants); returns how many (0 for plain JSON). */
+/* The headers of a CloudEvents message, or the one type header of a kind
+ * that has one: names and values point into buf (or are constants, or
+ * opts'); returns how many (0 for plain JSON). */
 typedef struct sim_header {
     const char *name;
     const char *value;

@@ -51,6 +51,7 @@ enum {
     OPT_AVRO_TOPIC,
     OPT_SCHEMA_REGISTRY,
     OPT_AVRO_SCHEMA_DIR,
+    OPT_TYPE_HEADER,
     OPT_HELP,
 };
 
@@ -84,6 +85,7 @@ static const struct option long_options[] = {
     {"avro-topic", required_argument, NULL, OPT_AVRO_TOPIC},
     {"schema-registry", required_argument, NULL, OPT_SCHEMA_REGISTRY},
     {"avro-schema-dir", required_argument, NULL, OPT_AVRO_SCHEMA_DIR},
+    {"type-header", required_argument, NULL, OPT_TYPE_HEADER},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -116,6 +118,11 @@ static void usage(FILE *out)
           "                          (e.g. http://127.0.0.1:8081), for --avro-topic\n"
           "  --avro-schema-dir DIR   writes DIR/<id>.avsc per schema, for --avro-topic;\n"
           "                          without --schema-registry the ids count from 1\n"
+          "  --type-header TOPIC=HEADER\n"
+          "                          the events on TOPIC (prefix included) carry their\n"
+          "                          type in Kafka header HEADER, not in the value's\n"
+          "                          \"type\", and are never CloudEvents; repeatable, one\n"
+          "                          per topic\n"
           "Orders:\n"
           "  --orders N              how many (default 1000)\n"
           "  --rate R                orders per second; 0 = as fast as possible (default 0)\n"
@@ -357,6 +364,22 @@ int sim_args_parse(int argc, char **argv, sim_args_t *cfg)
             else
                 cfg->avro_schema_dir = optarg;
             break;
+        case OPT_TYPE_HEADER: {
+            char *eq = strchr(optarg, '=');
+            if (eq == NULL || eq == optarg || eq[1] == '\0')
+                return usage_error("--%s: expected TOPIC=HEADER (e.g. shipping=x-event-type), "
+                                   "not '%s'",
+                                   name, optarg);
+            *eq = '\0';
+            for (size_t i = 0; i < cfg->n_type_headers; i++)
+                if (strcmp(cfg->type_headers[i].topic, optarg) == 0)
+                    return usage_error("--%s: topic %s given twice", name, optarg);
+            if (cfg->n_type_headers == SIM_N_KINDS)
+                return usage_error("--%s: at most %d topics", name, SIM_N_KINDS);
+            cfg->type_headers[cfg->n_type_headers].topic = optarg;
+            cfg->type_headers[cfg->n_type_headers++].header = eq + 1;
+            break;
+        }
         case OPT_HELP:
             usage(stdout);
             return EXIT_OK;
@@ -381,6 +404,8 @@ int sim_args_parse(int argc, char **argv, sim_args_t *cfg)
     if (cfg->avro_topic != NULL && (cfg->active || cfg->plan_only))
         return usage_error("--avro-topic: produces to Kafka in choreographed mode: not with "
                            "--active or --plan-only");
+    if (cfg->n_type_headers > 0 && cfg->active)
+        return usage_error("--type-header: for choreographed runs: not with --active");
     if (cfg->brokers == NULL && !cfg->plan_only && cfg->write_definition == NULL)
         return usage_error("--brokers: required (or --plan-only, or --write-definition)");
     if (!cfg->seed_given)

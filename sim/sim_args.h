@@ -37,6 +37,13 @@ typedef struct sim_args {
     const char *avro_topic;
     const char *schema_registry;
     const char *avro_schema_dir;
+    /* --type-header TOPIC=HEADER, each topic once; sim_run resolves the
+     * topics to kinds (cfg->sim.type_header). Point into argv. */
+    struct {
+        const char *topic;
+        const char *header;
+    } type_headers[SIM_N_KINDS];
+    size_t n_type_headers;
 } sim_args_t;
 
 /*

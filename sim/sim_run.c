@@ -177,6 +177,25 @@ static void warn_collapsed_latencies(const sim_options_t *opts)
     }
 }
 
+/* Whether some event goes to `topic`; when none does, says so, naming
+ * the topics that the flow has. */
+static bool known_topic(const sim_def_flow_t *flow, const char *flag, const char *topic)
+{
+    for (int k = 0; k < SIM_N_KINDS; k++)
+        if (strcmp(flow->topic[k], topic) == 0)
+            return true;
+    fprintf(stderr, "steward-sim: %s %s: no event goes to that topic (", flag, topic);
+    for (int k = 0; k < SIM_N_KINDS; k++) {
+        bool seen = false;
+        for (int j = 0; j < k; j++)
+            seen |= strcmp(flow->topic[j], flow->topic[k]) == 0;
+        if (!seen)
+            fprintf(stderr, "%s%s", k ? ", " : "", flow->topic[k]);
+    }
+    fprintf(stderr, ")\n");
+    return false;
+}
+
 int sim_run_choreographed(sim_args_t *cfg, const char *src, const volatile sig_atomic_t *stop)
 {
     char errstr[512];
@@ -224,6 +243,16 @@ int sim_run_choreographed(sim_args_t *cfg, const char *src, const volatile sig_a
                 "future; the broker may refuse them\n");
     }
 
+    for (size_t i = 0; i < cfg->n_type_headers; i++) {
+        if (!known_topic(&flow, "--type-header", cfg->type_headers[i].topic)) {
+            rc = EXIT_USAGE;
+            goto done;
+        }
+        for (int k = 0; k < SIM_N_KINDS; k++)
+            if (strcmp(flow.topic[k], cfg->type_headers[i].topic) == 0)
+                cfg->sim.type_header[k] = cfg->type_headers[i].header;
+    }
+
     sim = sim_new(&cfg->sim, errstr, sizeof errstr);
     if (sim == NULL) {
         fprintf(stderr, "steward-sim: %s\n", errstr);
@@ -245,20 +274,7 @@ int sim_run_choreographed(sim_args_t *cfg, const char *src, const volatile sig_a
     }
 
     if (cfg->avro_topic != NULL) {
-        bool known = false;
-        for (int k = 0; k < SIM_N_KINDS; k++)
-            known |= strcmp(flow.topic[k], cfg->avro_topic) == 0;
-        if (!known) {
-            fprintf(stderr, "steward-sim: --avro-topic %s: no event goes to that topic (",
-                    cfg->avro_topic);
-            for (int k = 0; k < SIM_N_KINDS; k++) {
-                bool seen = false;
-                for (int j = 0; j < k; j++)
-                    seen |= strcmp(flow.topic[j], flow.topic[k]) == 0;
-                if (!seen)
-                    fprintf(stderr, "%s%s", k ? ", " : "", flow.topic[k]);
-            }
-            fprintf(stderr, ")\n");
+        if (!known_topic(&flow, "--avro-topic", cfg->avro_topic)) {
             rc = EXIT_USAGE;
             goto done;
         }

@@ -15,6 +15,9 @@
  * and duplicates under the custom id: the draft has the right key, states
  * and terminals, and passes `steward check`; some claims stall, and a
  * backtest of the unedited draft over the same topics pages exactly those.
+ *
+ * And one topic whose team puts the type in a header of its own, read by
+ * the per-topic --type and declared in the draft's topics.
  */
 #include "common/rfc3339.h"
 #include "definitions/def.h"
@@ -566,6 +569,140 @@ START_TEST(discover_reads_avro_with_its_writer_schemas)
 }
 END_TEST
 
+/* One team puts the type in a header of its own: the simulator's shipping
+ * topic (--type-header), the others a mix of CloudEvents and plain JSON.
+ * Without a word about it, discover cannot type the shipping events; with
+ * --type SHIPPING=header:x-event-type it reads them, and the draft
+ * declares that envelope for that topic alone, which `steward check`
+ * accepts. Malformed per-topic values, and a topic not in --topics, are
+ * usage errors that say what is wrong. */
+START_TEST(discover_reads_a_topic_by_its_own_envelope)
+{
+    const char *dir = tl_tmpdir();
+    char *unique = tl_unique("disc_hdr"), prefix[128], shipping[160], type_flag[256];
+    char draft_path[512], sim_log[512], topics[1024] = "";
+    snprintf(prefix, sizeof prefix, "%s_", unique);
+    snprintf(shipping, sizeof shipping, "%sshipping", prefix);
+    snprintf(type_flag, sizeof type_flag, "%s=x-event-type", shipping);
+    snprintf(draft_path, sizeof draft_path, "%s/draft_hdr.json", dir);
+    snprintf(sim_log, sizeof sim_log, "%s/sim_hdr.log", dir);
+    const char *names[] = {"orders",   "payments", "inventory",
+                           "shipping", "delivery", "notifications"};
+    for (int i = 0; i < 6; i++)
+        snprintf(topics + strlen(topics), sizeof topics - strlen(topics), "%s%s%s", i ? "," : "",
+                 prefix, names[i]);
+
+    const char *sim_argv[] = {"steward-sim",
+                              "--brokers",
+                              tl_kafka_brokers(),
+                              "--topic-prefix",
+                              prefix,
+                              "--orders",
+                              "200",
+                              "--seed",
+                              "7",
+                              "--time-mode",
+                              "virtual",
+                              "--time-scale",
+                              "0.001",
+                              "--cloudevents-rate",
+                              "0.3",
+                              "--type-header",
+                              type_flag,
+                              "--quiet",
+                              NULL};
+    int rc = run_sim(sim_argv, sim_log);
+    if (rc != 0)
+        tl_print_tail(sim_log, 4000);
+    ck_assert_int_eq(rc, 0);
+
+    /* As the other topics: shipping's events have no type there. */
+    const char *plain[] = {NULL,   "discover", "--brokers", tl_kafka_brokers(), "--topics",
+                           topics, "--since",  "1h",        "--json",           NULL};
+    tl_output_t o = tl_steward(plain, NULL);
+    ck_assert_msg(o.status == 0, "steward discover exited %d\n%s\n%s", o.status, o.out, o.err);
+    ck_assert_msg(!tl_contains(o.out, "\"ShipmentDispatched\""), "typed without the flag: %s",
+                  o.out);
+    tl_output_free(&o);
+
+    char per_topic[256];
+    snprintf(per_topic, sizeof per_topic, "%s=header:x-event-type", shipping);
+    const char *argv[] = {NULL,      "discover", "--brokers", tl_kafka_brokers(), "--topics",
+                          topics,    "--since",  "1h",        "--type",           per_topic,
+                          "--draft", draft_path, NULL};
+    o = tl_steward(argv, NULL);
+    ck_assert_msg(o.status == 0, "steward discover exited %d\n%s\n%s", o.status, o.out, o.err);
+    ck_assert_msg(tl_contains(o.out, "ShipmentDispatched"), "%s", o.out);
+    tl_output_free(&o);
+
+    def_problems_t problems = {0};
+    def_t *draft = def_load_file(draft_path, &problems);
+    ck_assert_msg(draft != NULL, "the draft does not load: %s: %s",
+                  problems.n ? problems.items[0].pointer : "",
+                  problems.n ? problems.items[0].message : "");
+    ck_assert_ptr_null(draft->envelope.type_header);
+    long ship = def_find_event(draft, "ShipmentDispatched");
+    ck_assert_int_ge(ship, 0);
+    ck_assert_str_eq(draft->events[ship].topic, shipping);
+    ck_assert(draft->events[ship].topic_envelope);
+    ck_assert_str_eq(draft->events[ship].envelope.type_header, "x-event-type");
+    for (size_t i = 0; i < draft->n_events; i++) {
+        if ((long) i != ship)
+            ck_assert_msg(draft->events[i].envelope.type_header == NULL &&
+                              !draft->events[i].topic_envelope,
+                          "%s has shipping's envelope", draft->events[i].name);
+    }
+    ck_assert_uint_eq(draft->n_events, 9);
+    json_t *doc = json_load_file(draft_path, 0, NULL);
+    const char *header = json_string_value(json_object_get(
+        json_object_get(
+            json_object_get(json_object_get(json_object_get(doc, "topics"), shipping), "envelope"),
+            "type"),
+        "header"));
+    ck_assert_msg(header != NULL && strcmp(header, "x-event-type") == 0,
+                  "topics.%s.envelope.type is not the header", shipping);
+    json_decref(doc);
+    const char *check_argv[] = {NULL, "check", draft_path, NULL};
+    tl_output_t c = tl_steward(check_argv, NULL);
+    ck_assert_msg(c.status == 0, "steward check refused the draft:\n%s\n%s", c.out, c.err);
+    tl_output_free(&c);
+
+    /* Refused before Kafka is asked anything: exit 2, saying what. */
+    char unknown[300], twice_a[300], twice_b[300], no_header[300], bad_time[300], no_topic[300];
+    snprintf(unknown, sizeof unknown, "%sreturns=header:x-event-type", prefix);
+    snprintf(twice_a, sizeof twice_a, "%s=/a", shipping);
+    snprintf(twice_b, sizeof twice_b, "%s=/b", shipping);
+    snprintf(no_header, sizeof no_header, "%s=header:", shipping);
+    snprintf(bad_time, sizeof bad_time, "%s=occurredAt", shipping);
+    snprintf(no_topic, sizeof no_topic, "=header:x-event-type");
+    const struct {
+        const char *flag, *value, *flag2, *value2, *says;
+    } refused[] = {
+        {"--type", unknown, NULL, NULL, "is not one of --topics"},
+        {"--type", no_topic, NULL, NULL, "the topic before '='"},
+        {"--type", no_header, NULL, NULL, "needs a header name"},
+        {"--type", twice_a, "--type", twice_b, "given twice"},
+        {"--time", bad_time, NULL, NULL, "is a JSON pointer or kafka_timestamp"},
+        {"--time-format", twice_a, NULL, NULL, "is rfc3339, epoch_seconds or epoch_millis"},
+        {"--id", no_header, NULL, NULL, "is a JSON pointer"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        const char *bad[] = {
+            NULL,   "discover",      "--brokers",      tl_kafka_brokers(), "--topics",
+            topics, refused[i].flag, refused[i].value, refused[i].flag2,   refused[i].value2,
+            NULL};
+        o = tl_steward(bad, NULL);
+        ck_assert_msg(o.status == 2 && tl_contains(o.err, refused[i].says), "%s %s: exit %d\n%s",
+                      refused[i].flag, refused[i].value, o.status, o.err);
+        tl_output_free(&o);
+    }
+
+    def_free(draft);
+    def_problems_clear(&problems);
+    free(unique);
+}
+END_TEST
+
 START_TEST(discover_refuses_an_unknown_topic)
 {
     char *topic = tl_unique("disc_missing");
@@ -640,6 +777,7 @@ Suite *discover_suite(void)
     tcase_add_test(tc, discover_drafts_claims_as_teams_publish_them);
     tcase_add_test(tc, discover_reads_framed_json_with_format);
     tcase_add_test(tc, discover_reads_avro_with_its_writer_schemas);
+    tcase_add_test(tc, discover_reads_a_topic_by_its_own_envelope);
     tcase_add_test(tc, discover_refuses_an_unknown_topic);
     tcase_add_test(tc, discover_takes_brokers_and_kafka_properties_from_a_config);
     suite_add_tcase(s, tc);

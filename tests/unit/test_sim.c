@@ -1,7 +1,8 @@
 /*
  * test_sim - steward-sim's planner: the plan of each order (paths, stalls,
  * duplicates, reorders), the distributions with a fixed seed, the
- * schedule's order and memory and what messages look like; and the active
+ * schedule's order and memory and what messages look like (a topic's type
+ * header among them); and the active
  * demo's closing check of the responder's ground truth. No Kafka. The
  * definition's flow and rewrite are test_sim_def.c's, the responder's
  * plans test_sim_active.c's.
@@ -463,6 +464,64 @@ START_TEST(test_values)
 }
 END_TEST
 
+/* --type-header: the kinds of one topic carry their type in that header,
+ * never in the value and never as CloudEvents; every other kind, and the
+ * rest of the plan, is as without it. */
+START_TEST(test_type_header)
+{
+    sim_options_t plain = base_options();
+    plain.cloudevents_rate = 0.5;
+    plain.stall_rate = plain.decline_rate = plain.stock_fail_rate = 0;
+    sim_options_t o = plain;
+    o.type_header[SIM_SHIPMENT_DISPATCHED] = "x-event-type";
+    char err[256];
+    ck_assert_int_eq(sim_options_check(&o, err, sizeof err), ERR_OK);
+
+    size_t shipped = 0, others_ce = 0;
+    for (uint32_t i = 0; i < 200; i++) {
+        sim_order_t a, b;
+        sim_plan_order(&plain, i, T0, &a);
+        sim_plan_order(&o, i, T0, &b);
+        ck_assert_uint_eq(a.n_msgs, b.n_msgs);
+        for (int m = 0; m < b.n_msgs; m++) {
+            const sim_msg_t *ma = &a.msgs[m], *mb = &b.msgs[m];
+            EXPECT(ma->kind == mb->kind && ma->time_ms == mb->time_ms &&
+                   ma->emit_ms == mb->emit_ms);
+            if (mb->kind != SIM_SHIPMENT_DISPATCHED) {
+                EXPECT(ma->flags == mb->flags);
+                others_ce += (mb->flags & SIM_MSG_CLOUDEVENT) != 0;
+                continue;
+            }
+            EXPECT(!(mb->flags & SIM_MSG_CLOUDEVENT));
+            shipped++;
+
+            char buf[1024], id[64];
+            sim_format_value(&o, &b, mb, buf, sizeof buf);
+            json_t *v = json_loads(buf, 0, NULL);
+            ck_assert_msg(v != NULL, "not JSON: %s", buf);
+            ck_assert_msg(json_object_get(v, "type") == NULL, "a type in the value: %s", buf);
+            sim_event_id(&o, i, mb->step, id, sizeof id);
+            ck_assert_str_eq(json_string_value(json_object_get(v, "id")), id);
+            ck_assert_ptr_nonnull(json_object_get(v, "order_id"));
+            ck_assert_ptr_nonnull(json_object_get(v, "tracking_number"));
+            json_decref(v);
+
+            sim_header_t h[SIM_MAX_HEADERS];
+            char hbuf[256];
+            ck_assert_uint_eq(sim_format_headers(&o, &b, mb, h, hbuf, sizeof hbuf), 1);
+            ck_assert_str_eq(h[0].name, "x-event-type");
+            ck_assert_str_eq(h[0].value, "ShipmentDispatched");
+        }
+    }
+    ck_assert_uint_gt(shipped, 100);
+    ck_assert_uint_gt(others_ce, 100); /* the other topics still mix */
+
+    o.type_header[SIM_SHIPMENT_DISPATCHED] = "";
+    ck_assert_int_eq(sim_options_check(&o, err, sizeof err), ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err, "type-header"));
+}
+END_TEST
+
 START_TEST(test_poison)
 {
     sim_options_t o = base_options();
@@ -674,6 +733,7 @@ Suite *sim_suite(void)
     tcase_add_test(tc, test_span);
     tcase_add_test(tc, test_options_check);
     tcase_add_test(tc, test_values);
+    tcase_add_test(tc, test_type_header);
     tcase_add_test(tc, test_poison);
     tcase_add_test(tc, test_format_time);
     tcase_add_test(tc, test_active_check);
