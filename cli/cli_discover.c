@@ -33,6 +33,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <librdkafka/rdkafka.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -586,6 +587,18 @@ static const char *flag_name(char *buf, size_t size, const char *flag, const cha
     return buf;
 }
 
+/* Writes a refusal of a flag into why; false, for `return refuse(...)`.
+ * A longer message is cut at why_size. */
+__attribute__((format(printf, 3, 4))) static bool refuse(char *why, size_t why_size,
+                                                         const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, why_size, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
 /*
  * The envelope the flags describe, over what *env holds (the defaults, or
  * the process's for one topic's flags; pointers borrowed from the
@@ -600,17 +613,16 @@ static bool envelope_from_flags(def_envelope_t *env, json_t *json, const char *t
     char err[256], f1[300], f2[300];
     if (type != NULL && strncmp(type, "header:", 7) == 0) {
         if (type[7] == '\0') {
-            snprintf(why, why_size, "%s: header:NAME needs a header name",
-                     flag_name(f1, sizeof f1, "--type", topic));
-            return false;
+            return refuse(why, why_size, "%s: header:NAME needs a header name",
+                          flag_name(f1, sizeof f1, "--type", topic));
         }
         env->type_header = (char *) type + 7;
         json_object_set_new(json, "type", json_pack("{s:s}", "header", type + 7));
     } else if (type != NULL) {
         if (!jsonptr_valid(type, err, sizeof err) || type[0] == '\0') {
-            snprintf(why, why_size, "%s is a JSON pointer or header:NAME: %s",
-                     flag_name(f1, sizeof f1, "--type", topic), type[0] == '\0' ? "empty" : err);
-            return false;
+            return refuse(why, why_size, "%s is a JSON pointer or header:NAME: %s",
+                          flag_name(f1, sizeof f1, "--type", topic),
+                          type[0] == '\0' ? "empty" : err);
         }
         /* A type rule replaces the one it is over, header and all. */
         env->type_pointer = (char *) type;
@@ -619,9 +631,8 @@ static bool envelope_from_flags(def_envelope_t *env, json_t *json, const char *t
     }
     if (id != NULL) {
         if (!jsonptr_valid(id, err, sizeof err) || id[0] == '\0') {
-            snprintf(why, why_size, "%s is a JSON pointer: %s",
-                     flag_name(f1, sizeof f1, "--id", topic), id[0] == '\0' ? "empty" : err);
-            return false;
+            return refuse(why, why_size, "%s is a JSON pointer: %s",
+                          flag_name(f1, sizeof f1, "--id", topic), id[0] == '\0' ? "empty" : err);
         }
         env->id_pointer = (char *) id;
         json_object_set_new(json, "id", json_string(id));
@@ -635,25 +646,23 @@ static bool envelope_from_flags(def_envelope_t *env, json_t *json, const char *t
             f = i;
     }
     if (format != NULL && f < 0) {
-        snprintf(why, why_size, "%s is rfc3339, epoch_seconds or epoch_millis",
-                 flag_name(f1, sizeof f1, "--time-format", topic));
-        return false;
+        return refuse(why, why_size, "%s is rfc3339, epoch_seconds or epoch_millis",
+                      flag_name(f1, sizeof f1, "--time-format", topic));
     }
     if (time != NULL && strcmp(time, "kafka_timestamp") == 0) {
         if (format != NULL) {
-            snprintf(why, why_size, "%s goes with a %s pointer",
-                     flag_name(f1, sizeof f1, "--time-format", topic),
-                     topic != NULL ? flag_name(f2, sizeof f2, "--time", topic) : "--time");
-            return false;
+            return refuse(why, why_size, "%s goes with a %s pointer",
+                          flag_name(f1, sizeof f1, "--time-format", topic),
+                          topic != NULL ? flag_name(f2, sizeof f2, "--time", topic) : "--time");
         }
         env->time_pointer = NULL;
         env->time_format = DEF_TIME_KAFKA;
         json_object_set_new(json, "time", json_pack("{s:s}", "from", "kafka_timestamp"));
     } else if (time != NULL) {
         if (!jsonptr_valid(time, err, sizeof err) || time[0] == '\0') {
-            snprintf(why, why_size, "%s is a JSON pointer or kafka_timestamp: %s",
-                     flag_name(f1, sizeof f1, "--time", topic), time[0] == '\0' ? "empty" : err);
-            return false;
+            return refuse(why, why_size, "%s is a JSON pointer or kafka_timestamp: %s",
+                          flag_name(f1, sizeof f1, "--time", topic),
+                          time[0] == '\0' ? "empty" : err);
         }
         env->time_pointer = (char *) time;
         env->time_format = f >= 0 ? values[f] : DEF_TIME_TEXT_OR_MS;
@@ -661,10 +670,9 @@ static bool envelope_from_flags(def_envelope_t *env, json_t *json, const char *t
                             f >= 0 ? json_pack("{s:s, s:s}", "pointer", time, "format", formats[f])
                                    : json_string(time));
     } else if (format != NULL) {
-        snprintf(why, why_size, "%s goes with a %s pointer",
-                 flag_name(f1, sizeof f1, "--time-format", topic),
-                 flag_name(f2, sizeof f2, "--time", topic));
-        return false;
+        return refuse(why, why_size, "%s goes with a %s pointer",
+                      flag_name(f1, sizeof f1, "--time-format", topic),
+                      flag_name(f2, sizeof f2, "--time", topic));
     }
     return true;
 }
