@@ -50,6 +50,31 @@ static int run_sim(const char *const *argv, const char *log_path)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+/*
+ * steward-sim's orders on the topics under `prefix`, virtual time
+ * compressed so they span minutes, with `extra` (NULL-terminated) after
+ * the common arguments; its output in log_path, shown when it fails.
+ */
+static void sim_produce(const char *prefix, const char *orders, const char *seed,
+                        const char *const *extra, const char *log_path)
+{
+    const char *argv[48] = {"steward-sim",    "--brokers", tl_kafka_brokers(),
+                            "--topic-prefix", prefix,      "--orders",
+                            orders,           "--seed",    seed,
+                            "--time-mode",    "virtual",   "--time-scale",
+                            "0.001",          "--quiet"};
+    size_t n = 14;
+    for (size_t i = 0; extra[i] != NULL; i++) {
+        ck_assert_uint_lt(n, sizeof argv / sizeof *argv - 1);
+        argv[n++] = extra[i];
+    }
+    argv[n] = NULL;
+    int rc = run_sim(argv, log_path);
+    if (rc != 0)
+        tl_print_tail(log_path, 4000);
+    ck_assert_int_eq(rc, 0);
+}
+
 /* The event entering each state: the start event for start.to, else the
  * event of a transition into it; NULL when none does. */
 static const char **entering(const def_t *def)
@@ -116,35 +141,18 @@ START_TEST(discover_recovers_the_simulators_order_flow)
 
     /* Every path (declines, refunds), with duplicates and reordered
      * events; virtual time compressed so the orders span minutes. */
-    const char *sim_argv[] = {"steward-sim",
-                              "--brokers",
-                              tl_kafka_brokers(),
-                              "--topic-prefix",
-                              prefix,
-                              "--orders",
-                              "400",
-                              "--seed",
-                              "11",
-                              "--decline-rate",
-                              "0.05",
-                              "--stock-fail-rate",
-                              "0.05",
-                              "--duplicate-rate",
-                              "0.03",
-                              "--reorder-rate",
-                              "0.03",
-                              "--time-mode",
-                              "virtual",
-                              "--time-scale",
-                              "0.001",
-                              "--write-definition",
-                              truth_path,
-                              "--quiet",
-                              NULL};
-    int rc = run_sim(sim_argv, sim_log);
-    if (rc != 0)
-        tl_print_tail(sim_log, 4000);
-    ck_assert_int_eq(rc, 0);
+    const char *sim_extra[] = {"--decline-rate",
+                               "0.05",
+                               "--stock-fail-rate",
+                               "0.05",
+                               "--duplicate-rate",
+                               "0.03",
+                               "--reorder-rate",
+                               "0.03",
+                               "--write-definition",
+                               truth_path,
+                               NULL};
+    sim_produce(prefix, "400", "11", sim_extra, sim_log);
 
     def_problems_t problems = {0};
     def_t *truth = def_load_file(truth_path, &problems);
@@ -487,29 +495,8 @@ START_TEST(discover_reads_avro_with_its_writer_schemas)
     snprintf(topics, sizeof topics, "%sorders,%spayments,%sinventory,%sshipping,%sdelivery", prefix,
              prefix, prefix, prefix, prefix);
     ck_assert_int_eq(mkdir(schema_dir, 0755), 0);
-    const char *sim_argv[] = {"steward-sim",
-                              "--brokers",
-                              tl_kafka_brokers(),
-                              "--topic-prefix",
-                              prefix,
-                              "--orders",
-                              "200",
-                              "--seed",
-                              "3",
-                              "--time-mode",
-                              "virtual",
-                              "--time-scale",
-                              "0.001",
-                              "--avro-topic",
-                              avro_topic,
-                              "--avro-schema-dir",
-                              schema_dir,
-                              "--quiet",
-                              NULL};
-    int rc = run_sim(sim_argv, sim_log);
-    if (rc != 0)
-        tl_print_tail(sim_log, 4000);
-    ck_assert_int_eq(rc, 0);
+    const char *sim_extra[] = {"--avro-topic", avro_topic, "--avro-schema-dir", schema_dir, NULL};
+    sim_produce(prefix, "200", "3", sim_extra, sim_log);
     /* One framed value under an id no schema file holds. */
     tl_producer_t *p = tl_producer_new();
     const char unknown[] = {0, 0, 0, 0x03, (char) 0xe7, 2, 'x'};
@@ -592,29 +579,8 @@ START_TEST(discover_reads_a_topic_by_its_own_envelope)
         snprintf(topics + strlen(topics), sizeof topics - strlen(topics), "%s%s%s", i ? "," : "",
                  prefix, names[i]);
 
-    const char *sim_argv[] = {"steward-sim",
-                              "--brokers",
-                              tl_kafka_brokers(),
-                              "--topic-prefix",
-                              prefix,
-                              "--orders",
-                              "200",
-                              "--seed",
-                              "7",
-                              "--time-mode",
-                              "virtual",
-                              "--time-scale",
-                              "0.001",
-                              "--cloudevents-rate",
-                              "0.3",
-                              "--type-header",
-                              type_flag,
-                              "--quiet",
-                              NULL};
-    int rc = run_sim(sim_argv, sim_log);
-    if (rc != 0)
-        tl_print_tail(sim_log, 4000);
-    ck_assert_int_eq(rc, 0);
+    const char *sim_extra[] = {"--cloudevents-rate", "0.3", "--type-header", type_flag, NULL};
+    sim_produce(prefix, "200", "7", sim_extra, sim_log);
 
     /* As the other topics: shipping's events have no type there. */
     const char *plain[] = {NULL,   "discover", "--brokers", tl_kafka_brokers(), "--topics",
